@@ -1,0 +1,254 @@
+"""Topic configuration with Kafka's keys, defaults and validation rules (``LogConfig``).
+
+A topic's config is a set of overrides (``{"segment.bytes": "1048576", ...}``) on top of defaults. The
+defaults are Kafka's, unless the store was opened with broker-level settings, which use Kafka's
+broker names (``log.segment.bytes``, ``log.retention.ms``, ...; see ``BROKER_SYNONYMS``). Values may
+be given as Python values or as strings (the CLI passes strings). Unknown keys and bad values raise
+``InvalidConfigError`` naming the key and the value; nothing half-applied is ever kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from .errors import InvalidConfigError
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+def _parse_int(key: str, value: Any, minimum: int, maximum: int) -> int:
+    if isinstance(value, bool):
+        raise InvalidConfigError(f"invalid value {value!r} for config {key!r}: expected an integer")
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise InvalidConfigError(f"invalid value {value!r} for config {key!r}: expected an integer") from None
+    if not isinstance(value, int):
+        raise InvalidConfigError(f"invalid value {value!r} for config {key!r}: expected an integer")
+    if not minimum <= value <= maximum:
+        bound = f"at least {minimum}" if maximum >= LONG_MAX else f"between {minimum} and {maximum}"
+        raise InvalidConfigError(f"invalid value {value!r} for config {key!r}: must be {bound}")
+    return value
+
+
+def _integer(minimum: int, maximum: int = LONG_MAX) -> Callable[[str, Any], int]:
+    return lambda key, value: _parse_int(key, value, minimum, maximum)
+
+
+def _ratio(key: str, value: Any) -> float:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        ratio = float(value)
+    except (TypeError, ValueError):
+        raise InvalidConfigError(f"invalid value {value!r} for config {key!r}: expected a number") from None
+    if not 0.0 <= ratio <= 1.0:
+        raise InvalidConfigError(f"invalid value {value!r} for config {key!r}: must be between 0 and 1")
+    return ratio
+
+
+def _cleanup_policy(key: str, value: Any) -> str:
+    items = value.split(",") if isinstance(value, str) else value
+    try:
+        policies = [str(item).strip().lower() for item in items]
+    except TypeError:
+        raise InvalidConfigError(f"invalid value {value!r} for config {key!r}") from None
+    if not policies or any(policy not in ("compact", "delete") for policy in policies):
+        raise InvalidConfigError(
+            f"invalid value {value!r} for config {key!r}: expected 'delete', 'compact' or 'compact,delete'")
+    return ",".join(sorted(set(policies)))
+
+
+def _choice(*choices: str) -> Callable[[str, Any], str]:
+    def parse(key: str, value: Any) -> str:
+        if not isinstance(value, str) or value.strip() not in choices:
+            hint = ""
+            if key == "compression.type" and value in ("snappy", "lz4", "zstd"):
+                hint = " (logstore uses the standard library only: gzip is the one codec offered)"
+            raise InvalidConfigError(
+                f"invalid value {value!r} for config {key!r}: expected one of {', '.join(choices)}{hint}")
+        return value.strip()
+    return parse
+
+
+@dataclass(frozen=True)
+class _Key:
+    name: str
+    field: str
+    default: Any
+    parse: Callable[[str, Any], Any]
+    doc: str
+
+
+_KEYS = [
+    _Key("segment.bytes", "segment_bytes", 1 << 30, _integer(64, INT_MAX),
+         "roll to a new segment when the active one would grow past this many bytes"),
+    _Key("segment.ms", "segment_ms", 7 * 24 * 3600 * 1000, _integer(1),
+         "roll when the active segment's records span more than this (record time)"),
+    _Key("segment.index.bytes", "segment_index_bytes", 10 * 1024 * 1024, _integer(12, INT_MAX),
+         "preallocated size of each active segment's .index and .timeindex files"),
+    _Key("index.interval.bytes", "index_interval_bytes", 4096, _integer(0, INT_MAX),
+         "bytes of data between two sparse index entries"),
+    _Key("max.message.bytes", "max_message_bytes", 1048588, _integer(0, INT_MAX),
+         "largest batch; larger appends are split, and a single larger record is rejected"),
+    _Key("cleanup.policy", "cleanup_policy", "delete", _cleanup_policy,
+         "'delete' (retention), 'compact' (keep the latest value per key) or 'compact,delete'"),
+    _Key("retention.ms", "retention_ms", 7 * 24 * 3600 * 1000, _integer(-1),
+         "delete segments whose newest record is older than this; -1 keeps them forever"),
+    _Key("retention.bytes", "retention_bytes", -1, _integer(-LONG_MAX),
+         "delete the oldest segments while the partition is larger than this; negative: no limit"),
+    _Key("flush.messages", "flush_messages", LONG_MAX, _integer(1),
+         "fsync once this many records are unflushed (checked on every append)"),
+    _Key("flush.ms", "flush_ms", LONG_MAX, _integer(0),
+         "fsync when the log has not been flushed for this long (scheduled flusher)"),
+    _Key("min.cleanable.dirty.ratio", "min_cleanable_dirty_ratio", 0.5, _ratio,
+         "the cleaner compacts a log once its dirty fraction exceeds this"),
+    _Key("delete.retention.ms", "delete_retention_ms", 24 * 3600 * 1000, _integer(0),
+         "how long tombstones survive after the cleaning that first saw them"),
+    _Key("min.compaction.lag.ms", "min_compaction_lag_ms", 0, _integer(0),
+         "records younger than this are never compacted"),
+    _Key("max.compaction.lag.ms", "max_compaction_lag_ms", LONG_MAX, _integer(1),
+         "records older than this make their log eligible for compaction whatever its ratio"),
+    _Key("file.delete.delay.ms", "file_delete_delay_ms", 60000, _integer(0),
+         "delay between renaming a deleted segment to .deleted and removing it"),
+    _Key("compression.type", "compression_type", "producer", _choice("producer", "uncompressed", "gzip"),
+         "'gzip' compresses every batch (zlib); 'producer'/'uncompressed' store batches as given"),
+    _Key("message.timestamp.type", "message_timestamp_type", "CreateTime",
+         _choice("CreateTime", "LogAppendTime"),
+         "CreateTime keeps each record's timestamp; LogAppendTime stamps batches with the append time"),
+]
+TOPIC_KEYS: dict[str, _Key] = {key.name: key for key in _KEYS}
+
+BROKER_SYNONYMS: dict[str, str] = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "message.max.bytes": "max.message.bytes",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "compression.type": "compression.type",
+    "log.message.timestamp.type": "message.timestamp.type",
+}
+# Kafka's coarser broker units, converted to the millisecond setting they stand for.
+_BROKER_UNITS: dict[str, tuple[str, int]] = {
+    "log.roll.hours": ("segment.ms", 3600 * 1000),
+    "log.retention.minutes": ("retention.ms", 60 * 1000),
+    "log.retention.hours": ("retention.ms", 3600 * 1000),
+}
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """The effective configuration of one topic (all partitions share it). Build it with
+    ``LogConfig.from_properties``; fields mirror Kafka's keys in snake_case."""
+
+    segment_bytes: int = TOPIC_KEYS["segment.bytes"].default
+    segment_ms: int = TOPIC_KEYS["segment.ms"].default
+    segment_index_bytes: int = TOPIC_KEYS["segment.index.bytes"].default
+    index_interval_bytes: int = TOPIC_KEYS["index.interval.bytes"].default
+    max_message_bytes: int = TOPIC_KEYS["max.message.bytes"].default
+    cleanup_policy: str = TOPIC_KEYS["cleanup.policy"].default
+    retention_ms: int = TOPIC_KEYS["retention.ms"].default
+    retention_bytes: int = TOPIC_KEYS["retention.bytes"].default
+    flush_messages: int = TOPIC_KEYS["flush.messages"].default
+    flush_ms: int = TOPIC_KEYS["flush.ms"].default
+    min_cleanable_dirty_ratio: float = TOPIC_KEYS["min.cleanable.dirty.ratio"].default
+    delete_retention_ms: int = TOPIC_KEYS["delete.retention.ms"].default
+    min_compaction_lag_ms: int = TOPIC_KEYS["min.compaction.lag.ms"].default
+    max_compaction_lag_ms: int = TOPIC_KEYS["max.compaction.lag.ms"].default
+    file_delete_delay_ms: int = TOPIC_KEYS["file.delete.delay.ms"].default
+    compression_type: str = TOPIC_KEYS["compression.type"].default
+    message_timestamp_type: str = TOPIC_KEYS["message.timestamp.type"].default
+
+    def __post_init__(self) -> None:
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise InvalidConfigError(
+                f"min.compaction.lag.ms ({self.min_compaction_lag_ms}) must not exceed "
+                f"max.compaction.lag.ms ({self.max_compaction_lag_ms})")
+
+    @classmethod
+    def from_properties(cls, overrides: Mapping[str, Any] | None = None,
+                        defaults: "LogConfig | None" = None) -> "LogConfig":
+        """Validate ``overrides`` (Kafka topic keys) and apply them on top of ``defaults``."""
+        changes = {TOPIC_KEYS[key].field: value for key, value in parse_overrides(overrides or {}).items()}
+        return dataclasses.replace(defaults or cls(), **changes)
+
+    @classmethod
+    def from_broker_properties(cls, settings: Mapping[str, Any]) -> "LogConfig":
+        """Topic defaults from broker-level settings (``log.segment.bytes`` and the like)."""
+        overrides: dict[str, Any] = {}
+        for key, value in settings.items():
+            if key in BROKER_SYNONYMS:
+                overrides[BROKER_SYNONYMS[key]] = value
+            elif key not in _BROKER_UNITS:
+                raise InvalidConfigError(f"unknown store setting {key!r}")
+        # Kafka's precedence: the millisecond key, then minutes, then hours.
+        for key, (topic_key, unit_ms) in _BROKER_UNITS.items():
+            if key in settings and topic_key not in overrides:
+                amount = _parse_int(key, settings[key], -1, LONG_MAX // unit_ms)
+                overrides[topic_key] = amount * unit_ms if amount >= 0 else -1
+        return cls.from_properties(overrides)
+
+    def to_properties(self) -> dict[str, Any]:
+        """Every key with its effective value, by Kafka name."""
+        return {key.name: getattr(self, key.field) for key in _KEYS}
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def max_segment_ms(self) -> int:
+        """segment.ms, capped by max.compaction.lag.ms for compacted topics (as in Kafka)."""
+        if self.compact:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
+
+
+def parse_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate topic-level overrides; returns them parsed (by Kafka key). Raises on the first bad
+    key or value."""
+    if not isinstance(overrides, Mapping):
+        raise TypeError(f"config must be a mapping of Kafka keys to values, got {overrides!r}")
+    parsed = {}
+    for key, value in overrides.items():
+        spec = TOPIC_KEYS.get(key)
+        if spec is None:
+            known = ", ".join(sorted(TOPIC_KEYS))
+            raise InvalidConfigError(f"unknown topic config {key!r} (known: {known})")
+        parsed[key] = spec.parse(key, value)
+    return parsed
+
+
+def parse_assignments(pairs: list[str]) -> dict[str, str]:
+    """Parse ``KEY=VALUE`` strings (CLI ``--config``/``--set``) into a dict; raises on a malformed
+    pair."""
+    result = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidConfigError(f"expected KEY=VALUE, got {pair!r}")
+        result[key.strip()] = value.strip()
+    return result
+
+
+def describe_keys() -> list[tuple[str, Any, str]]:
+    """(key, default, description) for every topic key, for help texts and docs."""
+    return [(key.name, key.default, key.doc) for key in _KEYS]

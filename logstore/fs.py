@@ -1,0 +1,196 @@
+"""The file-operations seam: every durability-relevant file operation of the engine goes through
+one ``FileSystem`` object.
+
+Creating, writing, fsyncing, fsyncing a directory, renaming, truncating and deleting files all pass
+through here, so tests can substitute a subclass that records operations, injects ``ENOSPC``/``EIO``,
+or simulates a power loss by dropping what was never fsynced (see ``logstore.testing``).
+
+Reads (``pread``, ``mmap``) pass through here too, so the fault-injecting subclasses see them, but they
+are kept as thin as possible because they sit on hot paths.
+
+Conventions:
+- ``OSError`` propagates unchanged; the layers above decide what it means (a log turns an fsync error
+  into fail-stop).
+- ``pwrite`` loops on short writes, so a caller either wrote everything or got an exception.
+- ``write_file_atomic`` is the one way to replace a small file: temp file, fsync, rename, directory
+  fsync.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import mmap
+import os
+import stat
+
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+class FileSystem:
+    """The operating system, seen through the operations logstore needs. Stateless and
+    thread-safe; one instance is normally shared by a whole store."""
+
+    # --- data files ----------------------------------------------------------------------------
+
+    def open_file(self, path: str, *, create: bool = False, writable: bool = True) -> int:
+        """Open ``path`` and return a file descriptor. ``create`` creates it when missing (the
+        caller fsyncs the directory afterwards, once, for all the files it created)."""
+        flags = (os.O_RDWR if writable else os.O_RDONLY) | _O_CLOEXEC
+        if create:
+            flags |= os.O_CREAT
+        return os.open(path, flags, 0o644)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
+        """Write all of ``data`` at ``position``, looping on short writes."""
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(fd, view, position)
+            if written <= 0:  # pragma: no cover - the kernel reports errors as exceptions
+                raise OSError(errno.EIO, f"pwrite wrote {written} bytes")
+            position += written
+            view = view[written:]
+
+    def pread(self, fd: int, size: int, position: int) -> bytes:
+        """Read up to ``size`` bytes at ``position`` (fewer at end of file)."""
+        return os.pread(fd, size, position)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def truncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+    def file_size(self, fd: int) -> int:
+        return os.fstat(fd).st_size
+
+    def map_file(self, fd: int, length: int, *, writable: bool) -> mmap.mmap:
+        """Map the first ``length`` (> 0) bytes of an open file."""
+        access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
+        return mmap.mmap(fd, length, access=access)
+
+    def msync(self, mapping: mmap.mmap) -> None:
+        """Make a writable mapping's changes durable (msync)."""
+        mapping.flush()
+
+    # --- the namespace -------------------------------------------------------------------------
+
+    def fsync_dir(self, path: str) -> None:
+        """Make creations, renames and deletions inside directory ``path`` durable."""
+        fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def rename(self, source: str, target: str) -> None:
+        """Atomically rename ``source`` to ``target`` (replacing it). The caller fsyncs the dir."""
+        os.replace(source, target)
+
+    def remove(self, path: str) -> None:
+        os.unlink(path)
+
+    def make_dirs(self, path: str) -> None:
+        """Create ``path`` and any missing parents, fsyncing each parent that gained an entry."""
+        path = os.path.abspath(path)
+        if os.path.isdir(path):
+            return
+        parent = os.path.dirname(path)
+        if parent != path:
+            self.make_dirs(parent)
+        try:
+            os.mkdir(path, 0o755)
+        except FileExistsError:
+            if not os.path.isdir(path):
+                raise
+            return
+        self.fsync_dir(parent)
+
+    def remove_dir(self, path: str) -> None:
+        os.rmdir(path)
+
+    def list_dir(self, path: str) -> list[str]:
+        return sorted(os.listdir(path))
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def is_dir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def is_file(self, path: str) -> bool:
+        try:
+            return stat.S_ISREG(os.stat(path).st_mode)
+        except FileNotFoundError:
+            return False
+
+    def path_size(self, path: str) -> int:
+        return os.stat(path).st_size
+
+    def mtime_ms(self, path: str) -> int:
+        return os.stat(path).st_mtime_ns // 1_000_000
+
+    def set_mtime_ms(self, path: str, mtime_ms: int) -> None:
+        ns = mtime_ms * 1_000_000
+        os.utime(path, ns=(ns, ns))
+
+    # --- small whole files ---------------------------------------------------------------------
+
+    def read_file(self, path: str) -> bytes:
+        fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
+        try:
+            chunks = []
+            position = 0
+            while True:
+                chunk = os.pread(fd, 1 << 20, position)
+                if not chunk:
+                    return b"".join(chunks)
+                chunks.append(chunk)
+                position += len(chunk)
+        finally:
+            os.close(fd)
+
+    def write_file_atomic(self, path: str, data: bytes) -> None:
+        """Replace ``path`` with ``data`` crash-safely: temp file, fsync, rename, directory fsync.
+        After a crash the file holds either the old or the new content, never a mix."""
+        temp_path = path + ".tmp"
+        fd = self.open_file(temp_path, create=True)
+        try:
+            self.truncate(fd, 0)
+            self.pwrite(fd, data, 0)
+            self.fsync(fd)  # 1. the bytes are durable
+        finally:
+            self.close(fd)
+        self.rename(temp_path, path)  # 2. the name flips atomically
+        self.fsync_dir(os.path.dirname(path) or ".")  # 3. the rename itself is durable
+
+    # --- the store lock ------------------------------------------------------------------------
+
+    def try_lock(self, path: str) -> int | None:
+        """Take an exclusive ``flock`` on ``path`` (created if missing) without blocking.
+
+        Returns the descriptor holding the lock, or None when another holder has it. ``flock``
+        (not ``lockf``) because it also refuses a second open in the same process and is not
+        dropped when some other descriptor of the file is closed."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def unlock(self, fd: int) -> None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+
+OS_FILE_SYSTEM = FileSystem()

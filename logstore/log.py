@@ -1,0 +1,472 @@
+"""``Log``: one partition, a sequence of segments with offsets.
+
+Offsets: ``log_start_offset`` is the first readable offset, ``log_end_offset`` the next one to be
+assigned, ``recovery_point`` the first offset not known to be fsynced (everything below it survives a
+power loss). ``append`` assigns offsets and writes to the active segment (the page cache: it survives a
+process crash, not a power loss); ``flush`` fsyncs and only then advances the recovery point.
+
+Concurrency: one lock serialises appends, rolls and truncation; a second serialises flushes, so an
+fsync never blocks appends. Readers take no lock: they read a snapshot of the segment list and the
+offsets, and data with ``pread`` bounded by a size snapshot.
+
+Failure: an ``OSError`` from an fsync makes the log fail-stop (``LogFailedError`` on every later write
+or flush; reopening recovers from what is durable). A failed write is cut back to the last complete
+batch when possible, and fail-stop otherwise.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Callable, Sequence
+
+from .clock import Clock
+from .config import LogConfig
+from .errors import (InvalidRecordError, LogFailedError, OffsetOutOfRangeError, ReadOnlyError,
+                     RecordTooLargeError, StorageError, StoreClosedError)
+from .fs import FileSystem
+from .loader import load_log
+from .records import (COMPRESSION_GZIP, COMPRESSION_NONE, HEADER_BYTES, RECORD_OVERHEAD_BYTES, Record,
+                      assign_base_offset, encode_batch, read_header)
+from .segment import DELETED_SUFFIX, LogSegment
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_BYTES = 1 << 20
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+
+
+@dataclass(frozen=True)
+class AppendInfo:
+    """What an append did: the offsets assigned (None when nothing was appended)."""
+
+    first_offset: int | None
+    last_offset: int | None
+    record_count: int
+    max_timestamp_ms: int
+    batches: int
+    log_append_time_ms: int = -1
+
+
+class Log:
+    """One partition of a topic: ``append``, ``read``, ``roll``, ``flush``, ``truncate_to`` and
+    ``delete_records``. Open it through ``LogManager.get_log`` (which persists its checkpoints), or
+    directly with ``Log(dir_path, config, ...)`` for a standalone partition."""
+
+    def __init__(self, dir_path: str, config: LogConfig, *, fs: FileSystem, clock: Clock,
+                 recovery_point: int = 0, log_start_offset: int = 0, clean_shutdown: bool = False,
+                 read_only: bool = False, topic: str | None = None, partition: int | None = None) -> None:
+        self.dir_path = dir_path
+        self.config = config
+        self.topic = topic
+        self.partition = partition
+        self.read_only = read_only
+        self._fs = fs
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._flush_lock = threading.Lock()
+        self._failure: BaseException | None = None
+        self._closed = False
+        self.on_log_start_offset_change: Callable[["Log"], None] | None = None
+        loaded = load_log(fs, clock, dir_path, config, recovery_point=recovery_point,
+                          log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, read_only=read_only)
+        self.load_problems = loaded.problems
+        self._segments: tuple[LogSegment, ...] = tuple(loaded.segments)
+        self._bases: tuple[int, ...] = tuple(segment.base_offset for segment in loaded.segments)
+        self.log_end_offset = loaded.log_end_offset
+        self.recovery_point = loaded.recovery_point
+        self.log_start_offset = loaded.log_start_offset
+        self.last_flush_ms = clock.time_ms()
+
+    # --- state -----------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.dir_path)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        """A snapshot of the segments, oldest first; the last is the active segment."""
+        return self._segments
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size_bytes for segment in self._segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self.log_end_offset - self.recovery_point
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _set_segments(self, segments: Sequence[LogSegment]) -> None:
+        self._segments = tuple(segments)
+        self._bases = tuple(segment.base_offset for segment in segments)
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"log {self.name} is closed")
+        if self.read_only:
+            raise ReadOnlyError(f"log {self.name} is open read-only")
+        if self._failure is not None:
+            raise LogFailedError(f"log {self.name} failed earlier ({self._failure}); "
+                                 "reopen the store to recover from what is durable") from self._failure
+
+    def _fail(self, exc: BaseException) -> LogFailedError:
+        self._failure = exc
+        logger.error("log %s is now fail-stop: %s", self.name, exc)
+        return LogFailedError(f"log {self.name} failed: {exc}; reopen the store to recover")
+
+    # --- appending -------------------------------------------------------------------------------
+
+    def append(self, records: Sequence[Record]) -> AppendInfo:
+        """Append ``records`` and return the offsets assigned. Records without a timestamp get the
+        current time. An append larger than ``max.message.bytes`` is split into several batches
+        (each batch is atomic); a single record larger than that raises ``RecordTooLargeError``.
+        Returns once the data is written to the OS (durable only after ``flush``)."""
+        if isinstance(records, (Record, bytes, str)) or not isinstance(records, Sequence):
+            raise TypeError(f"append takes a sequence of Record, got {type(records).__name__}")
+        self._check_writable()
+        now_ms = self._clock.time_ms()
+        if not records:
+            return AppendInfo(None, None, 0, -1, 0)
+        if self.config.compact and None in map(itemgetter(0), records):
+            raise InvalidRecordError(f"compacted topic {self.topic or self.name} requires a key on every record")
+        batches = self._encode(records, now_ms)
+        first_offset = None
+        max_timestamp = -1
+        with self._lock:
+            self._check_writable()
+            for batch in batches:
+                header = read_header(batch, 0)
+                base = self.log_end_offset
+                last = base + header.last_offset_delta
+                segment = self._maybe_roll(len(batch), header.max_timestamp, last, now_ms)
+                assign_base_offset(batch, base)
+                try:
+                    segment.append(last, header.max_timestamp, last, batch)
+                except OSError as exc:
+                    self._after_write_error(segment, exc)
+                self.log_end_offset = last + 1
+                first_offset = base if first_offset is None else first_offset
+                max_timestamp = max(max_timestamp, header.max_timestamp)
+            last_offset = self.log_end_offset - 1
+            if self.unflushed_messages >= self.config.flush_messages:
+                self.flush()
+        log_append = self.config.message_timestamp_type == "LogAppendTime"
+        return AppendInfo(first_offset, last_offset, len(records), max_timestamp, len(batches),
+                          now_ms if log_append else -1)
+
+    def _encode(self, records: Sequence[Record], now_ms: int) -> list[bytearray]:
+        compression = COMPRESSION_GZIP if self.config.compression_type == "gzip" else COMPRESSION_NONE
+        log_append = self.config.message_timestamp_type == "LogAppendTime"
+        limit = min(self.config.max_message_bytes, self.config.segment_bytes)
+
+        def encode(group: Sequence[Record]) -> list[bytearray]:
+            batch = encode_batch(group, default_timestamp_ms=now_ms, compression=compression,
+                                 log_append_time=log_append)
+            if len(batch) <= limit:
+                return [batch]
+            if len(group) == 1:
+                setting = "max.message.bytes" if limit == self.config.max_message_bytes else "segment.bytes"
+                raise RecordTooLargeError(f"a record of {len(batch) - HEADER_BYTES} bytes is larger than "
+                                          f"{setting}={limit} of {self.topic or self.name}")
+            return [part for group_part in _split(group, limit) for part in encode(group_part)]
+
+        return encode(records)
+
+    def _after_write_error(self, segment: LogSegment, exc: OSError) -> None:
+        try:
+            segment.undo_partial_write()
+        except OSError as undo_exc:
+            raise self._fail(undo_exc) from exc
+        raise StorageError(f"append to {segment.log_path} failed: {exc}") from exc
+
+    def _maybe_roll(self, incoming_bytes: int, max_timestamp_ms: int, last_offset: int, now_ms: int) -> LogSegment:
+        segment = self._segments[-1]
+        if segment.should_roll(self.config.segment_bytes, self.config.max_segment_ms, incoming_bytes,
+                               max_timestamp_ms, last_offset, now_ms):
+            return self.roll()
+        return segment
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset (unless the active one is empty) and
+        return it. The previous segment's indexes are trimmed."""
+        with self._lock:
+            self._check_writable()
+            active = self._segments[-1]
+            new_base = self.log_end_offset
+            if active.base_offset == new_base:
+                if active.size_bytes == 0 and not (active.offset_index.is_full() or active.time_index.is_full()):
+                    return active
+                if active.size_bytes:
+                    raise StorageError(f"cannot roll {self.name}: segment {new_base} already exists")
+                # An empty active segment whose index has no room left: replace it.
+                self._delete_segments([active])
+                segments = list(self._segments[:-1])
+            else:
+                active.on_become_inactive()
+                segments = list(self._segments)
+            try:
+                segment = self._new_segment(new_base)
+            except OSError as exc:
+                raise self._fail(exc) from exc
+            segments.append(segment)
+            self._set_segments(segments)
+            return segment
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        for suffix in (".log", ".index", ".timeindex"):  # stray files with the new names
+            path = os.path.join(self.dir_path, f"{base_offset:020d}{suffix}")
+            if self._fs.exists(path):
+                self._fs.remove(path)
+        return LogSegment(self._fs, self._clock, self.dir_path, base_offset, create=True,
+                          index_interval_bytes=self.config.index_interval_bytes,
+                          max_index_size_bytes=self.config.segment_index_bytes)
+
+    # --- durability ------------------------------------------------------------------------------
+
+    def flush(self) -> int:
+        """fsync everything up to the log end offset, then advance the recovery point to it.
+        Returns the new recovery point. An fsync error makes the log fail-stop."""
+        self._check_writable()
+        with self._flush_lock:
+            self._check_writable()
+            with self._lock:
+                target = self.log_end_offset
+                old_recovery_point = self.recovery_point
+                segments = self._segments
+            if target <= old_recovery_point:
+                return self.recovery_point
+            first = max(bisect.bisect_right(self._bases_of(segments), old_recovery_point) - 1, 0)
+            try:
+                for segment in segments[first:]:
+                    segment.flush()
+                if any(segment.base_offset >= old_recovery_point for segment in segments[first:]):
+                    self._fs.fsync_dir(self.dir_path)  # new segment files must survive too
+            except OSError as exc:
+                raise self._fail(exc) from exc
+            except ValueError as exc:  # a segment closed underneath (the log was closed)
+                raise StoreClosedError(f"log {self.name} closed during a flush") from exc
+            with self._lock:
+                self.recovery_point = max(self.recovery_point, min(target, self.log_end_offset))
+                self.last_flush_ms = self._clock.time_ms()
+            return self.recovery_point
+
+    @staticmethod
+    def _bases_of(segments: Sequence[LogSegment]) -> list[int]:
+        return [segment.base_offset for segment in segments]
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int = DEFAULT_MAX_BYTES, max_records: int | None = None) -> list[Record]:
+        """Records with offset >= ``offset``, in order: at least one when any exists (even if it alone
+        is larger than ``max_bytes``), then as many as fit in ``max_bytes`` (key, value and header
+        bytes plus a small per-record overhead) and ``max_records``. Reading at the log end offset
+        returns []; below the log start offset or past the end raises ``OffsetOutOfRangeError``."""
+        if not isinstance(offset, int) or isinstance(offset, bool):
+            raise TypeError(f"offset must be an int, got {offset!r}")
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0, got {max_bytes!r}")
+        if max_records is None:
+            max_records = 2**62
+        elif max_records < 1:
+            raise ValueError(f"max_records must be >= 1, got {max_records!r}")
+        for _attempt in range(3):
+            segments, bases = self._segments, self._bases
+            log_end_offset, log_start_offset = self.log_end_offset, self.log_start_offset
+            if self._closed:
+                raise StoreClosedError(f"log {self.name} is closed")
+            if offset < log_start_offset or offset > log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} is out of range for {self.name} "
+                    f"(log start offset {log_start_offset}, log end offset {log_end_offset})",
+                    offset, log_start_offset, log_end_offset)
+            if offset == log_end_offset:
+                return []
+            try:
+                return self._read_segments(segments, bases, offset, max_bytes, max_records)
+            except (ValueError, TypeError, OSError):
+                # A segment deleted by a concurrent truncation: retry on a fresh snapshot.
+                if not any(segment.deleted or segment.closed for segment in segments):
+                    raise
+        raise StorageError(f"log {self.name} kept changing during a read at offset {offset}")
+
+    def _read_segments(self, segments, bases, offset: int, max_bytes: int, max_records: int) -> list[Record]:
+        records: list[Record] = []
+        charged = 0
+        for slot in range(max(bisect.bisect_right(bases, offset) - 1, 0), len(segments)):
+            segment = segments[slot]
+            found, cost = segment.read(offset, max_bytes - charged, max_records - len(records),
+                                       end=segment.size_bytes, min_one=not records)
+            if found:
+                records.extend(found)
+                charged += cost
+                offset = found[-1].offset + 1
+                if charged >= max_bytes or len(records) >= max_records:
+                    break
+        return records
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
+        """The first offset whose record timestamp is >= ``timestamp_ms`` (None if there is none).
+        -2 means the log start offset, -1 the log end offset."""
+        if timestamp_ms == EARLIEST_TIMESTAMP:
+            return self.log_start_offset
+        if timestamp_ms == LATEST_TIMESTAMP:
+            return self.log_end_offset
+        if timestamp_ms < 0:
+            raise ValueError(f"timestamp_ms must be >= 0 (or -1/-2), got {timestamp_ms!r}")
+        start = self.log_start_offset
+        for segment in self._segments:
+            if segment.max_timestamp_so_far.timestamp_ms >= timestamp_ms or segment is self._segments[-1]:
+                found = segment.find_offset_by_timestamp(timestamp_ms, start)
+                if found is not None:
+                    return found[1]
+        return None
+
+    # --- truncation and deletion -----------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every record with offset >= ``offset``; the log end offset becomes ``offset``.
+        Returns False when there was nothing to remove. The result is fsynced before returning.
+
+        A batch that straddles ``offset`` is rewritten in place with the records below it (same base
+        offset, same offsets and timestamps). A crash during the call leaves either the old log or
+        the truncated one, except that a power loss between the rewrite and its fsync can lose that
+        one batch's records below ``offset``."""
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise ValueError(f"truncate_to needs an offset >= 0, got {offset!r}")
+        with self._flush_lock, self._lock:
+            self._check_writable()
+            if offset >= self.log_end_offset:
+                return False
+            try:
+                if offset <= self._segments[0].base_offset:
+                    self._truncate_fully_and_start_at(offset)
+                else:
+                    keep = bisect.bisect_right(self._bases, offset - 1)
+                    target = self._segments[keep - 1]
+                    removed = self._segments[keep:]
+                    if removed:  # later segments go first, so a crash never leaves a gap
+                        self._set_segments(self._segments[:keep])
+                        self._delete_segments(removed)
+                    target.truncate_to(offset, self._kept_part_of_straddling_batch(target, offset))
+                    target.flush()
+                self._fs.fsync_dir(self.dir_path)
+            except OSError as exc:
+                raise self._fail(exc) from exc
+            self.log_end_offset = offset
+            self.recovery_point = min(self.recovery_point, offset)
+            self.log_start_offset = min(self.log_start_offset, offset)
+            return True
+
+    def _kept_part_of_straddling_batch(self, segment: LogSegment, offset: int) -> bytearray | None:
+        """The records below ``offset`` of the batch holding it, re-encoded with the same base
+        offset and a last offset of ``offset - 1``; None when ``offset`` starts a batch."""
+        batch = segment.read_batch_containing(offset)
+        if batch is None or batch.base_offset >= offset:
+            return None
+        kept = batch.records(0, batch.index_of(offset))
+        base = batch.base_offset
+        deltas = [record.offset - base for record in kept]
+        dense = deltas == list(range(len(kept))) and len(kept) == offset - base
+        encoded = encode_batch(kept, offset_deltas=None if dense else deltas,
+                               last_offset_delta=offset - 1 - base,
+                               compression=batch.header.attributes & 0x07,
+                               log_append_time=self.config.message_timestamp_type == "LogAppendTime",
+                               default_timestamp_ms=batch.max_timestamp)
+        assign_base_offset(encoded, base)
+        return encoded
+
+    def _truncate_fully_and_start_at(self, offset: int) -> None:
+        old = self._segments
+        self._set_segments([])
+        self._delete_segments(old)
+        self._set_segments([self._new_segment(offset)])
+        self.log_start_offset = offset
+
+    def _delete_segments(self, segments: Sequence[LogSegment]) -> None:
+        """Rename to .deleted, then remove. (Delayed removal comes with the scheduler.)"""
+        for segment in segments:
+            segment.change_file_suffixes("", DELETED_SUFFIX)
+        for segment in segments:
+            segment.delete()
+
+    def delete_records(self, before_offset: int) -> int:
+        """Make records below ``before_offset`` unreadable by advancing the log start offset, and
+        delete the segments that lie wholly below it. Returns the new log start offset."""
+        with self._lock:
+            self._check_writable()
+            if not self.log_start_offset <= before_offset <= self.log_end_offset:
+                if before_offset < self.log_start_offset:
+                    return self.log_start_offset
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before {before_offset}: the log end offset of {self.name} is "
+                    f"{self.log_end_offset}", before_offset, self.log_start_offset, self.log_end_offset)
+            self.log_start_offset = before_offset
+            self.recovery_point = max(self.recovery_point, min(before_offset, self.log_end_offset))
+            if self.on_log_start_offset_change is not None:
+                self.on_log_start_offset_change(self)
+            deletable = [segment for segment, following in zip(self._segments, self._segments[1:])
+                         if following.base_offset <= before_offset]
+            if deletable:
+                self._set_segments(self._segments[len(deletable):])
+                try:
+                    self._delete_segments(deletable)
+                    self._fs.fsync_dir(self.dir_path)
+                except OSError as exc:
+                    raise self._fail(exc) from exc
+            return self.log_start_offset
+
+    # --- closing ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush (when writable and healthy) and close every segment. Safe to call twice."""
+        with self._flush_lock, self._lock:
+            if self._closed:
+                return
+            try:
+                if not self.read_only and self._failure is None:
+                    for segment in self._segments:
+                        segment.close()
+                    self._fs.fsync_dir(self.dir_path)
+                    self.recovery_point = self.log_end_offset
+            finally:
+                for segment in self._segments:
+                    segment.close_handlers()
+                self._closed = True
+
+    def __repr__(self) -> str:
+        return (f"Log({self.name!r}, log_start_offset={self.log_start_offset}, "
+                f"log_end_offset={self.log_end_offset}, recovery_point={self.recovery_point})")
+
+
+def _split(records: Sequence[Record], limit: int) -> list[Sequence[Record]]:
+    """Split ``records`` into groups whose estimated batch size stays within ``limit``."""
+    budget = max(limit - HEADER_BYTES, 1)
+    groups = []
+    start = 0
+    total = 0
+    for position, record in enumerate(records):
+        size = (RECORD_OVERHEAD_BYTES + len(record.key or b"") + len(record.value or b"")
+                + sum(8 + len(key) + len(value or b"") for key, value in record.headers))
+        if total + size > budget and position > start:
+            groups.append(records[start:position])
+            start, total = position, 0
+        total += size
+    groups.append(records[start:])
+    if len(groups) == 1:  # the estimate fit but the encoding did not: halve
+        middle = len(records) // 2
+        groups = [records[:middle], records[middle:]]
+    return groups

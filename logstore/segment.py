@@ -1,0 +1,460 @@
+"""``LogSegment``: one data file of a partition plus its offset and time indexes.
+
+A segment with base offset 368769 lives in ``00000000000000368769.log`` (record batches, back to
+back), ``00000000000000368769.index`` and ``00000000000000368769.timeindex``. The base offset is a
+lower bound on the offsets inside. Only the last segment of a log (the active one) receives appends.
+
+Data is written with ``pwrite`` at the segment's logical size and read with ``pread`` (never mmap:
+reading a mapping past a truncated end of file kills the process with SIGBUS). The logical size only
+moves past a batch once it is completely written, so readers inside the process never see a partial
+batch; readers in other processes stop quietly at one.
+
+Not thread-safe for writers: the owning ``Log`` serialises appends, truncation and recovery. Reads
+may run concurrently with appends (they are bounded by a size snapshot taken by the caller).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Iterator
+
+from .clock import Clock
+from .errors import CorruptIndexError, CorruptRecordError, LogSegmentOffsetOverflowError
+from .fs import FileSystem
+from .index import OffsetIndex, TimeIndex, TimestampOffset
+from .records import HEADER_BYTES, BatchHeader, Record, RecordBatch, read_header
+
+logger = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+_MAX_RELATIVE_OFFSET = 2**31 - 1
+_MAX_SEGMENT_BYTES = 2**31 - 1
+_READ_CHUNK_BYTES = 256 * 1024
+_SMALL_CHUNK_BYTES = 16 * 1024
+
+
+def file_prefix(base_offset: int) -> str:
+    """The 20-digit zero-padded name prefix of a segment's files."""
+    return f"{base_offset:020d}"
+
+
+def offset_from_file_name(name: str) -> int:
+    """The base offset encoded in a segment file name (the digits before the first '.')."""
+    return int(os.path.basename(name).split(".", 1)[0])
+
+
+class LogSegment:
+    """One segment: data file, ``OffsetIndex`` and ``TimeIndex``. Open with ``LogSegment.open``."""
+
+    def __init__(self, fs: FileSystem, clock: Clock, dir_path: str, base_offset: int, *,
+                 index_interval_bytes: int, max_index_size_bytes: int, writable: bool = True,
+                 file_suffix: str = "", create: bool = False) -> None:
+        self._fs = fs
+        self._clock = clock
+        self.dir_path = dir_path
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size_bytes = max_index_size_bytes
+        self.writable = writable
+        prefix = os.path.join(dir_path, file_prefix(base_offset))
+        self.log_path = prefix + LOG_SUFFIX + file_suffix
+        self._fd: int | None = fs.open_file(self.log_path, create=create and writable, writable=writable)
+        self.size_bytes = fs.file_size(self._fd)
+        if self.size_bytes > _MAX_SEGMENT_BYTES:
+            raise CorruptRecordError(f"segment {self.log_path} is larger than 2 GiB ({self.size_bytes} bytes)")
+        self.offset_index = OffsetIndex(fs, prefix + INDEX_SUFFIX + file_suffix, base_offset,
+                                        max_index_size_bytes, writable=writable)
+        self.time_index = TimeIndex(fs, prefix + TIME_INDEX_SUFFIX + file_suffix, base_offset,
+                                    max_index_size_bytes, writable=writable)
+        self.created_ms = clock.time_ms()
+        self._rolling_based_timestamp: int | None = None
+        self._max_timestamp: TimestampOffset | None = None  # unknown until first needed
+        self.bytes_since_last_index_entry = 0
+        self.deleted = False
+
+    # --- offsets and timestamps ------------------------------------------------------------------
+
+    @property
+    def max_timestamp_so_far(self) -> TimestampOffset:
+        """The largest record timestamp in the segment and the offset of the batch holding it
+        (``(-1, base_offset)`` when none); loaded from the time index on first use."""
+        if self._max_timestamp is None:
+            self._max_timestamp = self.time_index.last_entry
+        return self._max_timestamp
+
+    def largest_timestamp_ms(self) -> int:
+        """The largest record timestamp, or the data file's mtime when no record has one."""
+        timestamp = self.max_timestamp_so_far.timestamp_ms
+        return timestamp if timestamp >= 0 else self.last_modified_ms()
+
+    def last_modified_ms(self) -> int:
+        return self._fs.mtime_ms(self.log_path)
+
+    def set_last_modified_ms(self, mtime_ms: int) -> None:
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            if self._fs.exists(path):
+                self._fs.set_mtime_ms(path, mtime_ms)
+
+    def can_hold(self, last_offset: int) -> bool:
+        return 0 <= last_offset - self.base_offset <= _MAX_RELATIVE_OFFSET
+
+    # --- appending -------------------------------------------------------------------------------
+
+    def append(self, largest_offset: int, largest_timestamp_ms: int, offset_of_max_timestamp: int,
+               data: bytes | bytearray) -> None:
+        """Write ``data`` (whole batches whose offsets are assigned and increase) at the end.
+
+        Raises ``LogSegmentOffsetOverflowError`` (nothing written) when ``largest_offset`` does not
+        fit this segment's 32-bit relative offsets. ``OSError`` propagates; the size is unchanged."""
+        if not data:
+            return
+        if not self.can_hold(largest_offset):
+            raise LogSegmentOffsetOverflowError(
+                f"offset {largest_offset} does not fit in segment {self.log_path} (base {self.base_offset})")
+        position = self.size_bytes
+        if position + len(data) > _MAX_SEGMENT_BYTES:
+            raise LogSegmentOffsetOverflowError(f"segment {self.log_path} would grow past 2 GiB")
+        if position == 0:
+            self._rolling_based_timestamp = largest_timestamp_ms
+        self._fs.pwrite(self._fd, data, position)
+        self.size_bytes = position + len(data)
+        if largest_timestamp_ms > self.max_timestamp_so_far.timestamp_ms:
+            self._max_timestamp = TimestampOffset(largest_timestamp_ms, offset_of_max_timestamp)
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, position)
+            self.time_index.maybe_append(*self._max_timestamp_pair())
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += len(data)
+
+    def _max_timestamp_pair(self) -> tuple[int, int]:
+        maximum = self.max_timestamp_so_far
+        return maximum.timestamp_ms, maximum.offset
+
+    def undo_partial_write(self) -> None:
+        """After a failed write, cut anything written past the logical size."""
+        self._fs.truncate(self._fd, self.size_bytes)
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def scan_headers(self, position: int = 0, end: int | None = None,
+                     chunk_bytes: int = _READ_CHUNK_BYTES) -> Iterator[tuple[int, BatchHeader, memoryview, int]]:
+        """Yield ``(position, header, buffer, at)`` for consecutive batches from ``position`` up to
+        ``end`` (default: the size), reading ``chunk_bytes`` at a time. ``buffer[at:]`` starts the
+        batch but may hold only part of it (``load_batch`` completes it). Stops quietly at an
+        incomplete batch (one that runs past ``end``); raises ``CorruptRecordError`` at a damaged
+        header."""
+        end = self.size_bytes if end is None else end
+        where = f" in {self.log_path}"
+        buffer = memoryview(b"")
+        buffer_position = position
+        while position < end:
+            at = position - buffer_position
+            if len(buffer) - at < HEADER_BYTES:
+                buffer = memoryview(self._fs.pread(self._fd, min(chunk_bytes, end - position), position))
+                buffer_position, at = position, 0
+            header = read_header(buffer, at, where, whole=False)
+            if header is None or position + header.size_bytes > end:
+                return
+            yield position, header, buffer, at
+            position += header.size_bytes
+
+    def load_batch(self, position: int, header: BatchHeader, buffer: memoryview, at: int) -> RecordBatch:
+        """The verified batch at ``position`` (from ``buffer`` when it holds all of it)."""
+        size = header.size_bytes
+        if at + size <= len(buffer):
+            data = buffer[at : at + size]
+        else:
+            data = memoryview(self._fs.pread(self._fd, size, position))
+            if len(data) < size:
+                raise CorruptRecordError(f"batch at position {position} of {self.log_path} is cut short")
+        batch = RecordBatch(header, data)
+        batch.verify(f" in {self.log_path}", position)
+        return batch
+
+    def iter_batches(self, position: int = 0, end: int | None = None) -> Iterator[tuple[int, RecordBatch]]:
+        """Yield ``(position, batch)`` for consecutive verified batches (see ``scan_headers``)."""
+        for batch_position, header, buffer, at in self.scan_headers(position, end):
+            yield batch_position, self.load_batch(batch_position, header, buffer, at)
+
+    def translate_offset(self, offset: int, starting_position: int = 0,
+                         end: int | None = None) -> tuple[int, BatchHeader] | None:
+        """The first batch (position, header) whose last offset is >= ``offset``, or None."""
+        position = max(self.offset_index.lookup(offset).position, starting_position)
+        for batch_position, header, _, _ in self.scan_headers(position, end, _SMALL_CHUNK_BYTES):
+            if header.last_offset >= offset:
+                return batch_position, header
+        return None
+
+    def read(self, start_offset: int, max_bytes: int, max_records: int, end: int | None = None,
+             min_one: bool = True) -> tuple[list[Record], int]:
+        """Records with offset >= ``start_offset`` from this segment, within ``max_bytes`` of
+        charged bytes and ``max_records`` records (at least one when ``min_one`` and any exists).
+        Returns the records and the bytes charged. ``end`` bounds the bytes read (a size snapshot)."""
+        position = self.offset_index.lookup(start_offset).position
+        chunk_bytes = min(max(2 * max_bytes, _SMALL_CHUNK_BYTES), _READ_CHUNK_BYTES * 4)
+        records: list[Record] = []
+        charged = 0
+        for batch_position, header, buffer, at in self.scan_headers(position, end, chunk_bytes):
+            if header.last_offset < start_offset or header.record_count == 0:
+                continue
+            batch = self.load_batch(batch_position, header, buffer, at)
+            first = batch.index_of(start_offset) if header.base_offset < start_offset else 0
+            count = header.record_count
+            if first >= count:
+                continue
+            stop = min(count, first + max_records - len(records))
+            cost = batch.payload_bytes(first, stop)
+            if charged + cost > max_bytes:
+                stop = self._cut(batch, first, stop, max_bytes - charged, min_one and not records)
+                cost = batch.payload_bytes(first, stop)
+            if stop > first:
+                records.extend(batch.records(first, stop))
+                charged += cost
+            if stop < count or len(records) >= max_records or charged >= max_bytes:
+                break
+        return records, charged
+
+    @staticmethod
+    def _cut(batch: RecordBatch, first: int, stop: int, budget: int, need_one: bool) -> int:
+        """The largest stop in (first, stop] whose records fit ``budget``; at least first + 1 when
+        ``need_one``."""
+        low, high = first, stop  # invariant: records [first, low) fit
+        while low < high:
+            middle = (low + high + 1) // 2
+            if batch.payload_bytes(first, middle) <= budget:
+                low = middle
+            else:
+                high = middle - 1
+        return max(low, first + 1) if need_one else low
+
+    def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int) -> tuple[int, int] | None:
+        """The first record with timestamp >= ``timestamp_ms`` and offset >= ``starting_offset``,
+        as ``(timestamp_ms, offset)``; None when this segment has none."""
+        entry = self.time_index.lookup(timestamp_ms)
+        position = self.offset_index.lookup(max(entry.offset, starting_offset)).position
+        for batch_position, header, buffer, at in self.scan_headers(position):
+            if header.max_timestamp < timestamp_ms or header.last_offset < starting_offset:
+                continue
+            batch = self.load_batch(batch_position, header, buffer, at)
+            for record in batch.records(batch.index_of(starting_offset)):
+                if record.timestamp_ms >= timestamp_ms:
+                    return record.timestamp_ms, record.offset
+        return None
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch (the base offset when empty). Reads from the last index
+        entry to the end, headers only."""
+        next_offset = self.base_offset
+        start = self.offset_index.lookup(2**63 - 1).position
+        for _, header, _, _ in self.scan_headers(start, chunk_bytes=_SMALL_CHUNK_BYTES):
+            next_offset = header.next_offset
+        return next_offset
+
+    def read_valid_end(self) -> tuple[int, int]:
+        """``(position, next_offset)`` after the last valid batch, verifying CRCs from the last index
+        entry to the current end of file and stopping quietly at an incomplete or damaged batch.
+        For read-only views of a segment that another process may be writing (or left torn)."""
+        end = self._fs.file_size(self._fd)
+        last_entry = self.offset_index.lookup(2**63 - 1).position
+        for start in dict.fromkeys((last_entry if last_entry < end else 0, 0)):
+            valid_end, next_offset = start, None
+            try:
+                for position, batch in self.iter_batches(start, end):
+                    valid_end, next_offset = position + batch.size_bytes, batch.next_offset
+            except CorruptRecordError as exc:
+                logger.info("read-only view of %s stops at position %d: %s", self.log_path, valid_end, exc)
+            if next_offset is not None:
+                return valid_end, next_offset
+        return 0, self.base_offset
+
+    def read_first_batch_timestamp(self) -> int:
+        """The max timestamp of the first batch (-1 when empty): the clock of time-based rolls."""
+        if self._rolling_based_timestamp is None and self.size_bytes:
+            for _, header, _, _ in self.scan_headers(0, chunk_bytes=HEADER_BYTES):
+                self._rolling_based_timestamp = header.max_timestamp
+                break
+        return -1 if self._rolling_based_timestamp is None else self._rolling_based_timestamp
+
+    # --- rolling ---------------------------------------------------------------------------------
+
+    def should_roll(self, max_segment_bytes: int, max_segment_ms: int, incoming_bytes: int,
+                    max_timestamp_ms: int, max_offset: int, now_ms: int) -> bool:
+        """Kafka's roll rule: the append would overflow ``segment.bytes``, the segment's records
+        span more than ``segment.ms``, an index is full, or the offset does not fit."""
+        if self.size_bytes > max_segment_bytes - incoming_bytes:
+            return True
+        if self.size_bytes > 0 and self._time_waited_for_roll(now_ms, max_timestamp_ms) > max_segment_ms:
+            return True
+        return self.offset_index.is_full() or self.time_index.is_full() or not self.can_hold(max_offset)
+
+    def _time_waited_for_roll(self, now_ms: int, message_timestamp_ms: int) -> int:
+        first = self.read_first_batch_timestamp()
+        if first >= 0:
+            return message_timestamp_ms - first
+        return now_ms - self.created_ms
+
+    def on_become_inactive(self) -> None:
+        """Called when a newer segment takes over: final time index entry, trim both indexes."""
+        self.time_index.maybe_append(*self._max_timestamp_pair(), skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def resize_indexes(self, size_bytes: int) -> None:
+        self.offset_index.resize(size_bytes)
+        self.time_index.resize(size_bytes)
+
+    # --- recovery and truncation -----------------------------------------------------------------
+
+    def recover(self) -> int:
+        """Re-verify every batch (CRC, offsets), rebuild both indexes, cut an invalid tail.
+        Returns the number of bytes cut. A torn or corrupt tail is logged and cut, never raised."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._max_timestamp = TimestampOffset(-1, self.base_offset)
+        file_size = self._fs.file_size(self._fd)
+        valid_bytes = 0
+        last_index_entry = 0
+        previous_last_offset = self.base_offset - 1
+        try:
+            for position, batch in self.iter_batches(0, file_size):
+                header = batch.header
+                if header.base_offset <= previous_last_offset or not self.can_hold(header.last_offset):
+                    raise CorruptRecordError(
+                        f"batch at position {position} of {self.log_path} has offsets "
+                        f"{header.base_offset}..{header.last_offset} after {previous_last_offset}")
+                if header.max_timestamp > self._max_timestamp.timestamp_ms:
+                    self._max_timestamp = TimestampOffset(header.max_timestamp, header.last_offset)
+                if position - last_index_entry > self.index_interval_bytes:
+                    self.offset_index.append(header.last_offset, position)
+                    self.time_index.maybe_append(*self._max_timestamp_pair())
+                    last_index_entry = position
+                valid_bytes = position + header.size_bytes
+                previous_last_offset = header.last_offset
+        except CorruptRecordError as exc:
+            logger.warning("recovery of %s stops at position %d: %s", self.log_path, valid_bytes, exc)
+        truncated = file_size - valid_bytes
+        if truncated:
+            logger.warning("recovery cut %d bytes from the tail of %s", truncated, self.log_path)
+            self._fs.truncate(self._fd, valid_bytes)
+        self.size_bytes = valid_bytes
+        self.bytes_since_last_index_entry = valid_bytes - last_index_entry if valid_bytes else 0
+        self._rolling_based_timestamp = None
+        self.time_index.maybe_append(*self._max_timestamp_pair(), skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        return truncated
+
+    def truncate_to(self, offset: int, replacement: bytes | bytearray | None = None) -> int:
+        """Remove every batch holding offsets >= ``offset`` (whole batches). Returns bytes removed.
+
+        ``replacement`` (a batch ending at ``offset - 1``: the kept part of a batch that straddled
+        ``offset``) is written over the start of the removed region *before* the file is cut, so a
+        crash in between leaves the replacement followed by garbage, which recovery cuts off.
+        The indexes are resized to full capacity: this segment is, or becomes, the active one."""
+        found = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.resize_indexes(self.max_index_size_bytes)
+        removed = 0
+        if found is not None:
+            position = found[0]
+            new_size = position
+            if replacement:
+                self._fs.pwrite(self._fd, replacement, position)
+                new_size += len(replacement)
+            removed = self.size_bytes - new_size
+            self._fs.truncate(self._fd, new_size)
+            self.size_bytes = new_size
+        if self.size_bytes == 0:
+            self.created_ms = self._clock.time_ms()
+        self._rolling_based_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        # Recompute the max timestamp from the surviving time index entry and the batches after it.
+        maximum = self.time_index.last_entry
+        start = self.offset_index.lookup(maximum.offset).position
+        for _, header, _, _ in self.scan_headers(start):
+            if header.max_timestamp > maximum.timestamp_ms:
+                maximum = TimestampOffset(header.max_timestamp, header.last_offset)
+        self._max_timestamp = maximum
+        return removed
+
+    def read_batch_containing(self, offset: int) -> RecordBatch | None:
+        """The verified batch holding ``offset`` (or the first one after it); None past the end."""
+        position = self.offset_index.lookup(offset).position
+        for batch_position, header, buffer, at in self.scan_headers(position, chunk_bytes=_SMALL_CHUNK_BYTES):
+            if header.last_offset >= offset:
+                return self.load_batch(batch_position, header, buffer, at)
+        return None
+
+    def check_indexes(self) -> None:
+        """O(1) sanity checks on open; raises ``CorruptIndexError`` (the caller rebuilds)."""
+        self.offset_index.quick_check(self.size_bytes)
+        self.time_index.quick_check(self.size_bytes)
+        if self.offset_index.entries:
+            last = self.offset_index.entry(self.offset_index.entries - 1)
+            header = read_header(self._fs.pread(self._fd, HEADER_BYTES, last.position), 0)
+            if header is None or header.last_offset != last.offset:
+                raise CorruptIndexError(f"offset index {self.offset_index.path} entry {tuple(last)} does "
+                                        f"not point at a batch ending at that offset")
+
+    # --- durability and files --------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync the data file and both indexes."""
+        self._fs.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        """Final time index entry, trimmed indexes, data fsynced, files closed. Safe twice."""
+        if self._fd is None:
+            return
+        if self.writable:
+            if self.max_timestamp_so_far.timestamp_ms >= 0:
+                self.time_index.maybe_append(*self._max_timestamp_pair(), skip_full_check=True)
+            self.offset_index.close()
+            self.time_index.close()
+            self._fs.fsync(self._fd)
+        self.close_handlers()
+
+    def close_handlers(self) -> None:
+        """Release descriptors and mappings without writing (a failed disk, a deleted segment)."""
+        self.offset_index.close_handlers()
+        self.time_index.close_handlers()
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            self._fs.close(fd)
+
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename all three files from ``old_suffix`` to ``new_suffix`` (e.g. "" to ".deleted")."""
+        for holder in (self, self.offset_index, self.time_index):
+            path = holder.log_path if holder is self else holder.path
+            if not path.endswith(old_suffix):
+                raise ValueError(f"{path} does not end with {old_suffix!r}")
+            new_path = path[: len(path) - len(old_suffix)] + new_suffix
+            if holder is self:
+                self._fs.rename(path, new_path)
+                self.log_path = new_path
+            else:
+                holder.rename_to(new_path)
+
+    def delete(self) -> None:
+        """Close and remove all three files."""
+        self.deleted = True
+        self.close_handlers()
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            if self._fs.exists(path):
+                self._fs.remove(path)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size_bytes={self.size_bytes}, path={self.log_path!r})"
