@@ -1,8 +1,336 @@
-"""Entry point of the ``logstore`` command (placeholder until the CLI lands)."""
+"""The ``logstore`` command (click): parses arguments, calls the public API and the library modules
+``logstore.verify``, ``logstore.dump`` and ``logstore.demo``, and formats output. No logic lives here.
+
+Data dirs come from ``--dir`` (repeatable), else ``$LOGSTORE_DIRS`` (colon-separated), else
+``./logstore-data``; store-wide settings from ``--set KEY=VALUE`` with Kafka's broker names. Commands
+that only read open the store read-only, so they work while another process writes to it.
+
+Errors: every expected failure (``LogStoreError``, and ``ValueError``/``TypeError``/``OSError`` from
+bad arguments, input or files) becomes one line on stderr (``Error: ...``) and exit code 1, in one
+place: ``LogstoreGroup.invoke``. ``logstore check`` exits 1 when it finds damage.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field
+from itertools import groupby, islice
+from typing import Iterable, Iterator
 
 import click
 
+from logstore import LogManager, LogStoreError, Record, __version__
+from logstore.config import describe_keys, parse_assignments
+from logstore.demo import run_demo
+from logstore.dump import dump_file
+from logstore.verify import log_size_bytes, verify_store
 
-@click.group()
-def main() -> None:
-    """logstore: a Kafka-style log storage engine."""
+from .perf import perf
+from .records_io import (ENCODINGS, INPUT_FORMATS, OUTPUT_FORMATS, InputRecord, RecordDefaults, check_against_topic,
+                         decode_field, format_jsonl, format_value, parse_header_options, parse_input)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_DIR = "logstore-data"
+DIRS_ENV = "LOGSTORE_DIRS"
+READ_CHUNK_BYTES = 1 << 20
+READ_CHUNK_RECORDS = 1000
+OUTPUT_CHUNK_LINES = 1000
+
+
+class LogstoreGroup(click.Group):
+    """The root group. Its ``invoke`` runs every subcommand, so it is the one place where expected
+    errors become a one-line ``click.ClickException`` (no traceback)."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:  # click quiets a closed pipe (``logstore read | head``)
+                raise
+            raise click.ClickException(_one_line(exc)) from exc
+        except (LogStoreError, ValueError, TypeError) as exc:
+            raise click.ClickException(_one_line(exc)) from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        text = f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    else:
+        text = str(exc) or type(exc).__name__
+    return " ".join(text.split())
+
+
+@dataclass
+class StoreOptions:
+    """The global options: where the store is and its store-wide settings."""
+
+    dirs: list[str]
+    settings: dict[str, str] = field(default_factory=dict)
+    dirs_given: bool = False
+
+    def open(self, read_only: bool) -> LogManager:
+        return LogManager(self.dirs, config=self.settings, read_only=read_only)
+
+
+@click.group(cls=LogstoreGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--dir", "dirs", multiple=True, metavar="PATH",
+              help=f"A data dir of the store (repeatable). Default: ${DIRS_ENV} (colon-separated), "
+                   f"else ./{DEFAULT_DIR}.")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="A store-wide setting with Kafka's broker name, e.g. log.segment.bytes=1048576 (repeatable).")
+@click.option("-v", "--verbose", is_flag=True, help="Log what the engine does (recovery, repairs) to stderr.")
+@click.version_option(__version__, prog_name="logstore")
+@click.pass_context
+def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], verbose: bool) -> None:
+    """logstore: a Kafka-style log storage engine. Topics of partitioned, segmented, append-only
+    logs on local disk.
+
+    Start with `logstore demo`, or: topics create NAME; append TOPIC VALUE; read TOPIC."""
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    given = bool(dirs)
+    if not dirs:
+        dirs = tuple(path for path in os.environ.get(DIRS_ENV, "").split(":") if path) or (DEFAULT_DIR,)
+    ctx.obj = StoreOptions(list(dirs), parse_assignments(list(settings)), given)
+
+
+main.add_command(perf)
+
+
+# --- topics --------------------------------------------------------------------------------------
+
+
+@main.group()
+def topics() -> None:
+    """Create, list, describe, alter and delete topics."""
+
+
+_CONFIG_HELP = "Topic configs (Kafka's names), for --config KEY=VALUE:\n\n" + "\n\n".join(
+    f"  {key} (default {default}): {doc}" for key, default, doc in describe_keys())
+
+
+@topics.command("create", epilog=_CONFIG_HELP)
+@click.argument("name")
+@click.option("--partitions", default=1, show_default=True, type=click.IntRange(min=1), help="Number of partitions.")
+@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="A topic config override (repeatable).")
+@click.pass_obj
+def topics_create(options: StoreOptions, name: str, partitions: int, configs: tuple[str, ...]) -> None:
+    """Create topic NAME."""
+    overrides = parse_assignments(list(configs))
+    with options.open(read_only=False) as store:
+        store.create_topic(name, partitions=partitions, config=overrides)
+    click.echo(f"Created topic {name} with {partitions} partition{'s' if partitions != 1 else ''}.")
+
+
+@topics.command("list")
+@click.pass_obj
+def topics_list(options: StoreOptions) -> None:
+    """List the topics, one per line."""
+    with options.open(read_only=True) as store:
+        names = store.topics()
+    for name in names:
+        click.echo(name)
+
+
+@topics.command("describe")
+@click.argument("name")
+@click.pass_obj
+def topics_describe(options: StoreOptions, name: str) -> None:
+    """Describe topic NAME as JSON: its effective config, its overrides, and per partition its
+    directory, log start and end offsets, size (sum of its .log files) and segment count."""
+    with options.open(read_only=True) as store:
+        partitions = []
+        for partition in range(store.partitions(name)):
+            if (name, partition) in store.missing_partitions:
+                partitions.append({"partition": partition, "missing": True})
+                continue
+            log = store.get_log(name, partition)
+            partitions.append({
+                "partition": partition, "dir": log.dir_path, "log_dir": store.log_dir_of(name, partition),
+                "log_start_offset": log.log_start_offset, "log_end_offset": log.log_end_offset,
+                "size_bytes": log_size_bytes([log]), "segments": len(log.segments)})
+        description = {"topic": name, "partition_count": len(partitions),
+                       "config": store.topic_config(name).to_properties(),
+                       "overrides": store.topic_overrides(name), "partitions": partitions}
+    click.echo(json.dumps(description, indent=2))
+
+
+@topics.command("alter", epilog=_CONFIG_HELP)
+@click.argument("name")
+@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="Set a config override (repeatable).")
+@click.option("--delete-config", "deletions", multiple=True, metavar="KEY",
+              help="Remove an override, restoring the default (repeatable).")
+@click.pass_obj
+def topics_alter(options: StoreOptions, name: str, configs: tuple[str, ...], deletions: tuple[str, ...]) -> None:
+    """Change the config overrides of topic NAME; prints the overrides afterwards (JSON)."""
+    if not configs and not deletions:
+        raise click.UsageError("nothing to change: give --config KEY=VALUE or --delete-config KEY")
+    changes: dict[str, str | None] = dict(parse_assignments(list(configs)))
+    both = sorted(set(changes) & set(deletions))
+    if both:
+        raise click.UsageError(f"{both[0]} is both set and deleted")
+    changes.update(dict.fromkeys(deletions))
+    with options.open(read_only=False) as store:
+        store.alter_topic_config(name, changes)
+        overrides = store.topic_overrides(name)
+    click.echo(json.dumps({"topic": name, "overrides": overrides}))
+
+
+@topics.command("delete")
+@click.argument("name")
+@click.pass_obj
+def topics_delete(options: StoreOptions, name: str) -> None:
+    """Delete topic NAME and all its data."""
+    with options.open(read_only=False) as store:
+        store.delete_topic(name)
+    click.echo(f"Deleted topic {name}.")
+
+
+# --- append and read -----------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("topic")
+@click.argument("value", required=False)
+@click.option("--partition", "-p", type=click.IntRange(min=0), help="Append to this partition (default: by key).")
+@click.option("--key", "-k", help="The key of every record.")
+@click.option("--header", "headers", multiple=True, metavar="NAME=VALUE", help="A header of every record (repeatable).")
+@click.option("--timestamp", "timestamp_ms", type=click.IntRange(0, 2**63 - 1), metavar="MS",
+              help="Record timestamp in ms since the epoch (default: now).")
+@click.option("--tombstone", is_flag=True, help="Append one record with a null value (deletes its key when compacted).")
+@click.option("--input-format", type=click.Choice(INPUT_FORMATS), default="text", show_default=True,
+              help="How stdin is read: one value per line, or one JSON object per line.")
+@click.option("--encoding", type=click.Choice(ENCODINGS), default="utf8", show_default=True,
+              help="How keys, values and header values are given.")
+@click.option("--batch-size", type=click.IntRange(1, 1_000_000), default=1000, show_default=True,
+              help="Records per append call.")
+@click.pass_obj
+def append(options: StoreOptions, topic: str, value: str | None, partition: int | None, key: str | None,
+           headers: tuple[str, ...], timestamp_ms: int | None, tombstone: bool, input_format: str, encoding: str,
+           batch_size: int) -> None:
+    """Append VALUE to TOPIC, or, without VALUE, one record per line of stdin (see
+    --input-format; jsonl fields: key, value, headers, timestamp, partition). All input is parsed
+    and checked before anything is appended. Prints one JSON line per append:
+    {"topic", "partition", "first_offset", "last_offset", "record_count"}."""
+    defaults = RecordDefaults(None if key is None else decode_field(key, encoding, "--key"),
+                              parse_header_options(headers, encoding), timestamp_ms, partition)
+    if value is not None or tombstone:
+        if value is not None and tombstone:
+            raise click.UsageError("give VALUE or --tombstone, not both")
+        if input_format != "text":
+            raise click.UsageError("--input-format applies to stdin; it cannot be used with VALUE or --tombstone")
+        record_value = None if tombstone else decode_field(value, encoding, "VALUE")
+        entries = [InputRecord(0, partition, Record(defaults.key, record_value, defaults.headers, timestamp_ms))]
+    else:
+        if sys.stdin.isatty():
+            click.echo(f"Reading records from stdin ({input_format}, one per line); end with Ctrl-D.", err=True)
+        entries = parse_input(sys.stdin.buffer, input_format, encoding, defaults)
+    with options.open(read_only=False) as store:
+        check_against_topic(entries, topic, store.partitions(topic),
+                            lambda records: store.validate_append(topic, records))
+        # Consecutive records with the same explicit partition (or none) go in one call, in order.
+        for target, group in groupby(entries, key=lambda entry: entry.partition):
+            while chunk := [entry.record for entry in islice(group, batch_size)]:
+                for appended_partition, info in sorted(store.append(topic, chunk, partition=target).items()):
+                    click.echo(json.dumps({"topic": topic, "partition": appended_partition,
+                                           "first_offset": info.first_offset, "last_offset": info.last_offset,
+                                           "record_count": info.record_count}))
+    if not entries:
+        click.echo("No records given: nothing appended.", err=True)
+
+
+@main.command()
+@click.argument("topic")
+@click.option("--partition", "-p", type=click.IntRange(min=0), help="Read only this partition (default: all).")
+@click.option("--offset", type=click.IntRange(min=0), help="Start at this offset (needs --partition).")
+@click.option("--from-beginning", is_flag=True, help="Start at the log start offset (the default).")
+@click.option("--from-timestamp", "from_timestamp_ms", type=click.IntRange(min=0), metavar="MS",
+              help="Start at the first record whose timestamp is >= MS (ms since the epoch).")
+@click.option("--max-records", type=click.IntRange(min=1), help="Stop after this many records in all.")
+@click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default="jsonl", show_default=True)
+@click.option("--encoding", type=click.Choice(ENCODINGS), default="utf8", show_default=True,
+              help="How keys, values and header values are printed. utf8 refuses bytes that are not UTF-8 "
+                   "in jsonl output (use base64 for binary data); value output prints the bytes as stored.")
+@click.pass_obj
+def read(options: StoreOptions, topic: str, partition: int | None, offset: int | None, from_beginning: bool,
+         from_timestamp_ms: int | None, max_records: int | None, output_format: str, encoding: str) -> None:
+    """Print the records of TOPIC (read-only: works while another process writes)."""
+    if sum((offset is not None, from_beginning, from_timestamp_ms is not None)) > 1:
+        raise click.UsageError("give at most one of --offset, --from-beginning, --from-timestamp")
+    if offset is not None and partition is None:
+        raise click.UsageError("--offset needs --partition")
+    remaining = max_records if max_records is not None else sys.maxsize
+    with options.open(read_only=True) as store:
+        partitions = [partition] if partition is not None else range(store.partitions(topic))
+        starts = []
+        for log in [store.get_log(topic, number) for number in partitions]:
+            if offset is not None:
+                start = offset
+            elif from_timestamp_ms is not None:
+                found = log.offset_for_timestamp(from_timestamp_ms)
+                start = log.log_end_offset if found is None else found
+            else:
+                start = log.log_start_offset
+            starts.append((log, start))
+        for log, start in starts:
+            next_offset = start
+            while remaining > 0:
+                records = log.read(next_offset, READ_CHUNK_BYTES, min(remaining, READ_CHUNK_RECORDS))
+                if not records:
+                    break
+                if output_format == "jsonl":
+                    lines = [format_jsonl(topic, log.partition, record, encoding) for record in records]
+                else:
+                    lines = [format_value(record, encoding) for record in records]
+                click.echo(b"".join(lines), nl=False)
+                next_offset = records[-1].offset + 1
+                remaining -= len(records)
+
+
+# --- files ---------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.pass_context
+def check(ctx: click.Context) -> None:
+    """Verify every segment of every partition: batch CRCs, offsets, index entries, stray files,
+    missing partitions (read-only). Exit code 0 when clean, 1 when an error is found."""
+    with ctx.obj.open(read_only=True) as store:
+        if sys.stderr.isatty():
+            with click.progressbar(length=log_size_bytes(store.logs()), label="Checking", file=sys.stderr) as bar:
+                report = verify_store(store, on_progress=bar.update)
+        else:
+            report = verify_store(store)
+    _echo_lines(str(problem) for problem in report.problems)
+    click.echo(("OK: " if report.ok else "DAMAGED: ") + report.summary())
+    ctx.exit(0 if report.ok else 1)
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--records", is_flag=True, help="Also print every record of a .log file.")
+def dump(path: str, records: bool) -> None:
+    """Print the content of one file: a segment's .log (batches: position, offsets, count,
+    timestamps, size, CRC), .index or .timeindex (entries), or an offset checkpoint file."""
+    _echo_lines(dump_file(path, records=records))
+
+
+@main.command()
+@click.pass_obj
+def demo(options: StoreOptions) -> None:
+    """A guided run on the store: create a topic, append keyed records, read them back, look up an
+    offset by timestamp, show the files and check them. Safe to run again."""
+    command = "logstore" + "".join(f" --dir {shlex.quote(path)}" for path in options.dirs if options.dirs_given)
+    run_demo(options.dirs, click.echo, config=options.settings, command=command)
+
+
+def _echo_lines(lines: Iterable[str]) -> None:
+    iterator: Iterator[str] = iter(lines)
+    while chunk := list(islice(iterator, OUTPUT_CHUNK_LINES)):
+        click.echo("\n".join(chunk))

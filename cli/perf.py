@@ -1,8 +1,171 @@
-"""``logstore perf``: benchmarks (placeholder until the perf commands land)."""
+"""``logstore perf``: benchmarks, optionally side by side with SQLite (``--compare sqlite``).
+
+Parses options, calls ``logstore.perf`` and prints its table (or JSON); progress goes to stderr
+when it is a terminal. The workloads, the SQLite baseline and the targets live in ``logstore.perf``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Callable
 
 import click
+
+from logstore import perf as bench
+
+
+def _size(_ctx, _param, value: str | None) -> int | None:
+    try:
+        return None if value is None else bench.parse_size(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _sizes(_ctx, _param, value: str) -> list[int]:
+    try:
+        return [bench.parse_size(part) for part in value.split(",") if part.strip()]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _max_message_bytes(_ctx, _param, value: str) -> int | None:
+    if value == "default":
+        return None
+    if value == "auto":
+        return 0
+    return _size(_ctx, _param, value)
+
+
+def _common(command: Callable) -> Callable:
+    options = [
+        click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
+                     help="Parent dir of the temporary work dir (default: the system temp dir)."),
+        click.option("--keep", is_flag=True, help="Keep the work dir (its paths are in --json output)."),
+        click.option("--json", "as_json", is_flag=True, help="Print the results as JSON."),
+        click.option("--progress/--no-progress", default=None,
+                     help="Progress on stderr (default: when stderr is a terminal)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _workload_options(command: Callable) -> Callable:
+    options = [
+        click.option("--records", type=click.IntRange(min=1), default=1_000_000, show_default=True),
+        click.option("--key-bytes", type=click.IntRange(min=0), default=16, show_default=True),
+        click.option("--value-bytes", type=click.IntRange(min=0), default=100, show_default=True),
+        click.option("--batch-size", type=click.IntRange(min=1), default=1000, show_default=True,
+                     help="Records per logstore append call and per SQLite transaction."),
+        click.option("--max-message-bytes", default="auto", show_default=True, callback=_max_message_bytes,
+                     help="logstore topic max.message.bytes: 'auto' (room for one batch), 'default' "
+                          "(Kafka's 1048588: larger appends are split) or a size."),
+        click.option("--seed", type=int, default=42, show_default=True),
+        click.option("--compare", type=click.Choice(["sqlite", "none"]), default="none", show_default=True,
+                     help="Run the same workload on sqlite3 in the same run."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _progress(enabled: bool | None) -> bench.Progress | None:
+    if not (sys.stderr.isatty() if enabled is None else enabled):
+        return None
+    shown: dict[str, int] = {}
+
+    def report(label: str, done: int, total: int) -> None:
+        percent = 100 * done // max(total, 1)
+        if shown.get(label) == percent:
+            return
+        shown[label] = percent
+        end = "\n" if done >= total else ""
+        click.echo(f"\r{label}: {percent:3d}% ({done:,}/{total:,})\x1b[K", err=True, nl=False)
+        if end:
+            click.echo("", err=True)
+
+    return report
+
+
+def _show(results: list, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps({"results": [result.as_dict() for result in results]}, indent=2))
+    else:
+        click.echo(bench.render_table(results))
+
+
+def _run(function: Callable, *args, **kwargs) -> list:
+    try:
+        return function(*args, **kwargs)
+    except (bench.BenchmarkError, ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _engines(compare: str) -> tuple[str, ...]:
+    return ("logstore", "sqlite") if compare == "sqlite" else ("logstore",)
 
 
 @click.group()
 def perf() -> None:
     """Benchmarks, optionally side by side with SQLite (--compare sqlite)."""
+
+
+@perf.command()
+@_workload_options
+@_common
+def append(records, key_bytes, value_bytes, batch_size, max_message_bytes, seed, compare, work_dir, keep,
+           as_json, progress) -> None:
+    """Time appending RECORDS records in batches, then one flush (records/s, MB/s)."""
+    workload = bench.Workload(records, key_bytes, value_bytes, batch_size, seed, max_message_bytes)
+    _show(_run(bench.bench_log, workload, phases=("append",), engines=_engines(compare), work_dir=work_dir,
+               keep=keep, progress=_progress(progress)), as_json)
+
+
+@perf.command()
+@_workload_options
+@click.option("--mode", type=click.Choice(["scan", "random", "both"]), default="scan", show_default=True,
+              help="scan: read everything from offset 0; random: one-record reads at random offsets.")
+@click.option("--lookups", type=click.IntRange(min=1), default=100_000, show_default=True,
+              help="Random reads (--mode random).")
+@_common
+def read(records, key_bytes, value_bytes, batch_size, max_message_bytes, seed, compare, mode, lookups,
+         work_dir, keep, as_json, progress) -> None:
+    """Append RECORDS records (untimed), then time reading them back."""
+    workload = bench.Workload(records, key_bytes, value_bytes, batch_size, seed, max_message_bytes)
+    phases = ("scan", "random") if mode == "both" else (mode,)
+    _show(_run(bench.bench_log, workload, phases=phases, lookups=lookups, engines=_engines(compare),
+               work_dir=work_dir, keep=keep, progress=_progress(progress)), as_json)
+
+
+@perf.command("open")
+@click.option("--sizes", default="1MB,1GB", show_default=True, callback=_sizes,
+              help="Comma-separated store sizes (KB/MB/GB decimal, KiB/MiB/GiB binary).")
+@click.option("--repeats", type=click.IntRange(min=1), default=7, show_default=True,
+              help="Timed opens per store (the median is reported).")
+@click.option("--value-bytes", type=click.IntRange(min=0), default=1000, show_default=True)
+@click.option("--segment-bytes", default=None, callback=_size, help="Topic segment.bytes (default 1 GiB).")
+@_common
+def open_(sizes, repeats, value_bytes, segment_bytes, work_dir, keep, as_json, progress) -> None:
+    """Time opening cleanly closed stores of several sizes (open should scan no data)."""
+    _show(_run(bench.bench_open, sizes, repeats=repeats, value_bytes=value_bytes, segment_bytes=segment_bytes,
+               work_dir=work_dir, keep=keep, progress=_progress(progress)), as_json)
+
+
+@perf.command("all")
+@click.option("--records", type=click.IntRange(min=1), default=1_000_000, show_default=True)
+@click.option("--lookups", type=click.IntRange(min=1), default=100_000, show_default=True)
+@click.option("--large-records", type=click.IntRange(min=1), default=100_000, show_default=True)
+@click.option("--large-value-bytes", type=click.IntRange(min=0), default=10_240, show_default=True)
+@click.option("--sizes", default="1MB,1GB", show_default=True, callback=_sizes, help="Store sizes for open.")
+@click.option("--repeats", type=click.IntRange(min=1), default=7, show_default=True)
+@click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--compare", type=click.Choice(["sqlite", "none"]), default="none", show_default=True)
+@_common
+def all_(records, lookups, large_records, large_value_bytes, sizes, repeats, seed, compare, work_dir, keep,
+         as_json, progress) -> None:
+    """The whole acceptance table in one run, with a pass/fail column against the targets."""
+    _show(_run(bench.bench_all, records=records, lookups=lookups, large_records=large_records,
+               large_value_bytes=large_value_bytes, open_sizes=sizes, repeats=repeats, seed=seed,
+               engines=_engines(compare), work_dir=work_dir, keep=keep, progress=_progress(progress)),
+          as_json)

@@ -25,6 +25,7 @@ import os
 import stat
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
 
 
 class FileSystem:
@@ -53,6 +54,22 @@ class FileSystem:
                 raise OSError(errno.EIO, f"pwrite wrote {written} bytes")
             position += written
             view = view[written:]
+
+    def pwritev(self, fd: int, buffers: list, position: int) -> None:
+        """Write the concatenation of ``buffers`` at ``position`` with as few system calls as the
+        kernel allows (``IOV_MAX`` buffers each), looping on short writes."""
+        views = [memoryview(buffer) for buffer in buffers if len(buffer)]
+        first = 0
+        while first < len(views):
+            written = os.pwritev(fd, views[first : first + _IOV_MAX], position)
+            if written <= 0:  # pragma: no cover - the kernel reports errors as exceptions
+                raise OSError(errno.EIO, f"pwritev wrote {written} bytes")
+            position += written
+            while first < len(views) and written >= len(views[first]):
+                written -= len(views[first])
+                first += 1
+            if written:
+                views[first] = views[first][written:]
 
     def pread(self, fd: int, size: int, position: int) -> bytes:
         """Read up to ``size`` bytes at ``position`` (fewer at end of file)."""

@@ -4,8 +4,10 @@
 An ``OffsetIndex`` file is an array of 8-byte entries ``(relative_offset int32, position int32)``,
 a ``TimeIndex`` file an array of 12-byte entries ``(timestamp int64, relative_offset int32)``, both
 little-endian, ``relative_offset = offset - base_offset``. An offset index entry ``(O, P)`` says "the
-batch starting at byte P of the segment's .log file ends at offset O"; a time index entry ``(T, O)``
-says "the largest timestamp in the segment up to offset O is T". Entries are added sparsely (every
+batch starting at byte P of the segment's .log file has base offset O" (Kafka records the batch's
+last offset instead; our base offsets are exact, so a floor lookup lands on the batch holding the
+target rather than the one before it). A time index entry ``(T, O)`` says "the largest timestamp in
+the segment up to the batch ending at offset O is T". Entries are added sparsely (every
 ``index.interval.bytes`` of data), keys strictly increase, and lookups are floor searches (largest
 entry <= target) by binary search.
 
@@ -22,7 +24,10 @@ shrunken end of file kills the process with SIGBUS.
 from __future__ import annotations
 
 import struct
+import threading
+from array import array
 from bisect import bisect_left, bisect_right
+from operator import itemgetter
 from typing import NamedTuple
 
 from .errors import CorruptIndexError, LogSegmentOffsetOverflowError
@@ -69,6 +74,7 @@ class _Index:
     ENTRY_BYTES = 0
     _ENTRY: struct.Struct
     _KEY: struct.Struct  # the field searched by ``_floor_slot``
+    _KEY_CODE = "i"  # array typecode of that field
     _OFFSET: struct.Struct  # the relative-offset field, for truncation
 
     def __init__(self, fs: FileSystem, path: str, base_offset: int, max_index_size_bytes: int,
@@ -83,14 +89,21 @@ class _Index:
         self._buffer = None  # mmap (writer) or bytes (read-only); None when the file is empty
         self._length = 0  # bytes of the file that the buffer covers
         self.entries = 0
+        # The searched field of every entry, copied out once: ``bisect`` then runs in C.
+        self._keys = array(self._KEY_CODE)
+        self._keys_lock = threading.Lock()
         self._fd: int | None = None
+        self.damage: str | None = None  # why ``quick_check`` must fail, found while opening
         existed = fs.exists(path)
         if writable:
             self._fd = fs.open_file(path, create=True)
             if not existed:
                 self._set_length(self._rounded(max_index_size_bytes))
             else:
-                self._set_length(fs.file_size(self._fd))
+                length = fs.file_size(self._fd)
+                if length % self.ENTRY_BYTES:
+                    self.damage = f"index file {path} ends with a partial entry ({length} bytes)"
+                self._set_length(self._rounded(length))
         elif existed:
             self._load_read_only()
         self.entries = self._valid_entries()
@@ -169,9 +182,13 @@ class _Index:
     def _floor_slot(self, key: int) -> int:
         """The largest slot whose key is <= ``key``; -1 when none."""
         entries = self.entries
-        if entries == 0:
-            return -1
-        return bisect_right(self._column(self._KEY, entries), key) - 1
+        keys = self._keys
+        if len(keys) < entries:
+            with self._keys_lock:
+                if len(keys) < entries:
+                    raw = self._buffer[len(keys) * self.ENTRY_BYTES : entries * self.ENTRY_BYTES]
+                    keys.extend(map(itemgetter(0), self._ENTRY.iter_unpack(raw)))
+        return bisect_right(keys, key, 0, entries) - 1
 
     def _entry(self, slot: int) -> tuple:
         if not 0 <= slot < self.entries:
@@ -203,6 +220,8 @@ class _Index:
             start, end = keep * self.ENTRY_BYTES, self.entries * self.ENTRY_BYTES
             self._buffer[start:end] = bytes(end - start)  # zero them: a reopen must not see them
         self.entries = keep
+        with self._keys_lock:
+            del self._keys[keep:]
         self._after_truncate()
 
     def _after_truncate(self) -> None:
@@ -267,8 +286,8 @@ class _Index:
 
     def quick_check(self, segment_size_bytes: int) -> None:
         """O(1) checks on open: whole entries, and the last entry inside the segment's data."""
-        if self._length % self.ENTRY_BYTES:
-            raise CorruptIndexError(f"index file {self.path} has a partial entry")
+        if self.damage:
+            raise CorruptIndexError(self.damage)
         if self.entries:
             self._check_entry(self.entries - 1, segment_size_bytes)
 
@@ -292,7 +311,8 @@ class OffsetIndex(_Index):
         return self.base_offset + self._entry(self.entries - 1)[0]
 
     def append(self, offset: int, position: int) -> None:
-        """Add the entry ``(offset, position)``; offsets must strictly increase."""
+        """Add the entry ``(offset, position)``: the batch at ``position`` starts at ``offset``.
+        Offsets must strictly increase."""
         relative = self._relative(offset)
         if self.entries and offset <= self.last_offset:
             raise ValueError(f"attempt to append offset {offset} to position {self.entries} no larger "
@@ -305,6 +325,11 @@ class OffsetIndex(_Index):
         if slot < 0:
             return OffsetPosition(self.base_offset, 0)
         return self.entry(slot)
+
+    def lookup_position(self, target_offset: int) -> int:
+        """``lookup(target_offset).position``, without building the pair (the read path)."""
+        slot = self._floor_slot(target_offset - self.base_offset)
+        return 0 if slot < 0 else self._ENTRY.unpack_from(self._buffer, slot * 8)[1]
 
     def entry(self, slot: int) -> OffsetPosition:
         relative, position = self._entry(slot)
@@ -336,6 +361,7 @@ class TimeIndex(_Index):
     ENTRY_BYTES = 12
     _ENTRY = struct.Struct("<qi")
     _KEY = struct.Struct("<q")
+    _KEY_CODE = "q"
     _OFFSET = struct.Struct("<8xi")
 
     def __init__(self, *args, **kwargs) -> None:

@@ -142,9 +142,14 @@ def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, 
         _apply_plan(fs, dir_path, plan)
     segments = []
     try:
-        for base in sorted(plan.segments):
+        bases = sorted(plan.segments)
+        # Segments that pass 5 will recover are not checked here: their indexes get rebuilt anyway.
+        first_recovered = len(bases) if clean_shutdown else max(
+            (slot for slot, base in enumerate(bases) if base <= recovery_point), default=0)
+        for slot, base in enumerate(bases):
             suffix = plan.segments[base] if read_only else ""
-            segments.append(_open_segment(fs, clock, dir_path, base, config, suffix, read_only, problems))
+            segments.append(_open_segment(fs, clock, dir_path, base, config, suffix, read_only,
+                                          slot >= first_recovered, problems))
         if read_only:
             return _read_only_result(segments, log_start_offset, problems)
         if not clean_shutdown:
@@ -190,13 +195,13 @@ def _apply_plan(fs: FileSystem, dir_path: str, plan: DirectoryPlan) -> None:
 
 
 def _open_segment(fs: FileSystem, clock: Clock, dir_path: str, base: int, config: LogConfig,
-                  suffix: str, read_only: bool, problems: list[str]) -> LogSegment:
+                  suffix: str, read_only: bool, skip_checks: bool, problems: list[str]) -> LogSegment:
     index_path = os.path.join(dir_path, f"{base:020d}{INDEX_SUFFIX}{suffix}")
     index_missing = not fs.exists(index_path)
     segment = LogSegment(fs, clock, dir_path, base, index_interval_bytes=config.index_interval_bytes,
                          max_index_size_bytes=config.segment_index_bytes, writable=not read_only,
                          file_suffix=suffix)
-    if read_only:
+    if read_only or skip_checks:
         return segment
     try:
         if index_missing:

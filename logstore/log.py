@@ -21,8 +21,9 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
+from itertools import chain
 from operator import itemgetter
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from .clock import Clock
 from .config import LogConfig
@@ -30,9 +31,10 @@ from .errors import (InvalidRecordError, LogFailedError, OffsetOutOfRangeError, 
                      RecordTooLargeError, StorageError, StoreClosedError)
 from .fs import FileSystem
 from .loader import load_log
-from .records import (COMPRESSION_GZIP, COMPRESSION_NONE, HEADER_BYTES, RECORD_OVERHEAD_BYTES, Record,
-                      assign_base_offset, encode_batch, read_header)
-from .segment import DELETED_SUFFIX, LogSegment
+from .encoder import assign_base_offset, encode_batch, encode_batch_parts
+from .records import (COMPRESSION_GZIP, COMPRESSION_MASK, COMPRESSION_NONE, HEADER_BYTES,
+                      RECORD_OVERHEAD_BYTES, TIMESTAMP_TYPE_LOG_APPEND, Record, read_header)
+from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +74,7 @@ class Log:
         self._flush_lock = threading.Lock()
         self._failure: BaseException | None = None
         self._closed = False
-        self.on_log_start_offset_change: Callable[["Log"], None] | None = None
+        self.on_checkpoint_needed: Callable[["Log"], None] | None = None
         loaded = load_log(fs, clock, dir_path, config, recovery_point=recovery_point,
                           log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, read_only=read_only)
         self.load_problems = loaded.problems
@@ -135,27 +137,23 @@ class Log:
         current time. An append larger than ``max.message.bytes`` is split into several batches
         (each batch is atomic); a single record larger than that raises ``RecordTooLargeError``.
         Returns once the data is written to the OS (durable only after ``flush``)."""
-        if isinstance(records, (Record, bytes, str)) or not isinstance(records, Sequence):
-            raise TypeError(f"append takes a sequence of Record, got {type(records).__name__}")
         self._check_writable()
         now_ms = self._clock.time_ms()
-        if not records:
-            return AppendInfo(None, None, 0, -1, 0)
-        if self.config.compact and None in map(itemgetter(0), records):
-            raise InvalidRecordError(f"compacted topic {self.topic or self.name} requires a key on every record")
         batches = self._encode(records, now_ms)
+        if not batches:
+            return AppendInfo(None, None, 0, -1, 0)
         first_offset = None
         max_timestamp = -1
         with self._lock:
             self._check_writable()
-            for batch in batches:
-                header = read_header(batch, 0)
+            for header_bytes, parts in batches:
+                header = read_header(header_bytes, 0, whole=False)
                 base = self.log_end_offset
                 last = base + header.last_offset_delta
-                segment = self._maybe_roll(len(batch), header.max_timestamp, last, now_ms)
-                assign_base_offset(batch, base)
+                segment = self._maybe_roll(header.size_bytes, header.max_timestamp, last, now_ms)
+                assign_base_offset(header_bytes, base)
                 try:
-                    segment.append(last, header.max_timestamp, last, batch)
+                    segment.append(base, last, header.max_timestamp, [header_bytes, *parts])
                 except OSError as exc:
                     self._after_write_error(segment, exc)
                 self.log_end_offset = last + 1
@@ -168,19 +166,32 @@ class Log:
         return AppendInfo(first_offset, last_offset, len(records), max_timestamp, len(batches),
                           now_ms if log_append else -1)
 
-    def _encode(self, records: Sequence[Record], now_ms: int) -> list[bytearray]:
+    def validate(self, records: Sequence[Record]) -> None:
+        """Raise exactly what ``append(records)`` would raise for bad input (wrong types, a record
+        larger than the limits, a missing key on a compacted topic), without appending anything."""
+        self._encode(records, self._clock.time_ms())
+
+    def _encode(self, records: Sequence[Record], now_ms: int) -> list[tuple[bytearray, list]]:
+        """Validate and encode ``records`` into batches of at most ``max.message.bytes``."""
+        if isinstance(records, (Record, bytes, str)) or not isinstance(records, Sequence):
+            raise TypeError(f"append takes a sequence of Record, got {type(records).__name__}")
+        if not records:
+            return []
+        if self.config.compact and None in map(itemgetter(0), records):
+            raise InvalidRecordError(f"compacted topic {self.topic or self.name} requires a key on every record")
         compression = COMPRESSION_GZIP if self.config.compression_type == "gzip" else COMPRESSION_NONE
         log_append = self.config.message_timestamp_type == "LogAppendTime"
         limit = min(self.config.max_message_bytes, self.config.segment_bytes)
 
-        def encode(group: Sequence[Record]) -> list[bytearray]:
-            batch = encode_batch(group, default_timestamp_ms=now_ms, compression=compression,
-                                 log_append_time=log_append)
-            if len(batch) <= limit:
-                return [batch]
+        def encode(group: Sequence[Record]) -> list[tuple[bytearray, list]]:
+            header, parts = encode_batch_parts(group, default_timestamp_ms=now_ms, compression=compression,
+                                               log_append_time=log_append)
+            size = len(header) + sum(map(len, parts))
+            if size <= limit:
+                return [(header, parts)]
             if len(group) == 1:
                 setting = "max.message.bytes" if limit == self.config.max_message_bytes else "segment.bytes"
-                raise RecordTooLargeError(f"a record of {len(batch) - HEADER_BYTES} bytes is larger than "
+                raise RecordTooLargeError(f"a record of {size - HEADER_BYTES} bytes is larger than "
                                           f"{setting}={limit} of {self.topic or self.name}")
             return [part for group_part in _split(group, limit) for part in encode(group_part)]
 
@@ -226,14 +237,14 @@ class Log:
             self._set_segments(segments)
             return segment
 
-    def _new_segment(self, base_offset: int) -> LogSegment:
+    def _new_segment(self, base_offset: int, file_suffix: str = "") -> LogSegment:
         for suffix in (".log", ".index", ".timeindex"):  # stray files with the new names
-            path = os.path.join(self.dir_path, f"{base_offset:020d}{suffix}")
+            path = os.path.join(self.dir_path, f"{base_offset:020d}{suffix}{file_suffix}")
             if self._fs.exists(path):
                 self._fs.remove(path)
         return LogSegment(self._fs, self._clock, self.dir_path, base_offset, create=True,
                           index_interval_bytes=self.config.index_interval_bytes,
-                          max_index_size_bytes=self.config.segment_index_bytes)
+                          max_index_size_bytes=self.config.segment_index_bytes, file_suffix=file_suffix)
 
     # --- durability ------------------------------------------------------------------------------
 
@@ -308,15 +319,33 @@ class Log:
         charged = 0
         for slot in range(max(bisect.bisect_right(bases, offset) - 1, 0), len(segments)):
             segment = segments[slot]
-            found, cost = segment.read(offset, max_bytes - charged, max_records - len(records),
-                                       end=segment.size_bytes, min_one=not records)
+            found, cost, done = segment.read(offset, max_bytes - charged, max_records - len(records),
+                                             end=segment.size_bytes, min_one=not records)
+            records.extend(found)
+            charged += cost
+            if done:
+                break
             if found:
-                records.extend(found)
-                charged += cost
                 offset = found[-1].offset + 1
-                if charged >= max_bytes or len(records) >= max_records:
-                    break
         return records
+
+    def iter_records(self, offset: int | None = None, end_offset: int | None = None) -> Iterator[Record]:
+        """Every record from ``offset`` (default: the log start offset) up to ``end_offset``
+        (default: the log end offset when called), lazily: each ``Record`` is built when the
+        iterator reaches it, so a scan holds one batch of bytes and few objects at a time."""
+        segments, bases = self._segments, self._bases
+        start = self.log_start_offset if offset is None else offset
+        stop = self.log_end_offset if end_offset is None else min(end_offset, self.log_end_offset)
+        if start < self.log_start_offset or start > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {start} is out of range for {self.name} (log start offset "
+                f"{self.log_start_offset}, log end offset {self.log_end_offset})",
+                start, self.log_start_offset, self.log_end_offset)
+        sizes = [segment.size_bytes for segment in segments]
+        first = max(bisect.bisect_right(bases, start) - 1, 0)
+        batches = (records for slot in range(first, len(segments))
+                   for records in segments[slot].iter_record_batches(start, stop, sizes[slot]))
+        return chain.from_iterable(batches)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         """The first offset whose record timestamp is >= ``timestamp_ms`` (None if there is none).
@@ -339,18 +368,18 @@ class Log:
 
     def truncate_to(self, offset: int) -> bool:
         """Remove every record with offset >= ``offset``; the log end offset becomes ``offset``.
-        Returns False when there was nothing to remove. The result is fsynced before returning.
+        Returns False when there was nothing to remove. The result is durable when this returns.
 
-        A batch that straddles ``offset`` is rewritten in place with the records below it (same base
-        offset, same offsets and timestamps). A crash during the call leaves either the old log or
-        the truncated one, except that a power loss between the rewrite and its fsync can lose that
-        one batch's records below ``offset``."""
+        Crash-safe: segments above ``offset`` are deleted newest first (a crash leaves a shorter but
+        gap-free log), and a segment whose batch straddles ``offset`` is rewritten as a copy that is
+        swapped in (``replace_segments``), so a crash leaves either the old or the new segment."""
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             raise ValueError(f"truncate_to needs an offset >= 0, got {offset!r}")
         with self._flush_lock, self._lock:
             self._check_writable()
             if offset >= self.log_end_offset:
                 return False
+            old_log_start_offset = self.log_start_offset
             try:
                 if offset <= self._segments[0].base_offset:
                     self._truncate_fully_and_start_at(offset)
@@ -358,48 +387,89 @@ class Log:
                     keep = bisect.bisect_right(self._bases, offset - 1)
                     target = self._segments[keep - 1]
                     removed = self._segments[keep:]
-                    if removed:  # later segments go first, so a crash never leaves a gap
+                    if removed:
                         self._set_segments(self._segments[:keep])
                         self._delete_segments(removed)
-                    target.truncate_to(offset, self._kept_part_of_straddling_batch(target, offset))
-                    target.flush()
+                    straddling = target.read_batch_containing(offset)
+                    if straddling is not None and straddling.base_offset < offset:
+                        self._rewrite_around(target, straddling, offset)
+                    else:
+                        target.truncate_to(offset)
+                        target.flush()
                 self._fs.fsync_dir(self.dir_path)
             except OSError as exc:
                 raise self._fail(exc) from exc
             self.log_end_offset = offset
             self.recovery_point = min(self.recovery_point, offset)
-            self.log_start_offset = min(self.log_start_offset, offset)
+            # Persisted after the truncation: a crash in between leaves the old, higher start
+            # offset (an empty log there), never deleted records becoming readable. The lowered
+            # recovery point is persisted too, so data appended again below the old one is
+            # re-verified after a crash.
+            self.log_start_offset = min(old_log_start_offset, offset)
+            if self.on_checkpoint_needed is not None:
+                self.on_checkpoint_needed(self)
             return True
 
-    def _kept_part_of_straddling_batch(self, segment: LogSegment, offset: int) -> bytearray | None:
-        """The records below ``offset`` of the batch holding it, re-encoded with the same base
-        offset and a last offset of ``offset - 1``; None when ``offset`` starts a batch."""
-        batch = segment.read_batch_containing(offset)
-        if batch is None or batch.base_offset >= offset:
-            return None
-        kept = batch.records(0, batch.index_of(offset))
-        base = batch.base_offset
+    def _rewrite_around(self, segment: LogSegment, straddling, offset: int) -> None:
+        """Replace ``segment`` by a copy that ends with the records of ``straddling`` below
+        ``offset`` (one batch with the same base offset, offsets and timestamps)."""
+        position = segment.translate_offset(straddling.base_offset)[0]
+        kept = straddling.records(0, straddling.index_of(offset))
+        base = straddling.base_offset
         deltas = [record.offset - base for record in kept]
-        dense = deltas == list(range(len(kept))) and len(kept) == offset - base
-        encoded = encode_batch(kept, offset_deltas=None if dense else deltas,
-                               last_offset_delta=offset - 1 - base,
-                               compression=batch.header.attributes & 0x07,
-                               log_append_time=self.config.message_timestamp_type == "LogAppendTime",
-                               default_timestamp_ms=batch.max_timestamp)
-        assign_base_offset(encoded, base)
-        return encoded
+        dense = len(kept) == offset - base
+        replacement = encode_batch(kept, offset_deltas=None if dense else deltas, last_offset_delta=offset - 1 - base,
+                                   compression=straddling.header.attributes & COMPRESSION_MASK,
+                                   log_append_time=bool(straddling.header.attributes & TIMESTAMP_TYPE_LOG_APPEND),
+                                   default_timestamp_ms=straddling.max_timestamp)
+        assign_base_offset(replacement, base)
+        copy = self._new_segment(segment.base_offset, CLEANED_SUFFIX)
+        try:
+            segment.copy_to(copy, position)
+            copy.append(base, offset - 1, straddling.max_timestamp, replacement)
+            copy.recover()
+            copy.flush()
+        except BaseException:
+            copy.delete()
+            raise
+        self.replace_segments([copy], [segment])
+        copy.resize_indexes(self.config.segment_index_bytes)
+
+    def replace_segments(self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment]) -> None:
+        """Swap ``new_segments`` (complete and flushed, named ``*.cleaned``) in for ``old_segments``,
+        crash-safely (Kafka's protocol, undone or completed by the loader's passes):
+        1. each new segment ``.cleaned`` -> ``.swap`` (newest first), made durable;
+        2. the segment list changes; each old segment -> ``.deleted``, then removed;
+        3. each new segment ``.swap`` -> its final name, made durable."""
+        with self._lock:
+            new_segments = sorted(new_segments, key=lambda segment: segment.base_offset)
+            current = set(map(id, self._segments))
+            old_segments = [segment for segment in old_segments if id(segment) in current]
+            for segment in reversed(new_segments):
+                segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+            self._fs.fsync_dir(self.dir_path)
+            doomed = set(map(id, old_segments))
+            kept = [segment for segment in self._segments if id(segment) not in doomed]
+            self._set_segments(sorted(kept + new_segments, key=lambda segment: segment.base_offset))
+            self._delete_segments(old_segments, durable_each=False)
+            for segment in new_segments:
+                segment.change_file_suffixes(SWAP_SUFFIX, "")
+            self._fs.fsync_dir(self.dir_path)
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
         old = self._segments
         self._set_segments([])
         self._delete_segments(old)
         self._set_segments([self._new_segment(offset)])
-        self.log_start_offset = offset
 
-    def _delete_segments(self, segments: Sequence[LogSegment]) -> None:
-        """Rename to .deleted, then remove. (Delayed removal comes with the scheduler.)"""
-        for segment in segments:
+    def _delete_segments(self, segments: Sequence[LogSegment], durable_each: bool = True) -> None:
+        """Rename to .deleted (newest first, each rename made durable before the next, so a crash
+        never leaves a gap in the offsets), then remove the files. (Delayed removal, which lets
+        readers holding the files finish, comes with the scheduler.)"""
+        for segment in sorted(segments, key=lambda segment: segment.base_offset, reverse=True):
             segment.change_file_suffixes("", DELETED_SUFFIX)
+            if durable_each:
+                self._fs.fsync_dir(self.dir_path)
         for segment in segments:
             segment.delete()
 
@@ -416,8 +486,8 @@ class Log:
                     f"{self.log_end_offset}", before_offset, self.log_start_offset, self.log_end_offset)
             self.log_start_offset = before_offset
             self.recovery_point = max(self.recovery_point, min(before_offset, self.log_end_offset))
-            if self.on_log_start_offset_change is not None:
-                self.on_log_start_offset_change(self)
+            if self.on_checkpoint_needed is not None:
+                self.on_checkpoint_needed(self)
             deletable = [segment for segment, following in zip(self._segments, self._segments[1:])
                          if following.base_offset <= before_offset]
             if deletable:

@@ -170,7 +170,7 @@ class LogManager:
                   clean_shutdown=clean_shutdown, read_only=self.read_only,
                   topic=topic_partition[0], partition=topic_partition[1])
         self.problems.extend(log.load_problems)
-        log.on_log_start_offset_change = self._on_log_start_offset_change
+        log.on_checkpoint_needed = self._on_checkpoint_needed
         return log
 
     def _finish_pending_topic_changes(self) -> None:
@@ -354,6 +354,12 @@ class LogManager:
             groups.setdefault(target, []).append(record)
         return {target: self.get_log(topic, target).append(group) for target, group in sorted(groups.items())}
 
+    def validate_append(self, topic: str, records: Sequence[Record], partition: int | None = None) -> None:
+        """Raise what ``append(topic, records, partition)`` would raise for bad input (an unknown
+        topic or partition, wrong types, a record too large, a missing key on a compacted topic),
+        without appending anything."""
+        self.get_log(topic, 0 if partition is None else partition).validate(records)
+
     def read(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20,
              max_records: int | None = None) -> list[Record]:
         """``get_log(topic, partition).read(offset, max_bytes, max_records)``."""
@@ -378,7 +384,7 @@ class LogManager:
         OffsetCheckpointFile(self._fs, os.path.join(dir_path, LOG_START_OFFSET_CHECKPOINT)).write(
             {key: log.log_start_offset for key, log in logs if log.log_start_offset > log.segments[0].base_offset})
 
-    def _on_log_start_offset_change(self, log: Log) -> None:
+    def _on_checkpoint_needed(self, log: Log) -> None:
         # Persist at once: a crash must not bring deleted records back.
         self._write_checkpoints(self._log_dir_of[(log.topic, log.partition)])
 

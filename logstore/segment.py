@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+from collections import OrderedDict
 from typing import Iterator
 
 from .clock import Clock
 from .errors import CorruptIndexError, CorruptRecordError, LogSegmentOffsetOverflowError
 from .fs import FileSystem
 from .index import OffsetIndex, TimeIndex, TimestampOffset
-from .records import HEADER_BYTES, BatchHeader, Record, RecordBatch, read_header
+from .records import (COMPRESSION_MASK, HEADER_BYTES, RECORD_OVERHEAD_BYTES, BatchHeader, Record, RecordBatch,
+                      columns_bytes, read_header, record_charge)
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +40,39 @@ _MAX_RELATIVE_OFFSET = 2**31 - 1
 _MAX_SEGMENT_BYTES = 2**31 - 1
 _READ_CHUNK_BYTES = 256 * 1024
 _SMALL_CHUNK_BYTES = 16 * 1024
+_LARGE_CHUNK_BYTES = 1024 * 1024
+_PARTIAL_READ_MIN_BYTES = 32 * 1024  # batches at least this large may be read partially
+_VERIFIED_CACHE_ENTRIES = 65536
+_COPY_CHUNK_BYTES = 8 * 1024 * 1024
+
+
+class _HeadCache:
+    """Process-wide LRU of partial batches (header and columns) of large batches that point reads
+    touched, bounded by bytes. A hit makes a point read cost two small reads (key and value).
+    Keys carry the owning segment's token, which changes whenever its bytes are cut or rewritten."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[tuple, RecordBatch] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> RecordBatch | None:
+        return self._entries.get(key)
+
+    def put(self, key: tuple, batch: RecordBatch) -> None:
+        size = len(batch.buffer)
+        with self._lock:
+            if key in self._entries or size > self.max_bytes:
+                return
+            self._entries[key] = batch
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                _, evicted = self._entries.popitem(last=False)
+                self._bytes -= len(evicted.buffer)
+
+
+HEAD_CACHE = _HeadCache(64 * 1024 * 1024)
 
 
 def file_prefix(base_offset: int) -> str:
@@ -77,6 +113,11 @@ class LogSegment:
         self._max_timestamp: TimestampOffset | None = None  # unknown until first needed
         self.bytes_since_last_index_entry = 0
         self.deleted = False
+        # Positions of large batches whose CRC was verified since open: re-reads skip the CRC, and
+        # point reads may read them partially. Cleared whenever bytes are cut or rewritten (and the
+        # token, which keys this segment's entries in HEAD_CACHE, replaced).
+        self._verified: set[int] = set()
+        self._token = object()
 
     # --- offsets and timestamps ------------------------------------------------------------------
 
@@ -106,31 +147,35 @@ class LogSegment:
 
     # --- appending -------------------------------------------------------------------------------
 
-    def append(self, largest_offset: int, largest_timestamp_ms: int, offset_of_max_timestamp: int,
-               data: bytes | bytearray) -> None:
-        """Write ``data`` (whole batches whose offsets are assigned and increase) at the end.
+    def append(self, first_offset: int, last_offset: int, max_timestamp_ms: int, data) -> None:
+        """Write one batch (``data``: bytes, or a list of buffers written with one ``pwritev``)
+        whose offsets are assigned, ``first_offset``..``last_offset``, at the end.
 
-        Raises ``LogSegmentOffsetOverflowError`` (nothing written) when ``largest_offset`` does not
-        fit this segment's 32-bit relative offsets. ``OSError`` propagates; the size is unchanged."""
-        if not data:
+        Raises ``LogSegmentOffsetOverflowError`` (nothing written) when ``last_offset`` does not fit
+        this segment's 32-bit relative offsets. ``OSError`` propagates; the size is unchanged."""
+        size = len(data) if not isinstance(data, list) else sum(map(len, data))
+        if not size:
             return
-        if not self.can_hold(largest_offset):
+        if not self.can_hold(last_offset):
             raise LogSegmentOffsetOverflowError(
-                f"offset {largest_offset} does not fit in segment {self.log_path} (base {self.base_offset})")
+                f"offset {last_offset} does not fit in segment {self.log_path} (base {self.base_offset})")
         position = self.size_bytes
-        if position + len(data) > _MAX_SEGMENT_BYTES:
+        if position + size > _MAX_SEGMENT_BYTES:
             raise LogSegmentOffsetOverflowError(f"segment {self.log_path} would grow past 2 GiB")
         if position == 0:
-            self._rolling_based_timestamp = largest_timestamp_ms
-        self._fs.pwrite(self._fd, data, position)
-        self.size_bytes = position + len(data)
-        if largest_timestamp_ms > self.max_timestamp_so_far.timestamp_ms:
-            self._max_timestamp = TimestampOffset(largest_timestamp_ms, offset_of_max_timestamp)
+            self._rolling_based_timestamp = max_timestamp_ms
+        if isinstance(data, list):
+            self._fs.pwritev(self._fd, data, position)
+        else:
+            self._fs.pwrite(self._fd, data, position)
+        self.size_bytes = position + size
+        if max_timestamp_ms > self.max_timestamp_so_far.timestamp_ms:
+            self._max_timestamp = TimestampOffset(max_timestamp_ms, last_offset)
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(largest_offset, position)
+            self.offset_index.append(first_offset, position)
             self.time_index.maybe_append(*self._max_timestamp_pair())
             self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += len(data)
+        self.bytes_since_last_index_entry += size
 
     def _max_timestamp_pair(self) -> tuple[int, int]:
         maximum = self.max_timestamp_so_far
@@ -174,7 +219,42 @@ class LogSegment:
             if len(data) < size:
                 raise CorruptRecordError(f"batch at position {position} of {self.log_path} is cut short")
         batch = RecordBatch(header, data)
-        batch.verify(f" in {self.log_path}", position)
+        if position not in self._verified:
+            batch.verify(f" in {self.log_path}", position)
+            if size >= _PARTIAL_READ_MIN_BYTES:
+                self._remember_verified(position)
+        return batch
+
+    def _forget_verified(self) -> None:
+        self._verified.clear()
+        self._token = object()
+
+    def _remember_verified(self, position: int) -> None:
+        if len(self._verified) >= _VERIFIED_CACHE_ENTRIES:
+            self._verified.clear()
+        self._verified.add(position)
+
+    def _batch_for_read(self, position: int, header: BatchHeader, buffer: memoryview, at: int,
+                        wanted_bytes: int) -> RecordBatch:
+        """The batch at ``position``, partially when only a little of a large, uncompressed batch
+        whose CRC was verified earlier in this process is wanted: then only its columns and the
+        wanted key, value and header bytes are read."""
+        size = header.size_bytes
+        if (at + size <= len(buffer) or size < _PARTIAL_READ_MIN_BYTES or wanted_bytes * 4 >= size
+                or header.attributes & COMPRESSION_MASK or position not in self._verified):
+            return self.load_batch(position, header, buffer, at)
+        cached = HEAD_CACHE.get((self._token, position))
+        if cached is not None:
+            return cached
+        head_bytes = HEADER_BYTES + columns_bytes(header)
+        if at + head_bytes <= len(buffer):
+            head = bytes(buffer[at : at + head_bytes])
+        else:
+            head = self._fs.pread(self._fd, head_bytes, position)
+        body_position = position + HEADER_BYTES
+        fd, pread = self._fd, self._fs.pread
+        batch = RecordBatch(header, head, lambda at_in_body, size_bytes: pread(fd, size_bytes, body_position + at_in_body))
+        HEAD_CACHE.put((self._token, position), batch)
         return batch
 
     def iter_batches(self, position: int = 0, end: int | None = None) -> Iterator[tuple[int, RecordBatch]]:
@@ -192,46 +272,87 @@ class LogSegment:
         return None
 
     def read(self, start_offset: int, max_bytes: int, max_records: int, end: int | None = None,
-             min_one: bool = True) -> tuple[list[Record], int]:
+             min_one: bool = True) -> tuple[list[Record], int, bool]:
         """Records with offset >= ``start_offset`` from this segment, within ``max_bytes`` of
         charged bytes and ``max_records`` records (at least one when ``min_one`` and any exists).
-        Returns the records and the bytes charged. ``end`` bounds the bytes read (a size snapshot)."""
-        position = self.offset_index.lookup(start_offset).position
-        chunk_bytes = min(max(2 * max_bytes, _SMALL_CHUNK_BYTES), _READ_CHUNK_BYTES * 4)
+        Returns the records, the bytes charged, and whether the read is complete (a limit was
+        reached, so the caller must not continue into the next segment). ``end`` bounds the bytes
+        read (a size snapshot)."""
+        end = self.size_bytes if end is None else end
+        position = self.offset_index.lookup_position(start_offset)
         records: list[Record] = []
         charged = 0
+        cached = HEAD_CACHE.get((self._token, position))
+        if cached is not None and cached.header.base_offset <= start_offset <= cached.header.last_offset:
+            # A point read in a batch read before: no header scan, no column read.
+            charged, done = self._take(cached, start_offset, max_bytes, max_records, records, min_one)
+            if done:
+                return records, charged, True
+            position += cached.header.size_bytes
+        chunk_bytes = min(max(2 * max_bytes, _SMALL_CHUNK_BYTES), _LARGE_CHUNK_BYTES)
         for batch_position, header, buffer, at in self.scan_headers(position, end, chunk_bytes):
             if header.last_offset < start_offset or header.record_count == 0:
                 continue
-            batch = self.load_batch(batch_position, header, buffer, at)
-            first = batch.index_of(start_offset) if header.base_offset < start_offset else 0
-            count = header.record_count
-            if first >= count:
-                continue
-            stop = min(count, first + max_records - len(records))
-            cost = batch.payload_bytes(first, stop)
-            if charged + cost > max_bytes:
-                stop = self._cut(batch, first, stop, max_bytes - charged, min_one and not records)
-                cost = batch.payload_bytes(first, stop)
-            if stop > first:
-                records.extend(batch.records(first, stop))
-                charged += cost
-            if stop < count or len(records) >= max_records or charged >= max_bytes:
-                break
-        return records, charged
+            batch = self._batch_for_read(batch_position, header, buffer, at, max_bytes - charged)
+            cost, done = self._take(batch, start_offset, max_bytes - charged, max_records, records,
+                                    min_one and not records)
+            charged += cost
+            if done:
+                return records, charged, True
+        return records, charged, False
 
     @staticmethod
-    def _cut(batch: RecordBatch, first: int, stop: int, budget: int, need_one: bool) -> int:
-        """The largest stop in (first, stop] whose records fit ``budget``; at least first + 1 when
-        ``need_one``."""
-        low, high = first, stop  # invariant: records [first, low) fit
+    def _take(batch: RecordBatch, start_offset: int, budget: int, max_records: int, records: list,
+              need_one: bool) -> tuple[int, bool]:
+        """Add to ``records`` the records of ``batch`` from ``start_offset`` that fit ``budget``
+        bytes and ``max_records`` in all. Returns (bytes charged, whether a limit was reached)."""
+        header = batch.header
+        count = header.record_count
+        first = batch.index_of(start_offset) if header.base_offset < start_offset else 0
+        if first >= count:
+            return 0, False
+        stop = min(count, first + max_records - len(records))
+        if budget < RECORD_OVERHEAD_BYTES and need_one:  # a point read: exactly one record
+            record = batch.record_at(first)
+            records.append(record)
+            return record_charge(record), True
+        stop, cost = LogSegment._fit(batch, first, stop, budget, need_one)
+        if stop > first:
+            records.extend(batch.iter_records(first, stop))
+        return cost, stop < count or len(records) >= max_records or cost >= budget
+
+    @staticmethod
+    def _fit(batch: RecordBatch, first: int, stop: int, budget: int, need_one: bool) -> tuple[int, int]:
+        """The largest stop in [first, stop] whose records [first, stop) fit ``budget`` (at least
+        first + 1 when ``need_one``), and their charged bytes."""
+        cost = batch.payload_bytes(first, stop)
+        if cost <= budget:
+            return stop, cost
+        one = batch.payload_bytes(first, first + 1)
+        if one > budget:
+            return (first + 1, one) if need_one else (first, 0)
+        low, high = first + 1, stop - 1  # records [first, low) fit; [first, high + 1) do not
         while low < high:
             middle = (low + high + 1) // 2
             if batch.payload_bytes(first, middle) <= budget:
                 low = middle
             else:
                 high = middle - 1
-        return max(low, first + 1) if need_one else low
+        return low, batch.payload_bytes(first, low)
+
+    def iter_record_batches(self, start_offset: int, stop_offset: int, end: int | None = None) -> Iterator:
+        """For a streaming scan: an iterator of record iterators, one per batch, covering offsets
+        [start_offset, stop_offset) within the first ``end`` bytes."""
+        position = self.offset_index.lookup(start_offset).position
+        for batch_position, header, buffer, at in self.scan_headers(position, end, _LARGE_CHUNK_BYTES):
+            if header.base_offset >= stop_offset:
+                return
+            if header.last_offset < start_offset or header.record_count == 0:
+                continue
+            batch = self.load_batch(batch_position, header, buffer, at)
+            first = batch.index_of(start_offset) if header.base_offset < start_offset else 0
+            stop = batch.index_of(stop_offset) if header.last_offset >= stop_offset else header.record_count
+            yield batch.iter_records(first, stop)
 
     def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int) -> tuple[int, int] | None:
         """The first record with timestamp >= ``timestamp_ms`` and offset >= ``starting_offset``,
@@ -316,6 +437,7 @@ class LogSegment:
         Returns the number of bytes cut. A torn or corrupt tail is logged and cut, never raised."""
         self.offset_index.reset()
         self.time_index.reset()
+        self._forget_verified()
         self._max_timestamp = TimestampOffset(-1, self.base_offset)
         file_size = self._fs.file_size(self._fd)
         valid_bytes = 0
@@ -330,8 +452,11 @@ class LogSegment:
                         f"{header.base_offset}..{header.last_offset} after {previous_last_offset}")
                 if header.max_timestamp > self._max_timestamp.timestamp_ms:
                     self._max_timestamp = TimestampOffset(header.max_timestamp, header.last_offset)
-                if position - last_index_entry > self.index_interval_bytes:
-                    self.offset_index.append(header.last_offset, position)
+                # A rebuilt index can need more entries than the appends made (their byte count
+                # restarts after a truncation): when full it stays sparser, never fails.
+                if position - last_index_entry > self.index_interval_bytes and not (
+                        self.offset_index.is_full() or self.time_index.is_full()):
+                    self.offset_index.append(header.base_offset, position)
                     self.time_index.maybe_append(*self._max_timestamp_pair())
                     last_index_entry = position
                 valid_bytes = position + header.size_bytes
@@ -350,27 +475,20 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
         return truncated
 
-    def truncate_to(self, offset: int, replacement: bytes | bytearray | None = None) -> int:
+    def truncate_to(self, offset: int) -> int:
         """Remove every batch holding offsets >= ``offset`` (whole batches). Returns bytes removed.
-
-        ``replacement`` (a batch ending at ``offset - 1``: the kept part of a batch that straddled
-        ``offset``) is written over the start of the removed region *before* the file is cut, so a
-        crash in between leaves the replacement followed by garbage, which recovery cuts off.
         The indexes are resized to full capacity: this segment is, or becomes, the active one."""
         found = self.translate_offset(offset)
+        self._forget_verified()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.resize_indexes(self.max_index_size_bytes)
         removed = 0
         if found is not None:
             position = found[0]
-            new_size = position
-            if replacement:
-                self._fs.pwrite(self._fd, replacement, position)
-                new_size += len(replacement)
-            removed = self.size_bytes - new_size
-            self._fs.truncate(self._fd, new_size)
-            self.size_bytes = new_size
+            removed = self.size_bytes - position
+            self._fs.truncate(self._fd, position)
+            self.size_bytes = position
         if self.size_bytes == 0:
             self.created_ms = self._clock.time_ms()
         self._rolling_based_timestamp = None
@@ -383,6 +501,18 @@ class LogSegment:
                 maximum = TimestampOffset(header.max_timestamp, header.last_offset)
         self._max_timestamp = maximum
         return removed
+
+    def copy_to(self, target: "LogSegment", end_position: int) -> None:
+        """Copy bytes [0, ``end_position``) into the empty segment ``target`` (whose indexes the
+        caller rebuilds with ``target.recover()``)."""
+        position = 0
+        while position < end_position:
+            chunk = self._fs.pread(self._fd, min(_COPY_CHUNK_BYTES, end_position - position), position)
+            if not chunk:
+                raise CorruptRecordError(f"{self.log_path} ended at {position} while copying {end_position} bytes")
+            target._fs.pwrite(target._fd, chunk, position)
+            position += len(chunk)
+        target.size_bytes = end_position
 
     def read_batch_containing(self, offset: int) -> RecordBatch | None:
         """The verified batch holding ``offset`` (or the first one after it); None past the end."""
@@ -398,10 +528,10 @@ class LogSegment:
         self.time_index.quick_check(self.size_bytes)
         if self.offset_index.entries:
             last = self.offset_index.entry(self.offset_index.entries - 1)
-            header = read_header(self._fs.pread(self._fd, HEADER_BYTES, last.position), 0)
-            if header is None or header.last_offset != last.offset:
+            header = read_header(self._fs.pread(self._fd, HEADER_BYTES, last.position), 0, whole=False)
+            if header is None or header.base_offset != last.offset:
                 raise CorruptIndexError(f"offset index {self.offset_index.path} entry {tuple(last)} does "
-                                        f"not point at a batch ending at that offset")
+                                        f"not point at a batch starting at that offset")
 
     # --- durability and files --------------------------------------------------------------------
 

@@ -1,0 +1,255 @@
+"""Test doubles for the file-operations seam: simulated power loss and injected I/O errors.
+
+``SimulatedCrashFileSystem`` runs every operation for real (on a real directory) and remembers what
+was made durable: for each file the size at its last ``fsync``, for each directory the entries created,
+renamed or removed since its last ``fsync_dir``. ``crash(rng)`` then turns the directory into a state a
+power loss could leave:
+
+- every file keeps what was fsynced; of the bytes written since, a random prefix survives, and the
+  last surviving bytes may be torn (replaced by zeros or garbage), as in ALICE's append model;
+- namespace changes since the directory's last fsync may be lost: a created file may vanish, a
+  rename may be undone (newest first);
+- every descriptor and mapping the code under test held is closed (the process is gone).
+
+Limits of the model: writes through mmap (index files) are not dropped (indexes are rebuilt after an
+unclean shutdown anyway), and an overwrite in the middle of already-synced data is not torn.
+
+``FaultyFileSystem`` raises an ``OSError`` with a chosen errno at the N-th call of chosen operations.
+Nothing in the engine imports this module.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+from dataclasses import dataclass, field
+
+from .fs import FileSystem
+
+
+@dataclass
+class _FileState:
+    synced_size: int = 0
+    size: int = 0
+
+
+@dataclass
+class CrashReport:
+    """What ``crash`` did, for test messages."""
+
+    cut_files: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (old size, new size)
+    torn_files: list[str] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)
+    undone_renames: list[tuple[str, str]] = field(default_factory=list)
+
+
+class SimulatedCrashFileSystem(FileSystem):
+    """A real file system that can forget everything that was never made durable."""
+
+    def __init__(self) -> None:
+        self._files: dict[str, _FileState] = {}
+        self._fd_paths: dict[int, str] = {}
+        self._maps: list = []
+        self._lock_fds: set[int] = set()
+        self._pending: dict[str, list[tuple[str, str, str]]] = {}  # dir -> [(op, a, b)]
+        self.fsyncs = 0
+
+    # --- bookkeeping -----------------------------------------------------------------------------
+
+    def _state(self, path: str) -> _FileState:
+        state = self._files.get(path)
+        if state is None:
+            size = os.path.getsize(path) if os.path.exists(path) else 0
+            state = self._files[path] = _FileState(size, size)
+        return state
+
+    def _note(self, dir_path: str, op: str, a: str, b: str = "") -> None:
+        self._pending.setdefault(os.path.abspath(dir_path), []).append((op, a, b))
+
+    # --- data files ------------------------------------------------------------------------------
+
+    def open_file(self, path: str, *, create: bool = False, writable: bool = True) -> int:
+        path = os.path.abspath(path)
+        existed = os.path.exists(path)
+        fd = super().open_file(path, create=create, writable=writable)
+        self._fd_paths[fd] = path
+        state = self._state(path)
+        if not existed:
+            state.synced_size = state.size = 0
+            self._note(os.path.dirname(path), "create", path)
+        return fd
+
+    def close(self, fd: int) -> None:
+        self._fd_paths.pop(fd, None)
+        super().close(fd)
+
+    def _fd_state(self, fd: int) -> _FileState:
+        path = self._fd_paths.get(fd)
+        return self._state(path) if path is not None else _FileState()  # e.g. the lock file
+
+    def pwrite(self, fd: int, data, position: int) -> None:
+        super().pwrite(fd, data, position)
+        state = self._fd_state(fd)
+        state.size = max(state.size, position + len(data))
+
+    def pwritev(self, fd: int, buffers: list, position: int) -> None:
+        super().pwritev(fd, buffers, position)
+        state = self._fd_state(fd)
+        state.size = max(state.size, position + sum(map(len, buffers)))
+
+    def truncate(self, fd: int, size: int) -> None:
+        super().truncate(fd, size)
+        state = self._fd_state(fd)
+        state.size = size
+        state.synced_size = min(state.synced_size, size)
+
+    def fsync(self, fd: int) -> None:
+        super().fsync(fd)
+        self.fsyncs += 1
+        state = self._fd_state(fd)
+        state.synced_size = state.size
+
+    def map_file(self, fd: int, length: int, *, writable: bool):
+        mapping = super().map_file(fd, length, writable=writable)
+        self._maps.append(mapping)
+        return mapping
+
+    # --- namespace -------------------------------------------------------------------------------
+
+    def fsync_dir(self, path: str) -> None:
+        super().fsync_dir(path)
+        self._pending.pop(os.path.abspath(path), None)
+
+    def rename(self, source: str, target: str) -> None:
+        source, target = os.path.abspath(source), os.path.abspath(target)
+        super().rename(source, target)
+        self._files[target] = self._files.pop(source, None) or self._state(target)
+        for fd, path in self._fd_paths.items():
+            if path == source:
+                self._fd_paths[fd] = target
+        self._note(os.path.dirname(target), "rename", source, target)
+
+    def remove(self, path: str) -> None:
+        path = os.path.abspath(path)
+        super().remove(path)
+        self._files.pop(path, None)
+        self._note(os.path.dirname(path), "remove", path)
+
+    def try_lock(self, path: str) -> int | None:
+        fd = super().try_lock(path)
+        if fd is not None:
+            self._lock_fds.add(fd)
+        return fd
+
+    def unlock(self, fd: int) -> None:
+        self._lock_fds.discard(fd)
+        super().unlock(fd)
+
+    # --- the crash -------------------------------------------------------------------------------
+
+    def abandon(self) -> None:
+        """Close every descriptor, mapping and lock the code under test held (a dead process)."""
+        for mapping in self._maps:
+            if not mapping.closed:
+                mapping.close()
+        self._maps.clear()
+        for fd in list(self._fd_paths) + list(self._lock_fds):
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # already closed by the code under test
+        self._fd_paths.clear()
+        self._lock_fds.clear()
+
+    def crash(self, rng: random.Random, *, lose_unsynced: bool = True) -> CrashReport:
+        """Abandon the process and, when ``lose_unsynced``, forget what a power loss may forget.
+        With ``lose_unsynced=False`` this is a process crash (kill -9): the page cache survives."""
+        self.abandon()
+        report = CrashReport()
+        if lose_unsynced:
+            self._undo_namespace(rng, report)
+            for path, state in list(self._files.items()):
+                if state.size > state.synced_size and os.path.exists(path):
+                    self._cut(path, state, rng, report)
+        self._files.clear()
+        self._pending.clear()
+        return report
+
+    def _undo_namespace(self, rng: random.Random, report: CrashReport) -> None:
+        for dir_path, ops in self._pending.items():
+            keep = rng.randrange(len(ops) + 1)  # a random prefix of the changes reached the disk
+            for op, a, b in reversed(ops[keep:]):
+                # Even a file whose data was fsynced vanishes if its directory entry was not
+                # (KAFKA-3968): that is what the directory fsyncs are for.
+                if op == "create" and os.path.exists(a):
+                    os.unlink(a)
+                    self._files.pop(a, None)
+                    report.vanished.append(a)
+                elif op == "rename" and os.path.exists(b) and not os.path.exists(a):
+                    os.rename(b, a)
+                    self._files[a] = self._files.pop(b, _FileState())
+                    report.undone_renames.append((a, b))
+
+    def _cut(self, path: str, state: _FileState, rng: random.Random, report: CrashReport) -> None:
+        new_size = rng.randint(state.synced_size, state.size)
+        os.truncate(path, new_size)
+        report.cut_files[path] = (state.size, new_size)
+        torn = min(new_size - state.synced_size, rng.choice((0, 0, 1, 7, 512, 4096)))
+        if torn > 0:
+            filler = bytes(torn) if rng.random() < 0.5 else rng.randbytes(torn)
+            with open(path, "r+b") as handle:
+                handle.seek(new_size - torn)
+                handle.write(filler)
+            report.torn_files.append(path)
+
+
+class FaultyFileSystem(FileSystem):
+    """Raises ``OSError(errno_code)`` at the ``fail_at``-th call (1-based) of the operations named
+    in ``operations`` (e.g. {"pwrite", "fsync"}), once or, with ``persistent``, from then on."""
+
+    def __init__(self, operations: set[str], fail_at: int, errno_code: int = errno.EIO,
+                 persistent: bool = False) -> None:
+        self.operations = operations
+        self.fail_at = fail_at
+        self.errno_code = errno_code
+        self.persistent = persistent
+        self.calls = 0
+        self.failures = 0
+
+    def _maybe_fail(self, operation: str) -> None:
+        if operation not in self.operations:
+            return
+        self.calls += 1
+        if self.calls == self.fail_at or (self.persistent and self.calls > self.fail_at):
+            self.failures += 1
+            raise OSError(self.errno_code, f"injected {errno.errorcode.get(self.errno_code, self.errno_code)} "
+                                           f"in {operation}")
+
+    def pwrite(self, fd, data, position):
+        self._maybe_fail("pwrite")
+        super().pwrite(fd, data, position)
+
+    def pwritev(self, fd, buffers, position):
+        self._maybe_fail("pwrite")
+        super().pwritev(fd, buffers, position)
+
+    def fsync(self, fd):
+        self._maybe_fail("fsync")
+        super().fsync(fd)
+
+    def fsync_dir(self, path):
+        self._maybe_fail("fsync_dir")
+        super().fsync_dir(path)
+
+    def truncate(self, fd, size):
+        self._maybe_fail("truncate")
+        super().truncate(fd, size)
+
+    def rename(self, source, target):
+        self._maybe_fail("rename")
+        super().rename(source, target)
+
+    def open_file(self, path, *, create=False, writable=True):
+        self._maybe_fail("open_file")
+        return super().open_file(path, create=create, writable=writable)
