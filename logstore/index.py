@@ -106,7 +106,8 @@ class _Index:
                 self._set_length(self._rounded(length))
         elif existed:
             self._load_read_only()
-        self.entries = self._valid_entries()
+        # A new file has no entries; searching its fresh mapping would fault in pages for nothing.
+        self.entries = self._valid_entries() if existed else 0
 
     # --- sizes -----------------------------------------------------------------------------------
 

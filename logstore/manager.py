@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import random
 import threading
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -347,7 +348,12 @@ class LogManager:
         if partitions == 1:
             return {0: self.get_log(topic, 0).append(records)}
         groups: dict[int, list[Record]] = {}
-        round_robin = self._round_robin.setdefault(topic, itertools.cycle(range(partitions)))
+        round_robin = self._round_robin.get(topic)
+        if round_robin is None:
+            # Start at a random partition (as Kafka does), so keyless records from many short-lived
+            # processes spread over the partitions instead of all landing in partition 0.
+            start = random.randrange(partitions)
+            round_robin = self._round_robin[topic] = itertools.cycle([*range(start, partitions), *range(start)])
         for record in records:
             key = record.key
             target = next(round_robin) if key is None else partition_for_key(key, partitions)

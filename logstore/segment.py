@@ -252,10 +252,21 @@ class LogSegment:
         else:
             head = self._fs.pread(self._fd, head_bytes, position)
         body_position = position + HEADER_BYTES
-        fd, pread = self._fd, self._fs.pread
-        batch = RecordBatch(header, head, lambda at_in_body, size_bytes: pread(fd, size_bytes, body_position + at_in_body))
+        batch = RecordBatch(header, head, lambda at_in_body, size_bytes: self._pread_checked(
+            size_bytes, body_position + at_in_body))
         HEAD_CACHE.put((self._token, position), batch)
         return batch
+
+    def _pread_checked(self, size_bytes: int, position: int) -> bytes:
+        """pread through the segment's current descriptor (never a remembered number, which a closed
+        segment may have handed to another file); all of it or an error."""
+        fd = self._fd
+        if fd is None:
+            raise ValueError(f"segment {self.log_path} is closed")
+        data = self._fs.pread(fd, size_bytes, position)
+        if len(data) != size_bytes:
+            raise CorruptRecordError(f"{self.log_path} ended inside a batch at position {position}")
+        return data
 
     def iter_batches(self, position: int = 0, end: int | None = None) -> Iterator[tuple[int, RecordBatch]]:
         """Yield ``(position, batch)`` for consecutive verified batches (see ``scan_headers``)."""
@@ -555,6 +566,7 @@ class LogSegment:
 
     def close_handlers(self) -> None:
         """Release descriptors and mappings without writing (a failed disk, a deleted segment)."""
+        self._forget_verified()
         self.offset_index.close_handlers()
         self.time_index.close_handlers()
         if self._fd is not None:
