@@ -20,7 +20,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import random
 import threading
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -68,6 +67,7 @@ class LogManager:
         self._logs: dict[tuple[str, int], Log] = {}
         self._log_dir_of: dict[tuple[str, int], str] = {}
         self._round_robin: dict[str, Iterator[int]] = {}
+        self._round_robin_starts: dict[str, int] = {}
         self._clean_shutdown: dict[str, bool] = {}
         self.problems: list[str] = []
         self.missing_partitions: list[tuple[str, int]] = []
@@ -81,6 +81,9 @@ class LogManager:
             if not read_only:
                 self._finish_pending_topic_changes()
                 self._topics.repair()
+                for topic in self.topics():
+                    if not any(key[0] == topic for key in self.missing_partitions):
+                        self._round_robin_cycle(topic)
         except BaseException:
             # Leave every dir unclean: logs that were not loaded must be recovered next time.
             self._release(mark_clean=False)
@@ -232,6 +235,7 @@ class LogManager:
             self._create_partitions(name, meta)
             meta.state = READY
             self._topics.save()
+            self._round_robin_cycle(name)
 
     def _create_partitions(self, name: str, meta: TopicMetadata) -> None:
         for partition in range(meta.partitions):
@@ -266,6 +270,7 @@ class LogManager:
             del self._topics.topics[name]
             self._topics.save()
             self._round_robin.pop(name, None)
+            self._round_robin_starts.pop(name, None)
 
     def _delete_partition_dirs(self, name: str) -> None:
         for topic_partition, dir_path in list(self._log_dir_of.items()):
@@ -348,12 +353,7 @@ class LogManager:
         if partitions == 1:
             return {0: self.get_log(topic, 0).append(records)}
         groups: dict[int, list[Record]] = {}
-        round_robin = self._round_robin.get(topic)
-        if round_robin is None:
-            # Start at a random partition (as Kafka does), so keyless records from many short-lived
-            # processes spread over the partitions instead of all landing in partition 0.
-            start = random.randrange(partitions)
-            round_robin = self._round_robin[topic] = itertools.cycle([*range(start, partitions), *range(start)])
+        round_robin = self._round_robin_cycle(topic)
         for record in records:
             key = record.key
             target = next(round_robin) if key is None else partition_for_key(key, partitions)
@@ -365,6 +365,25 @@ class LogManager:
         topic or partition, wrong types, a record too large, a missing key on a compacted topic),
         without appending anything."""
         self.get_log(topic, 0 if partition is None else partition).validate(records)
+
+    def round_robin_start(self, topic: str) -> int:
+        """The partition where this store's round-robin of keyless records for ``topic`` started:
+        the one with the smallest log end offset when the store was opened (or the topic created),
+        the lowest number on a tie. So keyless records from many short-lived processes even out
+        instead of piling into partition 0."""
+        self._round_robin_cycle(topic)
+        return self._round_robin_starts[topic]
+
+    def _round_robin_cycle(self, topic: str) -> Iterator[int]:
+        cycle = self._round_robin.get(topic)
+        if cycle is None:
+            partitions = self.partitions(topic)
+            ends = [(log.log_end_offset if log is not None else 2**63, partition)
+                    for partition in range(partitions) for log in [self._logs.get((topic, partition))]]
+            start = min(ends)[1]
+            self._round_robin_starts[topic] = start
+            cycle = self._round_robin[topic] = itertools.cycle([*range(start, partitions), *range(start)])
+        return cycle
 
     def read(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20,
              max_records: int | None = None) -> list[Record]:

@@ -182,7 +182,7 @@ def writer_main(lin: Lineage, ack_fd: int, fs: CrashFS, rng: random.Random, epoc
     nxt = [log.log_end_offset for log in logs]
     epochs = [model.cur_epoch for model in lin.models]
     next_epoch = epoch_base
-    rr = 0
+    rr = store.round_robin_start(lin.topic) if lin.multi else 0  # keyless records start there
     flush_on_append = "flush.messages" in lin.config
     steps, weights = zip(*STEP_WEIGHTS)
     send(pack(READY))
@@ -253,7 +253,7 @@ def writer_main(lin: Lineage, ack_fd: int, fs: CrashFS, rng: random.Random, epoc
             if [log.log_end_offset for log in logs] != nxt:
                 raise AssertionError(f"after a clean close and reopen the log end offsets are "
                                      f"{[log.log_end_offset for log in logs]}, expected {nxt}")
-            rr = 0
+            rr = store.round_robin_start(lin.topic) if lin.multi else 0
     raise AssertionError("the writer outlived its maximum life: the parent never killed it")
 
 
