@@ -169,3 +169,37 @@ def all_(records, lookups, large_records, large_value_bytes, sizes, repeats, see
                large_value_bytes=large_value_bytes, open_sizes=sizes, repeats=repeats, seed=seed,
                engines=_engines(compare), work_dir=work_dir, keep=keep, progress=_progress(progress)),
           as_json)
+
+
+@perf.command("format")
+@click.option("--records", type=click.IntRange(min=1), default=200_000, show_default=True,
+              help="Records encoded or decoded per timed repeat.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=1000, show_default=True)
+@click.option("--key-bytes", type=click.IntRange(min=0), default=16, show_default=True)
+@click.option("--value-bytes", type=click.IntRange(min=0), default=100, show_default=True)
+@click.option("--lookups", type=click.IntRange(min=1), default=100_000, show_default=True,
+              help="Single-record decodes per repeat (point cases).")
+@click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Timed repeats per case (the best is reported).")
+@click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--cases", default=None, help="Comma-separated case names (default: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--progress/--no-progress", default=None,
+              help="Progress on stderr (default: when stderr is a terminal).")
+def format_(records, batch_size, key_bytes, value_bytes, lookups, repeats, seed, cases, as_json, progress) -> None:
+    """Encode and decode speed of the record batch format (records/s, MB/s), no files involved."""
+    from logstore import perf_format
+
+    show = sys.stderr.isatty() if progress is None else progress
+    try:
+        workload = perf_format.FormatWorkload(records, batch_size, key_bytes, value_bytes, lookups, repeats, seed)
+        names = None if cases is None else [name.strip() for name in cases.split(",") if name.strip()]
+        results = perf_format.bench_format(workload, names,
+                                           (lambda name: click.echo(f"format: {name}", err=True)) if show else None)
+    except (perf_format.FormatBenchmarkError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps({"workload": workload.as_dict(),
+                               "results": [result.as_dict() for result in results]}, indent=2))
+    else:
+        click.echo(perf_format.render_format_table(results, workload))

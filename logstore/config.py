@@ -192,7 +192,8 @@ class LogConfig:
         overrides: dict[str, Any] = {}
         for key, value in settings.items():
             if key in BROKER_SYNONYMS:
-                overrides[BROKER_SYNONYMS[key]] = value
+                topic_key = BROKER_SYNONYMS[key]
+                overrides[topic_key] = TOPIC_KEYS[topic_key].parse(key, value)  # errors name ``key``
             elif key not in _BROKER_UNITS:
                 raise InvalidConfigError(f"unknown store setting {key!r}")
         # Kafka's precedence: the millisecond key, then minutes, then hours.

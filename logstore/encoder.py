@@ -54,7 +54,8 @@ def _blob_parts(items: Sequence, ends: list[int], has_nulls: bool, what: str, sp
     present = [item for item in items if item is not None] if has_nulls else items
     if split:
         parts = list(present)
-        bad = next((item for item in parts if not isinstance(item, (bytes, bytearray))), None)
+        bad = next((item for item in parts if not isinstance(item, (bytes, bytearray)) and not (
+            isinstance(item, memoryview) and item.nbytes == len(item))), None)
     else:
         try:
             parts = [b"".join(present)]
@@ -76,6 +77,8 @@ def _encode_headers(all_headers: Sequence) -> tuple[list[int], bytes]:
     total = 0
     pack = _INT.pack
     for headers in all_headers:
+        if isinstance(headers, (str, bytes)) or not hasattr(headers, "__iter__"):
+            raise TypeError(f"record headers must be a sequence of (str, bytes | None) pairs, got {headers!r}")
         for pair in headers:
             try:
                 key, value = pair
@@ -95,6 +98,12 @@ def _encode_headers(all_headers: Sequence) -> tuple[list[int], bytes]:
                 total += 8 + len(key_bytes) + len(value)
         ends.append(total)
     return ends, b"".join(parts)
+
+
+def _check_timestamp_types(timestamps: Sequence) -> None:
+    bad = next((t for t in timestamps if not isinstance(t, int)), None)
+    if bad is not None:
+        raise TypeError(f"record timestamp_ms must be an int or None, got {bad!r}")
 
 
 def _timestamp_range(timestamps: tuple, default_ms: int) -> tuple[tuple, int, int]:
@@ -139,19 +148,26 @@ def encode_batch_parts(records: Sequence[Record], *, default_timestamp_ms: int =
     if offset_deltas is not None:
         if len(offset_deltas) != count:
             raise ValueError(f"{len(offset_deltas)} offset deltas for {count} records")
+        if count and (offset_deltas[0] < 0 or any(map(int.__ge__, offset_deltas, offset_deltas[1:]))):
+            raise ValueError(f"offset deltas must be >= 0 and strictly increasing, got {list(offset_deltas)[:8]!r}...")
         attributes |= HAS_OFFSET_DELTAS
         columns.append(int_columns.pack(*offset_deltas))
         if last_offset_delta is None:
             last_offset_delta = offset_deltas[-1] if count else 0
+        elif count and last_offset_delta < offset_deltas[-1]:
+            raise ValueError(f"last_offset_delta {last_offset_delta} is below the last offset delta {offset_deltas[-1]}")
     elif last_offset_delta is None:
         last_offset_delta = max(count - 1, 0)
     elif count and last_offset_delta != count - 1:
         raise ValueError(f"last_offset_delta {last_offset_delta} needs offset_deltas for {count} records")
+    if not 0 <= last_offset_delta <= 2**31 - 1:
+        raise ValueError(f"last_offset_delta must be in [0, 2**31 - 1], got {last_offset_delta!r}")
     if low != high:
         attributes |= HAS_TIMESTAMPS
         try:
             columns.append(columns_struct("q", count).pack(*timestamps))
         except struct.error:
+            _check_timestamp_types(timestamps)
             raise ValueError(f"record timestamps out of the int64 range: {low!r}..{high!r}") from None
     key_ends, null_keys = _ends(keys, "key")
     value_ends, null_values = _ends(values, "value")
@@ -166,7 +182,11 @@ def encode_batch_parts(records: Sequence[Record], *, default_timestamp_ms: int =
     split_values = compression == COMPRESSION_NONE and count and value_bytes >= LARGE_VALUE_BYTES * count
     blobs = _blob_parts(keys, key_ends, null_keys, "key", False)
     blobs += _blob_parts(values, value_ends, null_values, "value", bool(split_values))
-    if any(headers):
+    try:
+        has_headers = any(headers)
+    except TypeError:
+        has_headers = True  # _encode_headers names the bad value
+    if has_headers:
         attributes |= HAS_HEADERS
         header_ends, header_blob = _encode_headers(headers)
         columns.append(int_columns.pack(*header_ends))
@@ -181,8 +201,13 @@ def encode_batch_parts(records: Sequence[Record], *, default_timestamp_ms: int =
     if batch_length > MAX_BATCH_BYTES - LOG_OVERHEAD_BYTES:
         raise InvalidRecordError(f"a batch of {batch_length} bytes exceeds the 2 GiB format limit")
     header = bytearray(HEADER_BYTES)
-    HEADER_STRUCT.pack_into(header, 0, 0, batch_length, MAGIC, 0, 0, attributes, last_offset_delta,
-                            count, low, high, delete_horizon_ms)
+    try:
+        HEADER_STRUCT.pack_into(header, 0, 0, batch_length, MAGIC, 0, 0, attributes, last_offset_delta,
+                                count, low, high, delete_horizon_ms)
+    except struct.error:
+        _check_timestamp_types(timestamps)
+        raise ValueError(f"batch fields out of range: timestamps {low!r}..{high!r}, delete_horizon_ms "
+                         f"{delete_horizon_ms!r} (int64)") from None
     crc = zlib.crc32(memoryview(header)[BODY_AT:])
     for part in parts:
         crc = zlib.crc32(part, crc)

@@ -112,6 +112,11 @@ class Log:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def failed(self) -> bool:
+        """True once the log went fail-stop (an fsync or undo error); only a reopen recovers it."""
+        return self._failure is not None
+
     def _set_segments(self, segments: Sequence[LogSegment]) -> None:
         self._segments = tuple(segments)
         self._bases = tuple(segment.base_offset for segment in segments)
@@ -137,9 +142,21 @@ class Log:
         current time. An append larger than ``max.message.bytes`` is split into several batches
         (each batch is atomic); a single record larger than that raises ``RecordTooLargeError``.
         Returns once the data is written to the OS (durable only after ``flush``)."""
+        return self.append_prepared(self.prepare(records))
+
+    def prepare(self, records: Sequence[Record]) -> "PreparedAppend":
+        """Validate and encode ``records`` for ``append_prepared`` without writing anything: raises
+        what ``append`` would raise for bad input. ``LogManager.append`` prepares every partition's
+        records before appending any, so a rejected record appends nothing anywhere."""
         self._check_writable()
         now_ms = self._clock.time_ms()
-        batches = self._encode(records, now_ms)
+        return PreparedAppend(self, self._encode(records, now_ms), len(records), now_ms)
+
+    def append_prepared(self, prepared: "PreparedAppend") -> AppendInfo:
+        """Append what ``prepare`` encoded (once; offsets are assigned now)."""
+        if prepared.log is not self:
+            raise ValueError(f"records prepared for {prepared.log.name} cannot be appended to {self.name}")
+        batches, now_ms = prepared.take(), prepared.now_ms
         if not batches:
             return AppendInfo(None, None, 0, -1, 0)
         first_offset = None
@@ -163,7 +180,7 @@ class Log:
             if self.unflushed_messages >= self.config.flush_messages:
                 self.flush()
         log_append = self.config.message_timestamp_type == "LogAppendTime"
-        return AppendInfo(first_offset, last_offset, len(records), max_timestamp, len(batches),
+        return AppendInfo(first_offset, last_offset, prepared.record_count, max_timestamp, len(batches),
                           now_ms if log_append else -1)
 
     def validate(self, records: Sequence[Record]) -> None:
@@ -307,20 +324,24 @@ class Log:
             if offset == log_end_offset:
                 return []
             try:
-                return self._read_segments(segments, bases, offset, max_bytes, max_records)
+                return self._read_segments(segments, bases, offset, log_end_offset, max_bytes, max_records)
             except (ValueError, TypeError, OSError):
                 # A segment deleted by a concurrent truncation: retry on a fresh snapshot.
                 if not any(segment.deleted or segment.closed for segment in segments):
                     raise
         raise StorageError(f"log {self.name} kept changing during a read at offset {offset}")
 
-    def _read_segments(self, segments, bases, offset: int, max_bytes: int, max_records: int) -> list[Record]:
+    def _read_segments(self, segments, bases, offset: int, end_offset: int, max_bytes: int,
+                       max_records: int) -> list[Record]:
         records: list[Record] = []
         charged = 0
         for slot in range(max(bisect.bisect_right(bases, offset) - 1, 0), len(segments)):
             segment = segments[slot]
+            if segment.base_offset >= end_offset:
+                break
             found, cost, done = segment.read(offset, max_bytes - charged, max_records - len(records),
-                                             end=segment.size_bytes, min_one=not records)
+                                             end=segment.size_bytes, min_one=not records,
+                                             end_offset=end_offset)
             records.extend(found)
             charged += cost
             if done:
@@ -350,6 +371,8 @@ class Log:
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         """The first offset whose record timestamp is >= ``timestamp_ms`` (None if there is none).
         -2 means the log start offset, -1 the log end offset."""
+        if not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool):
+            raise TypeError(f"timestamp_ms must be an int, got {timestamp_ms!r}")
         if timestamp_ms == EARLIEST_TIMESTAMP:
             return self.log_start_offset
         if timestamp_ms == LATEST_TIMESTAMP:
@@ -476,6 +499,8 @@ class Log:
     def delete_records(self, before_offset: int) -> int:
         """Make records below ``before_offset`` unreadable by advancing the log start offset, and
         delete the segments that lie wholly below it. Returns the new log start offset."""
+        if not isinstance(before_offset, int) or isinstance(before_offset, bool):
+            raise TypeError(f"delete_records needs an int offset, got {before_offset!r}")
         with self._lock:
             self._check_writable()
             if not self.log_start_offset <= before_offset <= self.log_end_offset:
@@ -520,6 +545,23 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.name!r}, log_start_offset={self.log_start_offset}, "
                 f"log_end_offset={self.log_end_offset}, recovery_point={self.recovery_point})")
+
+
+class PreparedAppend:
+    """Records validated and encoded by ``Log.prepare``, waiting for ``Log.append_prepared``."""
+
+    def __init__(self, log: Log, batches: list[tuple[bytearray, list]], record_count: int, now_ms: int) -> None:
+        self.log = log
+        self._batches: list | None = batches
+        self.record_count = record_count
+        self.now_ms = now_ms
+
+    def take(self) -> list[tuple[bytearray, list]]:
+        """The batches, once: a prepared append cannot be appended twice."""
+        if self._batches is None:
+            raise ValueError("these prepared records were appended already")
+        batches, self._batches = self._batches, None
+        return batches
 
 
 def _split(records: Sequence[Record], limit: int) -> list[Sequence[Record]]:

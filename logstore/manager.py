@@ -17,6 +17,7 @@ valid prefix of every log while another process may be writing.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -32,13 +33,22 @@ from .errors import (CorruptCheckpointError, InvalidConfigError, LockedError, Lo
 from .fs import OS_FILE_SYSTEM, FileSystem
 from .log import AppendInfo, Log
 from .records import Record
-from .topics import (CREATING, DELETE_DIR_SUFFIX, DELETING, READY, TopicMetadata, TopicsFile,
+from .topics import (CREATING, DELETE_DIR_SUFFIX, DELETING, READY, TopicMetadata, TopicsFile, deleted_dir_name,
                      parse_partition_dir_name, partition_dir_name, partition_for_key, validate_topic_name)
 
 logger = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
 MAX_PARTITIONS = 10_000
+
+
+@contextlib.contextmanager
+def _storage_errors(doing: str) -> Iterator[None]:
+    """Turn an ``OSError`` from the disk into a ``StorageError`` saying what was being done."""
+    try:
+        yield
+    except OSError as exc:
+        raise StorageError(f"{doing} failed: {exc}") from exc
 
 
 class LogManager:
@@ -225,7 +235,7 @@ class LogManager:
         overrides = {key: str(value) if not isinstance(value, str) else value
                      for key, value in parse_overrides(config or {}).items()}
         LogConfig.from_properties(overrides, self.default_config)  # cross-key checks
-        with self._lock:
+        with self._lock, _storage_errors(f"creating topic {name!r}"):
             self._check_writable()
             if name in self._topics.topics:
                 raise TopicExistsError(f"topic {name!r} already exists")
@@ -257,7 +267,7 @@ class LogManager:
 
     def delete_topic(self, name: str) -> None:
         """Delete ``name`` and all its data."""
-        with self._lock:
+        with self._lock, _storage_errors(f"deleting topic {name!r}"):
             self._check_writable()
             meta = self._meta(name)
             meta.state = DELETING
@@ -277,7 +287,7 @@ class LogManager:
             if topic_partition[0] != name:
                 continue
             path = os.path.join(dir_path, partition_dir_name(*topic_partition))
-            doomed = path + "." + os.urandom(16).hex() + DELETE_DIR_SUFFIX
+            doomed = os.path.join(dir_path, deleted_dir_name(*topic_partition))
             self._fs.rename(path, doomed)
             self._fs.fsync_dir(dir_path)
             self._remove_tree(doomed)
@@ -311,7 +321,8 @@ class LogManager:
             overrides.update(updates)
             new_config = LogConfig.from_properties(overrides, self.default_config)
             meta.config = overrides
-            self._topics.save()
+            with _storage_errors(f"altering topic {name!r}"):
+                self._topics.save()
             for partition in range(meta.partitions):
                 log = self._logs.get((name, partition))
                 if log is not None:
@@ -358,7 +369,10 @@ class LogManager:
             key = record.key
             target = next(round_robin) if key is None else partition_for_key(key, partitions)
             groups.setdefault(target, []).append(record)
-        return {target: self.get_log(topic, target).append(group) for target, group in sorted(groups.items())}
+        # Every partition's records are validated and encoded before any is written: a rejected
+        # record appends nothing anywhere. (A disk error half-way is not undone across partitions.)
+        prepared = [(target, self.get_log(topic, target).prepare(group)) for target, group in sorted(groups.items())]
+        return {target: appendable.log.append_prepared(appendable) for target, appendable in prepared}
 
     def validate_append(self, topic: str, records: Sequence[Record], partition: int | None = None) -> None:
         """Raise what ``append(topic, records, partition)`` would raise for bad input (an unknown
@@ -444,6 +458,9 @@ class LogManager:
                 log.close()
             except (OSError, LogStoreError) as exc:
                 failures.append(f"{log.name}: {exc}")
+                failed_dirs.add(self._log_dir_of.get(key, ""))
+            if log.failed:  # fail-stopped (already reported): the next open must recover its dir
+                logger.warning("%s failed earlier; leaving %s unclean", log.name, self._log_dir_of.get(key))
                 failed_dirs.add(self._log_dir_of.get(key, ""))
         for dir_path in list(self._locks):
             try:

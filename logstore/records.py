@@ -233,6 +233,8 @@ class RecordBatch:
 
     def record_at(self, index: int) -> Record:
         """The record at ``index`` alone, reading only its own column entries and bytes."""
+        if not 0 <= index < self.header.record_count:
+            raise IndexError(f"record index {index} is outside the {self.header.record_count} records of the batch")
         return self.columns._record_at(self.header, index)
 
     def payload_bytes(self, start: int, stop: int) -> int:

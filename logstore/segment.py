@@ -283,12 +283,13 @@ class LogSegment:
         return None
 
     def read(self, start_offset: int, max_bytes: int, max_records: int, end: int | None = None,
-             min_one: bool = True) -> tuple[list[Record], int, bool]:
-        """Records with offset >= ``start_offset`` from this segment, within ``max_bytes`` of
-        charged bytes and ``max_records`` records (at least one when ``min_one`` and any exists).
-        Returns the records, the bytes charged, and whether the read is complete (a limit was
-        reached, so the caller must not continue into the next segment). ``end`` bounds the bytes
-        read (a size snapshot)."""
+             min_one: bool = True, end_offset: int = 2**63 - 1) -> tuple[list[Record], int, bool]:
+        """Records with ``start_offset`` <= offset < ``end_offset`` from this segment, within
+        ``max_bytes`` of charged bytes and ``max_records`` records (at least one when ``min_one``
+        and any exists). Returns the records, the bytes charged, and whether the read is complete (a
+        limit was reached, so the caller must not continue into the next segment). ``end`` bounds
+        the bytes read (a size snapshot); ``end_offset`` is the log end offset the reader saw, so a
+        batch an append has written but not yet published is never returned."""
         end = self.size_bytes if end is None else end
         position = self.offset_index.lookup_position(start_offset)
         records: list[Record] = []
@@ -296,16 +297,18 @@ class LogSegment:
         cached = HEAD_CACHE.get((self._token, position))
         if cached is not None and cached.header.base_offset <= start_offset <= cached.header.last_offset:
             # A point read in a batch read before: no header scan, no column read.
-            charged, done = self._take(cached, start_offset, max_bytes, max_records, records, min_one)
+            charged, done = self._take(cached, start_offset, end_offset, max_bytes, max_records, records, min_one)
             if done:
                 return records, charged, True
             position += cached.header.size_bytes
         chunk_bytes = min(max(2 * max_bytes, _SMALL_CHUNK_BYTES), _LARGE_CHUNK_BYTES)
         for batch_position, header, buffer, at in self.scan_headers(position, end, chunk_bytes):
+            if header.base_offset >= end_offset:
+                return records, charged, True
             if header.last_offset < start_offset or header.record_count == 0:
                 continue
             batch = self._batch_for_read(batch_position, header, buffer, at, max_bytes - charged)
-            cost, done = self._take(batch, start_offset, max_bytes - charged, max_records, records,
+            cost, done = self._take(batch, start_offset, end_offset, max_bytes - charged, max_records, records,
                                     min_one and not records)
             charged += cost
             if done:
@@ -313,15 +316,16 @@ class LogSegment:
         return records, charged, False
 
     @staticmethod
-    def _take(batch: RecordBatch, start_offset: int, budget: int, max_records: int, records: list,
-              need_one: bool) -> tuple[int, bool]:
-        """Add to ``records`` the records of ``batch`` from ``start_offset`` that fit ``budget``
-        bytes and ``max_records`` in all. Returns (bytes charged, whether a limit was reached)."""
+    def _take(batch: RecordBatch, start_offset: int, end_offset: int, budget: int, max_records: int,
+              records: list, need_one: bool) -> tuple[int, bool]:
+        """Add to ``records`` the records of ``batch`` in [start_offset, end_offset) that fit
+        ``budget`` bytes and ``max_records`` in all. Returns (bytes charged, whether a limit or the
+        end offset was reached)."""
         header = batch.header
-        count = header.record_count
+        count = batch.index_of(end_offset) if header.last_offset >= end_offset else header.record_count
         first = batch.index_of(start_offset) if header.base_offset < start_offset else 0
         if first >= count:
-            return 0, False
+            return 0, count < header.record_count
         stop = min(count, first + max_records - len(records))
         if budget < RECORD_OVERHEAD_BYTES and need_one:  # a point read: exactly one record
             record = batch.record_at(first)
@@ -330,7 +334,7 @@ class LogSegment:
         stop, cost = LogSegment._fit(batch, first, stop, budget, need_one)
         if stop > first:
             records.extend(batch.iter_records(first, stop))
-        return cost, stop < count or len(records) >= max_records or cost >= budget
+        return cost, stop < header.record_count or len(records) >= max_records or cost >= budget
 
     @staticmethod
     def _fit(batch: RecordBatch, first: int, stop: int, budget: int, need_one: bool) -> tuple[int, int]:

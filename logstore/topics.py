@@ -49,6 +49,13 @@ def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
+def deleted_dir_name(topic: str, partition: int) -> str:
+    """``<topic>-<partition>.<32 hex>-delete``: where a partition dir goes while it is deleted. The
+    topic part is shortened (as Kafka does) so the name fits the 255-byte limit of a file name."""
+    suffix = f"-{partition}.{os.urandom(16).hex()}{DELETE_DIR_SUFFIX}"
+    return topic[: 255 - len(suffix)] + suffix
+
+
 def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     """``(topic, partition)`` for a partition directory name, None for anything else."""
     topic, dash, number = name.rpartition("-")
