@@ -97,13 +97,17 @@ class _Index:
         existed = fs.exists(path)
         if writable:
             self._fd = fs.open_file(path, create=True)
-            if not existed:
-                self._set_length(self._rounded(max_index_size_bytes))
-            else:
-                length = fs.file_size(self._fd)
-                if length % self.ENTRY_BYTES:
-                    self.damage = f"index file {path} ends with a partial entry ({length} bytes)"
-                self._set_length(self._rounded(length))
+            try:
+                if not existed:
+                    self._set_length(self._rounded(max_index_size_bytes))
+                else:
+                    length = fs.file_size(self._fd)
+                    if length % self.ENTRY_BYTES:
+                        self.damage = f"index file {path} ends with a partial entry ({length} bytes)"
+                    self._set_length(self._rounded(length))
+            except BaseException:
+                self.close_handlers()
+                raise
         elif existed:
             self._load_read_only()
         # A new file has no entries; searching its fresh mapping would fault in pages for nothing.
@@ -245,6 +249,7 @@ class _Index:
         """Drop every entry and preallocate to the maximum size again."""
         self.truncate()
         self.resize(self.max_index_size_bytes)
+        self.damage = None
 
     def flush(self) -> None:
         """Make the entries durable: msync the mapping, then fsync the file (its length)."""

@@ -179,9 +179,17 @@ def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, 
 
 def _apply_plan(fs: FileSystem, dir_path: str, plan: DirectoryPlan) -> None:
     changed = False
-    for name in plan.remove + plan.orphan_indexes:
+    # Invalid .swap files go first, durably: until they are gone, the .cleaned files below them are
+    # what marks them invalid (removing those first, then crashing, would complete an aborted swap).
+    swaps = [name for name in plan.remove if name.endswith(SWAP_SUFFIX)]
+    for name in swaps:
+        fs.remove(os.path.join(dir_path, name))
+    if swaps:
+        fs.fsync_dir(dir_path)
+    for name in [name for name in plan.remove if not name.endswith(SWAP_SUFFIX)] + plan.orphan_indexes:
         fs.remove(os.path.join(dir_path, name))
         changed = True
+    changed = changed or bool(swaps)
     # Originals are gone (durably, below) before the swaps take their names.
     if changed and plan.rename:
         fs.fsync_dir(dir_path)
@@ -197,7 +205,8 @@ def _apply_plan(fs: FileSystem, dir_path: str, plan: DirectoryPlan) -> None:
 def _open_segment(fs: FileSystem, clock: Clock, dir_path: str, base: int, config: LogConfig,
                   suffix: str, read_only: bool, skip_checks: bool, problems: list[str]) -> LogSegment:
     index_path = os.path.join(dir_path, f"{base:020d}{INDEX_SUFFIX}{suffix}")
-    index_missing = not fs.exists(index_path)
+    time_index_path = os.path.join(dir_path, f"{base:020d}{TIME_INDEX_SUFFIX}{suffix}")
+    index_missing = not fs.exists(index_path) or not fs.exists(time_index_path)
     segment = LogSegment(fs, clock, dir_path, base, index_interval_bytes=config.index_interval_bytes,
                          max_index_size_bytes=config.segment_index_bytes, writable=not read_only,
                          file_suffix=suffix)
@@ -205,7 +214,7 @@ def _open_segment(fs: FileSystem, clock: Clock, dir_path: str, base: int, config
         return segment
     try:
         if index_missing:
-            raise CorruptIndexError(f"index file {index_path} is missing")
+            raise CorruptIndexError(f"an index file of {segment.log_path} is missing")
         segment.check_indexes()
     except CorruptDataError as exc:
         logger.warning("%s; rebuilding the indexes of %s", exc, segment.log_path)

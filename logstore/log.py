@@ -27,7 +27,7 @@ from typing import Callable, Iterator, Sequence
 
 from .clock import Clock
 from .config import LogConfig
-from .errors import (InvalidRecordError, LogFailedError, OffsetOutOfRangeError, ReadOnlyError,
+from .errors import (CorruptIndexError, InvalidRecordError, LogFailedError, OffsetOutOfRangeError, ReadOnlyError,
                      RecordTooLargeError, StorageError, StoreClosedError)
 from .fs import FileSystem
 from .loader import load_log
@@ -235,18 +235,17 @@ class Log:
             self._check_writable()
             active = self._segments[-1]
             new_base = self.log_end_offset
-            if active.base_offset == new_base:
-                if active.size_bytes == 0 and not (active.offset_index.is_full() or active.time_index.is_full()):
-                    return active
-                if active.size_bytes:
-                    raise StorageError(f"cannot roll {self.name}: segment {new_base} already exists")
-                # An empty active segment whose index has no room left: replace it.
-                self._delete_segments([active])
-                segments = list(self._segments[:-1])
-            else:
-                active.on_become_inactive()
-                segments = list(self._segments)
+            if active.base_offset == new_base and active.size_bytes:
+                raise StorageError(f"cannot roll {self.name}: segment {new_base} already exists")
+            if active.base_offset == new_base and not (active.offset_index.is_full() or active.time_index.is_full()):
+                return active
             try:
+                if active.base_offset == new_base:  # an empty segment whose index has no room left
+                    self._delete_segments([active])
+                    segments = list(self._segments[:-1])
+                else:
+                    active.on_become_inactive()
+                    segments = list(self._segments)
                 segment = self._new_segment(new_base)
             except OSError as exc:
                 raise self._fail(exc) from exc
@@ -325,6 +324,10 @@ class Log:
                 return []
             try:
                 return self._read_segments(segments, bases, offset, log_end_offset, max_bytes, max_records)
+            except CorruptIndexError as exc:
+                if _attempt:
+                    raise
+                self._repair_indexes(segments, exc)
             except (ValueError, TypeError, OSError):
                 # A segment deleted by a concurrent truncation: retry on a fresh snapshot.
                 if not any(segment.deleted or segment.closed for segment in segments):
@@ -368,6 +371,26 @@ class Log:
                    for records in segments[slot].iter_record_batches(start, stop, sizes[slot]))
         return chain.from_iterable(batches)
 
+    def _repair_indexes(self, segments: Sequence[LogSegment], exc: CorruptIndexError) -> None:
+        """A read found an index entry that lies: rebuild that segment's indexes from its data (a
+        writer) or stop using them (a read-only view, which must not write)."""
+        segment = next((s for s in segments if s.offset_index.path in str(exc) or s.time_index.path in str(exc)), None)
+        if segment is None:
+            raise exc
+        logger.warning("%s; %s", exc, "rebuilding the indexes" if not self.read_only else "scanning without them")
+        if self.read_only:
+            segment.distrust_indexes()
+            return
+        with self._lock:
+            if segment.closed:
+                return
+            try:
+                segment.recover(cut_tail=False)
+                if segment is self._segments[-1]:
+                    segment.resize_indexes(self.config.segment_index_bytes)
+            except OSError as os_exc:
+                raise self._fail(os_exc) from exc
+
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         """The first offset whose record timestamp is >= ``timestamp_ms`` (None if there is none).
         -2 means the log start offset, -1 the log end offset."""
@@ -380,11 +403,19 @@ class Log:
         if timestamp_ms < 0:
             raise ValueError(f"timestamp_ms must be >= 0 (or -1/-2), got {timestamp_ms!r}")
         start = self.log_start_offset
-        for segment in self._segments:
-            if segment.max_timestamp_so_far.timestamp_ms >= timestamp_ms or segment is self._segments[-1]:
-                found = segment.find_offset_by_timestamp(timestamp_ms, start)
-                if found is not None:
-                    return found[1]
+        segments = self._segments
+        for _attempt in range(2):
+            try:
+                for segment in segments:
+                    if segment.max_timestamp_so_far.timestamp_ms >= timestamp_ms or segment is segments[-1]:
+                        found = segment.find_offset_by_timestamp(timestamp_ms, start)
+                        if found is not None:
+                            return found[1]
+                return None
+            except CorruptIndexError as exc:
+                if _attempt:
+                    raise
+                self._repair_indexes(segments, exc)
         return None
 
     # --- truncation and deletion -----------------------------------------------------------------

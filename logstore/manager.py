@@ -83,14 +83,16 @@ class LogManager:
         self.missing_partitions: list[tuple[str, int]] = []
         self._closed = False
         try:
-            self._open_dirs()
-            self._topics = TopicsFile(self._fs, self.log_dirs)
-            self._topics.load()
-            self.problems.extend(self._topics.problems)
-            self._load_logs()
+            with _storage_errors("opening the store"):
+                self._open_dirs()
+                self._topics = TopicsFile(self._fs, self.log_dirs)
+                self._topics.load()
+                self.problems.extend(self._topics.problems)
+                self._load_logs()
             if not read_only:
-                self._finish_pending_topic_changes()
-                self._topics.repair()
+                with _storage_errors("opening the store"):
+                    self._finish_pending_topic_changes()
+                    self._topics.repair()
                 for topic in self.topics():
                     if not any(key[0] == topic for key in self.missing_partitions):
                         self._round_robin_cycle(topic)
@@ -424,8 +426,10 @@ class LogManager:
             {key: log.log_start_offset for key, log in logs if log.log_start_offset > log.segments[0].base_offset})
 
     def _on_checkpoint_needed(self, log: Log) -> None:
-        # Persist at once: a crash must not bring deleted records back.
-        self._write_checkpoints(self._log_dir_of[(log.topic, log.partition)])
+        # Persist at once: a crash must not bring deleted records back, nor leave a recovery point
+        # above data that was truncated and written again.
+        with _storage_errors(f"writing the checkpoints of {log.name}"):
+            self._write_checkpoints(self._log_dir_of[(log.topic, log.partition)])
 
     # --- closing ---------------------------------------------------------------------------------
 

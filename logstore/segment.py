@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-from collections import OrderedDict
+from itertools import chain
 from typing import Iterator
 
 from .clock import Clock
 from .errors import CorruptIndexError, CorruptRecordError, LogSegmentOffsetOverflowError
 from .fs import FileSystem
-from .index import OffsetIndex, TimeIndex, TimestampOffset
-from .records import (COMPRESSION_MASK, HEADER_BYTES, RECORD_OVERHEAD_BYTES, BatchHeader, Record, RecordBatch,
-                      columns_bytes, read_header, record_charge)
+from .index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
+from .fetch import HEAD_CACHE, take_records
+from .records import COMPRESSION_MASK, HEADER_BYTES, BatchHeader, Record, RecordBatch, columns_bytes, read_header
 
 logger = logging.getLogger(__name__)
 
@@ -44,35 +43,6 @@ _LARGE_CHUNK_BYTES = 1024 * 1024
 _PARTIAL_READ_MIN_BYTES = 32 * 1024  # batches at least this large may be read partially
 _VERIFIED_CACHE_ENTRIES = 65536
 _COPY_CHUNK_BYTES = 8 * 1024 * 1024
-
-
-class _HeadCache:
-    """Process-wide LRU of partial batches (header and columns) of large batches that point reads
-    touched, bounded by bytes. A hit makes a point read cost two small reads (key and value).
-    Keys carry the owning segment's token, which changes whenever its bytes are cut or rewritten."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._entries: OrderedDict[tuple, RecordBatch] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple) -> RecordBatch | None:
-        return self._entries.get(key)
-
-    def put(self, key: tuple, batch: RecordBatch) -> None:
-        size = len(batch.buffer)
-        with self._lock:
-            if key in self._entries or size > self.max_bytes:
-                return
-            self._entries[key] = batch
-            self._bytes += size
-            while self._bytes > self.max_bytes:
-                _, evicted = self._entries.popitem(last=False)
-                self._bytes -= len(evicted.buffer)
-
-
-HEAD_CACHE = _HeadCache(64 * 1024 * 1024)
 
 
 def file_prefix(base_offset: int) -> str:
@@ -101,13 +71,21 @@ class LogSegment:
         prefix = os.path.join(dir_path, file_prefix(base_offset))
         self.log_path = prefix + LOG_SUFFIX + file_suffix
         self._fd: int | None = fs.open_file(self.log_path, create=create and writable, writable=writable)
-        self.size_bytes = fs.file_size(self._fd)
-        if self.size_bytes > _MAX_SEGMENT_BYTES:
-            raise CorruptRecordError(f"segment {self.log_path} is larger than 2 GiB ({self.size_bytes} bytes)")
-        self.offset_index = OffsetIndex(fs, prefix + INDEX_SUFFIX + file_suffix, base_offset,
+        offset_index = None
+        try:
+            self.size_bytes = fs.file_size(self._fd)
+            if self.size_bytes > _MAX_SEGMENT_BYTES:
+                raise CorruptRecordError(f"segment {self.log_path} is larger than 2 GiB ({self.size_bytes} bytes)")
+            offset_index = OffsetIndex(fs, prefix + INDEX_SUFFIX + file_suffix, base_offset,
+                                       max_index_size_bytes, writable=writable)
+            self.time_index = TimeIndex(fs, prefix + TIME_INDEX_SUFFIX + file_suffix, base_offset,
                                         max_index_size_bytes, writable=writable)
-        self.time_index = TimeIndex(fs, prefix + TIME_INDEX_SUFFIX + file_suffix, base_offset,
-                                    max_index_size_bytes, writable=writable)
+        except BaseException:  # release what was opened: nothing leaks when opening fails half-way
+            if offset_index is not None:
+                offset_index.close_handlers()
+            fs.close(self._fd)
+            raise
+        self.offset_index = offset_index
         self.created_ms = clock.time_ms()
         self._rolling_based_timestamp: int | None = None
         self._max_timestamp: TimestampOffset | None = None  # unknown until first needed
@@ -118,6 +96,7 @@ class LogSegment:
         # token, which keys this segment's entries in HEAD_CACHE, replaced).
         self._verified: set[int] = set()
         self._token = object()
+        self._index_distrusted = False
 
     # --- offsets and timestamps ------------------------------------------------------------------
 
@@ -268,16 +247,46 @@ class LogSegment:
             raise CorruptRecordError(f"{self.log_path} ended inside a batch at position {position}")
         return data
 
+    def _index_entry(self, offset: int) -> OffsetPosition:
+        """The offset index's floor entry for ``offset``, or ``(base, 0)`` when the index is
+        distrusted (a read-only view that found it wrong)."""
+        if self._index_distrusted:
+            return OffsetPosition(self.base_offset, 0)
+        return self.offset_index.lookup(offset)
+
+    def _scan_from_entry(self, entry: OffsetPosition, position: int, end: int | None, chunk_bytes: int):
+        """``scan_headers`` from ``position``, checking (when ``position`` is the entry's) that the
+        index entry is true: a batch starting at its offset lies there. A lying index would make a
+        read return the wrong records, so this raises ``CorruptIndexError`` instead."""
+        scan = self.scan_headers(position, end, chunk_bytes)
+        if not entry.position or position != entry.position:
+            return scan
+        end = self.size_bytes if end is None else end
+        try:
+            first = next(scan, None)
+        except CorruptRecordError as exc:
+            raise CorruptIndexError(f"offset index {self.offset_index.path} entry {tuple(entry)} points "
+                                    f"where no valid batch starts: {exc}") from None
+        if first is None and entry.position < end or first is not None and first[1].base_offset != entry.offset:
+            raise CorruptIndexError(f"offset index {self.offset_index.path} entry {tuple(entry)} does not point "
+                                    f"at a batch starting at that offset")
+        return chain((first,), scan) if first is not None else scan
+
+    def distrust_indexes(self) -> None:
+        """Stop using the indexes (a read-only view cannot rebuild them): lookups scan from the start."""
+        self._index_distrusted = True
+        self._forget_verified()
+
     def iter_batches(self, position: int = 0, end: int | None = None) -> Iterator[tuple[int, RecordBatch]]:
         """Yield ``(position, batch)`` for consecutive verified batches (see ``scan_headers``)."""
         for batch_position, header, buffer, at in self.scan_headers(position, end):
             yield batch_position, self.load_batch(batch_position, header, buffer, at)
 
-    def translate_offset(self, offset: int, starting_position: int = 0,
-                         end: int | None = None) -> tuple[int, BatchHeader] | None:
+    def translate_offset(self, offset: int, starting_position: int = 0, end: int | None = None,
+                         chunk_bytes: int = _SMALL_CHUNK_BYTES) -> tuple[int, BatchHeader] | None:
         """The first batch (position, header) whose last offset is >= ``offset``, or None."""
         position = max(self.offset_index.lookup(offset).position, starting_position)
-        for batch_position, header, _, _ in self.scan_headers(position, end, _SMALL_CHUNK_BYTES):
+        for batch_position, header, _, _ in self.scan_headers(position, end, chunk_bytes):
             if header.last_offset >= offset:
                 return batch_position, header
         return None
@@ -291,69 +300,33 @@ class LogSegment:
         the bytes read (a size snapshot); ``end_offset`` is the log end offset the reader saw, so a
         batch an append has written but not yet published is never returned."""
         end = self.size_bytes if end is None else end
-        position = self.offset_index.lookup_position(start_offset)
+        entry = self._index_entry(start_offset)
+        position = entry.position
         records: list[Record] = []
         charged = 0
         cached = HEAD_CACHE.get((self._token, position))
+        if cached is not None and cached.header.base_offset != entry.offset and position:
+            raise CorruptIndexError(f"offset index {self.offset_index.path} entry {tuple(entry)} does not point "
+                                    f"at a batch starting at that offset")
         if cached is not None and cached.header.base_offset <= start_offset <= cached.header.last_offset:
             # A point read in a batch read before: no header scan, no column read.
-            charged, done = self._take(cached, start_offset, end_offset, max_bytes, max_records, records, min_one)
+            charged, done = take_records(cached, start_offset, end_offset, max_bytes, max_records, records, min_one)
             if done:
                 return records, charged, True
             position += cached.header.size_bytes
         chunk_bytes = min(max(2 * max_bytes, _SMALL_CHUNK_BYTES), _LARGE_CHUNK_BYTES)
-        for batch_position, header, buffer, at in self.scan_headers(position, end, chunk_bytes):
+        for batch_position, header, buffer, at in self._scan_from_entry(entry, position, end, chunk_bytes):
             if header.base_offset >= end_offset:
                 return records, charged, True
             if header.last_offset < start_offset or header.record_count == 0:
                 continue
             batch = self._batch_for_read(batch_position, header, buffer, at, max_bytes - charged)
-            cost, done = self._take(batch, start_offset, end_offset, max_bytes - charged, max_records, records,
+            cost, done = take_records(batch, start_offset, end_offset, max_bytes - charged, max_records, records,
                                     min_one and not records)
             charged += cost
             if done:
                 return records, charged, True
         return records, charged, False
-
-    @staticmethod
-    def _take(batch: RecordBatch, start_offset: int, end_offset: int, budget: int, max_records: int,
-              records: list, need_one: bool) -> tuple[int, bool]:
-        """Add to ``records`` the records of ``batch`` in [start_offset, end_offset) that fit
-        ``budget`` bytes and ``max_records`` in all. Returns (bytes charged, whether a limit or the
-        end offset was reached)."""
-        header = batch.header
-        count = batch.index_of(end_offset) if header.last_offset >= end_offset else header.record_count
-        first = batch.index_of(start_offset) if header.base_offset < start_offset else 0
-        if first >= count:
-            return 0, count < header.record_count
-        stop = min(count, first + max_records - len(records))
-        if budget < RECORD_OVERHEAD_BYTES and need_one:  # a point read: exactly one record
-            record = batch.record_at(first)
-            records.append(record)
-            return record_charge(record), True
-        stop, cost = LogSegment._fit(batch, first, stop, budget, need_one)
-        if stop > first:
-            records.extend(batch.iter_records(first, stop))
-        return cost, stop < header.record_count or len(records) >= max_records or cost >= budget
-
-    @staticmethod
-    def _fit(batch: RecordBatch, first: int, stop: int, budget: int, need_one: bool) -> tuple[int, int]:
-        """The largest stop in [first, stop] whose records [first, stop) fit ``budget`` (at least
-        first + 1 when ``need_one``), and their charged bytes."""
-        cost = batch.payload_bytes(first, stop)
-        if cost <= budget:
-            return stop, cost
-        one = batch.payload_bytes(first, first + 1)
-        if one > budget:
-            return (first + 1, one) if need_one else (first, 0)
-        low, high = first + 1, stop - 1  # records [first, low) fit; [first, high + 1) do not
-        while low < high:
-            middle = (low + high + 1) // 2
-            if batch.payload_bytes(first, middle) <= budget:
-                low = middle
-            else:
-                high = middle - 1
-        return low, batch.payload_bytes(first, low)
 
     def iter_record_batches(self, start_offset: int, stop_offset: int, end: int | None = None) -> Iterator:
         """For a streaming scan: an iterator of record iterators, one per batch, covering offsets
@@ -372,9 +345,18 @@ class LogSegment:
     def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int) -> tuple[int, int] | None:
         """The first record with timestamp >= ``timestamp_ms`` and offset >= ``starting_offset``,
         as ``(timestamp_ms, offset)``; None when this segment has none."""
-        entry = self.time_index.lookup(timestamp_ms)
-        position = self.offset_index.lookup(max(entry.offset, starting_offset)).position
-        for batch_position, header, buffer, at in self.scan_headers(position):
+        entry = self.time_index.lookup(timestamp_ms) if not self._index_distrusted else TimestampOffset(-1, 0)
+        start = max(entry.offset, starting_offset)
+        offset_entry = self._index_entry(start)
+        check_time_entry = entry.timestamp_ms >= 0 and entry.offset >= starting_offset
+        for batch_position, header, buffer, at in self._scan_from_entry(offset_entry, offset_entry.position,
+                                                                        None, _SMALL_CHUNK_BYTES):
+            if check_time_entry and header.last_offset >= entry.offset:
+                # The batch ending at the entry's offset must hold the entry's timestamp as its max.
+                check_time_entry = False
+                if header.last_offset != entry.offset or header.max_timestamp != entry.timestamp_ms:
+                    raise CorruptIndexError(f"time index {self.time_index.path} entry {tuple(entry)} does not match "
+                                            f"the batch ending at offset {header.last_offset}")
             if header.max_timestamp < timestamp_ms or header.last_offset < starting_offset:
                 continue
             batch = self.load_batch(batch_position, header, buffer, at)
@@ -447,9 +429,12 @@ class LogSegment:
 
     # --- recovery and truncation -----------------------------------------------------------------
 
-    def recover(self) -> int:
+    def recover(self, cut_tail: bool = True) -> int:
         """Re-verify every batch (CRC, offsets), rebuild both indexes, cut an invalid tail.
-        Returns the number of bytes cut. A torn or corrupt tail is logged and cut, never raised."""
+        Returns the number of invalid bytes at the tail (cut when ``cut_tail``). A torn or corrupt
+        tail is logged, never raised. With ``cut_tail=False`` only the indexes are rebuilt (a lying
+        index found by a read: the data stays as it is, damage there stays reported by reads)."""
+        self._index_distrusted = False
         self.offset_index.reset()
         self.time_index.reset()
         self._forget_verified()
@@ -479,10 +464,10 @@ class LogSegment:
         except CorruptRecordError as exc:
             logger.warning("recovery of %s stops at position %d: %s", self.log_path, valid_bytes, exc)
         truncated = file_size - valid_bytes
-        if truncated:
+        if truncated and cut_tail:
             logger.warning("recovery cut %d bytes from the tail of %s", truncated, self.log_path)
             self._fs.truncate(self._fd, valid_bytes)
-        self.size_bytes = valid_bytes
+            self.size_bytes = valid_bytes
         self.bytes_since_last_index_entry = valid_bytes - last_index_entry if valid_bytes else 0
         self._rolling_based_timestamp = None
         self.time_index.maybe_append(*self._max_timestamp_pair(), skip_full_check=True)
@@ -538,7 +523,9 @@ class LogSegment:
         return None
 
     def check_indexes(self) -> None:
-        """O(1) sanity checks on open; raises ``CorruptIndexError`` (the caller rebuilds)."""
+        """Cheap sanity checks on open (a few small reads, whatever the segment's size); raises
+        ``CorruptIndexError`` and the caller rebuilds. Entries in the middle are checked when a
+        read uses them (``_scan_from_entry``, ``find_offset_by_timestamp``)."""
         self.offset_index.quick_check(self.size_bytes)
         self.time_index.quick_check(self.size_bytes)
         if self.offset_index.entries:
@@ -547,6 +534,14 @@ class LogSegment:
             if header is None or header.base_offset != last.offset:
                 raise CorruptIndexError(f"offset index {self.offset_index.path} entry {tuple(last)} does "
                                         f"not point at a batch starting at that offset")
+        last_time = self.time_index.last_entry
+        if last_time.timestamp_ms >= 0:
+            found = self.translate_offset(last_time.offset, chunk_bytes=HEADER_BYTES)  # headers only
+            if found is None or found[1].last_offset != last_time.offset or found[1].max_timestamp != last_time.timestamp_ms:
+                raise CorruptIndexError(f"time index {self.time_index.path} last entry {tuple(last_time)} does not "
+                                        f"match the batch ending at that offset")
+        elif self.size_bytes and self.read_first_batch_timestamp() >= 0:
+            raise CorruptIndexError(f"time index {self.time_index.path} is empty but the segment holds timestamps")
 
     # --- durability and files --------------------------------------------------------------------
 

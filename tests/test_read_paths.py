@@ -15,7 +15,7 @@ import random
 import pytest
 
 from logstore import CorruptRecordError, LogManager, Record
-from logstore.segment import HEAD_CACHE
+from logstore.fetch import HEAD_CACHE
 
 BATCH = 400  # records per append: about 45 KB, above the 32 KiB partial-read threshold
 
