@@ -27,9 +27,8 @@ class _HeadCache:
         self._entries: OrderedDict[tuple, RecordBatch] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+        self.get = self._entries.get  # ``get(key)``: the cached batch or None (a bare dict lookup)
 
-    def get(self, key: tuple) -> RecordBatch | None:
-        return self._entries.get(key)
 
     def put(self, key: tuple, batch: RecordBatch) -> None:
         size = len(batch.buffer)

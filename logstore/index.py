@@ -50,6 +50,9 @@ class TimestampOffset(NamedTuple):
     offset: int
 
 
+_new_tuple = tuple.__new__  # builds a NamedTuple in C (its __new__ is Python code)
+
+
 class _Column:
     """A read-only Sequence over one field of the index's entries, for ``bisect``."""
 
@@ -332,6 +335,15 @@ class OffsetIndex(_Index):
             return OffsetPosition(self.base_offset, 0)
         return self.entry(slot)
 
+    def floor_entry(self, target_offset: int) -> tuple[int, int]:
+        """``(offset, position)`` of the largest entry <= ``target_offset``, ``(base_offset, 0)``
+        if none: ``lookup`` as a plain tuple, for the point-read path."""
+        slot = self._floor_slot(target_offset - self.base_offset)
+        if slot < 0:
+            return self.base_offset, 0
+        relative, position = self._ENTRY.unpack_from(self._buffer, slot * 8)
+        return self.base_offset + relative, position
+
     def lookup_position(self, target_offset: int) -> int:
         """``lookup(target_offset).position``, without building the pair (the read path)."""
         slot = self._floor_slot(target_offset - self.base_offset)
@@ -339,7 +351,7 @@ class OffsetIndex(_Index):
 
     def entry(self, slot: int) -> OffsetPosition:
         relative, position = self._entry(slot)
-        return OffsetPosition(self.base_offset + relative, position)
+        return _new_tuple(OffsetPosition, (self.base_offset + relative, position))
 
     def _check_entry(self, slot: int, segment_size_bytes: int) -> None:
         entry = self.entry(slot)
@@ -408,7 +420,7 @@ class TimeIndex(_Index):
 
     def entry(self, slot: int) -> TimestampOffset:
         timestamp_ms, relative = self._entry(slot)
-        return TimestampOffset(timestamp_ms, self.base_offset + relative)
+        return _new_tuple(TimestampOffset, (timestamp_ms, self.base_offset + relative))
 
     def _after_truncate(self) -> None:
         self._last_entry = self._read_last_entry()

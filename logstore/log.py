@@ -302,6 +302,16 @@ class Log:
         is larger than ``max_bytes``), then as many as fit in ``max_bytes`` (key, value and header
         bytes plus a small per-record overhead) and ``max_records``. Reading at the log end offset
         returns []; below the log start offset or past the end raises ``OffsetOutOfRangeError``."""
+        if (max_records == 1 or 0 <= max_bytes < RECORD_OVERHEAD_BYTES) and type(offset) is int:
+            # A point read whose batch head is cached: no segment scan at all.
+            if self.log_start_offset <= offset < self.log_end_offset and not self._closed:
+                segments = self._segments
+                try:
+                    record = segments[bisect.bisect_right(self._bases, offset) - 1].read_one_cached(offset)
+                except (ValueError, TypeError, OSError):
+                    record = None  # the segment changed underneath: the general path decides
+                if record is not None and record.offset == offset:
+                    return [record]
         if not isinstance(offset, int) or isinstance(offset, bool):
             raise TypeError(f"offset must be an int, got {offset!r}")
         if max_bytes < 0:

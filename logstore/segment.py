@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+from functools import partial
 from itertools import chain
 from typing import Iterator
 
@@ -43,6 +44,7 @@ _LARGE_CHUNK_BYTES = 1024 * 1024
 _PARTIAL_READ_MIN_BYTES = 32 * 1024  # batches at least this large may be read partially
 _VERIFIED_CACHE_ENTRIES = 65536
 _COPY_CHUNK_BYTES = 8 * 1024 * 1024
+_CACHED_KEYS_MAX_BYTES = 64 * 1024  # a cached batch head keeps the keys blob up to this size
 
 
 def file_prefix(base_offset: int) -> str:
@@ -91,12 +93,14 @@ class LogSegment:
         self._max_timestamp: TimestampOffset | None = None  # unknown until first needed
         self.bytes_since_last_index_entry = 0
         self.deleted = False
-        # Positions of large batches whose CRC was verified since open: re-reads skip the CRC, and
-        # point reads may read them partially. Cleared whenever bytes are cut or rewritten (and the
+        # Positions of large batches whose CRC was verified since open: later point reads may read
+        # just their columns and one record's bytes, trusting that verification (checking it again
+        # would mean reading the whole batch). Cleared whenever bytes are cut or rewritten (and the
         # token, which keys this segment's entries in HEAD_CACHE, replaced).
         self._verified: set[int] = set()
         self._token = object()
         self._index_distrusted = False
+        self._pread = fs.pread
 
     # --- offsets and timestamps ------------------------------------------------------------------
 
@@ -198,10 +202,9 @@ class LogSegment:
             if len(data) < size:
                 raise CorruptRecordError(f"batch at position {position} of {self.log_path} is cut short")
         batch = RecordBatch(header, data)
-        if position not in self._verified:
-            batch.verify(f" in {self.log_path}", position)
-            if size >= _PARTIAL_READ_MIN_BYTES:
-                self._remember_verified(position)
+        batch.verify(f" in {self.log_path}", position)  # always: whole-batch reads are never trusted blindly
+        if size >= _PARTIAL_READ_MIN_BYTES:
+            self._remember_verified(position)
         return batch
 
     def _forget_verified(self) -> None:
@@ -230,22 +233,42 @@ class LogSegment:
             head = bytes(buffer[at : at + head_bytes])
         else:
             head = self._fs.pread(self._fd, head_bytes, position)
-        body_position = position + HEADER_BYTES
-        batch = RecordBatch(header, head, lambda at_in_body, size_bytes: self._pread_checked(
-            size_bytes, body_position + at_in_body))
+        batch = RecordBatch(header, head, partial(self._pread_body, position + HEADER_BYTES))
+        keys_bytes = batch.columns.blob_bytes[0]
+        if keys_bytes <= _CACHED_KEYS_MAX_BYTES:  # keep the keys too: a point read then reads one value
+            head += self._pread_body(position + HEADER_BYTES, head_bytes - HEADER_BYTES, keys_bytes)
+            batch = RecordBatch(header, head, batch._fetch)
         HEAD_CACHE.put((self._token, position), batch)
         return batch
 
-    def _pread_checked(self, size_bytes: int, position: int) -> bytes:
-        """pread through the segment's current descriptor (never a remembered number, which a closed
-        segment may have handed to another file); all of it or an error."""
+    def _pread_body(self, body_position: int, at_in_body: int, size_bytes: int) -> bytes:
+        """pread bytes of a batch body through the segment's current descriptor (never a remembered
+        number, which a closed segment may have handed to another file); all of it or an error."""
         fd = self._fd
         if fd is None:
             raise ValueError(f"segment {self.log_path} is closed")
-        data = self._fs.pread(fd, size_bytes, position)
+        data = self._pread(fd, size_bytes, body_position + at_in_body)
         if len(data) != size_bytes:
-            raise CorruptRecordError(f"{self.log_path} ended inside a batch at position {position}")
+            raise CorruptRecordError(f"{self.log_path} ended inside a batch at position {body_position}")
         return data
+
+    def read_one_cached(self, offset: int) -> Record | None:
+        """The record at ``offset`` when the head of its batch is cached from an earlier point read
+        and the index entry is confirmed by it (the fast path of ``Log.read`` for one record); None
+        when the general path must run."""
+        if self._index_distrusted:
+            return None
+        entry_offset, position = self.offset_index.floor_entry(offset)
+        cached = HEAD_CACHE.get((self._token, position))
+        if cached is None:
+            return None
+        header = cached.header
+        base = header.base_offset
+        if not base <= offset <= base + header.last_offset_delta or (position and base != entry_offset):
+            return None
+        columns = cached.columns
+        index = offset - base if columns.at[0] < 0 else columns.index_of(base, offset)
+        return columns._record_at(header, index) if index < header.record_count else None
 
     def _index_entry(self, offset: int) -> OffsetPosition:
         """The offset index's floor entry for ``offset``, or ``(base, 0)`` when the index is
