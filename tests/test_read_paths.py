@@ -121,3 +121,21 @@ def test_a_flipped_byte_below_the_recovery_point_is_reported(tmp_path):
             log.read(0, max_bytes=1)
         with pytest.raises(CorruptRecordError):
             list(log.iter_records())
+
+
+@pytest.mark.parametrize("sizes", [
+    [16] * 50,  # fixed size: one struct call cuts them all out
+    [16] * 49 + [17],  # one differs at the end
+    [17] + [16] * 49,
+    [8, 24] * 25,  # the same total as 16 each, but not fixed
+    [0] * 50,  # all empty
+])
+def test_fixed_and_almost_fixed_sizes_decode_exactly(sizes):
+    from logstore.encoder import encode_batch
+    from logstore.records import RecordBatch
+    records = [Record(bytes([i % 251]) * size, bytes([(i * 7) % 251]) * size, (), 1000 + i)
+               for i, size in enumerate(sizes)]
+    batch = RecordBatch.decode(bytes(encode_batch(records)))
+    assert [(r.key, r.value, r.timestamp_ms, r.offset) for r in batch.records()] == [
+        (r.key, r.value, r.timestamp_ms, offset) for offset, r in enumerate(records)]
+    assert batch.records(3, 7) == batch.records()[3:7]
