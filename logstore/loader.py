@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 
 from .clock import Clock
 from .config import LogConfig
-from .errors import CorruptDataError, CorruptIndexError
+from .errors import CorruptDataError, CorruptIndexError, CorruptRecordError
 from .fs import FileSystem
+from .records import HEADER_BYTES
 from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
-                      TIME_INDEX_SUFFIX, LogSegment, offset_from_file_name)
+                      TIME_INDEX_SUFFIX, LogSegment)
 
 logger = logging.getLogger(__name__)
 
@@ -215,7 +216,7 @@ def _open_segment(fs: FileSystem, clock: Clock, dir_path: str, base: int, config
     try:
         if index_missing:
             raise CorruptIndexError(f"an index file of {segment.log_path} is missing")
-        segment.check_indexes()
+        check_indexes(segment)
     except CorruptDataError as exc:
         logger.warning("%s; rebuilding the indexes of %s", exc, segment.log_path)
         truncated = segment.recover()
@@ -251,6 +252,49 @@ def _read_only_result(segments: list[LogSegment], log_start_offset: int, problem
     if not segments:
         return LoadedLog([], log_start_offset, log_start_offset, log_start_offset, problems)
     last = segments[-1]
-    last.size_bytes, log_end_offset = last.read_valid_end()
+    last.size_bytes, log_end_offset = read_valid_end(last)
     log_start_offset = max(log_start_offset, segments[0].base_offset)
     return LoadedLog(segments, log_end_offset, log_end_offset, min(log_start_offset, log_end_offset), problems)
+
+
+def check_indexes(segment: LogSegment) -> None:
+    """Cheap sanity checks of a segment's indexes on open (a few small reads, whatever the size):
+    whole entries, the last offset index entry points at a batch starting at its offset, the last
+    time index entry matches the batch ending at its offset, and a segment holding timestamps has
+    time index entries. Raises ``CorruptIndexError``; the caller rebuilds. Entries in the middle are
+    checked when a read uses them (``LogSegment._scan_from_entry``, ``find_offset_by_timestamp``)."""
+    offset_index, time_index = segment.offset_index, segment.time_index
+    offset_index.quick_check(segment.size_bytes)
+    time_index.quick_check(segment.size_bytes)
+    if offset_index.entries:
+        last = offset_index.entry(offset_index.entries - 1)
+        header = segment.read_header_at(last.position)
+        if header is None or header.base_offset != last.offset:
+            raise CorruptIndexError(f"offset index {offset_index.path} entry {tuple(last)} does not point at a "
+                                    "batch starting at that offset")
+    last_time = time_index.last_entry
+    if last_time.timestamp_ms >= 0:
+        found = segment.translate_offset(last_time.offset, chunk_bytes=HEADER_BYTES)  # headers only
+        if found is None or (found[1].last_offset, found[1].max_timestamp) != (last_time.offset, last_time.timestamp_ms):
+            raise CorruptIndexError(f"time index {time_index.path} last entry {tuple(last_time)} does not match "
+                                    "the batch ending at that offset")
+    elif segment.size_bytes and segment.read_first_batch_timestamp() >= 0:
+        raise CorruptIndexError(f"time index {time_index.path} is empty but the segment holds timestamps")
+
+
+def read_valid_end(segment: LogSegment) -> tuple[int, int]:
+    """``(position, next_offset)`` after the last valid batch of ``segment``, verifying CRCs from
+    its last index entry to the current end of file and stopping quietly at an incomplete or damaged
+    batch. For read-only views of a segment that another process may be writing (or left torn)."""
+    end = segment.file_size_bytes()
+    last_entry = segment.offset_index.lookup(2**63 - 1).position
+    for start in dict.fromkeys((last_entry if last_entry < end else 0, 0)):
+        valid_end, next_offset = start, None
+        try:
+            for position, batch in segment.iter_batches(start, end):
+                valid_end, next_offset = position + batch.size_bytes, batch.next_offset
+        except CorruptRecordError as exc:
+            logger.info("read-only view of %s stops at position %d: %s", segment.log_path, valid_end, exc)
+        if next_offset is not None:
+            return valid_end, next_offset
+    return 0, segment.base_offset

@@ -20,20 +20,18 @@ import bisect
 import logging
 import os
 import threading
-from dataclasses import dataclass
 from itertools import chain
-from operator import itemgetter
 from typing import Callable, Iterator, Sequence
 
 from .clock import Clock
 from .config import LogConfig
-from .errors import (CorruptIndexError, InvalidRecordError, LogFailedError, OffsetOutOfRangeError, ReadOnlyError,
-                     RecordTooLargeError, StorageError, StoreClosedError)
+from .errors import (CorruptIndexError, LogFailedError, OffsetOutOfRangeError, ReadOnlyError, StorageError,
+                     StoreClosedError)
 from .fs import FileSystem
 from .loader import load_log
-from .encoder import assign_base_offset, encode_batch, encode_batch_parts
-from .records import (COMPRESSION_GZIP, COMPRESSION_MASK, COMPRESSION_NONE, HEADER_BYTES,
-                      RECORD_OVERHEAD_BYTES, TIMESTAMP_TYPE_LOG_APPEND, Record, read_header)
+from .batching import AppendInfo, PreparedAppend, encode_records
+from .encoder import assign_base_offset, encode_batch
+from .records import COMPRESSION_MASK, RECORD_OVERHEAD_BYTES, TIMESTAMP_TYPE_LOG_APPEND, Record, read_header
 from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
 
 logger = logging.getLogger(__name__)
@@ -41,18 +39,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_BYTES = 1 << 20
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
-
-
-@dataclass(frozen=True)
-class AppendInfo:
-    """What an append did: the offsets assigned (None when nothing was appended)."""
-
-    first_offset: int | None
-    last_offset: int | None
-    record_count: int
-    max_timestamp_ms: int
-    batches: int
-    log_append_time_ms: int = -1
 
 
 class Log:
@@ -144,7 +130,7 @@ class Log:
         Returns once the data is written to the OS (durable only after ``flush``)."""
         return self.append_prepared(self.prepare(records))
 
-    def prepare(self, records: Sequence[Record]) -> "PreparedAppend":
+    def prepare(self, records: Sequence[Record]) -> PreparedAppend:
         """Validate and encode ``records`` for ``append_prepared`` without writing anything: raises
         what ``append`` would raise for bad input. ``LogManager.append`` prepares every partition's
         records before appending any, so a rejected record appends nothing anywhere."""
@@ -152,7 +138,7 @@ class Log:
         now_ms = self._clock.time_ms()
         return PreparedAppend(self, self._encode(records, now_ms), len(records), now_ms)
 
-    def append_prepared(self, prepared: "PreparedAppend") -> AppendInfo:
+    def append_prepared(self, prepared: PreparedAppend) -> AppendInfo:
         """Append what ``prepare`` encoded (once; offsets are assigned now)."""
         if prepared.log is not self:
             raise ValueError(f"records prepared for {prepared.log.name} cannot be appended to {self.name}")
@@ -189,30 +175,7 @@ class Log:
         self._encode(records, self._clock.time_ms())
 
     def _encode(self, records: Sequence[Record], now_ms: int) -> list[tuple[bytearray, list]]:
-        """Validate and encode ``records`` into batches of at most ``max.message.bytes``."""
-        if isinstance(records, (Record, bytes, str)) or not isinstance(records, Sequence):
-            raise TypeError(f"append takes a sequence of Record, got {type(records).__name__}")
-        if not records:
-            return []
-        if self.config.compact and None in map(itemgetter(0), records):
-            raise InvalidRecordError(f"compacted topic {self.topic or self.name} requires a key on every record")
-        compression = COMPRESSION_GZIP if self.config.compression_type == "gzip" else COMPRESSION_NONE
-        log_append = self.config.message_timestamp_type == "LogAppendTime"
-        limit = min(self.config.max_message_bytes, self.config.segment_bytes)
-
-        def encode(group: Sequence[Record]) -> list[tuple[bytearray, list]]:
-            header, parts = encode_batch_parts(group, default_timestamp_ms=now_ms, compression=compression,
-                                               log_append_time=log_append)
-            size = len(header) + sum(map(len, parts))
-            if size <= limit:
-                return [(header, parts)]
-            if len(group) == 1:
-                setting = "max.message.bytes" if limit == self.config.max_message_bytes else "segment.bytes"
-                raise RecordTooLargeError(f"a record of {size - HEADER_BYTES} bytes is larger than "
-                                          f"{setting}={limit} of {self.topic or self.name}")
-            return [part for group_part in _split(group, limit) for part in encode(group_part)]
-
-        return encode(records)
+        return encode_records(records, self.config, now_ms, self.topic or self.name)
 
     def _after_write_error(self, segment: LogSegment, exc: OSError) -> None:
         try:
@@ -586,40 +549,3 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.name!r}, log_start_offset={self.log_start_offset}, "
                 f"log_end_offset={self.log_end_offset}, recovery_point={self.recovery_point})")
-
-
-class PreparedAppend:
-    """Records validated and encoded by ``Log.prepare``, waiting for ``Log.append_prepared``."""
-
-    def __init__(self, log: Log, batches: list[tuple[bytearray, list]], record_count: int, now_ms: int) -> None:
-        self.log = log
-        self._batches: list | None = batches
-        self.record_count = record_count
-        self.now_ms = now_ms
-
-    def take(self) -> list[tuple[bytearray, list]]:
-        """The batches, once: a prepared append cannot be appended twice."""
-        if self._batches is None:
-            raise ValueError("these prepared records were appended already")
-        batches, self._batches = self._batches, None
-        return batches
-
-
-def _split(records: Sequence[Record], limit: int) -> list[Sequence[Record]]:
-    """Split ``records`` into groups whose estimated batch size stays within ``limit``."""
-    budget = max(limit - HEADER_BYTES, 1)
-    groups = []
-    start = 0
-    total = 0
-    for position, record in enumerate(records):
-        size = (RECORD_OVERHEAD_BYTES + len(record.key or b"") + len(record.value or b"")
-                + sum(8 + len(key) + len(value or b"") for key, value in record.headers))
-        if total + size > budget and position > start:
-            groups.append(records[start:position])
-            start, total = position, 0
-        total += size
-    groups.append(records[start:])
-    if len(groups) == 1:  # the estimate fit but the encoding did not: halve
-        middle = len(records) // 2
-        groups = [records[:middle], records[middle:]]
-    return groups

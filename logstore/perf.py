@@ -300,7 +300,7 @@ def _run_append(engine, workload: Workload, progress: Progress | None) -> Result
 
     label = f"append {workload.key_bytes}B key+{workload.value_bytes}B value, batch {size}"
     result = _measure("append", label, engine, workload, workload.records, step, progress, finish=engine.sync)
-    del batches
+    batches.clear()  # free the pre-built input before the read phases
     result.checked = engine.end_offset()
     if result.checked != workload.records:
         raise BenchmarkError(f"{engine.name} holds {result.checked} records after appending {workload.records}")

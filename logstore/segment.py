@@ -52,11 +52,6 @@ def file_prefix(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
-def offset_from_file_name(name: str) -> int:
-    """The base offset encoded in a segment file name (the digits before the first '.')."""
-    return int(os.path.basename(name).split(".", 1)[0])
-
-
 class LogSegment:
     """One segment: data file, ``OffsetIndex`` and ``TimeIndex``. Open with ``LogSegment.open``."""
 
@@ -397,22 +392,15 @@ class LogSegment:
             next_offset = header.next_offset
         return next_offset
 
-    def read_valid_end(self) -> tuple[int, int]:
-        """``(position, next_offset)`` after the last valid batch, verifying CRCs from the last index
-        entry to the current end of file and stopping quietly at an incomplete or damaged batch.
-        For read-only views of a segment that another process may be writing (or left torn)."""
-        end = self._fs.file_size(self._fd)
-        last_entry = self.offset_index.lookup(2**63 - 1).position
-        for start in dict.fromkeys((last_entry if last_entry < end else 0, 0)):
-            valid_end, next_offset = start, None
-            try:
-                for position, batch in self.iter_batches(start, end):
-                    valid_end, next_offset = position + batch.size_bytes, batch.next_offset
-            except CorruptRecordError as exc:
-                logger.info("read-only view of %s stops at position %d: %s", self.log_path, valid_end, exc)
-            if next_offset is not None:
-                return valid_end, next_offset
-        return 0, self.base_offset
+    def file_size_bytes(self) -> int:
+        """The data file's current length (may exceed ``size_bytes``: another process writing, or
+        a torn tail not yet recovered)."""
+        return self._fs.file_size(self._fd)
+
+    def read_header_at(self, position: int) -> BatchHeader | None:
+        """The header of the batch at ``position`` (None when there is none); raises
+        ``CorruptRecordError`` when it is damaged."""
+        return read_header(self._fs.pread(self._fd, HEADER_BYTES, position), 0, whole=False)
 
     def read_first_batch_timestamp(self) -> int:
         """The max timestamp of the first batch (-1 when empty): the clock of time-based rolls."""
@@ -544,27 +532,6 @@ class LogSegment:
             if header.last_offset >= offset:
                 return self.load_batch(batch_position, header, buffer, at)
         return None
-
-    def check_indexes(self) -> None:
-        """Cheap sanity checks on open (a few small reads, whatever the segment's size); raises
-        ``CorruptIndexError`` and the caller rebuilds. Entries in the middle are checked when a
-        read uses them (``_scan_from_entry``, ``find_offset_by_timestamp``)."""
-        self.offset_index.quick_check(self.size_bytes)
-        self.time_index.quick_check(self.size_bytes)
-        if self.offset_index.entries:
-            last = self.offset_index.entry(self.offset_index.entries - 1)
-            header = read_header(self._fs.pread(self._fd, HEADER_BYTES, last.position), 0, whole=False)
-            if header is None or header.base_offset != last.offset:
-                raise CorruptIndexError(f"offset index {self.offset_index.path} entry {tuple(last)} does "
-                                        f"not point at a batch starting at that offset")
-        last_time = self.time_index.last_entry
-        if last_time.timestamp_ms >= 0:
-            found = self.translate_offset(last_time.offset, chunk_bytes=HEADER_BYTES)  # headers only
-            if found is None or found[1].last_offset != last_time.offset or found[1].max_timestamp != last_time.timestamp_ms:
-                raise CorruptIndexError(f"time index {self.time_index.path} last entry {tuple(last_time)} does not "
-                                        f"match the batch ending at that offset")
-        elif self.size_bytes and self.read_first_batch_timestamp() >= 0:
-            raise CorruptIndexError(f"time index {self.time_index.path} is empty but the segment holds timestamps")
 
     # --- durability and files --------------------------------------------------------------------
 

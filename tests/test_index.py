@@ -469,7 +469,7 @@ def _garbage_middle(path):
     with open(path, "r+b") as handle:
         data = handle.read()
         if entry == 8:
-            (o1, p1), (o2, p2) = struct.unpack_from("<ii", data, 8), struct.unpack_from("<ii", data, 16)
+            (o1, _p1), (_o2, p2) = struct.unpack_from("<ii", data, 8), struct.unpack_from("<ii", data, 16)
             handle.seek(8)
             handle.write(struct.pack("<ii", o1, p2))
         else:
