@@ -204,9 +204,72 @@ class SimulatedCrashFileSystem(FileSystem):
             report.torn_files.append(path)
 
 
-class FaultyFileSystem(FileSystem):
+class OperationHookFileSystem(FileSystem):
+    """A real file system that calls ``before(operation, path)`` just before every operation that
+    changes files, so a test can count them, fail one, or end the process there. The operations:
+    ``create`` (of a new file), ``pwrite`` (also ``pwritev``), ``truncate``, ``fsync``, ``msync``,
+    ``fsync_dir``, ``rename``, ``remove``, ``mkdir`` (of a new dir), ``remove_dir``, ``set_mtime``.
+    ``path`` is None for operations on a descriptor. Cooperative: it can sit in front of another
+    ``FileSystem`` subclass (``class X(OperationHookFileSystem, SimulatedCrashFileSystem)``)."""
+
+    def before(self, operation: str, path: str | None) -> None:
+        """Called before each operation; does nothing here."""
+
+    def open_file(self, path: str, *, create: bool = False, writable: bool = True) -> int:
+        if create and writable and not os.path.exists(path):
+            self.before("create", path)
+        return super().open_file(path, create=create, writable=writable)
+
+    def pwrite(self, fd, data, position):
+        self.before("pwrite", None)
+        super().pwrite(fd, data, position)
+
+    def pwritev(self, fd, buffers, position):
+        self.before("pwrite", None)
+        super().pwritev(fd, buffers, position)
+
+    def truncate(self, fd, size):
+        self.before("truncate", None)
+        super().truncate(fd, size)
+
+    def fsync(self, fd):
+        self.before("fsync", None)
+        super().fsync(fd)
+
+    def msync(self, mapping):
+        self.before("msync", None)
+        super().msync(mapping)
+
+    def fsync_dir(self, path):
+        self.before("fsync_dir", path)
+        super().fsync_dir(path)
+
+    def rename(self, source, target):
+        self.before("rename", source)
+        super().rename(source, target)
+
+    def remove(self, path):
+        self.before("remove", path)
+        super().remove(path)
+
+    def make_dirs(self, path):
+        if not os.path.isdir(path):
+            self.before("mkdir", path)
+        super().make_dirs(path)
+
+    def remove_dir(self, path):
+        self.before("remove_dir", path)
+        super().remove_dir(path)
+
+    def set_mtime_ms(self, path, mtime_ms):
+        self.before("set_mtime", path)
+        super().set_mtime_ms(path, mtime_ms)
+
+
+class FaultyFileSystem(OperationHookFileSystem):
     """Raises ``OSError(errno_code)`` at the ``fail_at``-th call (1-based) of the operations named
-    in ``operations`` (e.g. {"pwrite", "fsync"}), once or, with ``persistent``, from then on."""
+    in ``operations`` (e.g. {"pwrite", "fsync"}; see ``OperationHookFileSystem``, plus ``open_file``
+    for any open), once or, with ``persistent``, from then on."""
 
     def __init__(self, operations: set[str], fail_at: int, errno_code: int = errno.EIO,
                  persistent: bool = False) -> None:
@@ -226,29 +289,8 @@ class FaultyFileSystem(FileSystem):
             raise OSError(self.errno_code, f"injected {errno.errorcode.get(self.errno_code, self.errno_code)} "
                                            f"in {operation}")
 
-    def pwrite(self, fd, data, position):
-        self._maybe_fail("pwrite")
-        super().pwrite(fd, data, position)
-
-    def pwritev(self, fd, buffers, position):
-        self._maybe_fail("pwrite")
-        super().pwritev(fd, buffers, position)
-
-    def fsync(self, fd):
-        self._maybe_fail("fsync")
-        super().fsync(fd)
-
-    def fsync_dir(self, path):
-        self._maybe_fail("fsync_dir")
-        super().fsync_dir(path)
-
-    def truncate(self, fd, size):
-        self._maybe_fail("truncate")
-        super().truncate(fd, size)
-
-    def rename(self, source, target):
-        self._maybe_fail("rename")
-        super().rename(source, target)
+    def before(self, operation: str, path: str | None) -> None:
+        self._maybe_fail(operation)
 
     def open_file(self, path, *, create=False, writable=True):
         self._maybe_fail("open_file")

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from logstore import FileSystem, Record
+from logstore.testing import OperationHookFileSystem
 from logstore.topics import parse_partition_dir_name, partition_for_key
 
 T0_MS = 1_700_000_000_000
@@ -226,7 +227,7 @@ OP_NAMES = ("create", "pwrite", "fsync", "truncate", "rename", "remove", "fsync_
 PAGE = 4096
 
 
-class CrashFS(FileSystem):
+class CrashFS(OperationHookFileSystem):
     """``FileSystem`` that counts mutating operations; when ``armed`` and ``kill_at`` is set, it
     SIGKILLs its own process just before operation ``kill_at`` (after calling
     ``before_kill(op_name, torn)``). Half of the time a ``pwrite`` crossing a page boundary is torn
@@ -240,85 +241,35 @@ class CrashFS(FileSystem):
         self.rng = rng or random.Random()
         self.before_kill = before_kill
 
-    def _op(self, name: str, tear: Callable[[], bool] | None = None) -> None:
+    def before(self, operation: str, path: str | None, tear: Callable[[], bool] | None = None) -> None:
         if not self.armed:
             return
         self.count += 1
         if self.kill_at is not None and self.count >= self.kill_at:
             torn = tear is not None and self.rng.random() < 0.5 and tear()
             if self.before_kill is not None:
-                self.before_kill(name, torn)
+                self.before_kill(operation, torn)
             os.kill(os.getpid(), signal.SIGKILL)
             time.sleep(60)  # pragma: no cover - never reached
 
-    def open_file(self, path: str, *, create: bool = False, writable: bool = True) -> int:
-        if create and writable and not os.path.exists(path):
-            self._op("create")
-        return super().open_file(path, create=create, writable=writable)
-
-    def pwrite(self, fd: int, data, position: int) -> None:
-        view = memoryview(data)
-
+    def _tear(self, fd: int, data, position: int) -> Callable[[], bool]:
         def tear() -> bool:
+            view = memoryview(data)
             first_boundary = PAGE - position % PAGE
             if len(view) <= first_boundary:
                 return False  # within one page: all or nothing
             cut = first_boundary + PAGE * self.rng.randrange(0, (len(view) - first_boundary - 1) // PAGE + 1)
             os.pwrite(fd, view[:cut], position)
             return True
+        return tear
 
-        self._op("pwrite", tear)
-        super().pwrite(fd, data, position)
+    def pwrite(self, fd: int, data, position: int) -> None:
+        self.before("pwrite", None, self._tear(fd, data, position))
+        FileSystem.pwrite(self, fd, data, position)  # counted above, with its tear
 
     def pwritev(self, fd: int, buffers: list, position: int) -> None:
-        def tear() -> bool:
-            data = b"".join(bytes(buffer) for buffer in buffers)
-            first_boundary = PAGE - position % PAGE
-            if len(data) <= first_boundary:
-                return False
-            cut = first_boundary + PAGE * self.rng.randrange(0, (len(data) - first_boundary - 1) // PAGE + 1)
-            os.pwrite(fd, data[:cut], position)
-            return True
-
-        self._op("pwrite", tear)
-        super().pwritev(fd, buffers, position)
-
-    def fsync(self, fd: int) -> None:
-        self._op("fsync")
-        super().fsync(fd)
-
-    def truncate(self, fd: int, size: int) -> None:
-        self._op("truncate")
-        super().truncate(fd, size)
-
-    def msync(self, mapping) -> None:
-        self._op("msync")
-        super().msync(mapping)
-
-    def fsync_dir(self, path: str) -> None:
-        self._op("fsync_dir")
-        super().fsync_dir(path)
-
-    def rename(self, source: str, target: str) -> None:
-        self._op("rename")
-        super().rename(source, target)
-
-    def remove(self, path: str) -> None:
-        self._op("remove")
-        super().remove(path)
-
-    def remove_dir(self, path: str) -> None:
-        self._op("remove_dir")
-        super().remove_dir(path)
-
-    def make_dirs(self, path: str) -> None:
-        if not os.path.isdir(path):
-            self._op("mkdir")
-        super().make_dirs(path)
-
-    def set_mtime_ms(self, path: str, mtime_ms: int) -> None:
-        self._op("set_mtime")
-        super().set_mtime_ms(path, mtime_ms)
+        self.before("pwrite", None, self._tear(fd, b"".join(bytes(buffer) for buffer in buffers), position))
+        FileSystem.pwritev(self, fd, buffers, position)
 
 
 # --- forked children ---------------------------------------------------------------------------

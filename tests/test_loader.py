@@ -29,7 +29,7 @@ import pytest
 
 from crash_helpers import CrashFS, fork_call
 from logstore import FileSystem, LogManager, Record
-from logstore.testing import SimulatedCrashFileSystem
+from logstore.testing import OperationHookFileSystem, SimulatedCrashFileSystem
 
 TOPIC = "t"
 T0 = 1_700_000_000_000
@@ -295,7 +295,7 @@ class _PowerCut(BaseException):
     """The simulated machine lost power: nothing after this point reaches the disk."""
 
 
-class PowerCutFS(SimulatedCrashFileSystem):
+class PowerCutFS(OperationHookFileSystem, SimulatedCrashFileSystem):
     """``SimulatedCrashFileSystem`` that counts mutating operations once ``armed`` and, at the
     ``cut_at``-th, raises ``_PowerCut`` for it and for every later one (the process is gone: even
     cleanup code changes nothing)."""
@@ -307,7 +307,7 @@ class PowerCutFS(SimulatedCrashFileSystem):
         self.count = 0
         self.dead = False
 
-    def _op(self) -> None:
+    def before(self, operation, path) -> None:
         if self.dead:
             raise _PowerCut()
         if not self.armed:
@@ -316,56 +316,6 @@ class PowerCutFS(SimulatedCrashFileSystem):
         if self.cut_at is not None and self.count >= self.cut_at:
             self.dead = True
             raise _PowerCut()
-
-    def open_file(self, path, *, create=False, writable=True):
-        if create and writable and not os.path.exists(path):
-            self._op()
-        return super().open_file(path, create=create, writable=writable)
-
-    def pwrite(self, fd, data, position):
-        self._op()
-        super().pwrite(fd, data, position)
-
-    def pwritev(self, fd, buffers, position):
-        self._op()
-        super().pwritev(fd, buffers, position)
-
-    def fsync(self, fd):
-        self._op()
-        super().fsync(fd)
-
-    def truncate(self, fd, size):
-        self._op()
-        super().truncate(fd, size)
-
-    def msync(self, mapping):
-        self._op()
-        super().msync(mapping)
-
-    def fsync_dir(self, path):
-        self._op()
-        super().fsync_dir(path)
-
-    def rename(self, source, target):
-        self._op()
-        super().rename(source, target)
-
-    def remove(self, path):
-        self._op()
-        super().remove(path)
-
-    def remove_dir(self, path):
-        self._op()
-        super().remove_dir(path)
-
-    def make_dirs(self, path):
-        if not os.path.isdir(path):
-            self._op()
-        super().make_dirs(path)
-
-    def set_mtime_ms(self, path, mtime_ms):
-        self._op()
-        super().set_mtime_ms(path, mtime_ms)
 
 
 # Three truncations of one store (records 0..119, 5 per batch, segments of 20 records at

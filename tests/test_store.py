@@ -60,6 +60,7 @@ from logstore import (CorruptCheckpointError, CorruptDataError, FileSystem, Inva
                       UnknownTopicOrPartitionError)
 from logstore.checkpoint import CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from logstore.fs import OS_FILE_SYSTEM
+from logstore.testing import OperationHookFileSystem
 from logstore.topics import CREATING, DELETING, TOPICS_FILE, TopicMetadata, TopicsFile
 
 T0 = 1_700_000_000_000
@@ -135,18 +136,19 @@ class CountingFS(FileSystem):
         return data
 
 
-class NoSyncFS(FileSystem):
+class NoSyncFS(OperationHookFileSystem):
     """Skips fsync: a SIGKILL keeps the page cache, so fsync changes nothing a process crash leaves
-    behind, and the enumerated crash tests run several times faster without it."""
+    behind, and the enumerated crash tests run several times faster without it (the syncs still
+    reach ``before``, so they stay crash points)."""
 
     def fsync(self, fd):
-        pass
+        self.before("fsync", None)
 
     def fsync_dir(self, path):
-        pass
+        self.before("fsync_dir", path)
 
     def msync(self, mapping):
-        pass
+        self.before("msync", None)
 
 
 class KillAtOpFS(NoSyncFS):
@@ -158,55 +160,12 @@ class KillAtOpFS(NoSyncFS):
         self.count = 0
         self.armed = False
 
-    def _op(self) -> None:
+    def before(self, operation, path):
         if self.armed:
             self.count += 1
             if self.count >= self.kill_at:
                 os.kill(os.getpid(), signal.SIGKILL)
                 time.sleep(60)
-
-    def open_file(self, path, *, create=False, writable=True):
-        if create and not os.path.exists(path):
-            self._op()
-        return super().open_file(path, create=create, writable=writable)
-
-    def pwrite(self, fd, data, position):
-        self._op()
-        super().pwrite(fd, data, position)
-
-    def pwritev(self, fd, buffers, position):
-        self._op()
-        super().pwritev(fd, buffers, position)
-
-    def fsync(self, fd):
-        self._op()
-
-    def truncate(self, fd, size):
-        self._op()
-        super().truncate(fd, size)
-
-    def msync(self, mapping):
-        self._op()
-
-    def fsync_dir(self, path):
-        self._op()
-
-    def rename(self, source, target):
-        self._op()
-        super().rename(source, target)
-
-    def remove(self, path):
-        self._op()
-        super().remove(path)
-
-    def remove_dir(self, path):
-        self._op()
-        super().remove_dir(path)
-
-    def make_dirs(self, path):
-        if not os.path.isdir(path):
-            self._op()
-        super().make_dirs(path)
 
 
 NO_SYNC = NoSyncFS()
