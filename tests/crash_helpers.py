@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import bisect
+import hashlib
 import json
 import os
 import random
@@ -357,3 +358,38 @@ def unpack_all(data: bytes):
     for position in range(0, len(data), ACK.size):
         kind, partition, _, epoch, a, b = ACK.unpack_from(data, position)
         yield kind, partition, epoch, a, b
+
+
+# --- shared by the test files ------------------------------------------------------------------
+
+
+def read_all(log, start: int | None = None) -> list[Record]:
+    """Every record of ``log`` from ``start`` (default: the log start offset) to its end, checking
+    that no read comes back empty below the end and that offsets are contiguous."""
+    offset = log.log_start_offset if start is None else start
+    first = offset
+    out: list[Record] = []
+    while offset < log.log_end_offset:
+        batch = log.read(offset, 1 << 30, 1000)
+        assert batch, f"read({offset}) returned nothing below the log end offset {log.log_end_offset}"
+        out.extend(batch)
+        offset = batch[-1].offset + 1
+    assert [record.offset for record in out] == list(range(first, log.log_end_offset))
+    return out
+
+
+def file_snapshot(root: str, include_dirs: bool = False) -> dict[str, tuple]:
+    """Every file under ``root`` as (size, mtime_ns, sha256), and every dir as ``"name/": ()`` when
+    ``include_dirs``: compare two snapshots to prove nothing changed."""
+    out: dict[str, tuple] = {}
+    for folder, dirs, files in os.walk(root):
+        if include_dirs:
+            for name in dirs:
+                out[os.path.relpath(os.path.join(folder, name), root) + "/"] = ()
+        for name in files:
+            path = os.path.join(folder, name)
+            stat = os.stat(path)
+            with open(path, "rb") as handle:
+                out[os.path.relpath(path, root)] = (stat.st_size, stat.st_mtime_ns,
+                                                    hashlib.sha256(handle.read()).hexdigest())
+    return out

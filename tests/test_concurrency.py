@@ -22,7 +22,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -36,6 +35,7 @@ import traceback
 
 import pytest
 
+from crash_helpers import file_snapshot
 from logstore import LockedError, LogManager, OffsetOutOfRangeError, Record
 
 T0 = 1_700_000_000_000
@@ -115,21 +115,6 @@ def _collect(pid: int, read_fd: int, timeout_s: float) -> tuple[str, object]:
     return ("error", result["error"]) if "error" in result else ("ok", result["ok"])
 
 
-def snapshot(root: str) -> dict[str, tuple]:
-    """Every file and dir under ``root``: (size, mtime_ns, sha256) for files."""
-    out = {}
-    for folder, dirs, files in os.walk(root):
-        for name in dirs:
-            out[os.path.relpath(os.path.join(folder, name), root) + "/"] = ()
-        for name in files:
-            path = os.path.join(folder, name)
-            stat = os.stat(path)
-            with open(path, "rb") as handle:
-                out[os.path.relpath(path, root)] = (stat.st_size, stat.st_mtime_ns,
-                                                    hashlib.sha256(handle.read()).hexdigest())
-    return out
-
-
 # --- (f) second-process safety ---------------------------------------------------------------------
 
 HOLDER_SCRIPT = PAYLOAD_SOURCE + '''
@@ -192,7 +177,7 @@ def test_second_writer_refused_until_holder_is_killed(tmp_path):
     try:
         assert holder.stdout.readline().strip() == "ready", holder.stderr.read()
         pid_text = str(holder.pid)
-        before = snapshot(str(root))
+        before = file_snapshot(str(root), include_dirs=True)
         assert ".lock" in {os.path.basename(name) for name in before}
         attempts = refused = 0
         for variant in (dirs, dirs[::-1], dirs[1:], dirs):
@@ -220,7 +205,7 @@ def test_second_writer_refused_until_holder_is_killed(tmp_path):
                 log = reader.get_log("t", p)
                 assert log.log_end_offset == 150
                 assert list(log.iter_records()) == [expected(i) for i in range(150)]
-        after = snapshot(str(root))
+        after = file_snapshot(str(root), include_dirs=True)
         modified = sorted(name for name in set(before) | set(after) if before.get(name) != after.get(name))
         assert modified == []
         assert holder.poll() is None

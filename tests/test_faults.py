@@ -33,6 +33,7 @@ from logstore import LockedError, LogFailedError, LogManager, Record, StorageErr
 from logstore.checkpoint import CLEAN_SHUTDOWN_MARKER
 from logstore.fs import FileSystem
 from logstore.testing import FaultyFileSystem
+from crash_helpers import read_all
 
 TOPIC = "t"
 T0 = 1_700_000_000_000
@@ -105,17 +106,6 @@ def records(tag: str, count: int, first_ts: int = T0) -> list[Record]:
 
 def plain(record: Record) -> Record:
     return record._replace(offset=None)
-
-
-def read_all(log) -> list[Record]:
-    out, offset = [], log.log_start_offset
-    while offset < log.log_end_offset:
-        batch = log.read(offset, 1 << 30, 1000)
-        assert batch, f"read({offset}) gave nothing below the log end offset {log.log_end_offset}"
-        out.extend(batch)
-        offset = batch[-1].offset + 1
-    assert [r.offset for r in out] == list(range(log.log_start_offset, log.log_end_offset))
-    return out
 
 
 def reopen_and_read(data_dir: str) -> list[Record]:

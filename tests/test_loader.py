@@ -19,7 +19,6 @@ invalid ``.swap`` files must go, durably, before the ``.cleaned`` files that mar
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import shutil
@@ -30,6 +29,7 @@ import pytest
 from crash_helpers import CrashFS, fork_call
 from logstore import FileSystem, LogManager, Record
 from logstore.testing import OperationHookFileSystem, SimulatedCrashFileSystem
+from crash_helpers import read_all, file_snapshot as snapshot
 
 TOPIC = "t"
 T0 = 1_700_000_000_000
@@ -61,16 +61,6 @@ def name(base: int, kind: str, status: str = "") -> str:
     return f"{base:020d}{kind}{status}"
 
 
-def read_all(log) -> list[Record]:
-    records, offset = [], log.log_start_offset
-    while offset < log.log_end_offset:
-        batch = log.read(offset, 1 << 30, 1000)
-        assert batch, f"read({offset}) returned nothing below the log end offset {log.log_end_offset}"
-        records.extend(batch)
-        offset = batch[-1].offset + 1
-    return records
-
-
 def open_and_read(data_dir: str, *, read_only: bool = False, fs: FileSystem | None = None):
     with LogManager([data_dir], read_only=read_only, fs=fs) as store:
         log = store.get_log(TOPIC, 0)
@@ -80,18 +70,6 @@ def open_and_read(data_dir: str, *, read_only: bool = False, fs: FileSystem | No
         assert [r.offset for r in records] == list(range(len(records))), "offsets are contiguous"
         assert log.log_end_offset == len(records)
         return records, bases
-
-
-def snapshot(root: str) -> dict:
-    state = {}
-    for directory, _dirs, files in os.walk(root):
-        for file_name in files:
-            path = os.path.join(directory, file_name)
-            with open(path, "rb") as handle:
-                digest = hashlib.sha256(handle.read()).hexdigest()
-            stat = os.stat(path)
-            state[os.path.relpath(path, root)] = (stat.st_size, digest, stat.st_mtime_ns)
-    return state
 
 
 def temp_files(data_dir: str) -> list[str]:

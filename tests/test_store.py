@@ -62,6 +62,7 @@ from logstore.checkpoint import CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOI
 from logstore.fs import OS_FILE_SYSTEM
 from logstore.testing import OperationHookFileSystem
 from logstore.topics import CREATING, DELETING, TOPICS_FILE, TopicMetadata, TopicsFile
+from crash_helpers import read_all, file_snapshot as snapshot
 
 T0 = 1_700_000_000_000
 
@@ -85,17 +86,6 @@ def dirs_of(tmp_path, count: int) -> list[str]:
 
 def partition_dirs(data_dir: str) -> list[str]:
     return sorted(name for name in os.listdir(data_dir) if os.path.isdir(os.path.join(data_dir, name)))
-
-
-def read_all(log, start: int | None = None) -> list[Record]:
-    offset = log.log_start_offset if start is None else start
-    out: list[Record] = []
-    while offset < log.log_end_offset:
-        batch = log.read(offset, 1 << 30)
-        assert batch, f"read({offset}) returned nothing below the log end {log.log_end_offset}"
-        out += batch
-        offset = batch[-1].offset + 1
-    return out
 
 
 def fork_and_die(fn) -> None:
@@ -1008,18 +998,6 @@ def test_checkpoint_files_after_close(tmp_path):
 
 
 # --- read-only, closed, misuse, errors -----------------------------------------------------------
-
-
-def snapshot(root) -> dict[str, tuple]:
-    out = {}
-    for folder, _, files in os.walk(root):
-        for name in files:
-            path = os.path.join(folder, name)
-            stat = os.stat(path)
-            with open(path, "rb") as handle:
-                out[os.path.relpath(path, root)] = (stat.st_size, stat.st_mtime_ns,
-                                                    hashlib.sha256(handle.read()).hexdigest())
-    return out
 
 
 def test_read_only_and_closed_store(tmp_path):
