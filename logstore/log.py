@@ -64,8 +64,10 @@ class Log:
         loaded = load_log(fs, clock, dir_path, config, recovery_point=recovery_point,
                           log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, read_only=read_only)
         self.load_problems = loaded.problems
-        self._segments: tuple[LogSegment, ...] = tuple(loaded.segments)
-        self._bases: tuple[int, ...] = tuple(segment.base_offset for segment in loaded.segments)
+        # The segments and their base offsets, published together as one tuple: a reader takes both
+        # in one step (two attributes could be caught half-way through a change).
+        self._view: tuple[tuple[LogSegment, ...], tuple[int, ...]] = ((), ())
+        self._set_segments(loaded.segments)
         self.log_end_offset = loaded.log_end_offset
         self.recovery_point = loaded.recovery_point
         self.log_start_offset = loaded.log_start_offset
@@ -104,8 +106,16 @@ class Log:
         return self._failure is not None
 
     def _set_segments(self, segments: Sequence[LogSegment]) -> None:
-        self._segments = tuple(segments)
-        self._bases = tuple(segment.base_offset for segment in segments)
+        segments = tuple(segments)
+        self._view = (segments, tuple(segment.base_offset for segment in segments))
+
+    @property
+    def _segments(self) -> tuple[LogSegment, ...]:
+        return self._view[0]
+
+    @property
+    def _bases(self) -> tuple[int, ...]:
+        return self._view[1]
 
     def _check_writable(self) -> None:
         if self._closed:
@@ -268,9 +278,9 @@ class Log:
         if (max_records == 1 or 0 <= max_bytes < RECORD_OVERHEAD_BYTES) and type(offset) is int:
             # A point read whose batch head is cached: no segment scan at all.
             if self.log_start_offset <= offset < self.log_end_offset and not self._closed:
-                segments = self._segments
+                segments, bases = self._view
                 try:
-                    record = segments[bisect.bisect_right(self._bases, offset) - 1].read_one_cached(offset)
+                    record = segments[bisect.bisect_right(bases, offset) - 1].read_one_cached(offset)
                 except (ValueError, TypeError, OSError):
                     record = None  # the segment changed underneath: the general path decides
                 if record is not None and record.offset == offset:
@@ -284,7 +294,7 @@ class Log:
         elif max_records < 1:
             raise ValueError(f"max_records must be >= 1, got {max_records!r}")
         for _attempt in range(3):
-            segments, bases = self._segments, self._bases
+            segments, bases = self._view
             log_end_offset, log_start_offset = self.log_end_offset, self.log_start_offset
             if self._closed:
                 raise StoreClosedError(f"log {self.name} is closed")
@@ -330,7 +340,7 @@ class Log:
         """Every record from ``offset`` (default: the log start offset) up to ``end_offset``
         (default: the log end offset when called), lazily: each ``Record`` is built when the
         iterator reaches it, so a scan holds one batch of bytes and few objects at a time."""
-        segments, bases = self._segments, self._bases
+        segments, bases = self._view
         start = self.log_start_offset if offset is None else offset
         stop = self.log_end_offset if end_offset is None else min(end_offset, self.log_end_offset)
         if start < self.log_start_offset or start > self.log_end_offset:
