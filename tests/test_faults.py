@@ -440,7 +440,7 @@ def test_error_at_every_operation_of_a_workload(workload_template, scratch, reco
         shutil.rmtree(data_dir)
     figure = f"fault points: {points}, acked records lost: {lost}"
     print(f"\n{errno.errorcode[code]} {'persistent' if persistent else 'once'}: {figure} "
-          f"(errors raised as a bare OSError at known sites: {bare})")
+          f"(errors raised as a bare OSError: {bare})")
     record_property("faults", figure)
     assert not problems, figure + "\n" + "\n".join(problems[:10])
     assert points == operations >= 60
