@@ -338,11 +338,16 @@ class OffsetIndex(_Index):
     def floor_entry(self, target_offset: int) -> tuple[int, int]:
         """``(offset, position)`` of the largest entry <= ``target_offset``, ``(base_offset, 0)``
         if none: ``lookup`` as a plain tuple, for the point-read path."""
-        slot = self._floor_slot(target_offset - self.base_offset)
+        base = self.base_offset
+        entries = self.entries
+        if len(self._keys) < entries:
+            slot = self._floor_slot(target_offset - base)
+        else:
+            slot = bisect_right(self._keys, target_offset - base, 0, entries) - 1
         if slot < 0:
-            return self.base_offset, 0
+            return base, 0
         relative, position = self._ENTRY.unpack_from(self._buffer, slot * 8)
-        return self.base_offset + relative, position
+        return base + relative, position
 
     def lookup_position(self, target_offset: int) -> int:
         """``lookup(target_offset).position``, without building the pair (the read path)."""

@@ -429,7 +429,9 @@ class Log:
                         self._delete_segments(removed)
                     straddling = target.read_batch_containing(offset)
                     if straddling is not None and straddling.base_offset < offset:
-                        self._rewrite_around(target, straddling, offset)
+                        self._rewrite_around(target, offset, straddling)
+                    elif target.mapped:  # point reads map it: a rewrite, never a cut under a mapping
+                        self._rewrite_around(target, offset)
                     else:
                         target.truncate_to(offset)
                         target.flush()
@@ -447,23 +449,18 @@ class Log:
                 self.on_checkpoint_needed(self)
             return True
 
-    def _rewrite_around(self, segment: LogSegment, straddling, offset: int) -> None:
-        """Replace ``segment`` by a copy that ends with the records of ``straddling`` below
-        ``offset`` (one batch with the same base offset, offsets and timestamps)."""
-        position = segment.translate_offset(straddling.base_offset)[0]
-        kept = straddling.records(0, straddling.index_of(offset))
-        base = straddling.base_offset
-        deltas = [record.offset - base for record in kept]
-        dense = len(kept) == offset - base
-        replacement = encode_batch(kept, offset_deltas=None if dense else deltas, last_offset_delta=offset - 1 - base,
-                                   compression=straddling.header.attributes & COMPRESSION_MASK,
-                                   log_append_time=bool(straddling.header.attributes & TIMESTAMP_TYPE_LOG_APPEND),
-                                   default_timestamp_ms=straddling.max_timestamp)
-        assign_base_offset(replacement, base)
+    def _rewrite_around(self, segment: LogSegment, offset: int, straddling=None) -> None:
+        """Replace ``segment`` by a copy that ends below ``offset``: its batches before it and, when
+        a batch ``straddling`` holds ``offset``, that batch's records below it (one batch with the
+        same base offset, offsets and timestamps)."""
+        found = segment.translate_offset(offset if straddling is None else straddling.base_offset)
+        position = segment.size_bytes if found is None else found[0]
         copy = self._new_segment(segment.base_offset, CLEANED_SUFFIX)
         try:
             segment.copy_to(copy, position)
-            copy.append(base, offset - 1, straddling.max_timestamp, replacement)
+            if straddling is not None:
+                copy.append(straddling.base_offset, offset - 1, straddling.max_timestamp,
+                            self._kept_below(straddling, offset))
             copy.recover()
             copy.flush()
         except BaseException:
@@ -471,6 +468,21 @@ class Log:
             raise
         self.replace_segments([copy], [segment])
         copy.resize_indexes(self.config.segment_index_bytes)
+
+    @staticmethod
+    def _kept_below(straddling, offset: int) -> bytearray:
+        """The records of ``straddling`` below ``offset`` as one batch with its base offset and
+        ending at ``offset - 1``."""
+        kept = straddling.records(0, straddling.index_of(offset))
+        base = straddling.base_offset
+        deltas = [record.offset - base for record in kept]
+        dense = len(kept) == offset - base
+        batch = encode_batch(kept, offset_deltas=None if dense else deltas, last_offset_delta=offset - 1 - base,
+                             compression=straddling.header.attributes & COMPRESSION_MASK,
+                             log_append_time=bool(straddling.header.attributes & TIMESTAMP_TYPE_LOG_APPEND),
+                             default_timestamp_ms=straddling.max_timestamp)
+        assign_base_offset(batch, base)
+        return batch
 
     def replace_segments(self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment]) -> None:
         """Swap ``new_segments`` (complete and flushed, named ``*.cleaned``) in for ``old_segments``,

@@ -4,10 +4,16 @@ A segment with base offset 368769 lives in ``00000000000000368769.log`` (record 
 back), ``00000000000000368769.index`` and ``00000000000000368769.timeindex``. The base offset is a
 lower bound on the offsets inside. Only the last segment of a log (the active one) receives appends.
 
-Data is written with ``pwrite`` at the segment's logical size and read with ``pread`` (never mmap:
-reading a mapping past a truncated end of file kills the process with SIGBUS). The logical size only
-moves past a batch once it is completely written, so readers inside the process never see a partial
-batch; readers in other processes stop quietly at one.
+Data is written with ``pwrite`` at the segment's logical size and read with ``pread``. The one
+exception: in a writer, point reads go through a read-only mapping of the data file, which saves a
+system call per read. Reading a mapping past a truncated end of file kills the process with SIGBUS,
+so: a mapping covers only bytes below the logical size when it was made (an undone write cuts only
+bytes above the logical size); a mapped segment is never truncated in place (``Log.truncate_to``
+rewrites it into a new file instead); read-only openers, whose files another process may truncate,
+never map; closing a segment closes its mapping (a racing reader then gets a ``ValueError`` and
+retries). The logical size only moves past a batch once it is completely
+written, so readers inside the process never see a partial batch; readers in other processes stop
+quietly at one.
 
 Not thread-safe for writers: the owning ``Log`` serialises appends, truncation and recovery. Reads
 may run concurrently with appends (they are bounded by a size snapshot taken by the caller).
@@ -44,7 +50,12 @@ _LARGE_CHUNK_BYTES = 1024 * 1024
 _PARTIAL_READ_MIN_BYTES = 32 * 1024  # batches at least this large may be read partially
 _VERIFIED_CACHE_ENTRIES = 65536
 _COPY_CHUNK_BYTES = 8 * 1024 * 1024
+_REMAP_MIN_BYTES = 1024 * 1024  # a growing segment is remapped once it grew by this (or a quarter)
 _CACHED_KEYS_MAX_BYTES = 64 * 1024  # a cached batch head keeps the keys blob up to this size
+
+
+def _NO_FETCH(at_in_body: int, size_bytes: int) -> bytes:
+    raise AssertionError("a batch head was asked for body bytes while being built")
 
 
 def file_prefix(base_offset: int) -> str:
@@ -96,6 +107,8 @@ class LogSegment:
         self._token = object()
         self._index_distrusted = False
         self._pread = fs.pread
+        self._data_map = None  # a read-only mapping of [0, _mapped_bytes) for point reads (writer only)
+        self._mapped_bytes = 0
 
     # --- offsets and timestamps ------------------------------------------------------------------
 
@@ -218,21 +231,39 @@ class LogSegment:
         wanted key, value and header bytes are read."""
         size = header.size_bytes
         if (at + size <= len(buffer) or size < _PARTIAL_READ_MIN_BYTES or wanted_bytes * 4 >= size
-                or header.attributes & COMPRESSION_MASK or position not in self._verified):
+                or header.attributes & COMPRESSION_MASK):
             return self.load_batch(position, header, buffer, at)
         cached = HEAD_CACHE.get((self._token, position))
         if cached is not None:
             return cached
+        if position not in self._verified:
+            # The first point read into this batch reads and verifies all of it; its head (header,
+            # columns and small keys) goes to the cache from those bytes, for the next point reads.
+            batch = self.load_batch(position, header, buffer, at)
+            self._cache_head(position, header, batch.buffer)
+            return batch
         head_bytes = HEADER_BYTES + columns_bytes(header)
         if at + head_bytes <= len(buffer):
             head = bytes(buffer[at : at + head_bytes])
         else:
             head = self._fs.pread(self._fd, head_bytes, position)
-        batch = RecordBatch(header, head, partial(self._pread_body, position + HEADER_BYTES))
-        keys_bytes = batch.columns.blob_bytes[0]
+        keys_bytes = RecordBatch(header, head, _NO_FETCH).columns.blob_bytes[0]
         if keys_bytes <= _CACHED_KEYS_MAX_BYTES:  # keep the keys too: a point read then reads one value
             head += self._pread_body(position + HEADER_BYTES, head_bytes - HEADER_BYTES, keys_bytes)
-            batch = RecordBatch(header, head, batch._fetch)
+        return self._cache_head(position, header, head)
+
+    def _cache_head(self, position: int, header: BatchHeader, data) -> RecordBatch:
+        """Cache the head (header, columns and, when small, the keys) of the verified batch at
+        ``position``, cut from ``data`` (the head, or the whole batch), and return it as a partial
+        batch that reads other bytes through the segment."""
+        head_bytes = HEADER_BYTES + columns_bytes(header)
+        partial_batch = RecordBatch(header, bytes(data[:head_bytes]), _NO_FETCH)
+        keys_bytes = partial_batch.columns.blob_bytes[0]
+        if keys_bytes <= _CACHED_KEYS_MAX_BYTES and len(data) >= head_bytes + keys_bytes:
+            head = bytes(data[: head_bytes + keys_bytes])
+        else:
+            head = partial_batch.buffer
+        batch = RecordBatch(header, head, partial(self._pread_body, position + HEADER_BYTES))
         HEAD_CACHE.put((self._token, position), batch)
         return batch
 
@@ -242,7 +273,14 @@ class LogSegment:
         fd = self._fd
         if fd is None:
             raise ValueError(f"segment {self.log_path} is closed")
-        data = self._pread(fd, size_bytes, body_position + at_in_body)
+        start = body_position + at_in_body
+        data_map = self._data_map
+        if data_map is None or start + size_bytes > self._mapped_bytes:
+            data_map = self._map_for_reading(fd, start + size_bytes)
+        if data_map is not None:
+            data = data_map[start : start + size_bytes]
+        else:
+            data = self._pread(fd, size_bytes, start)
         if len(data) != size_bytes:
             raise CorruptRecordError(f"{self.log_path} ended inside a batch at position {body_position}")
         return data
@@ -428,6 +466,24 @@ class LogSegment:
             return message_timestamp_ms - first
         return now_ms - self.created_ms
 
+    def _map_for_reading(self, fd: int, needed_bytes: int):
+        """The mapping to read bytes below ``needed_bytes`` from, (re)made to cover the logical size
+        when that has grown enough since the last one; None to read with ``pread`` instead."""
+        size = self.size_bytes
+        if not self.writable or needed_bytes > size:
+            return None
+        if self._data_map is not None and size - self._mapped_bytes < max(_REMAP_MIN_BYTES, self._mapped_bytes // 4):
+            return None  # a growing segment: not worth remapping for a little more yet
+        # The old mapping is left to the collector: a reader thread may still be slicing it.
+        self._data_map = self._fs.map_file(fd, size, writable=False)
+        self._mapped_bytes = size
+        return self._data_map
+
+    @property
+    def mapped(self) -> bool:
+        """Whether point reads hold a mapping of the data file (it must not be truncated in place)."""
+        return self._data_map is not None
+
     def on_become_inactive(self) -> None:
         """Called when a newer segment takes over: final time index entry, trim both indexes."""
         self.time_index.maybe_append(*self._max_timestamp_pair(), skip_full_check=True)
@@ -476,6 +532,8 @@ class LogSegment:
             logger.warning("recovery of %s stops at position %d: %s", self.log_path, valid_bytes, exc)
         truncated = file_size - valid_bytes
         if truncated and cut_tail:
+            if self._data_map is not None:
+                raise AssertionError(f"{self.log_path} is mapped: its tail must not be cut in place")
             logger.warning("recovery cut %d bytes from the tail of %s", truncated, self.log_path)
             self._fs.truncate(self._fd, valid_bytes)
             self.size_bytes = valid_bytes
@@ -488,7 +546,10 @@ class LogSegment:
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch holding offsets >= ``offset`` (whole batches). Returns bytes removed.
-        The indexes are resized to full capacity: this segment is, or becomes, the active one."""
+        The indexes are resized to full capacity: this segment is, or becomes, the active one.
+        Never called on a mapped segment (a mapping past the cut would fault)."""
+        if self._data_map is not None:
+            raise AssertionError(f"{self.log_path} is mapped: it must not be truncated in place")
         found = self.translate_offset(offset)
         self._forget_verified()
         self.offset_index.truncate_to(offset)
@@ -556,6 +617,9 @@ class LogSegment:
     def close_handlers(self) -> None:
         """Release descriptors and mappings without writing (a failed disk, a deleted segment)."""
         self._forget_verified()
+        data_map, self._data_map = self._data_map, None
+        if data_map is not None:
+            data_map.close()
         self.offset_index.close_handlers()
         self.time_index.close_handlers()
         if self._fd is not None:
