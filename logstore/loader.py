@@ -286,7 +286,7 @@ def read_valid_end(segment: LogSegment) -> tuple[int, int]:
     """``(position, next_offset)`` after the last valid batch of ``segment``, verifying CRCs from
     its last index entry to the current end of file and stopping quietly at an incomplete or damaged
     batch. For read-only views of a segment that another process may be writing (or left torn)."""
-    end = segment.file_size_bytes()
+    end = segment.file.file_size()
     last_entry = segment.offset_index.lookup(2**63 - 1).position
     for start in dict.fromkeys((last_entry if last_entry < end else 0, 0)):
         valid_end, next_offset = start, None

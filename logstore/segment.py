@@ -4,16 +4,10 @@ A segment with base offset 368769 lives in ``00000000000000368769.log`` (record 
 back), ``00000000000000368769.index`` and ``00000000000000368769.timeindex``. The base offset is a
 lower bound on the offsets inside. Only the last segment of a log (the active one) receives appends.
 
-Data is written with ``pwrite`` at the segment's logical size and read with ``pread``. The one
-exception: in a writer, point reads go through a read-only mapping of the data file, which saves a
-system call per read. Reading a mapping past a truncated end of file kills the process with SIGBUS,
-so: a mapping covers only bytes below the logical size when it was made (an undone write cuts only
-bytes above the logical size); a mapped segment is never truncated in place (``Log.truncate_to``
-rewrites it into a new file instead); read-only openers, whose files another process may truncate,
-never map; closing a segment closes its mapping (a racing reader then gets a ``ValueError`` and
-retries). The logical size only moves past a batch once it is completely
-written, so readers inside the process never see a partial batch; readers in other processes stop
-quietly at one.
+The data file is a ``FileRecords`` (writes at the logical size, ``pread`` or, for a writer's point
+reads, a read-only mapping under the rules that keep SIGBUS away). Large batches verified once are
+remembered, so later point reads into them read only a cached head (``fetch.HEAD_CACHE``) and the
+record's own bytes.
 
 Not thread-safe for writers: the owning ``Log`` serialises appends, truncation and recovery. Reads
 may run concurrently with appends (they are bounded by a size snapshot taken by the caller).
@@ -29,6 +23,7 @@ from typing import Iterator
 
 from .clock import Clock
 from .errors import CorruptIndexError, CorruptRecordError, LogSegmentOffsetOverflowError
+from .file_records import FileRecords
 from .fs import FileSystem
 from .index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
 from .fetch import HEAD_CACHE, take_records
@@ -49,8 +44,6 @@ _SMALL_CHUNK_BYTES = 16 * 1024
 _LARGE_CHUNK_BYTES = 1024 * 1024
 _PARTIAL_READ_MIN_BYTES = 32 * 1024  # batches at least this large may be read partially
 _VERIFIED_CACHE_ENTRIES = 65536
-_COPY_CHUNK_BYTES = 8 * 1024 * 1024
-_REMAP_MIN_BYTES = 1024 * 1024  # a growing segment is remapped once it grew by this (or a quarter)
 _CACHED_KEYS_MAX_BYTES = 64 * 1024  # a cached batch head keeps the keys blob up to this size
 
 
@@ -77,12 +70,10 @@ class LogSegment:
         self.max_index_size_bytes = max_index_size_bytes
         self.writable = writable
         prefix = os.path.join(dir_path, file_prefix(base_offset))
-        self.log_path = prefix + LOG_SUFFIX + file_suffix
-        self._fd: int | None = fs.open_file(self.log_path, create=create and writable, writable=writable)
+        self.file = FileRecords(fs, prefix + LOG_SUFFIX + file_suffix, create=create, writable=writable)
         offset_index = None
         try:
-            self.size_bytes = fs.file_size(self._fd)
-            if self.size_bytes > _MAX_SEGMENT_BYTES:
+            if self.file.size_bytes > _MAX_SEGMENT_BYTES:
                 raise CorruptRecordError(f"segment {self.log_path} is larger than 2 GiB ({self.size_bytes} bytes)")
             offset_index = OffsetIndex(fs, prefix + INDEX_SUFFIX + file_suffix, base_offset,
                                        max_index_size_bytes, writable=writable)
@@ -91,7 +82,7 @@ class LogSegment:
         except BaseException:  # release what was opened: nothing leaks when opening fails half-way
             if offset_index is not None:
                 offset_index.close_handlers()
-            fs.close(self._fd)
+            self.file.close()
             raise
         self.offset_index = offset_index
         self.created_ms = clock.time_ms()
@@ -106,9 +97,19 @@ class LogSegment:
         self._verified: set[int] = set()
         self._token = object()
         self._index_distrusted = False
-        self._pread = fs.pread
-        self._data_map = None  # a read-only mapping of [0, _mapped_bytes) for point reads (writer only)
-        self._mapped_bytes = 0
+
+    @property
+    def log_path(self) -> str:
+        return self.file.path
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of complete batches in the data file (its logical size)."""
+        return self.file.size_bytes
+
+    @size_bytes.setter
+    def size_bytes(self, size_bytes: int) -> None:  # a read-only view bounds itself to a valid prefix
+        self.file.size_bytes = size_bytes
 
     # --- offsets and timestamps ------------------------------------------------------------------
 
@@ -119,19 +120,6 @@ class LogSegment:
         if self._max_timestamp is None:
             self._max_timestamp = self.time_index.last_entry
         return self._max_timestamp
-
-    def largest_timestamp_ms(self) -> int:
-        """The largest record timestamp, or the data file's mtime when no record has one."""
-        timestamp = self.max_timestamp_so_far.timestamp_ms
-        return timestamp if timestamp >= 0 else self.last_modified_ms()
-
-    def last_modified_ms(self) -> int:
-        return self._fs.mtime_ms(self.log_path)
-
-    def set_last_modified_ms(self, mtime_ms: int) -> None:
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
-            if self._fs.exists(path):
-                self._fs.set_mtime_ms(path, mtime_ms)
 
     def can_hold(self, last_offset: int) -> bool:
         return 0 <= last_offset - self.base_offset <= _MAX_RELATIVE_OFFSET
@@ -155,11 +143,7 @@ class LogSegment:
             raise LogSegmentOffsetOverflowError(f"segment {self.log_path} would grow past 2 GiB")
         if position == 0:
             self._rolling_based_timestamp = max_timestamp_ms
-        if isinstance(data, list):
-            self._fs.pwritev(self._fd, data, position)
-        else:
-            self._fs.pwrite(self._fd, data, position)
-        self.size_bytes = position + size
+        self.file.append(data)
         if max_timestamp_ms > self.max_timestamp_so_far.timestamp_ms:
             self._max_timestamp = TimestampOffset(max_timestamp_ms, last_offset)
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
@@ -174,7 +158,7 @@ class LogSegment:
 
     def undo_partial_write(self) -> None:
         """After a failed write, cut anything written past the logical size."""
-        self._fs.truncate(self._fd, self.size_bytes)
+        self.file.undo_partial_write()
 
     # --- reading ---------------------------------------------------------------------------------
 
@@ -192,7 +176,7 @@ class LogSegment:
         while position < end:
             at = position - buffer_position
             if len(buffer) - at < HEADER_BYTES:
-                buffer = memoryview(self._fs.pread(self._fd, min(chunk_bytes, end - position), position))
+                buffer = memoryview(self.file.pread(min(chunk_bytes, end - position), position))
                 buffer_position, at = position, 0
             header = read_header(buffer, at, where, whole=False)
             if header is None or position + header.size_bytes > end:
@@ -206,7 +190,7 @@ class LogSegment:
         if at + size <= len(buffer):
             data = buffer[at : at + size]
         else:
-            data = memoryview(self._fs.pread(self._fd, size, position))
+            data = memoryview(self.file.pread(size, position))
             if len(data) < size:
                 raise CorruptRecordError(f"batch at position {position} of {self.log_path} is cut short")
         batch = RecordBatch(header, data)
@@ -246,7 +230,7 @@ class LogSegment:
         if at + head_bytes <= len(buffer):
             head = bytes(buffer[at : at + head_bytes])
         else:
-            head = self._fs.pread(self._fd, head_bytes, position)
+            head = self.file.pread(head_bytes, position)
         keys_bytes = RecordBatch(header, head, _NO_FETCH).columns.blob_bytes[0]
         if keys_bytes <= _CACHED_KEYS_MAX_BYTES:  # keep the keys too: a point read then reads one value
             head += self._pread_body(position + HEADER_BYTES, head_bytes - HEADER_BYTES, keys_bytes)
@@ -268,22 +252,9 @@ class LogSegment:
         return batch
 
     def _pread_body(self, body_position: int, at_in_body: int, size_bytes: int) -> bytes:
-        """pread bytes of a batch body through the segment's current descriptor (never a remembered
-        number, which a closed segment may have handed to another file); all of it or an error."""
-        fd = self._fd
-        if fd is None:
-            raise ValueError(f"segment {self.log_path} is closed")
-        start = body_position + at_in_body
-        data_map = self._data_map
-        if data_map is None or start + size_bytes > self._mapped_bytes:
-            data_map = self._map_for_reading(fd, start + size_bytes)
-        if data_map is not None:
-            data = data_map[start : start + size_bytes]
-        else:
-            data = self._pread(fd, size_bytes, start)
-        if len(data) != size_bytes:
-            raise CorruptRecordError(f"{self.log_path} ended inside a batch at position {body_position}")
-        return data
+        """Bytes of a batch body, read through the segment's current file (never a remembered
+        descriptor, which a closed segment may have handed to another file)."""
+        return self.file.read_exact(size_bytes, body_position + at_in_body)
 
     def read_one_cached(self, offset: int) -> Record | None:
         """The record at ``offset`` when the head of its batch is cached from an earlier point read
@@ -430,15 +401,10 @@ class LogSegment:
             next_offset = header.next_offset
         return next_offset
 
-    def file_size_bytes(self) -> int:
-        """The data file's current length (may exceed ``size_bytes``: another process writing, or
-        a torn tail not yet recovered)."""
-        return self._fs.file_size(self._fd)
-
     def read_header_at(self, position: int) -> BatchHeader | None:
         """The header of the batch at ``position`` (None when there is none); raises
         ``CorruptRecordError`` when it is damaged."""
-        return read_header(self._fs.pread(self._fd, HEADER_BYTES, position), 0, whole=False)
+        return read_header(self.file.pread(HEADER_BYTES, position), 0, whole=False)
 
     def read_first_batch_timestamp(self) -> int:
         """The max timestamp of the first batch (-1 when empty): the clock of time-based rolls."""
@@ -466,23 +432,10 @@ class LogSegment:
             return message_timestamp_ms - first
         return now_ms - self.created_ms
 
-    def _map_for_reading(self, fd: int, needed_bytes: int):
-        """The mapping to read bytes below ``needed_bytes`` from, (re)made to cover the logical size
-        when that has grown enough since the last one; None to read with ``pread`` instead."""
-        size = self.size_bytes
-        if not self.writable or needed_bytes > size:
-            return None
-        if self._data_map is not None and size - self._mapped_bytes < max(_REMAP_MIN_BYTES, self._mapped_bytes // 4):
-            return None  # a growing segment: not worth remapping for a little more yet
-        # The old mapping is left to the collector: a reader thread may still be slicing it.
-        self._data_map = self._fs.map_file(fd, size, writable=False)
-        self._mapped_bytes = size
-        return self._data_map
-
     @property
     def mapped(self) -> bool:
         """Whether point reads hold a mapping of the data file (it must not be truncated in place)."""
-        return self._data_map is not None
+        return self.file.mapped
 
     def on_become_inactive(self) -> None:
         """Called when a newer segment takes over: final time index entry, trim both indexes."""
@@ -506,7 +459,7 @@ class LogSegment:
         self.time_index.reset()
         self._forget_verified()
         self._max_timestamp = TimestampOffset(-1, self.base_offset)
-        file_size = self._fs.file_size(self._fd)
+        file_size = self.file.file_size()
         valid_bytes = 0
         last_index_entry = 0
         previous_last_offset = self.base_offset - 1
@@ -532,11 +485,8 @@ class LogSegment:
             logger.warning("recovery of %s stops at position %d: %s", self.log_path, valid_bytes, exc)
         truncated = file_size - valid_bytes
         if truncated and cut_tail:
-            if self._data_map is not None:
-                raise AssertionError(f"{self.log_path} is mapped: its tail must not be cut in place")
             logger.warning("recovery cut %d bytes from the tail of %s", truncated, self.log_path)
-            self._fs.truncate(self._fd, valid_bytes)
-            self.size_bytes = valid_bytes
+            self.file.truncate_to(valid_bytes)
         self.bytes_since_last_index_entry = valid_bytes - last_index_entry if valid_bytes else 0
         self._rolling_based_timestamp = None
         self.time_index.maybe_append(*self._max_timestamp_pair(), skip_full_check=True)
@@ -548,8 +498,6 @@ class LogSegment:
         """Remove every batch holding offsets >= ``offset`` (whole batches). Returns bytes removed.
         The indexes are resized to full capacity: this segment is, or becomes, the active one.
         Never called on a mapped segment (a mapping past the cut would fault)."""
-        if self._data_map is not None:
-            raise AssertionError(f"{self.log_path} is mapped: it must not be truncated in place")
         found = self.translate_offset(offset)
         self._forget_verified()
         self.offset_index.truncate_to(offset)
@@ -559,8 +507,7 @@ class LogSegment:
         if found is not None:
             position = found[0]
             removed = self.size_bytes - position
-            self._fs.truncate(self._fd, position)
-            self.size_bytes = position
+            self.file.truncate_to(position)
         if self.size_bytes == 0:
             self.created_ms = self._clock.time_ms()
         self._rolling_based_timestamp = None
@@ -577,14 +524,7 @@ class LogSegment:
     def copy_to(self, target: "LogSegment", end_position: int) -> None:
         """Copy bytes [0, ``end_position``) into the empty segment ``target`` (whose indexes the
         caller rebuilds with ``target.recover()``)."""
-        position = 0
-        while position < end_position:
-            chunk = self._fs.pread(self._fd, min(_COPY_CHUNK_BYTES, end_position - position), position)
-            if not chunk:
-                raise CorruptRecordError(f"{self.log_path} ended at {position} while copying {end_position} bytes")
-            target._fs.pwrite(target._fd, chunk, position)
-            position += len(chunk)
-        target.size_bytes = end_position
+        self.file.copy_to(target.file, end_position)
 
     def read_batch_containing(self, offset: int) -> RecordBatch | None:
         """The verified batch holding ``offset`` (or the first one after it); None past the end."""
@@ -598,48 +538,41 @@ class LogSegment:
 
     def flush(self) -> None:
         """fsync the data file and both indexes."""
-        self._fs.fsync(self._fd)
+        self.file.flush()
         self.offset_index.flush()
         self.time_index.flush()
 
     def close(self) -> None:
         """Final time index entry, trimmed indexes, data fsynced, files closed. Safe twice."""
-        if self._fd is None:
+        if self.file.closed:
             return
         if self.writable:
             if self.max_timestamp_so_far.timestamp_ms >= 0:
                 self.time_index.maybe_append(*self._max_timestamp_pair(), skip_full_check=True)
             self.offset_index.close()
             self.time_index.close()
-            self._fs.fsync(self._fd)
+            self.file.flush()
         self.close_handlers()
 
     def close_handlers(self) -> None:
         """Release descriptors and mappings without writing (a failed disk, a deleted segment)."""
         self._forget_verified()
-        data_map, self._data_map = self._data_map, None
-        if data_map is not None:
-            data_map.close()
         self.offset_index.close_handlers()
         self.time_index.close_handlers()
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            self._fs.close(fd)
+        self.file.close()
 
     @property
     def closed(self) -> bool:
-        return self._fd is None
+        return self.file.closed
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename all three files from ``old_suffix`` to ``new_suffix`` (e.g. "" to ".deleted")."""
-        for holder in (self, self.offset_index, self.time_index):
-            path = holder.log_path if holder is self else holder.path
-            if not path.endswith(old_suffix):
-                raise ValueError(f"{path} does not end with {old_suffix!r}")
-            new_path = path[: len(path) - len(old_suffix)] + new_suffix
-            if holder is self:
-                self._fs.rename(path, new_path)
-                self.log_path = new_path
+        for holder in (self.file, self.offset_index, self.time_index):
+            if not holder.path.endswith(old_suffix):
+                raise ValueError(f"{holder.path} does not end with {old_suffix!r}")
+            new_path = holder.path[: len(holder.path) - len(old_suffix)] + new_suffix
+            if holder is self.file:
+                holder.rename(new_path)
             else:
                 holder.rename_to(new_path)
 
