@@ -114,5 +114,10 @@ class StoreClosedError(StorageError):
     """An operation was attempted on a log or store that has been closed."""
 
 
+class ShutdownError(RequestError):
+    """Work was handed to a timer, scheduler or purgatory that is not running (never started, or
+    shut down). Nothing was scheduled."""
+
+
 class ReadOnlyError(RequestError):
     """A write was attempted on a store or log opened with ``read_only=True``."""
