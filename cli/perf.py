@@ -203,3 +203,55 @@ def format_(records, batch_size, key_bytes, value_bytes, lookups, repeats, seed,
                                "results": [result.as_dict() for result in results]}, indent=2))
     else:
         click.echo(perf_format.render_format_table(results, workload))
+
+
+def _counts(_ctx, _param, value: str) -> list[int]:
+    try:
+        counts = [int(part.replace("_", "")) for part in value.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter(f"not a comma-separated list of counts: {value!r}") from None
+    if len(counts) < 2 or min(counts) < 1:
+        raise click.BadParameter(f"give at least two counts >= 1, got {value!r}")
+    return counts
+
+
+@perf.command("timer")
+@click.option("--ops", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+              help="Operations in the purgatory workload.")
+@click.option("--sched-ops", type=click.IntRange(min=1), default=20_000, show_default=True,
+              help="Operations for sched in that workload (its O(n) cancel makes 1M take hours).")
+@click.option("--timeout-ms", type=click.IntRange(min=1), default=30_000, show_default=True)
+@click.option("--cancel-pending", type=click.IntRange(min=1), default=100_000, show_default=True,
+              help="Tasks pending while cancels are timed.")
+@click.option("--scaling-pending", default="10000,100000,1000000", show_default=True, callback=_counts,
+              help="Comma-separated pending counts for the scaling workload.")
+@click.option("--pairs", type=click.IntRange(min=1), default=200_000, show_default=True,
+              help="Add+cancel pairs timed per scaling point.")
+@click.option("--expiry-tasks", type=click.IntRange(min=1), default=1_000_000, show_default=True)
+@click.option("--spread-ms", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Timer time the expiry tasks are spread over.")
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Interleaved runs per contender in the purgatory workload (the best is reported).")
+@click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--progress/--no-progress", default=None,
+              help="Progress on stderr (default: when stderr is a terminal).")
+def timer(ops, sched_ops, timeout_ms, cancel_pending, scaling_pending, pairs, expiry_tasks, spread_ms, repeats,
+          seed, as_json, progress) -> None:
+    """The timing wheel against heapq (lazy deletion, and asyncio-style compaction) and sched, on a
+    manual clock: a purgatory-like workload, cancel cost, scaling with pending tasks, expiry precision."""
+    from logstore import perf_timer
+
+    show = sys.stderr.isatty() if progress is None else progress
+    try:
+        result = perf_timer.bench_timer(
+            ops=ops, sched_ops=sched_ops, timeout_ms=timeout_ms, cancel_pending=cancel_pending,
+            scaling_pending=scaling_pending, pairs=pairs, expiry_tasks=expiry_tasks, spread_ms=spread_ms, seed=seed,
+            repeats=repeats,
+            progress=(lambda label: click.echo(f"timer: {label}", err=True)) if show else None)
+    except (perf_timer.TimerBenchmarkError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2))
+    else:
+        click.echo(perf_timer.render_timer_table(result))

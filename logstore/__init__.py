@@ -14,20 +14,24 @@ from .config import LogConfig
 from .errors import (CorruptCheckpointError, CorruptDataError, CorruptIndexError, CorruptRecordError,
                      InvalidConfigError, InvalidRecordError, InvalidTopicError, LockedError, LogFailedError,
                      LogSegmentOffsetOverflowError, LogStoreError, OffsetOutOfRangeError, ReadOnlyError,
-                     RecordTooLargeError, RequestError, StorageError, StoreClosedError, TopicExistsError,
-                     UnknownTopicOrPartitionError)
+                     RecordTooLargeError, RequestError, ShutdownError, StorageError, StoreClosedError,
+                     TopicExistsError, UnknownTopicOrPartitionError)
 from .fs import FileSystem
 from .log import AppendInfo, Log
 from .manager import LogManager
+from .purgatory import DelayedOperation, DelayedOperationPurgatory
 from .records import Record
+from .scheduler import ScheduledTask, Scheduler
+from .timer import SystemTimer
+from .timing_wheel import TimerTask
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AppendInfo", "Clock", "CorruptCheckpointError", "CorruptDataError", "CorruptIndexError",
-    "CorruptRecordError", "FileSystem", "InvalidConfigError", "InvalidRecordError", "InvalidTopicError",
+    "CorruptRecordError", "DelayedOperation", "DelayedOperationPurgatory", "FileSystem", "InvalidConfigError", "InvalidRecordError", "InvalidTopicError",
     "LockedError", "Log", "LogConfig", "LogFailedError", "LogManager", "LogSegmentOffsetOverflowError",
     "LogStoreError", "ManualClock", "OffsetOutOfRangeError", "ReadOnlyError", "Record", "RecordTooLargeError",
-    "RequestError", "StorageError", "StoreClosedError", "SystemClock", "TopicExistsError",
-    "UnknownTopicOrPartitionError", "__version__",
+    "RequestError", "ScheduledTask", "Scheduler", "ShutdownError", "StorageError", "StoreClosedError",
+    "SystemClock", "SystemTimer", "TimerTask", "TopicExistsError", "UnknownTopicOrPartitionError", "__version__",
 ]

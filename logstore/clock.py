@@ -90,6 +90,11 @@ class Stopwatch:
         return time.perf_counter() - self._start
 
     @staticmethod
+    def now_s() -> float:
+        """A ``perf_counter`` reading in seconds (only differences are meaningful)."""
+        return time.perf_counter()
+
+    @staticmethod
     def cpu_s() -> float:
         """Process CPU time in seconds (for reporting CPU-bound rates on a noisy machine)."""
         return time.process_time()

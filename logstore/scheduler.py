@@ -79,7 +79,7 @@ class ScheduledTask(TimerTask):
                 return
             self.next_run_ms = next_ms
             try:
-                self._scheduler._timer_for_rearm().add_at(self, next_ms)
+                self._scheduler._timer_for_rearm().add(self, at_ms=next_ms)
             except ShutdownError:  # the scheduler shut down while this run was in progress
                 self._stopped = True
 
@@ -141,7 +141,7 @@ class Scheduler:
                 timer.advance_clock(DRIVER_POLL_MS)
             except Exception:  # the timer's own bug: log it, never die silently, do not spin
                 log.exception("scheduler %r: driver error", self.name)
-                self.clock.sleep_ms(DRIVER_POLL_MS)
+                threading.Event().wait(DRIVER_POLL_MS / 1000.0)  # real time: a manual clock must not move
 
     def shutdown(self, timeout_s: float | None = None) -> None:
         """Stop: wait for the job in progress (up to ``timeout_s``), drop every other. Idempotent."""
@@ -193,7 +193,7 @@ class Scheduler:
                 raise ShutdownError(f"scheduler {self.name!r} is not started; cannot schedule {name!r}")
             self._tasks.add(task)
         task.next_run_ms = self.clock.monotonic_ms() + delay_ms
-        timer.add_at(task, task.next_run_ms)
+        timer.add(task, at_ms=task.next_run_ms)
         return task
 
     def _timer_for_rearm(self) -> SystemTimer:

@@ -65,7 +65,8 @@ class DelayQueue:
         self._clock = clock
         self._heap: list[tuple[int, int, TimerTaskList]] = []
         self._seq = itertools.count()
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)  # waits and notifies; plain checks take the lock
         self._woken = False
 
     def offer(self, bucket: TimerTaskList) -> None:
@@ -81,6 +82,13 @@ class DelayQueue:
         Returns None when the wait ends with nothing due, or early after ``wake()``.
         """
         clock = self._clock
+        if timeout_ms <= 0:  # the common non-blocking case, without the waiting machinery
+            with self._lock:
+                heap = self._heap
+                if heap and heap[0][0] <= clock.monotonic_ms():
+                    return heapq.heappop(heap)[2]
+                self._woken = False
+                return None
         with self._cond:
             deadline_ms = clock.monotonic_ms() + timeout_ms
             while True:
@@ -106,11 +114,11 @@ class DelayQueue:
 
     def head_expiration_ms(self) -> int | None:
         """The expiration of the earliest queued bucket, or None."""
-        with self._cond:
+        with self._lock:
             return self._heap[0][0] if self._heap else None
 
     def clear(self) -> None:
-        with self._cond:
+        with self._lock:
             self._heap.clear()
 
     def __len__(self) -> int:
@@ -168,7 +176,7 @@ class SystemTimer:
                  clock: Clock = SYSTEM_CLOCK, start_ms: int | None = None, executor_thread: bool = True) -> None:
         self.name = name
         self._clock = clock
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()  # never re-entered: tasks run outside it
         self._queue = DelayQueue(clock)
         self._counter = SizeCounter()
         self._wheel = TimingWheel(tick_ms, wheel_size, clock.monotonic_ms() if start_ms is None else start_ms,
@@ -179,23 +187,23 @@ class SystemTimer:
 
     # --- adding -------------------------------------------------------------------------------
 
-    def add(self, task: TimerTask) -> None:
-        """Schedule ``task`` to run ``task.delay_ms`` from now (re-scheduling it if it was pending).
+    def add(self, task: TimerTask, at_ms: int | None = None) -> None:
+        """Schedule ``task`` to run ``task.delay_ms`` from now, or at the monotonic time ``at_ms``
+        when given (periodic re-arming without drift). A pending task is re-scheduled.
 
         A task already due (its deadline inside the wheel's current tick) goes to the executor at
         once; it never runs on the calling thread. Raises ``ShutdownError`` after ``shutdown()``.
         """
-        self.add_at(task, task.delay_ms + self._clock.monotonic_ms())
-
-    def add_at(self, task: TimerTask, expiration_ms: int) -> None:
-        """Schedule ``task`` for the absolute monotonic time ``expiration_ms`` (periodic re-arming)."""
+        # The purgatory's per-request path: kept to one lock round and one entry allocation.
+        lock = self._lock
         old = task._entry
-        if old is not None and old.lock is not self._lock and old.bucket is not None:
+        if old is not None and old.lock is not lock and old.bucket is not None:
             task.cancel()  # pending in another timer: unlink it there, under that timer's lock
-        with self._lock:
+        with lock:
             if self._closed:
                 raise ShutdownError(f"timer {self.name!r} is shut down; cannot add {task!r}")
-            entry = TimerTaskEntry(task, expiration_ms, self._lock)
+            entry = TimerTaskEntry(task, task.delay_ms + self._clock.monotonic_ms() if at_ms is None else at_ms,
+                                   lock)
             if self._wheel.add(entry):
                 return
         if task._entry is entry:  # expired, not cancelled meanwhile
