@@ -269,10 +269,10 @@ class DelayedOperationPurgatory:
         purged = 0
         for shard in self._shards:
             with shard.lock:
-                lists = list(shard.watchers.values())
-            for watchers in lists:
-                done = [op for op in list(watchers.ops.values()) if op.is_completed()]
-                if done or not watchers.ops:
+                snapshots = [(watchers, list(watchers.ops.values())) for watchers in shard.watchers.values()]
+            for watchers, ops in snapshots:
+                done = [op for op in ops if op.is_completed()]
+                if done or not ops:
                     purged += self._unwatch(shard, watchers, done)
         return purged
 
