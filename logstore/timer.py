@@ -117,10 +117,6 @@ class DelayQueue:
         with self._lock:
             return self._heap[0][0] if self._heap else None
 
-    def clear(self) -> None:
-        with self._lock:
-            self._heap.clear()
-
     def __len__(self) -> int:
         return len(self._heap)
 
@@ -286,10 +282,6 @@ class SystemTimer:
         A coarse bucket is due before its entries are: it cascades them into finer buckets.
         """
         return self._queue.head_expiration_ms()
-
-    @property
-    def clock(self) -> Clock:
-        return self._clock
 
     @property
     def wheel(self) -> TimingWheel:
