@@ -14,7 +14,7 @@ thread and entries carry no lock.
 Why a linked list and not a dict keyed by entry (``logstore perf timer`` runs both, see
 ``perf_timer_baselines.DictTimerTaskList``): on the purgatory workload they cost the same within this
 machine's noise; with 1M tasks pending, add + cancel stays flat with lists (about 1.3 µs) and costs
-1.4-1.6× more with dicts, whose big buckets keep resizing (each resize also a pause under the timer
+1.3-1.6× more with dicts, whose big buckets keep resizing (each resize also a pause under the timer
 lock); a dict flushes about 10% faster at expiry. Flat cost with many pending tasks decided it.
 """
 
