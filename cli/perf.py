@@ -37,15 +37,20 @@ def _max_message_bytes(_ctx, _param, value: str) -> int | None:
     return _size(_ctx, _param, value)
 
 
+def _output(command: Callable) -> Callable:
+    """--json and --progress, shared by every perf command."""
+    command = click.option("--progress/--no-progress", default=None,
+                           help="Progress on stderr (default: when stderr is a terminal).")(command)
+    return click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")(command)
+
+
 def _common(command: Callable) -> Callable:
     options = [
         click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
                      help="Parent dir of the temporary work dir (default: the system temp dir)."),
         click.option("--keep", is_flag=True, help="Keep the work dir (its paths are in --json output)."),
-        click.option("--json", "as_json", is_flag=True, help="Print the results as JSON."),
-        click.option("--progress/--no-progress", default=None,
-                     help="Progress on stderr (default: when stderr is a terminal)."),
     ]
+    command = _output(command)
     for option in reversed(options):
         command = option(command)
     return command
@@ -183,9 +188,7 @@ def all_(records, lookups, large_records, large_value_bytes, sizes, repeats, see
               help="Timed repeats per case (the best is reported).")
 @click.option("--seed", type=int, default=42, show_default=True)
 @click.option("--cases", default=None, help="Comma-separated case names (default: all).")
-@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
-@click.option("--progress/--no-progress", default=None,
-              help="Progress on stderr (default: when stderr is a terminal).")
+@_output
 def format_(records, batch_size, key_bytes, value_bytes, lookups, repeats, seed, cases, as_json, progress) -> None:
     """Encode and decode speed of the record batch format (records/s, MB/s), no files involved."""
     from logstore import perf_format
@@ -233,9 +236,7 @@ def _counts(_ctx, _param, value: str) -> list[int]:
 @click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
               help="Interleaved runs per contender in the purgatory workload (the best is reported).")
 @click.option("--seed", type=int, default=42, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
-@click.option("--progress/--no-progress", default=None,
-              help="Progress on stderr (default: when stderr is a terminal).")
+@_output
 def timer(ops, sched_ops, timeout_ms, cancel_pending, scaling_pending, pairs, expiry_tasks, spread_ms, repeats,
           seed, as_json, progress) -> None:
     """The timing wheel against heapq (lazy deletion, and asyncio-style compaction) and sched, on a

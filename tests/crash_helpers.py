@@ -286,6 +286,20 @@ class ChildOutcome:
 def fork_call(fn: Callable[[], Any], timeout_s: float) -> ChildOutcome:
     """Run ``fn()`` in a forked child; its return value comes back as JSON through a pipe. The
     child always leaves with ``os._exit`` and never returns into the caller (pytest)."""
+    return collect_child(fork_child(fn), timeout_s)
+
+
+@dataclass
+class Child:
+    """A forked child started by ``fork_child``, to be collected with ``collect_child``."""
+
+    pid: int
+    read_fd: int
+    started: float
+
+
+def fork_child(fn: Callable[[], Any]) -> Child:
+    """Start ``fn()`` in a forked child that reports its JSON result (or traceback) through a pipe."""
     read_fd, write_fd = os.pipe()
     started = time.monotonic()
     pid = os.fork()
@@ -305,8 +319,14 @@ def fork_call(fn: Callable[[], Any], timeout_s: float) -> ChildOutcome:
         finally:
             os._exit(code)
     os.close(write_fd)
+    return Child(pid, read_fd, started)
+
+
+def collect_child(child: Child, timeout_s: float) -> ChildOutcome:
+    """Wait up to ``timeout_s`` for the child's answer (SIGKILL on a hang) and reap it."""
+    pid, read_fd = child.pid, child.read_fd
     chunks: list[bytes] = []
-    deadline = started + timeout_s
+    deadline = time.monotonic() + timeout_s
     hung = False
     try:
         while True:
@@ -325,7 +345,7 @@ def fork_call(fn: Callable[[], Any], timeout_s: float) -> ChildOutcome:
     if hung:
         os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
-    seconds = time.monotonic() - started
+    seconds = time.monotonic() - child.started
     if hung:
         return ChildOutcome("hang", detail=f"no answer within {timeout_s} s", seconds=seconds)
     data = b"".join(chunks)

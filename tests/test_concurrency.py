@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import select
 import signal
 import subprocess
 import sys
@@ -35,7 +34,7 @@ import traceback
 
 import pytest
 
-from crash_helpers import file_snapshot
+from crash_helpers import ChildOutcome, collect_child, file_snapshot, fork_call, fork_child
 from logstore import LockedError, LogManager, OffsetOutOfRangeError, Record
 
 T0 = 1_700_000_000_000
@@ -65,54 +64,11 @@ def expected(i: int) -> Record:
 def fork_json(fn, timeout_s: float) -> tuple[str, object]:
     """Run ``fn()`` in a forked child; returns ("ok", value) with its JSON result, ("error", traceback),
     ("died", how) or ("hang", ...). The child never returns into pytest."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 70
-        try:
-            os.close(read_fd)
-            try:
-                data = json.dumps({"ok": fn()}).encode()
-            except BaseException:  # noqa: BLE001 - reported to the parent
-                data = json.dumps({"error": traceback.format_exc()}).encode()
-            view = memoryview(data)
-            while view:
-                view = view[os.write(write_fd, view):]
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_fd)
-    return _collect(pid, read_fd, timeout_s)
+    return _as_pair(fork_call(fn, timeout_s))
 
 
-def _collect(pid: int, read_fd: int, timeout_s: float) -> tuple[str, object]:
-    chunks = []
-    deadline = time.monotonic() + timeout_s
-    hung = False
-    try:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                hung = True
-                break
-            ready, _, _ = select.select([read_fd], [], [], remaining)
-            if ready:
-                chunk = os.read(read_fd, 1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-    finally:
-        os.close(read_fd)
-    if hung:
-        os.kill(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
-    if hung:
-        return "hang", f"no answer within {timeout_s} s"
-    if not chunks:
-        how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit {os.WEXITSTATUS(status)}"
-        return "died", how
-    result = json.loads(b"".join(chunks))
-    return ("error", result["error"]) if "error" in result else ("ok", result["ok"])
+def _as_pair(outcome: ChildOutcome) -> tuple[str, object]:
+    return outcome.status, outcome.result if outcome.status in ("ok", "error") else outcome.detail
 
 
 # --- (f) second-process safety ---------------------------------------------------------------------
@@ -330,26 +286,12 @@ def test_read_only_opener_reads_valid_prefix_while_writer_appends(tmp_path):
     with LogManager(dirs) as store:
         store.create_topic("t", 2, {"segment.bytes": 16 * 1024, "segment.index.bytes": 4096,
                                     "index.interval.bytes": 512})
-    read_fd, write_fd = os.pipe()
-    writer_pid = os.fork()
-    if writer_pid == 0:
-        code = 70
-        try:
-            os.close(read_fd)
-            try:
-                data = json.dumps({"ok": _writer(dirs, WRITE_SECONDS)}).encode()
-            except BaseException:  # noqa: BLE001
-                data = json.dumps({"error": traceback.format_exc()}).encode()
-            os.write(write_fd, data)
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_fd)
+    writer_child = fork_child(lambda: _writer(dirs, WRITE_SECONDS))
     try:
         time.sleep(0.05)
         status, stats = fork_json(lambda: _reader(dirs, WRITE_SECONDS), timeout_s=WRITE_SECONDS + 60)
     finally:
-        writer_status, writer = _collect(writer_pid, read_fd, 60)
+        writer_status, writer = _as_pair(collect_child(writer_child, 60))
     assert writer_status == "ok", writer
     assert status == "ok", stats
     print(f"\nread-only opens: {stats['opens']}; reader fetches: {stats['fetches']}; records verified: "
