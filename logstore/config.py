@@ -194,7 +194,7 @@ class LogConfig:
             if key in BROKER_SYNONYMS:
                 topic_key = BROKER_SYNONYMS[key]
                 overrides[topic_key] = TOPIC_KEYS[topic_key].parse(key, value)  # errors name ``key``
-            elif key not in _BROKER_UNITS:
+            elif key not in _BROKER_UNITS and key not in MANAGER_KEYS:
                 raise InvalidConfigError(f"unknown store setting {key!r}")
         # Kafka's precedence: the millisecond key, then minutes, then hours.
         for key, (topic_key, unit_ms) in _BROKER_UNITS.items():
@@ -253,3 +253,47 @@ def parse_assignments(pairs: list[str]) -> dict[str, str]:
 def describe_keys() -> list[tuple[str, Any, str]]:
     """(key, default, description) for every topic key, for help texts and docs."""
     return [(key.name, key.default, key.doc) for key in _KEYS]
+
+
+# --- store-wide (LogManager) settings ----------------------------------------------------------------
+
+_MANAGER_KEYS = [
+    _Key("log.retention.check.interval.ms", "retention_check_interval_ms", 300000, _integer(1),
+         "how often the retention job deletes expired segments"),
+    _Key("log.flush.scheduler.interval.ms", "flush_check_interval_ms", LONG_MAX, _integer(1),
+         "how often the flusher looks for logs past flush.ms"),
+    _Key("log.flush.offset.checkpoint.interval.ms", "recovery_point_checkpoint_interval_ms", 60000, _integer(1),
+         "how often the recovery points are written to recovery-point-offset-checkpoint"),
+    _Key("log.flush.start.offset.checkpoint.interval.ms", "log_start_offset_checkpoint_interval_ms", 60000,
+         _integer(1), "how often the log start offsets are written to log-start-offset-checkpoint"),
+    _Key("log.initial.task.delay.ms", "initial_task_delay_ms", 30000, _integer(0),
+         "delay before the first run of each background job after startup"),
+    _Key("num.recovery.threads.per.data.dir", "recovery_threads_per_data_dir", 1, _integer(1, 256),
+         "threads per data dir that load (and recover) its partitions at open and close them at shutdown"),
+]
+MANAGER_KEYS: dict[str, _Key] = {key.name: key for key in _MANAGER_KEYS}
+
+
+@dataclass(frozen=True)
+class ManagerConfig:
+    """Store-wide settings of a ``LogManager`` (Kafka's broker names): the background jobs' intervals
+    and the recovery threads. Build it with ``ManagerConfig.from_broker_properties``."""
+
+    retention_check_interval_ms: int = MANAGER_KEYS["log.retention.check.interval.ms"].default
+    flush_check_interval_ms: int = MANAGER_KEYS["log.flush.scheduler.interval.ms"].default
+    recovery_point_checkpoint_interval_ms: int = MANAGER_KEYS["log.flush.offset.checkpoint.interval.ms"].default
+    log_start_offset_checkpoint_interval_ms: int = \
+        MANAGER_KEYS["log.flush.start.offset.checkpoint.interval.ms"].default
+    initial_task_delay_ms: int = MANAGER_KEYS["log.initial.task.delay.ms"].default
+    recovery_threads_per_data_dir: int = MANAGER_KEYS["num.recovery.threads.per.data.dir"].default
+
+    @classmethod
+    def from_broker_properties(cls, settings: Mapping[str, Any]) -> "ManagerConfig":
+        """The store-wide keys of ``settings`` (topic defaults in it are ``LogConfig``'s business)."""
+        return cls(**{MANAGER_KEYS[key].field: MANAGER_KEYS[key].parse(key, value)
+                      for key, value in settings.items() if key in MANAGER_KEYS})
+
+
+def describe_manager_keys() -> list[tuple[str, Any, str]]:
+    """(key, default, description) for every store-wide key."""
+    return [(key.name, key.default, key.doc) for key in _MANAGER_KEYS]

@@ -19,7 +19,7 @@ from itertools import accumulate
 from typing import Sequence
 
 from .errors import InvalidRecordError
-from .records import (BODY_AT, COMPRESSION_GZIP, COMPRESSION_NONE, CRC_AT, HAS_HEADERS, HAS_NULL_KEYS,
+from .records import (BODY_AT, COMPRESSION_GZIP, COMPRESSION_MASK, COMPRESSION_NONE, CRC_AT, HAS_HEADERS, HAS_NULL_KEYS,
                       HAS_NULL_VALUES, HAS_OFFSET_DELTAS, HAS_TIMESTAMPS, HEADER_BYTES, HEADER_CRC_AT,
                       HEADER_STRUCT, LOG_OVERHEAD_BYTES, MAGIC, MAX_BATCH_BYTES, NO_TIMESTAMP,
                       TIMESTAMP_TYPE_LOG_APPEND, Record, columns_struct)
@@ -236,3 +236,19 @@ def assign_base_offset(buffer: bytearray, base_offset: int, position: int = 0) -
     The body CRC does not cover the base offset, so this costs 17 checksummed bytes."""
     _BASE_OFFSET.pack_into(buffer, position, base_offset)
     _seal_header(buffer, position)
+
+
+def encode_batch_prefix(straddling, offset: int) -> bytearray:
+    """The records of the batch ``straddling`` below ``offset`` as one batch with its base offset,
+    ending at ``offset - 1`` (same offsets, timestamps, compression and timestamp type): what a
+    truncation inside a batch keeps."""
+    kept = straddling.records(0, straddling.index_of(offset))
+    base = straddling.base_offset
+    deltas = [record.offset - base for record in kept]
+    dense = len(kept) == offset - base
+    batch = encode_batch(kept, offset_deltas=None if dense else deltas, last_offset_delta=offset - 1 - base,
+                         compression=straddling.header.attributes & COMPRESSION_MASK,
+                         log_append_time=bool(straddling.header.attributes & TIMESTAMP_TYPE_LOG_APPEND),
+                         default_timestamp_ms=straddling.max_timestamp)
+    assign_base_offset(batch, base)
+    return batch

@@ -121,3 +121,18 @@ class ShutdownError(RequestError):
 
 class ReadOnlyError(RequestError):
     """A write was attempted on a store or log opened with ``read_only=True``."""
+
+
+class DurabilityTimeoutError(StorageError, TimeoutError):
+    """An ``acks="all"`` append was written but not fsynced within its timeout. The records are in
+    the log (readers see them) and may still become durable; nothing is undone."""
+
+    def __init__(self, message: str, required_offset: int, recovery_point: int):
+        super().__init__(message)
+        self.required_offset = required_offset
+        self.recovery_point = recovery_point
+
+
+class OfflineDirError(StorageError):
+    """A data dir failed (an I/O error while loading it or later) and is offline: its partitions
+    refuse reads and writes until the store is reopened with the dir repaired."""

@@ -298,3 +298,18 @@ def read_valid_end(segment: LogSegment) -> tuple[int, int]:
         if next_offset is not None:
             return valid_end, next_offset
     return 0, segment.base_offset
+
+
+def extend_valid_end(segment: LogSegment) -> tuple[int, int] | None:
+    """For a read-only view of a segment another process appends to: ``(position, next_offset)``
+    after the last valid batch past the view's current end, or None when nothing new is complete."""
+    start, end = segment.size_bytes, segment.file.file_size()
+    if end <= start:
+        return None
+    valid_end, next_offset = start, None
+    try:
+        for position, batch in segment.iter_batches(start, end):
+            valid_end, next_offset = position + batch.size_bytes, batch.next_offset
+    except CorruptRecordError as exc:  # a batch being written right now: stop before it
+        logger.debug("read-only view of %s stops at position %d: %s", segment.log_path, valid_end, exc)
+    return None if next_offset is None else (valid_end, next_offset)

@@ -25,14 +25,17 @@ from typing import Callable, Iterator, Sequence
 
 from .clock import Clock
 from .config import LogConfig
-from .errors import (CorruptIndexError, LogFailedError, OffsetOutOfRangeError, ReadOnlyError, StorageError,
-                     StoreClosedError)
+from .delayed import (DEFAULT_DURABLE_TIMEOUT_MS, DelayedFetch, DelayedProduce, FetchPosition, LogWaits, check_acks,
+                      check_wait, is_durable_acks, records_bytes, wait_for, wait_for_files)
+from .errors import (CorruptIndexError, DurabilityTimeoutError, LogFailedError, OffsetOutOfRangeError, ReadOnlyError,
+                     StorageError, StoreClosedError)
 from .fs import FileSystem
-from .loader import load_log
+from .loader import extend_valid_end, load_log
+from .log_removal import LogRemoval
 from .batching import AppendInfo, PreparedAppend, encode_records
-from .encoder import assign_base_offset, encode_batch
-from .records import COMPRESSION_MASK, RECORD_OVERHEAD_BYTES, TIMESTAMP_TYPE_LOG_APPEND, Record, read_header
-from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
+from .encoder import assign_base_offset
+from .records import RECORD_OVERHEAD_BYTES, Record, read_header
+from .segment import LogSegment
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +44,7 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 
 
-class Log:
+class Log(LogRemoval):
     """One partition of a topic: ``append``, ``read``, ``roll``, ``flush``, ``truncate_to`` and
     ``delete_records``. Open it through ``LogManager.get_log`` (which persists its checkpoints), or
     directly with ``Log(dir_path, config, ...)`` for a standalone partition."""
@@ -61,6 +64,14 @@ class Log:
         self._failure: BaseException | None = None
         self._closed = False
         self.on_checkpoint_needed: Callable[["Log"], None] | None = None
+        # The key of this partition in the purgatories, and the waits (set by the LogManager; a
+        # standalone log makes its own on the first wait).
+        self.key = (topic, partition) if topic is not None else dir_path
+        self.waits: LogWaits | None = None
+        self._own_waits = False
+        # How segments deleted by retention are removed: None removes them at once; the LogManager
+        # schedules the removal after file.delete.delay.ms so readers holding them finish.
+        self.schedule_file_delete: Callable[[Sequence[LogSegment], int], None] | None = None
         loaded = load_log(fs, clock, dir_path, config, recovery_point=recovery_point,
                           log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, read_only=read_only)
         self.load_problems = loaded.problems
@@ -133,12 +144,23 @@ class Log:
 
     # --- appending -------------------------------------------------------------------------------
 
-    def append(self, records: Sequence[Record]) -> AppendInfo:
+    def append(self, records: Sequence[Record], *, acks: int | str = 1,
+               timeout_ms: int = DEFAULT_DURABLE_TIMEOUT_MS) -> AppendInfo:
         """Append ``records`` and return the offsets assigned. Records without a timestamp get the
         current time. An append larger than ``max.message.bytes`` is split into several batches
         (each batch is atomic); a single record larger than that raises ``RecordTooLargeError``.
-        Returns once the data is written to the OS (durable only after ``flush``)."""
-        return self.append_prepared(self.prepare(records))
+
+        ``acks=1`` (the default) returns once the data is written to the OS: it survives a crash of
+        this process, not a power loss. ``acks="all"`` returns only once an fsync covers the records
+        (the recovery point is past them); concurrent durable appends share fsyncs. If that takes
+        longer than ``timeout_ms`` it raises ``DurabilityTimeoutError``: the records are appended
+        and may still become durable later."""
+        if acks != 1:
+            check_acks(acks, timeout_ms)
+        info = self.append_prepared(self.prepare(records))
+        if is_durable_acks(acks) and info.last_offset is not None:
+            self.wait_durable(info.last_offset + 1, timeout_ms)
+        return info
 
     def prepare(self, records: Sequence[Record]) -> PreparedAppend:
         """Validate and encode ``records`` for ``append_prepared`` without writing anything: raises
@@ -175,6 +197,9 @@ class Log:
             last_offset = self.log_end_offset - 1
             if self.unflushed_messages >= self.config.flush_messages:
                 self.flush()
+        waits = self.waits
+        if waits is not None:  # after publishing the end offset, outside the lock (purgatory rule)
+            waits.data_arrived(self.key)
         log_append = self.config.message_timestamp_type == "LogAppendTime"
         return AppendInfo(first_offset, last_offset, prepared.record_count, max_timestamp, len(batches),
                           now_ms if log_append else -1)
@@ -264,17 +289,47 @@ class Log:
                 self.last_flush_ms = self._clock.time_ms()
             return self.recovery_point
 
+    def wait_durable(self, required_offset: int, timeout_ms: int = DEFAULT_DURABLE_TIMEOUT_MS) -> int:
+        """Block until everything below ``required_offset`` is fsynced (the recovery point covers
+        it), sharing the fsync with other waiters through the group-commit flusher. Returns the
+        recovery point; raises ``DurabilityTimeoutError`` after ``timeout_ms`` and ``LogFailedError``
+        if the log failed meanwhile."""
+        if self.recovery_point < required_offset:
+            waits = self._get_waits()
+            op = DelayedProduce(timeout_ms, self, required_offset)
+            waits.flusher.request(self)
+            wait_for(op, waits.produce, [self.key], timeout_ms)
+        if self.recovery_point >= required_offset:
+            return self.recovery_point
+        self._check_writable()
+        raise DurabilityTimeoutError(
+            f"records of {self.name} below offset {required_offset} were appended but not fsynced within "
+            f"{timeout_ms} ms (recovery point {self.recovery_point}); they may still become durable",
+            required_offset, self.recovery_point)
+
+    def _get_waits(self) -> LogWaits:
+        if self.waits is None:
+            self.waits, self._own_waits = LogWaits(self.name), True
+        return self.waits
+
     @staticmethod
     def _bases_of(segments: Sequence[LogSegment]) -> list[int]:
         return [segment.base_offset for segment in segments]
 
     # --- reading ---------------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int = DEFAULT_MAX_BYTES, max_records: int | None = None) -> list[Record]:
+    def read(self, offset: int, max_bytes: int = DEFAULT_MAX_BYTES, max_records: int | None = None, *,
+             min_bytes: int = 1, max_wait_ms: int = 0) -> list[Record]:
         """Records with offset >= ``offset``, in order: at least one when any exists (even if it alone
         is larger than ``max_bytes``), then as many as fit in ``max_bytes`` (key, value and header
         bytes plus a small per-record overhead) and ``max_records``. Reading at the log end offset
-        returns []; below the log start offset or past the end raises ``OffsetOutOfRangeError``."""
+        returns []; below the log start offset or past the end raises ``OffsetOutOfRangeError``.
+
+        With ``max_wait_ms`` > 0 a read that finds fewer than ``min_bytes`` waits (Kafka's fetch
+        wait): it returns as soon as appends bring ``min_bytes`` (batch bytes) or after
+        ``max_wait_ms``, with whatever is there then (possibly nothing)."""
+        if max_wait_ms or min_bytes != 1:
+            return self._read_waiting(offset, max_bytes, max_records, min_bytes, max_wait_ms)
         if (max_records == 1 or 0 <= max_bytes < RECORD_OVERHEAD_BYTES) and type(offset) is int:
             # A point read whose batch head is cached: no segment scan at all.
             if self.log_start_offset <= offset < self.log_end_offset and not self._closed:
@@ -316,6 +371,22 @@ class Log:
                 if not any(segment.deleted or segment.closed for segment in segments):
                     raise
         raise StorageError(f"log {self.name} kept changing during a read at offset {offset}")
+
+    def _read_waiting(self, offset: int, max_bytes: int, max_records: int | None, min_bytes: int,
+                      max_wait_ms: int) -> list[Record]:
+        check_wait(min_bytes, max_wait_ms)
+        records = self.read(offset, max_bytes, max_records)
+        found = records_bytes(records)
+        if max_wait_ms == 0 or found >= min_bytes or (records and max_records is not None
+                                                       and len(records) >= max_records):
+            return records
+        if self.read_only:
+            wait_for_files([FetchPosition.at(self, offset, found)], min_bytes, max_wait_ms)
+        else:
+            waits = self._get_waits()
+            op = DelayedFetch(max_wait_ms, [FetchPosition.at(self, offset, found)], min_bytes)
+            wait_for(op, waits.fetch, [self.key], max_wait_ms)
+        return self.read(offset, max_bytes, max_records)
 
     def _read_segments(self, segments, bases, offset: int, end_offset: int, max_bytes: int,
                        max_records: int) -> list[Record]:
@@ -401,154 +472,32 @@ class Log:
                 self._repair_indexes(segments, exc)
         return None
 
-    # --- truncation and deletion -----------------------------------------------------------------
+    # --- a read-only view ---------------------------------------------------------------------
 
-    def truncate_to(self, offset: int) -> bool:
-        """Remove every record with offset >= ``offset``; the log end offset becomes ``offset``.
-        Returns False when there was nothing to remove. The result is durable when this returns.
-
-        Crash-safe: segments above ``offset`` are deleted newest first (a crash leaves a shorter but
-        gap-free log), and a segment whose batch straddles ``offset`` is rewritten as a copy that is
-        swapped in (``replace_segments``), so a crash leaves either the old or the new segment."""
-        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            raise ValueError(f"truncate_to needs an offset >= 0, got {offset!r}")
-        with self._flush_lock, self._lock:
-            self._check_writable()
-            if offset >= self.log_end_offset:
+    def refresh(self) -> bool:
+        """A read-only view: take in what the writing process appended (and the segments it rolled
+        or deleted) since the view was opened or last refreshed. True when anything changed; a
+        writable log returns False (it knows its own state)."""
+        if not self.read_only or self._closed:
+            return False
+        segments = self._segments
+        on_disk = sorted(int(name[:-4]) for name in self._fs.list_dir(self.dir_path)
+                         if name.endswith(".log") and name[:-4].isdigit())
+        if segments and on_disk == list(self._bases):
+            extended = extend_valid_end(segments[-1])
+            if extended is None:
                 return False
-            old_log_start_offset = self.log_start_offset
-            try:
-                if offset <= self._segments[0].base_offset:
-                    self._truncate_fully_and_start_at(offset)
-                else:
-                    keep = bisect.bisect_right(self._bases, offset - 1)
-                    target = self._segments[keep - 1]
-                    removed = self._segments[keep:]
-                    if removed:
-                        self._set_segments(self._segments[:keep])
-                        self._delete_segments(removed)
-                    straddling = target.read_batch_containing(offset)
-                    if straddling is not None and straddling.base_offset < offset:
-                        self._rewrite_around(target, offset, straddling)
-                    elif target.mapped:  # point reads map it: a rewrite, never a cut under a mapping
-                        self._rewrite_around(target, offset)
-                    else:
-                        target.truncate_to(offset)
-                        target.flush()
-                self._fs.fsync_dir(self.dir_path)
-            except OSError as exc:
-                raise self._fail(exc) from exc
-            self.log_end_offset = offset
-            self.recovery_point = min(self.recovery_point, offset)
-            # Persisted after the truncation: a crash in between leaves the old, higher start
-            # offset (an empty log there), never deleted records becoming readable. The lowered
-            # recovery point is persisted too, so data appended again below the old one is
-            # re-verified after a crash.
-            self.log_start_offset = min(old_log_start_offset, offset)
-            if self.on_checkpoint_needed is not None:
-                self.on_checkpoint_needed(self)
+            segments[-1].size_bytes, self.log_end_offset = extended
+            self.recovery_point = self.log_end_offset
             return True
-
-    def _rewrite_around(self, segment: LogSegment, offset: int, straddling=None) -> None:
-        """Replace ``segment`` by a copy that ends below ``offset``: its batches before it and, when
-        a batch ``straddling`` holds ``offset``, that batch's records below it (one batch with the
-        same base offset, offsets and timestamps)."""
-        found = segment.translate_offset(offset if straddling is None else straddling.base_offset)
-        position = segment.size_bytes if found is None else found[0]
-        copy = self._new_segment(segment.base_offset, CLEANED_SUFFIX)
-        try:
-            segment.copy_to(copy, position)
-            if straddling is not None:
-                copy.append(straddling.base_offset, offset - 1, straddling.max_timestamp,
-                            self._kept_below(straddling, offset))
-            copy.recover()
-            copy.flush()
-        except BaseException:
-            copy.delete()
-            raise
-        self.replace_segments([copy], [segment])
-        copy.resize_indexes(self.config.segment_index_bytes)
-
-    @staticmethod
-    def _kept_below(straddling, offset: int) -> bytearray:
-        """The records of ``straddling`` below ``offset`` as one batch with its base offset and
-        ending at ``offset - 1``."""
-        kept = straddling.records(0, straddling.index_of(offset))
-        base = straddling.base_offset
-        deltas = [record.offset - base for record in kept]
-        dense = len(kept) == offset - base
-        batch = encode_batch(kept, offset_deltas=None if dense else deltas, last_offset_delta=offset - 1 - base,
-                             compression=straddling.header.attributes & COMPRESSION_MASK,
-                             log_append_time=bool(straddling.header.attributes & TIMESTAMP_TYPE_LOG_APPEND),
-                             default_timestamp_ms=straddling.max_timestamp)
-        assign_base_offset(batch, base)
-        return batch
-
-    def replace_segments(self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment]) -> None:
-        """Swap ``new_segments`` (complete and flushed, named ``*.cleaned``) in for ``old_segments``,
-        crash-safely (Kafka's protocol, undone or completed by the loader's passes):
-        1. each new segment ``.cleaned`` -> ``.swap`` (newest first), made durable;
-        2. the segment list changes; each old segment -> ``.deleted``, then removed;
-        3. each new segment ``.swap`` -> its final name, made durable."""
-        with self._lock:
-            new_segments = sorted(new_segments, key=lambda segment: segment.base_offset)
-            current = set(map(id, self._segments))
-            old_segments = [segment for segment in old_segments if id(segment) in current]
-            for segment in reversed(new_segments):
-                segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
-            self._fs.fsync_dir(self.dir_path)
-            doomed = set(map(id, old_segments))
-            kept = [segment for segment in self._segments if id(segment) not in doomed]
-            self._set_segments(sorted(kept + new_segments, key=lambda segment: segment.base_offset))
-            self._delete_segments(old_segments, durable_each=False)
-            for segment in new_segments:
-                segment.change_file_suffixes(SWAP_SUFFIX, "")
-            self._fs.fsync_dir(self.dir_path)
-
-    def _truncate_fully_and_start_at(self, offset: int) -> None:
-        old = self._segments
-        self._set_segments([])
-        self._delete_segments(old)
-        self._set_segments([self._new_segment(offset)])
-
-    def _delete_segments(self, segments: Sequence[LogSegment], durable_each: bool = True) -> None:
-        """Rename to .deleted (newest first, each rename made durable before the next, so a crash
-        never leaves a gap in the offsets), then remove the files. (Delayed removal, which lets
-        readers holding the files finish, comes with the scheduler.)"""
-        for segment in sorted(segments, key=lambda segment: segment.base_offset, reverse=True):
-            segment.change_file_suffixes("", DELETED_SUFFIX)
-            if durable_each:
-                self._fs.fsync_dir(self.dir_path)
-        for segment in segments:
-            segment.delete()
-
-    def delete_records(self, before_offset: int) -> int:
-        """Make records below ``before_offset`` unreadable by advancing the log start offset, and
-        delete the segments that lie wholly below it. Returns the new log start offset."""
-        if not isinstance(before_offset, int) or isinstance(before_offset, bool):
-            raise TypeError(f"delete_records needs an int offset, got {before_offset!r}")
-        with self._lock:
-            self._check_writable()
-            if not self.log_start_offset <= before_offset <= self.log_end_offset:
-                if before_offset < self.log_start_offset:
-                    return self.log_start_offset
-                raise OffsetOutOfRangeError(
-                    f"cannot delete records before {before_offset}: the log end offset of {self.name} is "
-                    f"{self.log_end_offset}", before_offset, self.log_start_offset, self.log_end_offset)
-            self.log_start_offset = before_offset
-            self.recovery_point = max(self.recovery_point, min(before_offset, self.log_end_offset))
-            if self.on_checkpoint_needed is not None:
-                self.on_checkpoint_needed(self)
-            deletable = [segment for segment, following in zip(self._segments, self._segments[1:])
-                         if following.base_offset <= before_offset]
-            if deletable:
-                self._set_segments(self._segments[len(deletable):])
-                try:
-                    self._delete_segments(deletable)
-                    self._fs.fsync_dir(self.dir_path)
-                except OSError as exc:
-                    raise self._fail(exc) from exc
-            return self.log_start_offset
+        loaded = load_log(self._fs, self._clock, self.dir_path, self.config, recovery_point=0,
+                          log_start_offset=self.log_start_offset, clean_shutdown=False, read_only=True)
+        self._set_segments(loaded.segments)
+        self.log_end_offset, self.recovery_point = loaded.log_end_offset, loaded.recovery_point
+        self.log_start_offset = max(self.log_start_offset, loaded.log_start_offset)
+        for segment in segments:  # a read in flight on these retries on the new view
+            segment.close_handlers()
+        return True
 
     # --- closing ---------------------------------------------------------------------------------
 
@@ -567,6 +516,11 @@ class Log:
                 for segment in self._segments:
                     segment.close_handlers()
                 self._closed = True
+        waits = self.waits
+        if waits is not None:  # reads and durable appends waiting on this log answer now
+            waits.wake_all([self.key])
+            if self._own_waits:
+                waits.shutdown()
 
     def __repr__(self) -> str:
         return (f"Log({self.name!r}, log_start_offset={self.log_start_offset}, "

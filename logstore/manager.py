@@ -1,18 +1,19 @@
 """``LogManager``: the store. Topics of partitioned logs over one or more data dirs.
 
-Opening a store for writing takes an exclusive ``flock`` on ``<dir>/.lock`` in every data dir (a second
-writer fails at once, naming the holder's pid), removes each dir's clean-shutdown marker (so a crash
-while open counts as unclean), reads the recovery-point and log-start-offset checkpoints (a damaged
-one is treated as absent: a longer recovery, never lost data), finishes any half-done topic creation or
-deletion, and loads every partition: after an unclean shutdown only segments from each log's recovery
-point on are re-verified.
+This module owns the store's front: topics (create, alter, delete, two-phase and resumed after a
+crash), placing new partitions on the data dir with the fewest, routing appends by key, and the
+store-level ``append`` (``acks``), ``read``/``fetch`` (waiting reads) and lifecycle (``startup``,
+``shutdown``). Its two mixins own the rest: ``manager_dirs`` (opening, locking, parallel loading,
+checkpoints, offline dirs, clean shutdown, status) and ``manager_jobs`` (retention, flush and
+checkpoint jobs on the scheduler, delayed file deletion).
 
-``close()`` flushes and closes every log, writes the checkpoints, writes the clean-shutdown marker of
-each dir whose logs all closed cleanly, and releases the locks. A second ``close()`` does nothing; an
-error in one log does not stop the others from closing.
+Opening a store for writing takes an exclusive ``flock`` on ``<dir>/.lock`` in every data dir (a second
+writer fails at once, naming the holder's pid). ``shutdown()`` (or ``close()``, the same) stops the
+jobs, flushes and closes every log, writes the checkpoints and, per dir whose logs all closed cleanly,
+the clean-shutdown marker, and releases the locks; a second call does nothing.
 
 A read-only open (``read_only=True``) takes no lock, changes no file and runs no recovery: it reads the
-valid prefix of every log while another process may be writing.
+valid prefix of every log while another process may be writing, and its waiting reads watch the files.
 """
 
 from __future__ import annotations
@@ -24,21 +25,23 @@ import os
 import threading
 from typing import Any, Iterator, Mapping, Sequence
 
-from .checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile,
-                         take_clean_shutdown_marker, write_clean_shutdown_marker)
 from .clock import SYSTEM_CLOCK, Clock
-from .config import TOPIC_KEYS, LogConfig, parse_overrides
-from .errors import (CorruptCheckpointError, InvalidConfigError, LockedError, LogStoreError, ReadOnlyError, StorageError,
+from .config import TOPIC_KEYS, LogConfig, ManagerConfig, parse_overrides
+from .delayed import (DEFAULT_DURABLE_TIMEOUT_MS, DelayedFetch, FetchPosition, LogWaits, check_acks, check_wait,
+                      is_durable_acks, records_bytes, wait_for, wait_for_files)
+from .errors import (InvalidConfigError, ReadOnlyError, StorageError,
                      StoreClosedError, TopicExistsError, UnknownTopicOrPartitionError)
 from .fs import OS_FILE_SYSTEM, FileSystem
 from .log import AppendInfo, Log
+from .manager_dirs import ManagerDirs
+from .manager_jobs import ManagerJobs
 from .records import Record
-from .topics import (CREATING, DELETE_DIR_SUFFIX, DELETING, READY, TopicMetadata, TopicsFile, deleted_dir_name,
-                     parse_partition_dir_name, partition_dir_name, partition_for_key, validate_topic_name)
+from .scheduler import Scheduler
+from .topics import (CREATING, DELETING, READY, TopicMetadata, TopicsFile, deleted_dir_name,
+                     partition_dir_name, partition_for_key, validate_topic_name)
 
 logger = logging.getLogger(__name__)
 
-LOCK_FILE = ".lock"
 MAX_PARTITIONS = 10_000
 
 
@@ -51,14 +54,19 @@ def _storage_errors(doing: str) -> Iterator[None]:
         raise StorageError(f"{doing} failed: {exc}") from exc
 
 
-class LogManager:
-    """A store of topics over the data dirs ``log_dirs``; use it as a context manager.
+class LogManager(ManagerDirs, ManagerJobs):
+    """A store of topics over the data dirs ``log_dirs``; use it as a context manager (which also
+    starts the background jobs: ``startup()``).
 
-    ``config`` takes store-wide defaults with Kafka's broker names (``log.segment.bytes``,
-    ``log.retention.ms``, ...); each topic's own config overrides them."""
+    ``config`` takes store-wide settings with Kafka's broker names: topic defaults
+    (``log.segment.bytes``, ``log.retention.ms``, ...; each topic's own config overrides them) and the
+    store's own (``log.retention.check.interval.ms``, ``num.recovery.threads.per.data.dir``, ...).
+    ``scheduler`` runs the background jobs (default: a threaded ``Scheduler`` on ``clock``; tests pass
+    ``Scheduler(manual_clock, threaded=False)`` and drive it)."""
 
     def __init__(self, log_dirs: Sequence[str] | str, *, config: Mapping[str, Any] | None = None,
-                 read_only: bool = False, clock: Clock | None = None, fs: FileSystem | None = None) -> None:
+                 read_only: bool = False, clock: Clock | None = None, fs: FileSystem | None = None,
+                 scheduler: Scheduler | None = None) -> None:
         if isinstance(log_dirs, (str, os.PathLike)):
             log_dirs = [log_dirs]
         if not log_dirs:
@@ -70,7 +78,15 @@ class LogManager:
             raise ValueError(f"data dir listed twice: {duplicates[0]}")
         self.read_only = read_only
         self.default_config = LogConfig.from_broker_properties(config or {})
+        self.manager_config = ManagerConfig.from_broker_properties(config or {})
         self._clock = clock or SYSTEM_CLOCK
+        self.scheduler = scheduler or Scheduler(self._clock, name="logstore-scheduler")
+        self._jobs_started = False
+        self._pending_deletes: dict = {}
+        self._deletes_lock = threading.Lock()
+        self.waits = LogWaits("logstore")
+        self._live_dirs: list[str] = []
+        self.offline_dirs: dict[str, str] = {}
         self._fs = fs or OS_FILE_SYSTEM
         self._lock = threading.RLock()
         self._locks: dict[str, int] = {}
@@ -85,7 +101,7 @@ class LogManager:
         try:
             with _storage_errors("opening the store"):
                 self._open_dirs()
-                self._topics = TopicsFile(self._fs, self.log_dirs)
+                self._topics = TopicsFile(self._fs, self._live_dirs)  # offline dirs leave this list
                 self._topics.load()
                 self.problems.extend(self._topics.problems)
                 self._load_logs()
@@ -101,93 +117,11 @@ class LogManager:
             self._release(mark_clean=False)
             raise
 
-    # --- opening ---------------------------------------------------------------------------------
-
-    def _open_dirs(self) -> None:
-        for dir_path in self.log_dirs:
-            if self.read_only:
-                if not self._fs.is_dir(dir_path):
-                    raise StorageError(f"data dir {dir_path} does not exist")
-                self._clean_shutdown[dir_path] = False
-                continue
-            try:
-                self._fs.make_dirs(dir_path)
-            except OSError as exc:
-                raise StorageError(f"cannot create data dir {dir_path}: {exc.strerror or exc}") from exc
-            self._take_lock(dir_path)
-        for dir_path in self.log_dirs if not self.read_only else ():
-            self._clean_shutdown[dir_path] = take_clean_shutdown_marker(self._fs, dir_path, remove=True)
-
-    def _take_lock(self, dir_path: str) -> None:
-        path = os.path.join(dir_path, LOCK_FILE)
-        try:
-            fd = self._fs.try_lock(path)
-        except OSError as exc:
-            raise StorageError(f"cannot lock data dir {dir_path}: {exc.strerror or exc}") from exc
-        if fd is None:
-            holder = ""
-            try:
-                pid = self._fs.read_file(path).decode().strip()
-                holder = f" by process {pid}" if pid.isdigit() else ""
-            except (OSError, UnicodeDecodeError):
-                pass  # the pid is only a courtesy for the message
-            raise LockedError(f"data dir {dir_path} is locked{holder}: another process is using this store "
-                              "(read-only commands still work)")
-        self._locks[dir_path] = fd
-        self._fs.truncate(fd, 0)
-        self._fs.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-
-    def _read_checkpoint(self, dir_path: str, name: str) -> dict[tuple[str, int], int]:
-        try:
-            return OffsetCheckpointFile(self._fs, os.path.join(dir_path, name)).read()
-        except CorruptCheckpointError as exc:
-            self.problems.append(f"{exc}; treated as absent")
-            logger.warning("%s; treated as absent", exc)
-            return {}
-
-    def _load_logs(self) -> None:
-        for dir_path in self.log_dirs:
-            recovery_points = self._read_checkpoint(dir_path, RECOVERY_POINT_CHECKPOINT)
-            start_offsets = self._read_checkpoint(dir_path, LOG_START_OFFSET_CHECKPOINT)
-            for name in self._fs.list_dir(dir_path):
-                path = os.path.join(dir_path, name)
-                if not self._fs.is_dir(path):
-                    continue
-                if name.endswith(DELETE_DIR_SUFFIX):
-                    if not self.read_only:
-                        self._remove_tree(path)
-                    continue
-                parsed = parse_partition_dir_name(name)
-                meta = self._topics.topics.get(parsed[0]) if parsed else None
-                if parsed is None or meta is None or parsed[1] >= meta.partitions:
-                    self.problems.append(f"{path} is not a partition of any known topic; left alone")
-                    continue
-                if parsed in self._log_dir_of:
-                    raise StorageError(f"partition {name} exists in two data dirs: "
-                                       f"{self._log_dir_of[parsed]} and {dir_path}")
-                self._log_dir_of[parsed] = dir_path
-                if meta.state == DELETING:
-                    continue
-                self._logs[parsed] = self._open_log(parsed, path, recovery_points.get(parsed, 0),
-                                                    start_offsets.get(parsed, 0), self._clean_shutdown[dir_path])
-        for name, meta in self._topics.topics.items():
-            if meta.state != READY:
-                continue
-            for partition in range(meta.partitions):
-                if (name, partition) not in self._logs:
-                    self.missing_partitions.append((name, partition))
-                    self.problems.append(f"partition {partition_dir_name(name, partition)} is missing from the "
-                                         f"data dirs {self.log_dirs}: was a data dir left out?")
-
-    def _open_log(self, topic_partition: tuple[str, int], path: str, recovery_point: int,
-                  log_start_offset: int, clean_shutdown: bool) -> Log:
-        log = Log(path, self.topic_config(topic_partition[0]), fs=self._fs, clock=self._clock,
-                  recovery_point=recovery_point, log_start_offset=log_start_offset,
-                  clean_shutdown=clean_shutdown, read_only=self.read_only,
-                  topic=topic_partition[0], partition=topic_partition[1])
-        self.problems.extend(log.load_problems)
+    def _adopt_log(self, log: Log) -> None:
+        """Connect a newly opened log to the store: checkpoints, waits and delayed file deletion."""
         log.on_checkpoint_needed = self._on_checkpoint_needed
-        return log
+        log.waits = self.waits
+        log.schedule_file_delete = self._schedule_file_delete
 
     def _finish_pending_topic_changes(self) -> None:
         changed = False
@@ -262,10 +196,12 @@ class LogManager:
 
     def _next_log_dir(self) -> str:
         """The data dir holding the fewest partitions (the first listed on a tie)."""
+        if not self._live_dirs:
+            raise StorageError("no data dir is online: " + "; ".join(self.offline_dirs.values()))
         counts = {dir_path: 0 for dir_path in self.log_dirs}
         for dir_path in self._log_dir_of.values():
             counts[dir_path] += 1
-        return min(self.log_dirs, key=lambda dir_path: counts[dir_path])
+        return min(self._live_dirs, key=lambda dir_path: counts[dir_path])
 
     def delete_topic(self, name: str) -> None:
         """Delete ``name`` and all its data."""
@@ -342,6 +278,7 @@ class LogManager:
                                                f"(partitions: 0..{meta.partitions - 1})")
         log = self._logs.get((topic, partition))
         if log is None:
+            self._check_dir_online(topic, partition)
             raise StorageError(f"partition {partition_dir_name(topic, partition)} is missing from the data "
                                f"dirs {self.log_dirs}: was a data dir left out?")
         return log
@@ -354,10 +291,29 @@ class LogManager:
         """The data dir holding a partition."""
         return self._log_dir_of[(topic, partition)]
 
-    def append(self, topic: str, records: Sequence[Record], partition: int | None = None) -> dict[int, AppendInfo]:
+    def append(self, topic: str, records: Sequence[Record], partition: int | None = None, *, acks: int | str = 1,
+               timeout_ms: int = DEFAULT_DURABLE_TIMEOUT_MS) -> dict[int, AppendInfo]:
         """Append to ``topic``: to ``partition`` when given, else each record to the partition of
         its key (``crc32(key) % partitions``), or round-robin for records without a key. Returns
-        the append info per partition touched."""
+        the append info per partition touched.
+
+        ``acks=1`` returns once the records are written to the OS (they survive a crash of this
+        process); ``acks="all"`` returns once an fsync covers them in every partition touched (they
+        survive a power loss), or raises ``DurabilityTimeoutError`` after ``timeout_ms`` (the
+        records stay appended and may still become durable). See ``Log.append``."""
+        if acks != 1:
+            check_acks(acks, timeout_ms)
+        infos = self._append(topic, records, partition)
+        if is_durable_acks(acks):
+            waiting = [(self.get_log(topic, target), info.last_offset + 1)
+                       for target, info in infos.items() if info.last_offset is not None]
+            for log, _ in waiting:  # one request each first: the flusher covers them in one round
+                self.waits.flusher.request(log)
+            for log, required_offset in waiting:
+                log.wait_durable(required_offset, timeout_ms)
+        return infos
+
+    def _append(self, topic: str, records: Sequence[Record], partition: int | None) -> dict[int, AppendInfo]:
         partitions = self.partitions(topic)
         if partition is not None:
             return {partition: self.get_log(topic, partition).append(records)}
@@ -402,34 +358,40 @@ class LogManager:
         return cycle
 
     def read(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20,
-             max_records: int | None = None) -> list[Record]:
-        """``get_log(topic, partition).read(offset, max_bytes, max_records)``."""
-        return self.get_log(topic, partition).read(offset, max_bytes, max_records)
+             max_records: int | None = None, *, min_bytes: int = 1, max_wait_ms: int = 0) -> list[Record]:
+        """``get_log(topic, partition).read(...)``: with ``max_wait_ms`` > 0, waits for ``min_bytes``."""
+        return self.get_log(topic, partition).read(offset, max_bytes, max_records, min_bytes=min_bytes,
+                                                   max_wait_ms=max_wait_ms)
+
+    def fetch(self, positions: Mapping[tuple[str, int], int], *, max_bytes: int = 1 << 20, min_bytes: int = 1,
+              max_wait_ms: int = 0) -> dict[tuple[str, int], list[Record]]:
+        """Read several partitions at once (Kafka's fetch): ``positions`` maps ``(topic, partition)``
+        to the offset to read from; returns the records per partition (``max_bytes`` each). When
+        fewer than ``min_bytes`` are found in total and ``max_wait_ms`` > 0, waits until appends to
+        any of them bring ``min_bytes`` or ``max_wait_ms`` passes (no polling: the purgatory in a
+        writing store, the files' change notifications in a read-only one), then reads again."""
+        check_wait(min_bytes, max_wait_ms)
+        logs = {key: self.get_log(*key) for key in positions}
+
+        def read_all() -> dict[tuple[str, int], list[Record]]:
+            return {key: log.read(positions[key], max_bytes) for key, log in logs.items()}
+
+        found = read_all()
+        found_bytes = {key: records_bytes(records) for key, records in found.items()}
+        if max_wait_ms == 0 or not logs or sum(found_bytes.values()) >= min_bytes:
+            return found
+        waiting = [FetchPosition.at(log, positions[key], found_bytes[key]) for key, log in logs.items()]
+        if self.read_only:
+            wait_for_files(waiting, min_bytes, max_wait_ms)
+        else:
+            wait_for(DelayedFetch(max_wait_ms, waiting, min_bytes), self.waits.fetch, list(logs), max_wait_ms)
+        return read_all()
 
     def flush(self) -> None:
         """fsync every log and advance their recovery points."""
         for log in self.logs():
             if not log.read_only:
                 log.flush()
-
-    def checkpoint(self) -> None:
-        """Write every dir's recovery-point and log-start-offset checkpoints now."""
-        self._check_writable()
-        for dir_path in self.log_dirs:
-            self._write_checkpoints(dir_path)
-
-    def _write_checkpoints(self, dir_path: str) -> None:
-        logs = [(key, log) for key, log in self._logs.items() if self._log_dir_of.get(key) == dir_path]
-        OffsetCheckpointFile(self._fs, os.path.join(dir_path, RECOVERY_POINT_CHECKPOINT)).write(
-            {key: log.recovery_point for key, log in logs})
-        OffsetCheckpointFile(self._fs, os.path.join(dir_path, LOG_START_OFFSET_CHECKPOINT)).write(
-            {key: log.log_start_offset for key, log in logs if log.log_start_offset > log.segments[0].base_offset})
-
-    def _on_checkpoint_needed(self, log: Log) -> None:
-        # Persist at once: a crash must not bring deleted records back, nor leave a recovery point
-        # above data that was truncated and written again.
-        with _storage_errors(f"writing the checkpoints of {log.name}"):
-            self._write_checkpoints(self._log_dir_of[(log.topic, log.partition)])
 
     # --- closing ---------------------------------------------------------------------------------
 
@@ -442,10 +404,17 @@ class LogManager:
         if self.read_only:
             raise ReadOnlyError("the store is open read-only")
 
+    def shutdown(self) -> None:
+        """Stop the background jobs, flush and close every log (answering every waiting read and
+        durable append), write the checkpoints and, per dir whose logs all closed cleanly, the
+        clean-shutdown marker, and release the locks. Errors in one log are collected (and raised
+        at the end as a ``StorageError``) without stopping the others. A second call does nothing."""
+        self.close()
+
     def close(self) -> None:
-        """Flush and close every log, write checkpoints and clean-shutdown markers, release the
-        locks. Errors in one log are collected (and re-raised at the end as a ``StorageError``)
-        without stopping the others."""
+        """The same as ``shutdown()``."""
+        if not self._closed:
+            self._stop_jobs()  # before closing: a job in progress finishes on an open store
         with self._lock:
             if self._closed:
                 return
@@ -455,29 +424,17 @@ class LogManager:
             raise StorageError("some logs did not close cleanly: " + "; ".join(failures))
 
     def _release(self, mark_clean: bool) -> list[str]:
-        failures: list[str] = []
-        failed_dirs: set[str] = set()
-        for key, log in sorted(self._logs.items()):
-            try:
-                log.close()
-            except (OSError, LogStoreError) as exc:
-                failures.append(f"{log.name}: {exc}")
-                failed_dirs.add(self._log_dir_of.get(key, ""))
-            if log.failed:  # fail-stopped (already reported): the next open must recover its dir
-                logger.warning("%s failed earlier; leaving %s unclean", log.name, self._log_dir_of.get(key))
-                failed_dirs.add(self._log_dir_of.get(key, ""))
-        for dir_path in list(self._locks):
-            try:
-                if mark_clean and dir_path not in failed_dirs:
-                    self._write_checkpoints(dir_path)
-                    write_clean_shutdown_marker(self._fs, dir_path, self._clock.time_ms())
-            except OSError as exc:
-                failures.append(f"{dir_path}: {exc}")
-            finally:
-                self._fs.unlock(self._locks.pop(dir_path))
+        self._stop_jobs()
+        failures = self._close_logs(mark_clean)
+        self.waits.shutdown()  # after the logs closed: every waiter was answered by then
         return failures
 
     def __enter__(self) -> "LogManager":
+        try:
+            self.startup()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def __exit__(self, *exc_info) -> None:
