@@ -27,6 +27,7 @@ import click
 from logstore import LogManager, LogStoreError, Record, __version__
 from logstore.config import describe_keys, parse_assignments
 from logstore.demo import run_demo
+from logstore.retention import describe as describe_retention
 from logstore.dump import dump_file
 from logstore.verify import log_size_bytes, verify_store
 
@@ -41,6 +42,7 @@ DIRS_ENV = "LOGSTORE_DIRS"
 READ_CHUNK_BYTES = 1 << 20
 READ_CHUNK_RECORDS = 1000
 OUTPUT_CHUNK_LINES = 1000
+FOLLOW_WAIT_MS = 1000
 
 
 class LogstoreGroup(click.Group):
@@ -145,6 +147,7 @@ def topics_describe(options: StoreOptions, name: str) -> None:
     """Describe topic NAME as JSON: its effective config, its overrides, and per partition its
     directory, log start and end offsets, size (sum of its .log files) and segment count."""
     with options.open(read_only=True) as store:
+        recovery_points = {key: offset for entry in store.status() for key, offset in entry.recovery_points.items()}
         partitions = []
         for partition in range(store.partitions(name)):
             if (name, partition) in store.missing_partitions:
@@ -154,7 +157,8 @@ def topics_describe(options: StoreOptions, name: str) -> None:
             partitions.append({
                 "partition": partition, "dir": log.dir_path, "log_dir": store.log_dir_of(name, partition),
                 "log_start_offset": log.log_start_offset, "log_end_offset": log.log_end_offset,
-                "size_bytes": log_size_bytes([log]), "segments": len(log.segments)})
+                "size_bytes": log_size_bytes([log]), "segments": len(log.segments),
+                "recovery_point": recovery_points.get((name, partition))})
         description = {"topic": name, "partition_count": len(partitions),
                        "config": store.topic_config(name).to_properties(),
                        "overrides": store.topic_overrides(name), "partitions": partitions}
@@ -210,14 +214,20 @@ def topics_delete(options: StoreOptions, name: str) -> None:
               help="How keys, values and header values are given.")
 @click.option("--batch-size", type=click.IntRange(1, 1_000_000), default=1000, show_default=True,
               help="Records per append call.")
+@click.option("--acks", type=click.Choice(["1", "all"]), default="1", show_default=True,
+              help="1: return once written to the OS (survives a crash of the process); all: once fsynced "
+                   "(survives a power loss).")
+@click.option("--timeout-ms", type=click.IntRange(min=0), default=30000, show_default=True,
+              help="With --acks all: how long to wait for the fsync before failing (the records stay appended).")
 @click.pass_obj
 def append(options: StoreOptions, topic: str, value: str | None, partition: int | None, key: str | None,
            headers: tuple[str, ...], timestamp_ms: int | None, tombstone: bool, input_format: str, encoding: str,
-           batch_size: int) -> None:
+           batch_size: int, acks: str, timeout_ms: int) -> None:
     """Append VALUE to TOPIC, or, without VALUE, one record per line of stdin (see
     --input-format; jsonl fields: key, value, headers, timestamp, partition). All input is parsed
     and checked before anything is appended. Prints one JSON line per append:
-    {"topic", "partition", "first_offset", "last_offset", "record_count"}."""
+    {"topic", "partition", "first_offset", "last_offset", "record_count"}. With --acks all each
+    line is printed only once the records are fsynced."""
     defaults = RecordDefaults(None if key is None else decode_field(key, encoding, "--key"),
                               parse_header_options(headers, encoding), timestamp_ms, partition)
     if value is not None or tombstone:
@@ -237,7 +247,9 @@ def append(options: StoreOptions, topic: str, value: str | None, partition: int 
         # Consecutive records with the same explicit partition (or none) go in one call, in order.
         for target, group in groupby(entries, key=lambda entry: entry.partition):
             while chunk := [entry.record for entry in islice(group, batch_size)]:
-                for appended_partition, info in sorted(store.append(topic, chunk, partition=target).items()):
+                appended = store.append(topic, chunk, partition=target, acks=1 if acks == "1" else "all",
+                                        timeout_ms=timeout_ms)
+                for appended_partition, info in sorted(appended.items()):
                     click.echo(json.dumps({"topic": topic, "partition": appended_partition,
                                            "first_offset": info.first_offset, "last_offset": info.last_offset,
                                            "record_count": info.record_count}))
@@ -253,14 +265,19 @@ def append(options: StoreOptions, topic: str, value: str | None, partition: int 
 @click.option("--from-timestamp", "from_timestamp_ms", type=click.IntRange(min=0), metavar="MS",
               help="Start at the first record whose timestamp is >= MS (ms since the epoch).")
 @click.option("--max-records", type=click.IntRange(min=1), help="Stop after this many records in all.")
+@click.option("--follow", "-f", is_flag=True,
+              help="Keep printing new records as they are appended (by any process) until interrupted (Ctrl-C).")
 @click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default="jsonl", show_default=True)
 @click.option("--encoding", type=click.Choice(ENCODINGS), default="utf8", show_default=True,
               help="How keys, values and header values are printed. utf8 refuses bytes that are not UTF-8 "
                    "in jsonl output (use base64 for binary data); value output prints the bytes as stored.")
 @click.pass_obj
 def read(options: StoreOptions, topic: str, partition: int | None, offset: int | None, from_beginning: bool,
-         from_timestamp_ms: int | None, max_records: int | None, output_format: str, encoding: str) -> None:
-    """Print the records of TOPIC (read-only: works while another process writes)."""
+         from_timestamp_ms: int | None, max_records: int | None, follow: bool, output_format: str,
+         encoding: str) -> None:
+    """Print the records of TOPIC (read-only: works while another process writes). With --follow,
+    then wait for new records and print them as they arrive, like tail -f (no polling: the store's
+    files are watched)."""
     if sum((offset is not None, from_beginning, from_timestamp_ms is not None)) > 1:
         raise click.UsageError("give at most one of --offset, --from-beginning, --from-timestamp")
     if offset is not None and partition is None:
@@ -278,19 +295,87 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: int |
             else:
                 start = log.log_start_offset
             starts.append((log, start))
+        positions = {}
         for log, start in starts:
             next_offset = start
             while remaining > 0:
                 records = log.read(next_offset, READ_CHUNK_BYTES, min(remaining, READ_CHUNK_RECORDS))
                 if not records:
                     break
-                if output_format == "jsonl":
-                    lines = [format_jsonl(topic, log.partition, record, encoding) for record in records]
-                else:
-                    lines = [format_value(record, encoding) for record in records]
-                click.echo(b"".join(lines), nl=False)
+                _print_records(topic, log.partition, records, output_format, encoding)
                 next_offset = records[-1].offset + 1
                 remaining -= len(records)
+            positions[(topic, log.partition)] = next_offset
+        try:
+            while follow and remaining > 0:
+                for (_, number), records in sorted(store.fetch(positions, max_bytes=READ_CHUNK_BYTES,
+                                                               max_wait_ms=FOLLOW_WAIT_MS).items()):
+                    records = records[:remaining]
+                    if records:
+                        _print_records(topic, number, records, output_format, encoding)
+                        positions[(topic, number)] = records[-1].offset + 1
+                        remaining -= len(records)
+        except KeyboardInterrupt:
+            pass  # the way to end --follow: not an error
+
+
+def _print_records(topic: str, partition: int, records: list[Record], output_format: str, encoding: str) -> None:
+    if output_format == "jsonl":
+        lines = [format_jsonl(topic, partition, record, encoding) for record in records]
+    else:
+        lines = [format_value(record, encoding) for record in records]
+    click.echo(b"".join(lines), nl=False)
+    sys.stdout.flush()
+
+
+# --- maintenance -------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("topic", required=False)
+@click.option("--dry-run", is_flag=True, help="Only print what would be deleted (read-only: works while the store is in use).")
+@click.pass_obj
+def retention(options: StoreOptions, topic: str | None, dry_run: bool) -> None:
+    """Apply retention now to TOPIC (default: every topic): delete the oldest segments past
+    retention.bytes or retention.ms, or below the log start offset, and print each one deleted
+    (or, with --dry-run, that would be)."""
+    with options.open(read_only=dry_run) as store:
+        results = store.cleanup_logs(topic, dry_run=dry_run)
+        _echo_lines(line for result in results for line in describe_retention(result))
+        segments = sum(len(result.deleted) for result in results)
+        size_bytes = sum(result.deleted_bytes for result in results)
+        verb = "Would delete" if dry_run else "Deleted"
+        click.echo(f"{verb} {segments} segment{'s' if segments != 1 else ''} ({size_bytes} bytes) "
+                   f"in {len(results)} partition{'s' if len(results) != 1 else ''}.")
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.pass_obj
+def status(options: StoreOptions, as_json: bool) -> None:
+    """Show each data dir (read-only): online or offline, partitions, bytes, whether the last
+    shutdown was clean, and per partition the recovery point and log end offset."""
+    with options.open(read_only=True) as store:
+        dirs = store.status()
+        problems = list(store.problems)
+    if as_json:
+        click.echo(json.dumps({"dirs": [_dir_json(entry) for entry in dirs], "problems": problems}, indent=2))
+        return
+    for entry in dirs:
+        state = "online" if entry.online else f"OFFLINE ({entry.offline_reason})"
+        shutdown = "clean" if entry.clean_shutdown else "unclean or in use"
+        click.echo(f"{entry.path}: {state}, {entry.partitions} partitions, {entry.size_bytes} bytes, "
+                   f"last shutdown {shutdown}")
+        _echo_lines(f"  {name}-{number}: recovery point {entry.recovery_points.get((name, number), '-')}, "
+                    f"log end offset {end}" for (name, number), end in sorted(entry.log_end_offsets.items()))
+    _echo_lines(f"problem: {problem}" for problem in problems)
+
+
+def _dir_json(entry) -> dict:
+    return {"path": entry.path, "online": entry.online, "offline_reason": entry.offline_reason,
+            "partitions": entry.partitions, "size_bytes": entry.size_bytes, "clean_shutdown": entry.clean_shutdown,
+            "logs": [{"topic": name, "partition": number, "recovery_point": entry.recovery_points.get((name, number)),
+                      "log_end_offset": end} for (name, number), end in sorted(entry.log_end_offsets.items())]}
 
 
 # --- files ---------------------------------------------------------------------------------------

@@ -155,7 +155,7 @@ class Log(LogRemoval):
         (the recovery point is past them); concurrent durable appends share fsyncs. If that takes
         longer than ``timeout_ms`` it raises ``DurabilityTimeoutError``: the records are appended
         and may still become durable later."""
-        if acks != 1:
+        if acks != 1 or type(acks) is not int:
             check_acks(acks, timeout_ms)
         info = self.append_prepared(self.prepare(records))
         if is_durable_acks(acks) and info.last_offset is not None:

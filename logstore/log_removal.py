@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from .clock import Clock
     from .config import LogConfig
+    from .delayed import LogWaits
     from .fs import FileSystem
 
 
@@ -39,6 +40,8 @@ class LogRemoval:
     log_end_offset: int
     recovery_point: int
     on_checkpoint_needed: Callable | None
+    waits: LogWaits | None
+    key: object
     schedule_file_delete: Callable[[Sequence[LogSegment], int], None] | None
     _fs: FileSystem
     _clock: Clock
@@ -93,7 +96,9 @@ class LogRemoval:
             self.log_start_offset = min(old_log_start_offset, offset)
             if self.on_checkpoint_needed is not None:
                 self.on_checkpoint_needed(self)
-            return True
+        if self.waits is not None:  # reads waiting past the new end are answered (out of range) now
+            self.waits.data_arrived(self.key)
+        return True
 
     def _rewrite_around(self, segment: LogSegment, offset: int, straddling=None) -> None:
         """Replace ``segment`` by a copy that ends below ``offset``: its batches before it and, when

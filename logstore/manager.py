@@ -301,7 +301,7 @@ class LogManager(ManagerDirs, ManagerJobs):
         process); ``acks="all"`` returns once an fsync covers them in every partition touched (they
         survive a power loss), or raises ``DurabilityTimeoutError`` after ``timeout_ms`` (the
         records stay appended and may still become durable). See ``Log.append``."""
-        if acks != 1:
+        if acks != 1 or type(acks) is not int:
             check_acks(acks, timeout_ms)
         infos = self._append(topic, records, partition)
         if is_durable_acks(acks):

@@ -315,6 +315,12 @@ class ManagerDirs:
 
     # --- status ----------------------------------------------------------------------------------
 
+    def _read_checkpoint_quietly(self, dir_path: str) -> dict[tuple[str, int], int]:
+        try:
+            return OffsetCheckpointFile(self._fs, os.path.join(dir_path, RECOVERY_POINT_CHECKPOINT)).read()
+        except (OSError, CorruptCheckpointError):
+            return {}
+
     def status(self) -> list[DirStatus]:
         """Per data dir: online or offline (and why), partitions, bytes, recovery points and log end
         offsets, and whether the previous session shut down cleanly."""
@@ -322,9 +328,13 @@ class ManagerDirs:
         for dir_path in self.log_dirs:
             keys = sorted(key for key, path in self._log_dir_of.items() if path == dir_path)
             logs = {key: self._logs[key] for key in keys if key in self._logs}
+            if self.read_only:  # a view has no recovery point of its own: show what the writer wrote
+                recovery_points = {key: offset for key, offset in self._read_checkpoint_quietly(dir_path).items()
+                                   if key in logs}
+            else:
+                recovery_points = {key: log.recovery_point for key, log in logs.items()}
             result.append(DirStatus(
                 dir_path, dir_path not in self.offline_dirs, self.offline_dirs.get(dir_path), len(keys),
                 sum(log.size_bytes for log in logs.values()), self._clean_shutdown.get(dir_path, False),
-                {key: log.recovery_point for key, log in logs.items()},
-                {key: log.log_end_offset for key, log in logs.items()}))
+                recovery_points, {key: log.log_end_offset for key, log in logs.items()}))
         return result
