@@ -27,7 +27,7 @@ from .clock import Clock
 from .config import LogConfig
 from .delayed import (DEFAULT_DURABLE_TIMEOUT_MS, DelayedFetch, DelayedProduce, FetchPosition, LogWaits, check_acks,
                       check_wait, is_durable_acks, records_bytes, wait_for, wait_for_files)
-from .errors import (CorruptIndexError, DurabilityTimeoutError, LogFailedError, OffsetOutOfRangeError, ReadOnlyError,
+from .errors import (CorruptIndexError, CorruptRecordError, DurabilityTimeoutError, LogFailedError, OffsetOutOfRangeError, ReadOnlyError,
                      StorageError, StoreClosedError)
 from .fs import FileSystem
 from .loader import extend_valid_end, load_log
@@ -67,6 +67,7 @@ class Log(LogRemoval):
         # The key of this partition in the purgatories, and the waits (set by the LogManager; a
         # standalone log makes its own on the first wait).
         self.key = (topic, partition) if topic is not None else dir_path
+        self.truncations = 0  # truncate_to calls so far: a read that saw torn bytes checks it
         self.waits: LogWaits | None = None
         self._own_waits = False
         # How segments deleted by retention are removed: None removes them at once; the LogManager
@@ -336,8 +337,8 @@ class Log(LogRemoval):
                 segments, bases = self._view
                 try:
                     record = segments[bisect.bisect_right(bases, offset) - 1].read_one_cached(offset)
-                except (ValueError, TypeError, OSError):
-                    record = None  # the segment changed underneath: the general path decides
+                except (ValueError, TypeError, OSError, CorruptRecordError):
+                    record = None  # the segment changed underneath (or is damaged): the general path decides
                 if record is not None and record.offset == offset:
                     return [record]
         if not isinstance(offset, int) or isinstance(offset, bool):
@@ -349,7 +350,8 @@ class Log(LogRemoval):
         elif max_records < 1:
             raise ValueError(f"max_records must be >= 1, got {max_records!r}")
         for _attempt in range(3):
-            segments, bases = self._view
+            view, truncations = self._view, self.truncations
+            segments, bases = view
             log_end_offset, log_start_offset = self.log_end_offset, self.log_start_offset
             if self._closed:
                 raise StoreClosedError(f"log {self.name} is closed")
@@ -369,6 +371,11 @@ class Log(LogRemoval):
             except (ValueError, TypeError, OSError):
                 # A segment deleted by a concurrent truncation: retry on a fresh snapshot.
                 if not any(segment.deleted or segment.closed for segment in segments):
+                    raise
+            except CorruptRecordError:
+                # Bytes cut under the snapshot by a concurrent truncation look torn; damage that is
+                # really on disk is still there when nothing changed meanwhile.
+                if self._view is view and self.truncations == truncations:
                     raise
         raise StorageError(f"log {self.name} kept changing during a read at offset {offset}")
 

@@ -41,6 +41,7 @@ class LogRemoval:
     recovery_point: int
     on_checkpoint_needed: Callable | None
     waits: LogWaits | None
+    truncations: int
     key: object
     schedule_file_delete: Callable[[Sequence[LogSegment], int], None] | None
     _fs: FileSystem
@@ -65,6 +66,7 @@ class LogRemoval:
             self._check_writable()
             if offset >= self.log_end_offset:
                 return False
+            self.truncations += 1  # before any byte is cut: a reader racing the cut retries
             old_log_start_offset = self.log_start_offset
             try:
                 if offset <= self._segments[0].base_offset:
