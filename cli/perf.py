@@ -256,3 +256,57 @@ def timer(ops, sched_ops, timeout_ms, cancel_pending, scaling_pending, pairs, ex
         click.echo(json.dumps(result.as_dict(), indent=2))
     else:
         click.echo(perf_timer.render_timer_table(result))
+
+
+def _say(enabled: bool | None, prefix: str) -> Callable[[str], None] | None:
+    show = sys.stderr.isatty() if enabled is None else enabled
+    return (lambda label: click.echo(f"{prefix}: {label}", err=True)) if show else None
+
+
+@perf.command("durable")
+@click.option("--threads", "threads", type=click.IntRange(min=1, max=999), multiple=True, default=(8, 64),
+              show_default=True, help="Appending threads (repeatable); every mode runs at each count.")
+@click.option("--seconds", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
+              help="How long each run appends.")
+@click.option("--repeats", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Interleaved runs per mode and thread count (the best is reported).")
+@click.option("--count", type=click.IntRange(min=1), default=None,
+              help="Appends per thread instead of --seconds.")
+@click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
+              help="Parent dir of the temporary work dir (default: $TMPDIR or /tmp).")
+@_output
+def durable(threads, seconds, repeats, count, work_dir, as_json, progress) -> None:
+    """Durable single-record appends from many threads: logstore group commit (acks=all) against
+    fsync per append (flush.messages=1) and SQLite (WAL, synchronous=FULL), each in its own process."""
+    from logstore import perf_durable
+
+    try:
+        result = perf_durable.bench_durable(tuple(threads), seconds, repeats, count, work_dir,
+                                            _say(progress, "perf"))
+    except (perf_durable.DurableBenchmarkError, ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(json.dumps(result, indent=2) if as_json else perf_durable.render_durable(result))
+
+
+@perf.command("open-recovery")
+@click.option("--partitions", type=click.IntRange(min=1, max=10_000), default=1000, show_default=True,
+              help="Partitions of the many-partition store (over two dirs).")
+@click.option("--size-mb", type=click.IntRange(min=1), default=1024, show_default=True,
+              help="MB written (and checkpointed) before the crash.")
+@click.option("--tail-mb", type=click.IntRange(min=1), default=10, show_default=True,
+              help="MB appended after the checkpoint, unflushed, before the SIGKILL.")
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Timed clean opens per case (the median is reported).")
+@click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
+              help="Parent dir of the temporary work dir (default: $TMPDIR or /tmp).")
+@_output
+def open_recovery(partitions, size_mb, tail_mb, repeats, work_dir, as_json, progress) -> None:
+    """Open times: a store of many partitions (1 and 2 recovery threads per dir), and an unclean open
+    after a SIGKILL against a clean open plus a scan of the unflushed tail."""
+    from logstore import perf_durable
+
+    try:
+        result = perf_durable.bench_open(partitions, size_mb, tail_mb, repeats, work_dir, _say(progress, "perf"))
+    except (perf_durable.DurableBenchmarkError, ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(json.dumps(result, indent=2) if as_json else perf_durable.render_open(result))

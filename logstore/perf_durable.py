@@ -376,7 +376,8 @@ def bench_open(partitions: int = 1000, size_mb: int = 1024, tail_mb: int = 10, r
             say(f"open: {partitions:,} partitions, {threads} recovery thread(s) per dir")
             many.append(_child("time_open", dirs=dirs, repeats=repeats, threads=threads))
             if many[-1]["records"] != built["records"]:
-                raise DurableBenchmarkError(f"the reopened store holds {many[-1]['records']} of {built['records']} records")
+                raise DurableBenchmarkError(f"the reopened store holds {many[-1]['records']} of "
+                                            f"{built['records']} records")
         for path in dirs:
             shutil.rmtree(path, ignore_errors=True)
         path = os.path.join(root, "big")
@@ -411,7 +412,8 @@ def render_open(result: dict) -> str:
                     f"{statistics.median(m['open_s']) * 1e3 / max(m['partitions'], 1):.2f}") for m in result["many"]])
     unclean_s = result["unclean"]["open_s"][0]
     out += ["", f"(b) {crash['store_bytes'] / 1e6:,.0f} MB in {crash['segments']} segments (64 MiB each), "
-            f"{(crash['store_bytes'] - crash['durable_bytes']) / 1e6:,.1f} MB past the recovery point, writer SIGKILLed"]
+            f"{(crash['store_bytes'] - crash['durable_bytes']) / 1e6:,.1f} MB past the recovery point, "
+            "writer SIGKILLed"]
     out += _table(("what", "seconds", "bytes"),
                   [("unclean open (recovery)", f"{unclean_s:.3f}", f"{crash['recovered_bytes']:,} re-verified"),
                    ("clean open (median)", f"{scans['clean_open_s']:.3f}", ""),
