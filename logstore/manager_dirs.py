@@ -144,7 +144,12 @@ class ManagerDirs:
             for dir_path, pool, futures in pools:
                 for key, future in futures:
                     try:
-                        self._logs[key] = future.result()
+                        log = future.result()
+                        if dir_path in self.offline_dirs:  # another partition of this dir failed
+                            for segment in log.segments:
+                                segment.close_handlers()
+                            continue
+                        self._logs[key] = log
                     except OSError as exc:
                         self._mark_offline(dir_path, f"loading {partition_dir_name(*key)} in {dir_path} failed: "
                                                      f"{exc.strerror or exc}")
@@ -162,14 +167,21 @@ class ManagerDirs:
                 continue
             for partition in range(meta.partitions):
                 key = (name, partition)
-                if key not in self._logs and self._log_dir_of.get(key) not in self.offline_dirs:
+                # Not loaded: missing, unless it is (or, found in no dir, may be) on an offline dir.
+                dir_path = self._log_dir_of.get(key)
+                if key not in self._logs and dir_path not in self.offline_dirs and (dir_path or not self.offline_dirs):
                     self.missing_partitions.append(key)
                     self.problems.append(f"partition {partition_dir_name(name, partition)} is missing from the "
                                          f"data dirs {self.log_dirs}: was a data dir left out?")
 
     def _plan_dir(self, dir_path: str) -> list[tuple[tuple[str, int], tuple]]:
         """The partitions of one dir to open, as ``(key, _open_log arguments)``."""
+        problems_before = len(self.problems)
         recovery_points = self._read_checkpoint(dir_path, RECOVERY_POINT_CHECKPOINT)
+        if len(self.problems) > problems_before and not self.read_only:
+            # A damaged recovery-point checkpoint is not trusted, and neither is the clean marker
+            # beside it: recover the whole dir (every recovery point is 0 now).
+            self._clean_shutdown[dir_path] = False
         start_offsets = self._read_checkpoint(dir_path, LOG_START_OFFSET_CHECKPOINT)
         jobs = []
         for name in self._fs.list_dir(dir_path):
@@ -234,6 +246,10 @@ class ManagerDirs:
         if dir_path in self.offline_dirs:
             raise OfflineDirError(f"partition {partition_dir_name(topic, partition)} is on data dir {dir_path}, "
                                   f"which is offline ({self.offline_dirs[dir_path]})")
+        if dir_path is None and self.offline_dirs:  # not found in any dir that could be read
+            offline = "; ".join(f"{path} ({reason})" for path, reason in self.offline_dirs.items())
+            raise OfflineDirError(f"partition {partition_dir_name(topic, partition)} is in no online data dir; "
+                                  f"it may be on an offline one: {offline}")
 
     # --- checkpoints -----------------------------------------------------------------------------
 
