@@ -274,15 +274,17 @@ def _say(enabled: bool | None, prefix: str) -> Callable[[str], None] | None:
               help="Appends per thread instead of --seconds.")
 @click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
               help="Parent dir of the temporary work dir (default: $TMPDIR or /tmp).")
+@click.option("--fsync-delay-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Simulate a slower disk: add this much to every fsync of a data file (SQLite is then skipped).")
 @_output
-def durable(threads, seconds, repeats, count, work_dir, as_json, progress) -> None:
+def durable(threads, seconds, repeats, count, work_dir, fsync_delay_ms, as_json, progress) -> None:
     """Durable single-record appends from many threads: logstore group commit (acks=all) against
     fsync per append (flush.messages=1) and SQLite (WAL, synchronous=FULL), each in its own process."""
     from logstore import perf_durable
 
     try:
         result = perf_durable.bench_durable(tuple(threads), seconds, repeats, count, work_dir,
-                                            _say(progress, "perf"))
+                                            _say(progress, "perf"), fsync_delay_ms)
     except (perf_durable.DurableBenchmarkError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(json.dumps(result, indent=2) if as_json else perf_durable.render_durable(result))
