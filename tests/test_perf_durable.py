@@ -24,7 +24,9 @@ def test_fsync_per_append_flushes_once_per_append(tmp_path):
     row = perf_durable.run_durable("fsync-per-append", 4, str(tmp_path / "fpa"), count=10)
     assert row["appends"] == row["stored"] == row["recovery_point"] == 40
     assert row["flushes"] == row["appends"] and row["records_per_flush"] == 1.0
-    assert row["fsyncs"] >= 3 * row["appends"]  # the data file and both indexes
+    # The data file every time; an index only when it changed since its last flush (one entry per
+    # 4 KiB here, so almost never).
+    assert row["appends"] <= row["fsyncs"] < 2 * row["appends"]
 
 
 def test_sqlite_stores_every_append(tmp_path):
