@@ -7,7 +7,7 @@ import json
 
 from click.testing import CliRunner
 
-from cli.perf import perf
+from logstore.cli.perf import perf
 from logstore import perf_durable
 
 
