@@ -80,7 +80,8 @@ def test_append_acks_all_is_fsynced(tmp_path):
 
 
 def _cli_command() -> list[str]:
-    return [sys.executable, "-c", "from logstore.cli.main import main; main()"]
+    script = os.path.join(os.path.dirname(sys.executable), "logstore")
+    return [script] if os.path.exists(script) else [sys.executable, "-m", "logstore.cli"]
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -94,7 +95,8 @@ def test_read_follow_tails_appends_from_another_process(tmp_path):
         store.create_topic("ev", 2)
         store.append("ev", [Record(b"a", b"before")], partition=0)
     follower = subprocess.Popen([*_cli_command(), "--dir", path, "read", "ev", "--follow", "--format", "value"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                cwd=str(tmp_path))  # not the repo: its source tree would shadow the install
     try:
         assert follower.stdout.readline() == b"before\n"
         with LogManager([path]) as writer:  # the follower holds no lock: a writer opens beside it
