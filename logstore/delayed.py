@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Hashable, Sequence
 
-from .clock import SYSTEM_CLOCK
+from .clock import SYSTEM_CLOCK, Stopwatch
 from .dir_watch import DirectoryWatcher
 from .purgatory import DelayedOperation, DelayedOperationPurgatory
 from .records import RECORD_OVERHEAD_BYTES
@@ -163,17 +162,17 @@ class GroupCommitFlusher:
                 # The appenders the last round woke append again within moments; waiting a quarter
                 # of an fsync lets this round's fsync cover them too, instead of leaving them for
                 # the next one (without it, N synchronous callers settle into two groups of N/2).
-                time.sleep(self._linger_s)
+                SYSTEM_CLOCK.sleep_ms(self._linger_s * 1000)
             with self._lock:
                 self._wanted.clear()
                 logs, self._pending = list(self._pending.values()), {}
                 stopped = self._stopped
-            started = time.perf_counter()
+            started = Stopwatch.now_s()
             for log in logs:
                 self._flush(log)
             if logs:
                 self.rounds += 1
-                flush_s = time.perf_counter() - started
+                flush_s = Stopwatch.now_s() - started
                 # On a fast disk (an fsync about as long as an append's own CPU time) lingering only
                 # adds latency: the appenders are CPU-bound, not waiting for the disk.
                 self._linger_s = min(flush_s * LINGER_FRACTION, MAX_LINGER_S) if flush_s >= MIN_LINGER_FLUSH_S else 0.0

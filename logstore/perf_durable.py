@@ -13,7 +13,7 @@ thread state of one mode do not leak into the next:
 - ``sqlite``: WAL, ``synchronous=FULL``, a connection per thread, one INSERT + COMMIT per append, a
   busy timeout so contention waits. The embedded peer, in the same run (DESIGN.md §7).
 
-Each call is timed with ``time.perf_counter``; the fsyncs of the logstore modes are counted (and
+Each call is timed with ``clock.Stopwatch``; the fsyncs of the logstore modes are counted (and
 timed) through the file-system seam. Afterwards the answers are checked (every acknowledged append is
 in the log or table, durable appends are below the recovery point) or ``DurableBenchmarkError`` is raised.
 
@@ -35,9 +35,9 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from typing import Callable
 
+from .clock import SYSTEM_CLOCK, Stopwatch
 from .fs import FileSystem
 from .manager import LogManager
 from .perf_timer import _table
@@ -71,18 +71,18 @@ class _CountingFileSystem(FileSystem):
         return fd
 
     def fsync(self, fd: int) -> None:
-        start = time.perf_counter()
+        start = Stopwatch.now_s()
         super().fsync(fd)
         if self.fsync_delay_s and fd in self.log_fds:
-            time.sleep(self.fsync_delay_s)  # blocks like a real fsync: the GIL is released
-        self.sync_s += time.perf_counter() - start
+            SYSTEM_CLOCK.sleep_ms(self.fsync_delay_s * 1000)  # blocks like a real fsync: the GIL is released
+        self.sync_s += Stopwatch.now_s() - start
         self.fsyncs += 1  # racy += under threads is fine: only the flusher or the log lock holder syncs
         self.data_fsyncs += fd in self.log_fds
 
     def msync(self, mapping) -> None:
-        start = time.perf_counter()
+        start = Stopwatch.now_s()
         super().msync(mapping)
-        self.sync_s += time.perf_counter() - start
+        self.sync_s += Stopwatch.now_s() - start
 
     def fsync_dir(self, path: str) -> None:
         self.fsyncs += 1
@@ -130,7 +130,7 @@ def run_durable(mode: str, threads: int, path: str, seconds: float = 4.0, count:
             call, close = appender()
             value = os.urandom(100)
             lats = latencies[number]
-            clock = time.perf_counter
+            clock = Stopwatch.now_s
             start_gate.wait()
             i = 0
             while (i < count) if count is not None else (clock() < deadline[0]):
@@ -148,15 +148,15 @@ def run_durable(mode: str, threads: int, path: str, seconds: float = 4.0, count:
     for worker in workers:
         worker.start()
     fs_before = (fs.data_fsyncs, fs.fsyncs, fs.sync_s)  # topic creation synced too: not counted
-    deadline[0] = time.perf_counter() + seconds
-    began = time.perf_counter()
+    deadline[0] = Stopwatch.now_s() + seconds
+    began = Stopwatch.now_s()
     try:
         start_gate.wait()
     except threading.BrokenBarrierError:
         pass
     for worker in workers:
         worker.join()
-    elapsed = time.perf_counter() - began
+    elapsed = Stopwatch.now_s() - began
     if errors:
         raise DurableBenchmarkError(f"{mode}: an appender failed: {errors[0]!r}") from errors[0]
     lats = sorted(lat for per_thread in latencies for lat in per_thread)
@@ -313,16 +313,16 @@ def time_open(dirs: list[str], repeats: int = 1, threads: int = 1) -> dict:
     """Open and close the store ``repeats`` times (the first open may be unclean: it recovers)."""
     opens, closes, clean, problems = [], [], [], []
     for _ in range(repeats):
-        began = time.perf_counter()
+        began = Stopwatch.now_s()
         store = LogManager(dirs, config={"num.recovery.threads.per.data.dir": threads})
-        opens.append(time.perf_counter() - began)
+        opens.append(Stopwatch.now_s() - began)
         clean.append(all(status.clean_shutdown for status in store.status()))  # did it have to recover?
         problems += store.problems
         partitions = len(store.logs())
         end_offsets = sum(log.log_end_offset for log in store.logs())
-        began = time.perf_counter()
+        began = Stopwatch.now_s()
         store.close()
-        closes.append(time.perf_counter() - began)
+        closes.append(Stopwatch.now_s() - began)
     return {"threads": threads, "open_s": opens, "close_s": closes, "clean": clean, "partitions": partitions,
             "records": end_offsets, "problems": problems}
 
@@ -360,7 +360,7 @@ def time_scans(path: str, start_offset: int, repeats: int = 3) -> dict:
         log = store.get_log(TOPIC, 0)
 
         def scan(offset: int) -> tuple[float, int]:
-            began, scanned, segments = time.perf_counter(), 0, log.segments
+            began, scanned, segments = Stopwatch.now_s(), 0, log.segments
             for i, seg in enumerate(segments):
                 if i + 1 < len(segments) and segments[i + 1].base_offset <= offset:
                     continue  # wholly below ``offset``
@@ -368,7 +368,7 @@ def time_scans(path: str, start_offset: int, repeats: int = 3) -> dict:
                 start = 0 if seg.base_offset >= offset else (found[0] if found else seg.size_bytes)
                 for _position, batch in seg.iter_batches(start, seg.size_bytes):
                     scanned += batch.header.size_bytes
-            return time.perf_counter() - began, scanned
+            return Stopwatch.now_s() - began, scanned
 
         tail_s, tail_bytes = scan(start_offset)
         full_s, full_bytes = scan(0)
