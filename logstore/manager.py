@@ -372,6 +372,9 @@ class LogManager(ManagerDirs, ManagerJobs):
         writing store, the files' change notifications in a read-only one), then reads again."""
         check_wait(min_bytes, max_wait_ms)
         logs = {key: self.get_log(*key) for key in positions}
+        if self.read_only:  # a view sees what the writing process appended since only when refreshed
+            for log in logs.values():
+                log.refresh()
 
         def read_all() -> dict[tuple[str, int], list[Record]]:
             return {key: log.read(positions[key], max_bytes) for key, log in logs.items()}
