@@ -37,8 +37,9 @@ import os
 import select
 import struct
 import threading
-import time
 from typing import Iterable
+
+from .clock import SYSTEM_CLOCK
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +112,11 @@ def _signature(path: str):
     # st_ino catches a directory deleted and recreated within one poll interval.
     return st.st_ino, st.st_mtime_ns, tuple(sorted(files))
 
+
+
+def _now_s() -> float:
+    # Real time through the clock seam: these waits are for another process's writes.
+    return SYSTEM_CLOCK.monotonic_ms() / 1000.0
 
 class DirectoryWatcher:
     """Waits until something changes in any of the watched directories.
@@ -207,7 +213,7 @@ class DirectoryWatcher:
         if timeout_ms < 0:
             raise ValueError(f"timeout_ms must be >= 0, got {timeout_ms!r}")
         self._check_open()
-        deadline = time.monotonic() + timeout_ms / 1000.0
+        deadline = _now_s() + timeout_ms / 1000.0
         if self._pending:
             self._pending = False
             return True
@@ -217,12 +223,12 @@ class DirectoryWatcher:
 
     def _wait_inotify(self, deadline: float) -> bool:
         while True:
-            remaining = max(0.0, deadline - time.monotonic())
+            remaining = max(0.0, deadline - _now_s())
             # select retries on EINTR with the remaining time itself (PEP 475).
             ready, _, _ = select.select([self._fd], [], [], remaining)
             if ready and self._drain():
                 return True
-            if time.monotonic() >= deadline:
+            if _now_s() >= deadline:
                 return False
             # Readable but nothing to read (should not happen): go back to sleep, not spin.
 
@@ -258,7 +264,7 @@ class DirectoryWatcher:
                     changed = True  # keep going: update every baseline, report once
             if changed:
                 return True
-            remaining = deadline - time.monotonic()
+            remaining = deadline - _now_s()
             if remaining <= 0:
                 return False
             self._sleeper.wait(min(self._poll_interval, remaining))
