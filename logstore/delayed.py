@@ -279,15 +279,15 @@ DEFAULT_DURABLE_TIMEOUT_MS = 30000  # Kafka's request.timeout.ms
 ACKS = (1, "1", "all", -1, "-1")
 
 
-def check_acks(acks, timeout_ms) -> None:
-    """Raise ``ValueError``/``TypeError`` for an ``acks`` or ``timeout_ms`` an append cannot take."""
+def durable_acks(acks, timeout_ms) -> bool:
+    """Whether an append with ``acks`` waits for fsync; raises ``ValueError`` for an ``acks`` or
+    ``timeout_ms`` an append cannot take. (The default, ``acks=1``, costs one comparison.)"""
+    if acks == 1 and type(acks) is int:
+        return False
     if acks not in ACKS or isinstance(acks, bool):
         raise ValueError(f"acks must be 1 (written to the OS) or 'all' (fsynced), got {acks!r}")
     if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms < 0:
         raise ValueError(f"timeout_ms must be an int >= 0, got {timeout_ms!r}")
-
-
-def is_durable_acks(acks) -> bool:
     return acks in ("all", -1, "-1")
 
 
@@ -305,6 +305,18 @@ def records_bytes(records) -> int:
     for record in records:
         total += RECORD_OVERHEAD_BYTES + len(record.value or b"") + len(record.key or b"")
     return total
+
+
+def wait_for_data(positions: Sequence[FetchPosition], min_bytes: int, max_wait_ms: int,
+                  waits: LogWaits | None) -> None:
+    """Block until ``min_bytes`` are available at ``positions`` or ``max_wait_ms`` passes: through
+    the fetch purgatory of ``waits`` (appends in this process complete it), or, for read-only views
+    (``waits`` is None), by watching the files another process appends to."""
+    if waits is None:
+        wait_for_files(positions, min_bytes, max_wait_ms)
+    else:
+        keys = [position.log.key for position in positions]
+        wait_for(DelayedFetch(max_wait_ms, positions, min_bytes), waits.fetch, keys, max_wait_ms)
 
 
 def wait_for_files(positions: Sequence[FetchPosition], min_bytes: int, max_wait_ms: int) -> None:

@@ -53,6 +53,12 @@ def _split_name(name: str) -> tuple[int, str, str] | None:
     return None
 
 
+def live_segment_bases(names: list[str]) -> list[int]:
+    """The base offsets of the live segments (``.log`` files without a status suffix) among ``names``."""
+    return sorted(parsed[0] for parsed in map(_split_name, names)
+                  if parsed is not None and parsed[1:] == (LOG_SUFFIX, ""))
+
+
 @dataclass
 class DirectoryPlan:
     """What passes 1-3 would do, and the resulting segment files (base offset -> file suffix,

@@ -25,12 +25,12 @@ from typing import Callable, Iterator, Sequence
 
 from .clock import Clock
 from .config import LogConfig
-from .delayed import (DEFAULT_DURABLE_TIMEOUT_MS, DelayedFetch, DelayedProduce, FetchPosition, LogWaits, check_acks,
-                      check_wait, is_durable_acks, records_bytes, wait_for, wait_for_files)
+from .delayed import (DEFAULT_DURABLE_TIMEOUT_MS, DelayedProduce, FetchPosition, LogWaits, check_wait, durable_acks,
+                      records_bytes, wait_for, wait_for_data)
 from .errors import (CorruptIndexError, CorruptRecordError, DurabilityTimeoutError, LogFailedError, OffsetOutOfRangeError, ReadOnlyError,
                      StorageError, StoreClosedError)
 from .fs import FileSystem
-from .loader import extend_valid_end, load_log
+from .loader import extend_valid_end, live_segment_bases, load_log
 from .log_removal import LogRemoval
 from .batching import AppendInfo, PreparedAppend, encode_records
 from .encoder import assign_base_offset
@@ -156,10 +156,9 @@ class Log(LogRemoval):
         (the recovery point is past them); concurrent durable appends share fsyncs. If that takes
         longer than ``timeout_ms`` it raises ``DurabilityTimeoutError``: the records are appended
         and may still become durable later."""
-        if acks != 1 or type(acks) is not int:
-            check_acks(acks, timeout_ms)
+        durable = durable_acks(acks, timeout_ms)
         info = self.append_prepared(self.prepare(records))
-        if is_durable_acks(acks) and info.last_offset is not None:
+        if durable and info.last_offset is not None:
             self.wait_durable(info.last_offset + 1, timeout_ms)
         return info
 
@@ -387,12 +386,8 @@ class Log(LogRemoval):
         if max_wait_ms == 0 or found >= min_bytes or (records and max_records is not None
                                                        and len(records) >= max_records):
             return records
-        if self.read_only:
-            wait_for_files([FetchPosition.at(self, offset, found)], min_bytes, max_wait_ms)
-        else:
-            waits = self._get_waits()
-            op = DelayedFetch(max_wait_ms, [FetchPosition.at(self, offset, found)], min_bytes)
-            wait_for(op, waits.fetch, [self.key], max_wait_ms)
+        wait_for_data([FetchPosition.at(self, offset, found)], min_bytes, max_wait_ms,
+                      None if self.read_only else self._get_waits())
         return self.read(offset, max_bytes, max_records)
 
     def _read_segments(self, segments, bases, offset: int, end_offset: int, max_bytes: int,
@@ -488,9 +483,7 @@ class Log(LogRemoval):
         if not self.read_only or self._closed:
             return False
         segments = self._segments
-        on_disk = sorted(int(name[:-4]) for name in self._fs.list_dir(self.dir_path)
-                         if name.endswith(".log") and name[:-4].isdigit())
-        if segments and on_disk == list(self._bases):
+        if segments and live_segment_bases(self._fs.list_dir(self.dir_path)) == list(self._bases):
             extended = extend_valid_end(segments[-1])
             if extended is None:
                 return False
@@ -520,11 +513,24 @@ class Log(LogRemoval):
                     self._fs.fsync_dir(self.dir_path)
                     self.recovery_point = self.log_end_offset
             finally:
-                for segment in self._segments:
-                    segment.close_handlers()
-                self._closed = True
+                self._release_handlers()
+        self._answer_waiters()
+
+    def close_handlers(self) -> None:
+        """Close without writing anything (an offline data dir, a view nobody will use): release
+        every descriptor and mapping; waiting reads and durable appends answer. Safe twice."""
+        with self._lock:
+            self._release_handlers()
+        self._answer_waiters()
+
+    def _release_handlers(self) -> None:
+        for segment in self._segments:
+            segment.close_handlers()
+        self._closed = True
+
+    def _answer_waiters(self) -> None:
         waits = self.waits
-        if waits is not None:  # reads and durable appends waiting on this log answer now
+        if waits is not None:  # outside the log's locks (the purgatory's rule)
             waits.wake_all([self.key])
             if self._own_waits:
                 waits.shutdown()

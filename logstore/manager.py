@@ -27,8 +27,8 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from .clock import SYSTEM_CLOCK, Clock
 from .config import TOPIC_KEYS, LogConfig, ManagerConfig, parse_overrides
-from .delayed import (DEFAULT_DURABLE_TIMEOUT_MS, DelayedFetch, FetchPosition, LogWaits, check_acks, check_wait,
-                      is_durable_acks, records_bytes, wait_for, wait_for_files)
+from .delayed import (DEFAULT_DURABLE_TIMEOUT_MS, FetchPosition, LogWaits, check_wait, durable_acks, records_bytes,
+                      wait_for_data)
 from .errors import (InvalidConfigError, ReadOnlyError, StorageError,
                      StoreClosedError, TopicExistsError, UnknownTopicOrPartitionError)
 from .fs import OS_FILE_SYSTEM, FileSystem
@@ -301,10 +301,9 @@ class LogManager(ManagerDirs, ManagerJobs):
         process); ``acks="all"`` returns once an fsync covers them in every partition touched (they
         survive a power loss), or raises ``DurabilityTimeoutError`` after ``timeout_ms`` (the
         records stay appended and may still become durable). See ``Log.append``."""
-        if acks != 1 or type(acks) is not int:
-            check_acks(acks, timeout_ms)
+        durable = durable_acks(acks, timeout_ms)
         infos = self._append(topic, records, partition)
-        if is_durable_acks(acks):
+        if durable:
             waiting = [(self.get_log(topic, target), info.last_offset + 1)
                        for target, info in infos.items() if info.last_offset is not None]
             for log, _ in waiting:  # one request each first: the flusher covers them in one round
@@ -384,10 +383,7 @@ class LogManager(ManagerDirs, ManagerJobs):
         if max_wait_ms == 0 or not logs or sum(found_bytes.values()) >= min_bytes:
             return found
         waiting = [FetchPosition.at(log, positions[key], found_bytes[key]) for key, log in logs.items()]
-        if self.read_only:
-            wait_for_files(waiting, min_bytes, max_wait_ms)
-        else:
-            wait_for(DelayedFetch(max_wait_ms, waiting, min_bytes), self.waits.fetch, list(logs), max_wait_ms)
+        wait_for_data(waiting, min_bytes, max_wait_ms, None if self.read_only else self.waits)
         return read_all()
 
     def flush(self) -> None:

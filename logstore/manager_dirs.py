@@ -146,8 +146,7 @@ class ManagerDirs:
                     try:
                         log = future.result()
                         if dir_path in self.offline_dirs:  # another partition of this dir failed
-                            for segment in log.segments:
-                                segment.close_handlers()
+                            log.close_handlers()
                             continue
                         self._logs[key] = log
                     except OSError as exc:
@@ -232,8 +231,7 @@ class ManagerDirs:
         for key in [key for key, path in self._log_dir_of.items() if path == dir_path]:
             log = self._logs.pop(key, None)
             if log is not None:
-                for segment in log.segments:
-                    segment.close_handlers()
+                log.close_handlers()
         fd = self._locks.pop(dir_path, None)
         if fd is not None:
             try:
