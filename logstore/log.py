@@ -277,7 +277,11 @@ class Log(LogRemoval):
             first = max(bisect.bisect_right(self._bases_of(segments), old_recovery_point) - 1, 0)
             try:
                 for segment in segments[first:]:
-                    segment.flush()
+                    try:
+                        segment.flush()
+                    except ValueError:  # closed underneath: by close(), or deleted (retention,
+                        if self._closed or not segment.deleted:  # delete_records), which needs no flush
+                            raise
                 if any(segment.base_offset >= old_recovery_point for segment in segments[first:]):
                     self._fs.fsync_dir(self.dir_path)  # new segment files must survive too
             except OSError as exc:
@@ -371,12 +375,22 @@ class Log(LogRemoval):
                 # A segment deleted by a concurrent truncation: retry on a fresh snapshot.
                 if not any(segment.deleted or segment.closed for segment in segments):
                     raise
+                self._wait_for_truncation()
             except CorruptRecordError:
                 # Bytes cut under the snapshot by a concurrent truncation look torn; damage that is
-                # really on disk is still there when nothing changed meanwhile.
-                if self._view is view and self.truncations == truncations:
+                # really on disk is still there when no truncation ran meanwhile (an even count
+                # that did not move: none under way, none finished since the snapshot).
+                if self._view is view and self.truncations == truncations and not truncations % 2:
                     raise
+                self._wait_for_truncation()
         raise StorageError(f"log {self.name} kept changing during a read at offset {offset}")
+
+    def _wait_for_truncation(self) -> None:
+        """Block until a truncation under way has finished (it holds the log lock throughout), so
+        the retry reads a settled log instead of racing the same cut again."""
+        if not self.read_only:
+            with self._lock:
+                pass
 
     def _read_waiting(self, offset: int, max_bytes: int, max_records: int | None, min_bytes: int,
                       max_wait_ms: int) -> list[Record]:

@@ -66,41 +66,49 @@ class LogRemoval:
             self._check_writable()
             if offset >= self.log_end_offset:
                 return False
-            self.truncations += 1  # before any byte is cut: a reader racing the cut retries
-            old_log_start_offset = self.log_start_offset
+            # A sequence count: odd while bytes are being cut, so a reader that saw torn bytes can
+            # tell a truncation under way (or finished since its snapshot) from damage on disk.
+            self.truncations += 1
             try:
-                if offset <= self._segments[0].base_offset:
-                    self._truncate_fully_and_start_at(offset)
-                else:
-                    keep = bisect.bisect_right(self._bases, offset - 1)
-                    target = self._segments[keep - 1]
-                    removed = self._segments[keep:]
-                    if removed:
-                        self._set_segments(self._segments[:keep])
-                        self._delete_segments(removed)
-                    straddling = target.read_batch_containing(offset)
-                    if straddling is not None and straddling.base_offset < offset:
-                        self._rewrite_around(target, offset, straddling)
-                    elif target.mapped:  # point reads map it: a rewrite, never a cut under a mapping
-                        self._rewrite_around(target, offset)
-                    else:
-                        target.truncate_to(offset)
-                        target.flush()
-                self._fs.fsync_dir(self.dir_path)
-            except OSError as exc:
-                raise self._fail(exc) from exc
-            self.log_end_offset = offset
-            self.recovery_point = min(self.recovery_point, offset)
-            # Persisted after the truncation: a crash in between leaves the old, higher start
-            # offset (an empty log there), never deleted records becoming readable. The lowered
-            # recovery point is persisted too, so data appended again below the old one is
-            # re-verified after a crash.
-            self.log_start_offset = min(old_log_start_offset, offset)
-            if self.on_checkpoint_needed is not None:
-                self.on_checkpoint_needed(self)
+                self._truncate_locked(offset)
+            finally:
+                self.truncations += 1
         if self.waits is not None:  # reads waiting past the new end are answered (out of range) now
             self.waits.data_arrived(self.key)
         return True
+
+    def _truncate_locked(self, offset: int) -> None:
+        old_log_start_offset = self.log_start_offset
+        try:
+            if offset <= self._segments[0].base_offset:
+                self._truncate_fully_and_start_at(offset)
+            else:
+                keep = bisect.bisect_right(self._bases, offset - 1)
+                target = self._segments[keep - 1]
+                removed = self._segments[keep:]
+                if removed:
+                    self._set_segments(self._segments[:keep])
+                    self._delete_segments(removed)
+                straddling = target.read_batch_containing(offset)
+                if straddling is not None and straddling.base_offset < offset:
+                    self._rewrite_around(target, offset, straddling)
+                elif target.mapped:  # point reads map it: a rewrite, never a cut under a mapping
+                    self._rewrite_around(target, offset)
+                else:
+                    target.truncate_to(offset)
+                    target.flush()
+            self._fs.fsync_dir(self.dir_path)
+        except OSError as exc:
+            raise self._fail(exc) from exc
+        self.log_end_offset = offset
+        self.recovery_point = min(self.recovery_point, offset)
+        # Persisted after the truncation: a crash in between leaves the old, higher start
+        # offset (an empty log there), never deleted records becoming readable. The lowered
+        # recovery point is persisted too, so data appended again below the old one is
+        # re-verified after a crash.
+        self.log_start_offset = min(old_log_start_offset, offset)
+        if self.on_checkpoint_needed is not None:
+            self.on_checkpoint_needed(self)
 
     def _rewrite_around(self, segment: LogSegment, offset: int, straddling=None) -> None:
         """Replace ``segment`` by a copy that ends below ``offset``: its batches before it and, when
