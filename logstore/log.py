@@ -279,14 +279,14 @@ class Log(LogRemoval):
                 for segment in segments[first:]:
                     try:
                         segment.flush()
-                    except ValueError:  # closed underneath: by close(), or deleted (retention,
-                        if self._closed or not segment.deleted:  # delete_records), which needs no flush
+                    except (ValueError, TypeError):  # closed underneath: by close(), or deleted
+                        if self._closed or not segment.deleted:  # (retention, delete_records): no flush needed
                             raise
                 if any(segment.base_offset >= old_recovery_point for segment in segments[first:]):
                     self._fs.fsync_dir(self.dir_path)  # new segment files must survive too
             except OSError as exc:
                 raise self._fail(exc) from exc
-            except ValueError as exc:  # a segment closed underneath (the log was closed)
+            except (ValueError, TypeError) as exc:  # a segment closed underneath (the log was closed)
                 raise StoreClosedError(f"log {self.name} closed during a flush") from exc
             with self._lock:
                 self.recovery_point = max(self.recovery_point, min(target, self.log_end_offset))
