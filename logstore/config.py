@@ -51,6 +51,37 @@ def _ratio(key: str, value: Any) -> float:
     return ratio
 
 
+def _boolean(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise InvalidConfigError(f"invalid value {value!r} for config {key!r}: expected true or false")
+
+
+def _number(key: str, value: Any) -> float:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        return float(value)
+    except (TypeError, ValueError):
+        raise InvalidConfigError(f"invalid value {value!r} for config {key!r}: expected a number") from None
+
+
+def _load_factor(key: str, value: Any) -> float:
+    factor = _number(key, value)
+    if not 0.0 < factor <= 1.0:
+        raise InvalidConfigError(f"invalid value {value!r} for config {key!r}: must be in (0, 1]")
+    return factor
+
+
+def _positive_rate(key: str, value: Any) -> float:
+    rate = _number(key, value)
+    if not rate > 0:
+        raise InvalidConfigError(f"invalid value {value!r} for config {key!r}: must be > 0")
+    return rate
+
+
 def _cleanup_policy(key: str, value: Any) -> str:
     items = value.split(",") if isinstance(value, str) else value
     try:
@@ -270,6 +301,17 @@ _MANAGER_KEYS = [
          "delay before the first run of each background job after startup"),
     _Key("num.recovery.threads.per.data.dir", "recovery_threads_per_data_dir", 1, _integer(1, 256),
          "threads per data dir that load (and recover) its partitions at open and close them at shutdown"),
+    _Key("log.cleaner.enable", "cleaner_enable", True, _boolean,
+         "run the LogCleaner threads (compaction and the retention of compacted topics)"),
+    _Key("log.cleaner.threads", "cleaner_threads", 1, _integer(0, 64), "cleaner threads"),
+    _Key("log.cleaner.dedupe.buffer.size", "cleaner_dedupe_buffer_bytes", 128 * 1024 * 1024,
+         _integer(4096), "memory of the cleaners' key -> offset maps, shared among the threads"),
+    _Key("log.cleaner.io.buffer.load.factor", "cleaner_load_factor", 0.9, _load_factor,
+         "how full a cleaner's map may get before a cleaning round stops mapping"),
+    _Key("log.cleaner.io.max.bytes.per.second", "cleaner_max_bytes_per_second", float("inf"), _positive_rate,
+         "throttle on the cleaners' read and write I/O (bytes per second)"),
+    _Key("log.cleaner.backoff.ms", "cleaner_backoff_ms", 15000, _integer(0),
+         "how long a cleaner thread sleeps when no log needs cleaning"),
 ]
 MANAGER_KEYS: dict[str, _Key] = {key.name: key for key in _MANAGER_KEYS}
 
@@ -286,6 +328,12 @@ class ManagerConfig:
         MANAGER_KEYS["log.flush.start.offset.checkpoint.interval.ms"].default
     initial_task_delay_ms: int = MANAGER_KEYS["log.initial.task.delay.ms"].default
     recovery_threads_per_data_dir: int = MANAGER_KEYS["num.recovery.threads.per.data.dir"].default
+    cleaner_enable: bool = MANAGER_KEYS["log.cleaner.enable"].default
+    cleaner_threads: int = MANAGER_KEYS["log.cleaner.threads"].default
+    cleaner_dedupe_buffer_bytes: int = MANAGER_KEYS["log.cleaner.dedupe.buffer.size"].default
+    cleaner_load_factor: float = MANAGER_KEYS["log.cleaner.io.buffer.load.factor"].default
+    cleaner_max_bytes_per_second: float = MANAGER_KEYS["log.cleaner.io.max.bytes.per.second"].default
+    cleaner_backoff_ms: int = MANAGER_KEYS["log.cleaner.backoff.ms"].default
 
     @classmethod
     def from_broker_properties(cls, settings: Mapping[str, Any]) -> "ManagerConfig":

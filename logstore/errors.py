@@ -136,3 +136,9 @@ class DurabilityTimeoutError(StorageError, TimeoutError):
 class OfflineDirError(StorageError):
     """A data dir failed (an I/O error while loading it or later) and is offline: its partitions
     refuse reads and writes until the store is reopened with the dir repaired."""
+
+
+class CleaningAbortedError(RequestError):
+    """A cleaning round gave up because its log changed underneath (truncated, closed, a segment
+    deleted by retention) or its cleaning was cancelled; nothing half-cleaned was swapped in. The
+    next round starts again from the checkpointed first dirty offset."""

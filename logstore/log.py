@@ -67,6 +67,7 @@ class Log(LogRemoval):
         # The key of this partition in the purgatories, and the waits (set by the LogManager; a
         # standalone log makes its own on the first wait).
         self.key = (topic, partition) if topic is not None else dir_path
+        self.on_truncated: Callable[["Log", int], None] | None = None  # the cleaner lowers its checkpoint
         self.truncations = 0  # truncate_to calls so far: a read that saw torn bytes checks it
         self.waits: LogWaits | None = None
         self._own_waits = False

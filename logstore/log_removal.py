@@ -40,6 +40,7 @@ class LogRemoval:
     log_end_offset: int
     recovery_point: int
     on_checkpoint_needed: Callable | None
+    on_truncated: Callable | None
     waits: LogWaits | None
     truncations: int
     key: object
@@ -50,6 +51,8 @@ class LogRemoval:
     _flush_lock: threading.Lock
     _segments: tuple[LogSegment, ...]
     _bases: tuple[int, ...]
+    _new_segment: Callable[..., LogSegment]
+    _check_writable: Callable[[], None]
 
     # --- truncation and deletion -----------------------------------------------------------------
 
@@ -73,6 +76,8 @@ class LogRemoval:
                 self._truncate_locked(offset)
             finally:
                 self.truncations += 1
+        if self.on_truncated is not None:
+            self.on_truncated(self, offset)
         if self.waits is not None:  # reads waiting past the new end are answered (out of range) now
             self.waits.data_arrived(self.key)
         return True
@@ -130,15 +135,25 @@ class LogRemoval:
         self.replace_segments([copy], [segment])
         copy.resize_indexes(self.config.segment_index_bytes)
 
-    def replace_segments(self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment]) -> None:
+    def replace_segments(self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment], *,
+                         truncations: int | None = None, delay_delete: bool = False) -> bool:
         """Swap ``new_segments`` (complete and flushed, named ``*.cleaned``) in for ``old_segments``,
         crash-safely (Kafka's protocol, undone or completed by the loader's passes):
         1. each new segment ``.cleaned`` -> ``.swap`` (newest first), made durable;
-        2. the segment list changes; each old segment -> ``.deleted``, then removed;
-        3. each new segment ``.swap`` -> its final name, made durable."""
+        2. the segment list changes; each old segment -> ``.deleted``, then removed (with
+           ``delay_delete``, after ``file.delete.delay.ms``, so readers holding them finish);
+        3. each new segment ``.swap`` -> its final name, made durable.
+
+        With ``truncations`` (the log's count when the caller read ``old_segments``) nothing is
+        swapped, and False returned, when the log was truncated since or an old segment has left
+        it (retention): the copies describe a log that no longer exists (the cleaner's abort)."""
         with self._lock:
             new_segments = sorted(new_segments, key=lambda segment: segment.base_offset)
             current = set(map(id, self._segments))
+            if truncations is not None and (truncations != self.truncations
+                                            or not all(id(segment) in current for segment in old_segments)):
+                return False
+            self._check_writable()
             old_segments = [segment for segment in old_segments if id(segment) in current]
             for segment in reversed(new_segments):
                 segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
@@ -146,10 +161,35 @@ class LogRemoval:
             doomed = set(map(id, old_segments))
             kept = [segment for segment in self._segments if id(segment) not in doomed]
             self._set_segments(sorted(kept + new_segments, key=lambda segment: segment.base_offset))
-            self._delete_segments(old_segments, durable_each=False)
+            if delay_delete and self.schedule_file_delete is not None:
+                for segment in sorted(old_segments, key=lambda segment: segment.base_offset, reverse=True):
+                    segment.change_file_suffixes("", DELETED_SUFFIX)
+            else:
+                self._delete_segments(old_segments, durable_each=False)
             for segment in new_segments:
                 segment.change_file_suffixes(SWAP_SUFFIX, "")
             self._fs.fsync_dir(self.dir_path)
+        if delay_delete and self.schedule_file_delete is not None:
+            self.schedule_file_delete(old_segments, self.config.file_delete_delay_ms)
+        return True
+
+    # --- for the cleaner ---------------------------------------------------------------------------
+
+    def segments_and_truncations(self) -> tuple[tuple[LogSegment, ...], int]:
+        """The segments and the truncation count read together (no truncation under way): what a
+        cleaning round starts from and hands back to ``replace_segments`` to detect a change."""
+        with self._lock:
+            return self._segments, self.truncations
+
+    def new_cleaned_segment(self, base_offset: int) -> LogSegment:
+        """A new, empty ``<base>.log.cleaned`` segment (stale files of that name removed first)."""
+        self._check_writable()
+        return self._new_segment(base_offset, CLEANED_SUFFIX)
+
+    def copy_mtime(self, source: LogSegment, target: LogSegment) -> None:
+        """Give ``target``'s data file the modification time of ``source``'s: a recopied segment
+        keeps its age for mtime-based retention."""
+        self._fs.set_mtime_ms(target.log_path, self._fs.mtime_ms(source.log_path))
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
         old = self._segments

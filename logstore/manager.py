@@ -33,6 +33,7 @@ from .errors import (InvalidConfigError, ReadOnlyError, StorageError,
                      StoreClosedError, TopicExistsError, UnknownTopicOrPartitionError)
 from .fs import OS_FILE_SYSTEM, FileSystem
 from .log import AppendInfo, Log
+from .log_cleaner import LogCleaner
 from .manager_dirs import ManagerDirs
 from .manager_jobs import ManagerJobs
 from .records import Record
@@ -98,6 +99,10 @@ class LogManager(ManagerDirs, ManagerJobs):
         self.problems: list[str] = []
         self.missing_partitions: list[tuple[str, int]] = []
         self._closed = False
+        # The compaction service; its threads start with startup() (log.cleaner.enable).
+        self.cleaner = None if read_only else LogCleaner(
+            self.manager_config, self._clock, self._fs, lambda: dict(self._logs),
+            lambda key: self._log_dir_of[key], lambda: list(self._live_dirs))
         try:
             with _storage_errors("opening the store"):
                 self._open_dirs()
@@ -122,6 +127,8 @@ class LogManager(ManagerDirs, ManagerJobs):
         log.on_checkpoint_needed = self._on_checkpoint_needed
         log.waits = self.waits
         log.schedule_file_delete = self._schedule_file_delete
+        if self.cleaner is not None:  # records appended again below the first dirty offset are dirty
+            log.on_truncated = self._on_truncated
 
     def _finish_pending_topic_changes(self) -> None:
         changed = False
@@ -210,10 +217,17 @@ class LogManager(ManagerDirs, ManagerJobs):
             meta = self._meta(name)
             meta.state = DELETING
             self._topics.save()
-            for partition in range(meta.partitions):
-                log = self._logs.pop((name, partition), None)
+            keys = [(name, partition) for partition in range(meta.partitions)]
+            if self.cleaner is not None:  # no cleaning round may run on a log being deleted
+                for key in keys:
+                    if key in self._logs:
+                        self.cleaner.cleaner_manager.abort_and_pause(key)
+            for key in keys:
+                log = self._logs.pop(key, None)
                 if log is not None:
                     log.close()
+                    if self.cleaner is not None:
+                        self.cleaner.cleaner_manager.forget(key, self._log_dir_of[key])
             self._delete_partition_dirs(name)
             del self._topics.topics[name]
             self._topics.save()

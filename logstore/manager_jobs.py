@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from .checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from .config import LONG_MAX
-from .errors import LogStoreError
+from .errors import InvalidConfigError, LogStoreError
 from .retention import RetentionResult, describe
 
 if TYPE_CHECKING:
     from .clock import Clock
+    from .log_cleaner import LogCleaner
     from .config import ManagerConfig
     from .log import Log
     from .scheduler import Scheduler
@@ -44,6 +45,8 @@ class ManagerJobs:
     # Provided by LogManager.
     scheduler: Scheduler
     manager_config: ManagerConfig
+    cleaner: LogCleaner | None
+    topic_config: Callable
     read_only: bool
     _clock: Clock
     _jobs_started: bool
@@ -73,11 +76,16 @@ class ManagerJobs:
         for name, fn, period_ms in jobs:
             if period_ms < LONG_MAX:  # Kafka's "never" (the flusher's default) schedules nothing
                 self.scheduler.schedule(name, fn, delay_ms, period_ms)
+        if self.cleaner is not None and config.cleaner_enable:
+            self.cleaner.startup()
         self._jobs_started = True
 
     def _stop_jobs(self) -> None:
         """Stop the scheduler (waiting for a job in progress), then remove the files of segments
-        whose delayed deletion had not run yet."""
+        whose delayed deletion had not run yet. The cleaner threads stop first (a round in progress
+        is aborted without swapping anything)."""
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
         self.scheduler.shutdown()
         self._jobs_started = False
         with self._deletes_lock:
@@ -88,7 +96,9 @@ class ManagerJobs:
     # --- the jobs --------------------------------------------------------------------------------
 
     def _retention_job(self) -> None:
-        for result in self.cleanup_logs():
+        # Compacted logs get their retention from the cleaner threads while they run (Kafka's rule).
+        skip_compacted = self.cleaner is not None and self.cleaner.running
+        for result in self.cleanup_logs(skip_compacted=skip_compacted):
             for line in describe(result):
                 logger.info("%s", line)
 
@@ -101,8 +111,8 @@ class ManagerJobs:
     def _log_start_offset_job(self) -> None:
         self.checkpoint((LOG_START_OFFSET_CHECKPOINT,))
 
-    def cleanup_logs(self, topic: str | None = None, *, dry_run: bool = False,
-                     now_ms: int | None = None) -> list[RetentionResult]:
+    def cleanup_logs(self, topic: str | None = None, *, dry_run: bool = False, now_ms: int | None = None,
+                     skip_compacted: bool = False) -> list[RetentionResult]:
         """Apply retention now to every log (or every partition of ``topic``); returns what was
         deleted per log (with ``dry_run``, what would be, changing nothing). A log that fails is
         reported in the log output and skipped; the others are still processed."""
@@ -111,7 +121,7 @@ class ManagerJobs:
         logs = self.logs() if topic is None else [self.get_log(topic, p) for p in range(self.partitions(topic))]
         results = []
         for log in logs:
-            if log.closed or (log.failed and not dry_run):
+            if log.closed or (log.failed and not dry_run) or (skip_compacted and log.config.compact):
                 continue
             try:
                 results.append(log.delete_old_segments(now_ms=now_ms, dry_run=dry_run))
@@ -134,6 +144,42 @@ class ManagerJobs:
             except LogStoreError as exc:
                 logger.error("flushing %s failed: %s", log.name, exc)
         return flushed
+
+    # --- compaction on demand -----------------------------------------------------------------------
+
+    def compact(self, topic: str | None = None, partition: int | None = None, *, now_ms: int | None = None,
+                progress: Callable[[tuple[str, int], int], None] | None = None) -> dict[tuple[str, int], object]:
+        """Compact to completion every partition of every compacted topic, or of ``topic`` (which
+        must be compacted), or just ``partition`` of it: round after round whatever the dirty ratio,
+        honouring ``min.compaction.lag.ms`` and ``delete.retention.ms``, then retention. Returns
+        ``CleanerStats`` per partition (None where nothing was dirty). ``progress(key, bytes)``."""
+        self._check_writable()
+        if partition is not None and topic is None:
+            raise ValueError(f"a partition ({partition!r}) needs its topic")
+        if topic is None:
+            keys = [log.key for log in self.logs() if log.config.compact]
+        else:
+            config = self.topic_config(topic)
+            if not config.compact:
+                raise InvalidConfigError(
+                    f"topic {topic!r} has cleanup.policy={config.cleanup_policy}: only compacted topics are "
+                    f"compacted (topics alter {topic} --config cleanup.policy=compact)")
+            partitions = range(self.partitions(topic)) if partition is None else [partition]
+            keys = []
+            for p in partitions:
+                keys.append(self.get_log(topic, p).key)
+        return self.cleaner.compact(keys, now_ms=now_ms, progress=progress)
+
+    def compaction_estimate_bytes(self, topic: str | None = None, partition: int | None = None) -> int:
+        """What ``compact(topic, partition)`` will read in one pass (a progress bar's length)."""
+        if topic is None:
+            keys = [log.key for log in self.logs() if log.config.compact]
+        else:
+            keys = [(topic, p) for p in (range(self.partitions(topic)) if partition is None else [partition])]
+        return self.cleaner.estimate_bytes(keys)
+
+    def _on_truncated(self, log: Log, offset: int) -> None:
+        self.cleaner.cleaner_manager.maybe_truncate_checkpoint(log.key, offset)
 
     # --- delayed deletion of segment files ---------------------------------------------------------
 

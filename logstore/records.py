@@ -238,6 +238,21 @@ class RecordBatch:
             raise IndexError(f"record index {index} is outside the {self.header.record_count} records of the batch")
         return self.columns._record_at(self.header, index)
 
+    def keys(self) -> Sequence[bytes | None]:
+        """Every record's key (None for a null key), cut from the key column in one pass: what the
+        cleaner maps and filters by, without building records."""
+        columns = self.columns
+        if not columns.count:
+            return ()
+        return columns._byte_values(_KEYS, _KEY_ENDS, 0, columns.count, columns.null_keys)
+
+    def null_values(self) -> Sequence[bool] | None:
+        """Per record, whether its value is null (a tombstone); None when the batch has none."""
+        columns = self.columns
+        if not columns.null_values or not columns.count:
+            return None
+        return [end < 0 for end in columns.ints(_VALUE_ENDS, 0, columns.count)]
+
     def payload_bytes(self, start: int, stop: int) -> int:
         """Bytes charged against a read's ``max_bytes`` for records [start, stop)."""
         return self.columns.cumulative_bytes(stop) - self.columns.cumulative_bytes(start)
