@@ -25,6 +25,7 @@ from typing import Iterable, Iterator
 import click
 
 from logstore import LogManager, LogStoreError, Record, __version__
+from logstore.cleaner_stats import describe as describe_compaction
 from logstore.config import describe_keys, parse_assignments
 from logstore.demo import run_demo
 from logstore.retention import describe as describe_retention
@@ -347,6 +348,29 @@ def retention(options: StoreOptions, topic: str | None, dry_run: bool) -> None:
         verb = "Would delete" if dry_run else "Deleted"
         click.echo(f"{verb} {segments} segment{'s' if segments != 1 else ''} ({size_bytes} bytes) "
                    f"in {len(results)} partition{'s' if len(results) != 1 else ''}.")
+
+
+@main.command()
+@click.argument("topic", required=False)
+@click.option("--partition", "-p", type=click.IntRange(min=0), help="Compact only this partition (needs TOPIC).")
+@click.pass_obj
+def compact(options: StoreOptions, topic: str | None, partition: int | None) -> None:
+    """Compact TOPIC (default: every compacted topic) to completion now: keep the latest record per
+    key below each active segment, drop tombstones past delete.retention.ms, then apply retention.
+    Honours every topic config except the dirty ratio. Takes the store's lock: stop the writer first.
+    Prints one summary line per partition."""
+    with options.open(read_only=False) as store:
+        total_bytes = store.compaction_estimate_bytes(topic, partition)
+        stderr = click.get_text_stream("stderr")
+        if stderr.isatty() and total_bytes:
+            with click.progressbar(length=total_bytes, label="compacting", file=stderr) as bar:
+                results = store.compact(topic, partition, progress=lambda key, size: bar.update(size))
+        else:
+            results = store.compact(topic, partition)
+        for (name, number), stats in results.items():
+            click.echo(describe_compaction(stats, f"{name}-{number}"))
+        compacted = sum(stats is not None for stats in results.values())
+        click.echo(f"Compacted {compacted} of {len(results)} partition{'s' if len(results) != 1 else ''}.")
 
 
 @main.command()

@@ -312,3 +312,36 @@ def open_recovery(partitions, size_mb, tail_mb, repeats, work_dir, as_json, prog
     except (perf_durable.DurableBenchmarkError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(json.dumps(result, indent=2) if as_json else perf_durable.render_open(result))
+
+
+@perf.command("compact")
+@click.option("--records", type=click.IntRange(min=1), default=1_000_000, show_default=True)
+@click.option("--keys", type=click.IntRange(min=1), default=100_000, show_default=True,
+              help="Distinct keys (each written at least once; compaction keeps one record per key).")
+@click.option("--key-bytes", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--value-bytes", type=click.IntRange(min=0), default=100, show_default=True)
+@click.option("--dedupe-buffer-bytes", default=None, callback=_size,
+              help="log.cleaner.dedupe.buffer.size for the headline run (default: the engine's, 128 MiB).")
+@click.option("--small-buffer-bytes", default=None, callback=_size,
+              help="Dedupe buffer of the multi-pass run (default: room for a quarter of the keys; 0: skip it).")
+@click.option("--sqlite-index", type=click.Choice(["both", "none", "key"]), default="both", show_default=True,
+              help="SQLite without and/or with an index on key; with both, the faster one is compared.")
+@click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
+              help="Parent dir of the temporary work dir, removed afterwards (default: $TMPDIR or /tmp).")
+@_output
+def compact(records, keys, key_bytes, value_bytes, dedupe_buffer_bytes, small_buffer_bytes, sqlite_index, seed,
+            work_dir, as_json, progress) -> None:
+    """Compaction of RECORDS records over KEYS keys to one record per key: logstore's cleaner against
+    SQLite (DELETE ... NOT IN (SELECT MAX(offset) ... GROUP BY key), then VACUUM), each in its own
+    process, plus a multi-pass run with a small dedupe buffer."""
+    from logstore import perf_compact
+
+    try:
+        workload = perf_compact.CompactWorkload(records, keys, key_bytes, value_bytes, seed)
+        result = perf_compact.bench_compact(workload, dedupe_buffer_bytes=dedupe_buffer_bytes,
+                                            small_buffer_bytes=small_buffer_bytes, sqlite_index=sqlite_index,
+                                            work_dir=work_dir, say=_say(progress, "perf"))
+    except (perf_compact.CompactBenchmarkError, ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(json.dumps(result, indent=2) if as_json else perf_compact.render_compact(result))

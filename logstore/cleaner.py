@@ -31,6 +31,7 @@ records are built only for batches that are rebuilt.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from bisect import bisect_left, bisect_right
 from itertools import compress
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -38,7 +39,7 @@ from .cleaner_stats import CleanerStats, Throttler
 from .encoder import assign_base_offset, encode_batch
 from .errors import CleaningAbortedError, LogStoreError
 from .offset_map import OffsetMap
-from .records import COMPRESSION_MASK, TIMESTAMP_TYPE_LOG_APPEND, RecordBatch
+from .records import COMPRESSION_MASK, HAS_NULL_KEYS, TIMESTAMP_TYPE_LOG_APPEND, RecordBatch
 from .segment import LogSegment
 
 if TYPE_CHECKING:
@@ -79,6 +80,8 @@ class Cleaner:
         self.throttler = throttler
         self._clock = clock
         self._check_abort = check_abort or (lambda log: False)
+        self._first_dirty = 0
+        self._survivors: list[int] = []
 
     # --- one round -------------------------------------------------------------------------------
 
@@ -96,6 +99,9 @@ class Cleaner:
         end_offset = self.build_offset_map(log, segments, to_clean.first_dirty_offset,
                                            to_clean.first_uncleanable_offset, stats, progress)
         stats.end_offset = end_offset
+        # The offsets the map holds, sorted once: in the dirty section they are exactly the survivors.
+        self._first_dirty = to_clean.first_dirty_offset
+        self._survivors = self.offset_map.sorted_offsets()
         stats.keys_mapped = len(self.offset_map)
         stats.map_utilization = self.offset_map.utilization
         delete_horizon_ms = now_ms + log.config.delete_retention_ms
@@ -206,44 +212,57 @@ class Cleaner:
         """Filter ``batch`` and append what survives (or an empty batch when ``keep_empty``)."""
         header = batch.header
         count = header.record_count
-        if header.base_offset > mapped_up_to or count == 0:
+        base = header.base_offset
+        if base > mapped_up_to or count == 0:
             if count or keep_empty:  # beyond the mapped range, or already empty: as it is
-                self._append(cleaned, header.base_offset, header.last_offset, header.max_timestamp, batch.buffer,
-                             stats)
+                self._append(cleaned, base, header.last_offset, header.max_timestamp, batch.buffer, stats)
                 stats.records_kept += count
             return
-        keys = batch.keys()
         offsets = batch.offsets()
-        latest = self.offset_map.latest_offsets(keys)
-        keep = list(map(int.__ge__, offsets, latest))
-        if None in keys:  # records without a key are dropped (they cannot be compacted)
-            keep = [k and key is not None for k, key in zip(keep, keys)]
-        if header.last_offset > mapped_up_to:  # the map ended inside this batch: the rest stays as it is
-            keep = [k or offset > mapped_up_to for k, offset in zip(keep, offsets)]
+        if base >= self._first_dirty and header.last_offset <= mapped_up_to:
+            # Wholly in the mapped dirty section: a record stays exactly when the map holds its
+            # offset, so the survivors are a slice of the map's sorted offsets (no per-record lookup).
+            survivors = self._survivors
+            low = bisect_left(survivors, base)
+            kept_offsets = survivors[low:bisect_right(survivors, header.last_offset, low)]
+            if type(offsets) is range:
+                kept_indexes = [offset - base for offset in kept_offsets]
+            else:
+                kept_indexes = [bisect_left(offsets, offset) for offset in kept_offsets]
+        else:
+            keys = batch.keys()
+            keep = list(map(int.__ge__, offsets, self.offset_map.latest_offsets(keys)))
+            if header.attributes & HAS_NULL_KEYS:  # records without a key are dropped (they cannot be compacted)
+                keep = [k and key is not None for k, key in zip(keep, keys)]
+            if header.last_offset > mapped_up_to:  # the map ended inside this batch: the rest stays as it is
+                keep = [k or offset > mapped_up_to for k, offset in zip(keep, offsets)]
+            kept_indexes = list(compress(range(count), keep))
         nulls = batch.null_values()
         horizon = header.delete_horizon_ms
         tombstones_removed = 0
         if nulls is not None:
             if 0 <= horizon <= now_ms:  # the horizon passed: tombstones go (those in the mapped range)
-                before = sum(keep)
-                keep = [k and not (null and offset <= mapped_up_to) for k, null, offset in zip(keep, nulls, offsets)]
-                tombstones_removed = before - sum(keep)
-            elif horizon < 0 and any(compress(nulls, keep)):
+                before = len(kept_indexes)
+                kept_indexes = [index for index in kept_indexes if not (nulls[index] and offsets[index] <= mapped_up_to)]
+                tombstones_removed = before - len(kept_indexes)
+            elif horizon < 0 and any(nulls[index] for index in kept_indexes):
                 horizon = delete_horizon_ms  # first recopied with a tombstone: its horizon starts now
-        kept = sum(keep)
+        kept = len(kept_indexes)
         stats.records_kept += kept
         stats.tombstones_removed += tombstones_removed
         stats.records_dropped += count - kept
         if kept == count and horizon == header.delete_horizon_ms:
-            self._append(cleaned, header.base_offset, header.last_offset, header.max_timestamp, batch.buffer, stats)
+            self._append(cleaned, base, header.last_offset, header.max_timestamp, batch.buffer, stats)
             return
         if not kept and not keep_empty:
             return
         if kept * 4 < count:
-            records = [batch.record_at(index) for index in compress(range(count), keep)]
+            records = [batch.record_at(index) for index in kept_indexes]
         else:
+            keep = [False] * count
+            for index in kept_indexes:
+                keep[index] = True
             records = list(compress(batch.iter_records(), keep))
-        base = header.base_offset
         attributes = header.attributes
         log_append_time = bool(attributes & TIMESTAMP_TYPE_LOG_APPEND)
         data = encode_batch(records, offset_deltas=[record.offset - base for record in records],

@@ -134,3 +134,17 @@ class Throttler:
         if sleep_ms > 0:
             self.slept_ms += sleep_ms
             self._clock.sleep_ms(sleep_ms)
+
+
+def describe(stats: CleanerStats | None, log_name: str) -> str:
+    """One line summing up the compaction of one log, as ``logstore compact`` prints it."""
+    if stats is None:
+        return f"{log_name}: nothing to compact (no dirty segment below the active one)"
+    before, after = stats.size_bytes_before, stats.size_bytes_after
+    change = f" ({(after - before) * 100 / before:+.1f}%)" if before else ""
+    passes = f"{stats.passes} pass{'es' if stats.passes != 1 else ''}"
+    # After a clean to completion the cleaned section holds one record per key, so records kept are
+    # also the keys kept.
+    return (f"{log_name}: {before} -> {after} bytes{change}, {stats.records_kept} records kept "
+            f"(one per key), {stats.records_dropped} dropped, {stats.tombstones_removed} tombstones removed, "
+            f"{passes}, {stats.duration_ms} ms, offsets below {stats.end_offset} clean")

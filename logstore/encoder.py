@@ -240,8 +240,8 @@ def assign_base_offset(buffer: bytearray, base_offset: int, position: int = 0) -
 
 def encode_batch_prefix(straddling, offset: int) -> bytearray:
     """The records of the batch ``straddling`` below ``offset`` as one batch with its base offset,
-    ending at ``offset - 1`` (same offsets, timestamps, compression and timestamp type): what a
-    truncation inside a batch keeps."""
+    ending at ``offset - 1`` (same offsets, timestamps, compression, timestamp type and delete
+    horizon): what a truncation inside a batch keeps."""
     kept = straddling.records(0, straddling.index_of(offset))
     base = straddling.base_offset
     deltas = [record.offset - base for record in kept]
@@ -249,6 +249,9 @@ def encode_batch_prefix(straddling, offset: int) -> bytearray:
     batch = encode_batch(kept, offset_deltas=None if dense else deltas, last_offset_delta=offset - 1 - base,
                          compression=straddling.header.attributes & COMPRESSION_MASK,
                          log_append_time=bool(straddling.header.attributes & TIMESTAMP_TYPE_LOG_APPEND),
-                         default_timestamp_ms=straddling.max_timestamp)
+                         default_timestamp_ms=straddling.max_timestamp,
+                         # a tombstone keeps the delete horizon the cleaner gave it
+                         delete_horizon_ms=straddling.header.delete_horizon_ms
+                         if any(record.value is None for record in kept) else -1)
     assign_base_offset(batch, base)
     return batch

@@ -153,30 +153,25 @@ class ManagerJobs:
         must be compacted), or just ``partition`` of it: round after round whatever the dirty ratio,
         honouring ``min.compaction.lag.ms`` and ``delete.retention.ms``, then retention. Returns
         ``CleanerStats`` per partition (None where nothing was dirty). ``progress(key, bytes)``."""
+        return self.cleaner.compact(self._compaction_keys(topic, partition), now_ms=now_ms, progress=progress)
+
+    def compaction_estimate_bytes(self, topic: str | None = None, partition: int | None = None) -> int:
+        """What ``compact(topic, partition)`` will read in one pass (a progress bar's length)."""
+        return self.cleaner.estimate_bytes(self._compaction_keys(topic, partition))
+
+    def _compaction_keys(self, topic: str | None, partition: int | None) -> list[tuple[str, int]]:
         self._check_writable()
         if partition is not None and topic is None:
             raise ValueError(f"a partition ({partition!r}) needs its topic")
         if topic is None:
-            keys = [log.key for log in self.logs() if log.config.compact]
-        else:
-            config = self.topic_config(topic)
-            if not config.compact:
-                raise InvalidConfigError(
-                    f"topic {topic!r} has cleanup.policy={config.cleanup_policy}: only compacted topics are "
-                    f"compacted (topics alter {topic} --config cleanup.policy=compact)")
-            partitions = range(self.partitions(topic)) if partition is None else [partition]
-            keys = []
-            for p in partitions:
-                keys.append(self.get_log(topic, p).key)
-        return self.cleaner.compact(keys, now_ms=now_ms, progress=progress)
-
-    def compaction_estimate_bytes(self, topic: str | None = None, partition: int | None = None) -> int:
-        """What ``compact(topic, partition)`` will read in one pass (a progress bar's length)."""
-        if topic is None:
-            keys = [log.key for log in self.logs() if log.config.compact]
-        else:
-            keys = [(topic, p) for p in (range(self.partitions(topic)) if partition is None else [partition])]
-        return self.cleaner.estimate_bytes(keys)
+            return [log.key for log in self.logs() if log.config.compact]
+        config = self.topic_config(topic)
+        if not config.compact:
+            raise InvalidConfigError(
+                f"topic {topic!r} has cleanup.policy={config.cleanup_policy}: only compacted topics are "
+                f"compacted (topics alter {topic} --config cleanup.policy=compact)")
+        partitions = range(self.partitions(topic)) if partition is None else [partition]
+        return [self.get_log(topic, number).key for number in partitions]
 
     def _on_truncated(self, log: Log, offset: int) -> None:
         self.cleaner.cleaner_manager.maybe_truncate_checkpoint(log.key, offset)

@@ -60,6 +60,11 @@ class OffsetMap:
         """``get`` for every key of a batch in one C-level pass (-1 where absent or None)."""
         return list(map(self._offsets.get, keys, repeat(-1)))
 
+    def sorted_offsets(self) -> list[int]:
+        """Every offset the map holds, ascending: after mapping a range, the records of that range
+        that are the latest of their key (the cleaner's survivors), found by ``bisect``."""
+        return sorted(self._offsets.values())
+
     def put(self, key: bytes, offset: int) -> bool:
         """Record that ``key`` was written at ``offset`` (offsets must not decrease). False, changing
         nothing, when ``key`` is new and the map is full."""
