@@ -361,7 +361,7 @@ def compact(options: StoreOptions, topic: str | None, partition: int | None) -> 
     Prints one summary line per partition."""
     with options.open(read_only=False) as store:
         total_bytes = store.compaction_estimate_bytes(topic, partition)
-        stderr = click.get_text_stream("stderr")
+        stderr = sys.stderr
         if stderr.isatty() and total_bytes:
             with click.progressbar(length=total_bytes, label="compacting", file=stderr) as bar:
                 results = store.compact(topic, partition, progress=lambda key, size: bar.update(size))
