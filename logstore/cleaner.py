@@ -96,8 +96,12 @@ class Cleaner:
         stats.size_bytes_before = log.size_bytes
         segments, truncations = log.segments_and_truncations()
         now_ms = stats.start_ms
-        end_offset = self.build_offset_map(log, segments, to_clean.first_dirty_offset,
-                                           to_clean.first_uncleanable_offset, stats, progress)
+        try:
+            end_offset = self.build_offset_map(log, segments, to_clean.first_dirty_offset,
+                                               to_clean.first_uncleanable_offset, stats, progress, truncations)
+        except (ValueError, TypeError, OSError):
+            self._check(log, truncations)  # a segment deleted under the round by a truncation: an abort
+            raise
         stats.end_offset = end_offset
         # The offsets the map holds, sorted once: in the dirty section they are exactly the survivors.
         self._first_dirty = to_clean.first_dirty_offset
@@ -122,7 +126,8 @@ class Cleaner:
     # --- 1. the offset map -----------------------------------------------------------------------
 
     def build_offset_map(self, log: Log, segments: Sequence[LogSegment], start: int, end: int,
-                         stats: CleanerStats, progress: Callable[[int], None] | None = None) -> int:
+                         stats: CleanerStats, progress: Callable[[int], None] | None = None,
+                         truncations: int | None = None) -> int:
         """Map keys -> latest offsets over ``[start, end)`` until the map is full; returns the end
         offset of the mapped range (the last mapped offset + 1)."""
         offset_map = self.offset_map
@@ -159,7 +164,10 @@ class Cleaner:
                             offset_map.update_latest_offset(offsets[taken - 1])
                         return offset_map.latest_offset + 1
                 offset_map.update_latest_offset(header.last_offset)
-            self._check_stopped(log)
+            if truncations is None:
+                self._check_stopped(log)
+            else:
+                self._check(log, truncations)
             offset_map.update_latest_offset(next_start - 1)  # offset gaps at segment ends
         return max(offset_map.latest_offset + 1, start)
 
@@ -177,7 +185,14 @@ class Cleaner:
         try:
             for slot, source in enumerate(group):
                 last_source = slot == len(group) - 1
-                self._clean_into(source, cleaned, last_source, now_ms, delete_horizon_ms, stats, progress)
+                try:
+                    self._clean_into(source, cleaned, last_source, now_ms, delete_horizon_ms, stats, progress)
+                except (ValueError, TypeError, OSError):
+                    if source.deleted:  # deleted under the round (truncation, retention): an abort
+                        raise CleaningAbortedError(f"cleaning of {log.name} was aborted: {source.log_path} "
+                                                   "was deleted during the round") from None
+                    self._check(log, truncations)
+                    raise
                 self._check(log, truncations)
             cleaned.on_become_inactive()
             cleaned.flush()

@@ -278,6 +278,11 @@ class LogCleanerManager:
         self.abort_and_pause(key)
         self.resume(key)
 
+    def uncleanable_logs(self) -> dict[TopicPartition, str]:
+        """A copy of the uncleanable logs and why (safe while cleaner threads change them)."""
+        with self._lock:
+            return dict(self.uncleanable)
+
     def mark_uncleanable(self, key: TopicPartition, reason: str) -> None:
         with self._lock:
             self.uncleanable[key] = reason

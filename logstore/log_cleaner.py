@@ -231,5 +231,5 @@ class LogCleaner:
         """Cumulative statistics since the store opened, and the uncleanable logs with their errors."""
         result = self.totals.as_dict()
         result["uncleanable"] = {f"{topic}-{partition}": reason
-                                 for (topic, partition), reason in self.cleaner_manager.uncleanable.items()}
+                                 for (topic, partition), reason in self.cleaner_manager.uncleanable_logs().items()}
         return result

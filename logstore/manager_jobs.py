@@ -73,11 +73,11 @@ class ManagerJobs:
                 ("recovery-point-checkpoint", self._recovery_point_job, config.recovery_point_checkpoint_interval_ms),
                 ("log-start-offset-checkpoint", self._log_start_offset_job,
                  config.log_start_offset_checkpoint_interval_ms)]
+        if self.cleaner is not None and config.cleaner_enable:  # first: the retention job asks if it runs
+            self.cleaner.startup()
         for name, fn, period_ms in jobs:
             if period_ms < LONG_MAX:  # Kafka's "never" (the flusher's default) schedules nothing
                 self.scheduler.schedule(name, fn, delay_ms, period_ms)
-        if self.cleaner is not None and config.cleaner_enable:
-            self.cleaner.startup()
         self._jobs_started = True
 
     def _stop_jobs(self) -> None:

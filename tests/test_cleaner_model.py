@@ -21,7 +21,7 @@ import random
 import shutil
 import tempfile
 
-from hypothesis import Phase, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -185,5 +185,5 @@ class CompactionModel(RuleBasedStateMachine):
         assert len(below) == len(set(below)), "a key twice below the cleaner checkpoint"
 
 
-CompactionModel.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate])
+CompactionModel.TestCase.settings = settings(max_examples=50, stateful_step_count=35, deadline=None)
 test_compaction_model = CompactionModel.TestCase
