@@ -118,8 +118,11 @@ class Cleaner:
         stats.end_ms = self._clock.time_ms()
         return stats
 
-    def _check(self, log: Log, truncations: int) -> None:
-        if log.truncations != truncations or log.closed or log.failed or self._check_abort(log):
+    def _check(self, log: Log, truncations: int | None) -> None:
+        """Abort when the log was truncated since ``truncations`` was read (None: not checked), was
+        closed or failed, or its cleaning was cancelled."""
+        if ((truncations is not None and log.truncations != truncations) or log.closed or log.failed
+                or self._check_abort(log)):
             raise CleaningAbortedError(f"cleaning of {log.name} was aborted (the log was truncated, closed "
                                        "or its cleaning cancelled)")
 
@@ -164,16 +167,9 @@ class Cleaner:
                             offset_map.update_latest_offset(offsets[taken - 1])
                         return offset_map.latest_offset + 1
                 offset_map.update_latest_offset(header.last_offset)
-            if truncations is None:
-                self._check_stopped(log)
-            else:
-                self._check(log, truncations)
+            self._check(log, truncations)
             offset_map.update_latest_offset(next_start - 1)  # offset gaps at segment ends
         return max(offset_map.latest_offset + 1, start)
-
-    def _check_stopped(self, log: Log) -> None:
-        if log.closed or self._check_abort(log):
-            raise CleaningAbortedError(f"cleaning of {log.name} was aborted")
 
     # --- 3. recopying a group ----------------------------------------------------------------------
 
