@@ -82,32 +82,45 @@ class Cleaner:
         self._check_abort = check_abort or (lambda log: False)
         self._first_dirty = 0
         self._survivors: list[int] = []
+        self._map = offset_map  # the map of the round under way (``clean(offset_map=...)`` may pass another)
 
     # --- one round -------------------------------------------------------------------------------
 
-    def clean(self, to_clean: LogToClean, progress: Callable[[int], None] | None = None) -> CleanerStats:
+    def clean(self, to_clean: LogToClean, progress: Callable[[int], None] | None = None, *,
+              offset_map: OffsetMap | None = None) -> CleanerStats:
         """Run one round over ``to_clean`` and return its statistics; ``stats.end_offset`` is the
         new first dirty offset (the cleaner checkpoint). ``progress(bytes)`` is called as bytes are
         read. Raises ``CleaningAbortedError`` when the log changed underneath (nothing swapped for
-        the group in progress; groups already swapped stay, they are complete and correct)."""
+        the group in progress; groups already swapped stay, they are complete and correct).
+
+        ``offset_map``, when given, is the whole dirty section already mapped by another engine (the
+        Spark compaction job): key -> latest offset over exactly [first dirty, first uncleanable).
+        The mapping step is skipped and the round covers the whole range; everything else (grouping,
+        recopying, tombstones, the swap) is this same code, so both engines give the same result."""
         log = to_clean.log
         stats = CleanerStats(log.name, start_ms=self._clock.time_ms())
         stats.first_dirty_offset = to_clean.first_dirty_offset
         stats.size_bytes_before = log.size_bytes
         segments, truncations = log.segments_and_truncations()
         now_ms = stats.start_ms
-        try:
-            end_offset = self.build_offset_map(log, segments, to_clean.first_dirty_offset,
-                                               to_clean.first_uncleanable_offset, stats, progress, truncations)
-        except (ValueError, TypeError, OSError):
-            self._check(log, truncations)  # a segment deleted under the round by a truncation: an abort
-            raise
+        if offset_map is not None:
+            self._map = offset_map
+            end_offset = max(to_clean.first_uncleanable_offset, to_clean.first_dirty_offset)
+            offset_map.update_latest_offset(end_offset - 1)
+        else:
+            self._map = self.offset_map
+            try:
+                end_offset = self.build_offset_map(log, segments, to_clean.first_dirty_offset,
+                                                   to_clean.first_uncleanable_offset, stats, progress, truncations)
+            except (ValueError, TypeError, OSError):
+                self._check(log, truncations)  # a segment deleted under the round by a truncation: an abort
+                raise
         stats.end_offset = end_offset
         # The offsets the map holds, sorted once: in the dirty section they are exactly the survivors.
         self._first_dirty = to_clean.first_dirty_offset
-        self._survivors = self.offset_map.sorted_offsets()
-        stats.keys_mapped = len(self.offset_map)
-        stats.map_utilization = self.offset_map.utilization
+        self._survivors = self._map.sorted_offsets()
+        stats.keys_mapped = len(self._map)
+        stats.map_utilization = self._map.utilization
         delete_horizon_ms = now_ms + log.config.delete_retention_ms
         cleanable = [segment for segment in segments[:-1] if segment.base_offset < end_offset]
         for group in group_segments_by_size(cleanable, log.config.segment_bytes, log.config.segment_index_bytes,
@@ -202,7 +215,7 @@ class Cleaner:
 
     def _clean_into(self, source: LogSegment, cleaned: LogSegment, last_source: bool, now_ms: int,
                     delete_horizon_ms: int, stats: CleanerStats, progress: Callable[[int], None] | None) -> None:
-        mapped_up_to = self.offset_map.latest_offset
+        mapped_up_to = self._map.latest_offset
         pending: tuple[RecordBatch, int] | None = None  # the previous batch, written once we know it is not the last
         for _position, batch in source.iter_batches(0):
             header = batch.header
@@ -242,7 +255,7 @@ class Cleaner:
                 kept_indexes = [bisect_left(offsets, offset) for offset in kept_offsets]
         else:
             keys = batch.keys()
-            keep = list(map(int.__ge__, offsets, self.offset_map.latest_offsets(keys)))
+            keep = list(map(int.__ge__, offsets, self._map.latest_offsets(keys)))
             if header.attributes & HAS_NULL_KEYS:  # records without a key are dropped (they cannot be compacted)
                 keep = [k and key is not None for k, key in zip(keep, keys)]
             if header.last_offset > mapped_up_to:  # the map ended inside this batch: the rest stays as it is

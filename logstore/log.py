@@ -428,6 +428,13 @@ class Log(LogRemoval):
         """Every record from ``offset`` (default: the log start offset) up to ``end_offset``
         (default: the log end offset when called), lazily: each ``Record`` is built when the
         iterator reaches it, so a scan holds one batch of bytes and few objects at a time."""
+        return chain.from_iterable(batch.iter_records(first, stop)
+                                   for batch, first, stop in self.iter_batch_slices(offset, end_offset))
+
+    def iter_batch_slices(self, offset: int | None = None, end_offset: int | None = None) -> Iterator:
+        """``(batch, first, stop)`` per batch over the same range as ``iter_records``: records
+        [first, stop) of each verified ``RecordBatch`` are in range. Column-wise consumers (the Spark
+        source's Arrow path) take the batch's raw columns instead of building records."""
         segments, bases = self._view
         start = self.log_start_offset if offset is None else offset
         stop = self.log_end_offset if end_offset is None else min(end_offset, self.log_end_offset)
@@ -438,9 +445,8 @@ class Log(LogRemoval):
                 start, self.log_start_offset, self.log_end_offset)
         sizes = [segment.size_bytes for segment in segments]
         first = max(bisect.bisect_right(bases, start) - 1, 0)
-        batches = (records for slot in range(first, len(segments))
-                   for records in segments[slot].iter_record_batches(start, stop, sizes[slot]))
-        return chain.from_iterable(batches)
+        return chain.from_iterable(segments[slot].iter_batch_slices(start, stop, sizes[slot])
+                                   for slot in range(first, len(segments)))
 
     def _repair_indexes(self, segments: Sequence[LogSegment], exc: CorruptIndexError) -> None:
         """A read found an index entry that lies: rebuild that segment's indexes from its data (a

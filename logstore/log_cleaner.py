@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from .cleaner import Cleaner
 from .cleaner_manager import LogCleanerManager
@@ -39,6 +40,16 @@ logger = logging.getLogger("logstore.cleaner")
 
 TopicPartition = tuple[str, int]
 ProgressCallback = Callable[[TopicPartition, int], None]
+
+
+@dataclass(frozen=True)
+class PrebuiltMap:
+    """A log's dirty section mapped by another engine: key -> latest offset over exactly
+    ``[first_dirty_offset, first_uncleanable_offset)`` (records without a key left out)."""
+
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    offset_map: OffsetMap
 
 
 class LogCleaner:
@@ -177,22 +188,28 @@ class LogCleaner:
 
     def compact(self, keys: Iterable[TopicPartition], *, now_ms: int | None = None,
                 progress: ProgressCallback | None = None, memory_bytes: int | None = None,
-                retention: bool = True) -> dict[TopicPartition, CleanerStats | None]:
+                retention: bool = True, offset_maps: Mapping[TopicPartition, PrebuiltMap] | None = None,
+                ) -> dict[TopicPartition, CleanerStats | None]:
         """Clean each log in ``keys`` to completion, whatever its dirty ratio (honouring every other
         config), then apply its retention. Returns per log the summed statistics of its rounds
         (None when there was nothing to clean). ``progress(key, bytes)`` is told of bytes read.
-        Errors propagate (a ``CleaningAbortedError`` when the log changed underneath)."""
+        Errors propagate (a ``CleaningAbortedError`` when the log changed underneath).
+
+        ``offset_maps`` gives, per log, a dirty section mapped by another engine (``PrebuiltMap``,
+        from ``cleanable_ranges``): that log is cleaned in one round with it. A log whose cleanable
+        range moved since the map was built raises ``CleaningAbortedError``."""
         cleaner = self.new_cleaner(memory_bytes) if memory_bytes is not None else self._default_cleaner()
         results: dict[TopicPartition, CleanerStats | None] = {}
         for key in keys:
-            results[key] = self._compact_one(key, cleaner, now_ms, progress)
+            prebuilt = None if offset_maps is None else offset_maps.get(key)
+            results[key] = self._compact_one(key, cleaner, now_ms, progress, prebuilt)
             if retention:
                 log = self._logs()[key]
                 log.delete_old_segments(now_ms=now_ms)
         return results
 
     def _compact_one(self, key: TopicPartition, cleaner: Cleaner, now_ms: int | None,
-                     progress: ProgressCallback | None) -> CleanerStats | None:
+                     progress: ProgressCallback | None, prebuilt: PrebuiltMap | None = None) -> CleanerStats | None:
         total: CleanerStats | None = None
         on_bytes = None if progress is None else (lambda size: progress(key, size))
         while True:
@@ -203,7 +220,16 @@ class LogCleaner:
             try:
                 if to_clean.first_dirty_offset >= to_clean.first_uncleanable_offset:
                     return total
-                stats = cleaner.clean(to_clean, on_bytes)
+                offset_map = None
+                if prebuilt is not None:
+                    if (prebuilt.first_dirty_offset, prebuilt.first_uncleanable_offset) != (
+                            to_clean.first_dirty_offset, to_clean.first_uncleanable_offset):
+                        raise CleaningAbortedError(
+                            f"cleaning of {to_clean.log.name} was aborted: its cleanable range is now "
+                            f"[{to_clean.first_dirty_offset}, {to_clean.first_uncleanable_offset}), the offset map "
+                            f"was built for [{prebuilt.first_dirty_offset}, {prebuilt.first_uncleanable_offset})")
+                    offset_map, prebuilt = prebuilt.offset_map, None
+                stats = cleaner.clean(to_clean, on_bytes, offset_map=offset_map)
                 end_offset = stats.end_offset
             finally:
                 self.cleaner_manager.done_cleaning(key, end_offset, truncations)
@@ -212,19 +238,29 @@ class LogCleaner:
             if stats.end_offset >= to_clean.first_uncleanable_offset:
                 return total
 
-    def estimate_bytes(self, keys: Iterable[TopicPartition], now_ms: int | None = None) -> int:
-        """Bytes a one-pass ``compact(keys)`` would read (map the dirty section, recopy up to its
-        end): the length of a progress bar."""
+    def cleanable_ranges(self, keys: Iterable[TopicPartition], now_ms: int | None = None,
+                         ) -> dict[TopicPartition, tuple[int, int]]:
+        """Per log with anything to clean, its cleanable range ``(first dirty, first uncleanable)``
+        at ``now_ms``: what another engine must map to build a ``PrebuiltMap``."""
         now = self._clock.time_ms() if now_ms is None else now_ms
         checkpoints = self.cleaner_manager.read_checkpoints()
         logs = self._logs()
-        total = 0
+        ranges = {}
         for key in keys:
-            log = logs[key]
-            first_dirty, first_uncleanable, _ = self.cleaner_manager.cleanable_offsets(log, checkpoints.get(key), now)
+            first_dirty, first_uncleanable, _ = self.cleaner_manager.cleanable_offsets(logs[key], checkpoints.get(key),
+                                                                                         now)
             if first_dirty < first_uncleanable:
-                sizes = self.cleaner_manager.log_to_clean(log, first_dirty, first_uncleanable)
-                total += sizes.cleanable_bytes + sizes.clean_bytes + sizes.cleanable_bytes
+                ranges[key] = (first_dirty, first_uncleanable)
+        return ranges
+
+    def estimate_bytes(self, keys: Iterable[TopicPartition], now_ms: int | None = None) -> int:
+        """Bytes a one-pass ``compact(keys)`` would read (map the dirty section, recopy up to its
+        end): the length of a progress bar."""
+        logs = self._logs()
+        total = 0
+        for key, (first_dirty, first_uncleanable) in self.cleanable_ranges(keys, now_ms).items():
+            sizes = self.cleaner_manager.log_to_clean(logs[key], first_dirty, first_uncleanable)
+            total += sizes.cleanable_bytes + sizes.clean_bytes + sizes.cleanable_bytes
         return total
 
     def stats(self) -> dict:

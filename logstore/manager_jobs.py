@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from .checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from .config import LONG_MAX
@@ -148,12 +148,22 @@ class ManagerJobs:
     # --- compaction on demand -----------------------------------------------------------------------
 
     def compact(self, topic: str | None = None, partition: int | None = None, *, now_ms: int | None = None,
-                progress: Callable[[tuple[str, int], int], None] | None = None) -> dict[tuple[str, int], object]:
+                progress: Callable[[tuple[str, int], int], None] | None = None,
+                offset_maps: Mapping[tuple[str, int], object] | None = None) -> dict[tuple[str, int], object]:
         """Compact to completion every partition of every compacted topic, or of ``topic`` (which
         must be compacted), or just ``partition`` of it: round after round whatever the dirty ratio,
         honouring ``min.compaction.lag.ms`` and ``delete.retention.ms``, then retention. Returns
-        ``CleanerStats`` per partition (None where nothing was dirty). ``progress(key, bytes)``."""
-        return self.cleaner.compact(self._compaction_keys(topic, partition), now_ms=now_ms, progress=progress)
+        ``CleanerStats`` per partition (None where nothing was dirty). ``progress(key, bytes)``.
+        ``offset_maps``: dirty sections mapped by another engine (``log_cleaner.PrebuiltMap`` per
+        partition, built over ``compaction_ranges``), as the Spark compaction job does."""
+        return self.cleaner.compact(self._compaction_keys(topic, partition), now_ms=now_ms, progress=progress,
+                                    offset_maps=offset_maps)
+
+    def compaction_ranges(self, topic: str | None = None, partition: int | None = None, *,
+                          now_ms: int | None = None) -> dict[tuple[str, int], tuple[int, int]]:
+        """Per partition that ``compact(topic, partition, now_ms=now_ms)`` would clean, its cleanable
+        range ``(first dirty offset, first uncleanable offset)``."""
+        return self.cleaner.cleanable_ranges(self._compaction_keys(topic, partition), now_ms)
 
     def compaction_estimate_bytes(self, topic: str | None = None, partition: int | None = None) -> int:
         """What ``compact(topic, partition)`` will read in one pass (a progress bar's length)."""

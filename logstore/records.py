@@ -253,9 +253,47 @@ class RecordBatch:
             return None
         return [end < 0 for end in columns.ints(_VALUE_ENDS, 0, columns.count)]
 
+    def raw_columns(self) -> "RawColumns":
+        """The batch's columns as raw little-endian buffers (memoryviews into the batch, or into its
+        decompressed body), for consumers that take whole columns without building records: the
+        Spark source turns them into Arrow arrays. See docs/FORMAT.md for the layout."""
+        columns = self.columns
+        body, at, count = columns.body, columns.at, columns.count
+
+        def column(index: int) -> memoryview | None:
+            return None if at[index] < 0 else body[at[index] : at[index] + _WIDTHS[index] * count]
+
+        blobs = tuple(body[start : start + size] for start, size in zip(columns.blob_at, columns.blob_bytes))
+        return RawColumns(count, self.header.base_offset, column(_DELTAS), column(_TIMESTAMPS),
+                          columns.timestamp_default, bool(self.header.attributes & TIMESTAMP_TYPE_LOG_APPEND),
+                          column(_KEY_ENDS), column(_VALUE_ENDS), column(_HEADER_ENDS), *blobs,
+                          columns.null_keys, columns.null_values)
+
     def payload_bytes(self, start: int, stop: int) -> int:
         """Bytes charged against a read's ``max_bytes`` for records [start, stop)."""
         return self.columns.cumulative_bytes(stop) - self.columns.cumulative_bytes(start)
+
+
+class RawColumns(NamedTuple):
+    """A batch's columns as raw buffers (``RecordBatch.raw_columns``). Ends columns hold int32 blob
+    ends, ``~end`` (negative) for a null; ``offset_deltas`` is None when offsets are dense
+    (``base_offset + i``), ``timestamps`` None when every record has ``timestamp_default``, and
+    ``header_ends`` None when no record has headers (then ``headers`` is empty)."""
+
+    count: int
+    base_offset: int
+    offset_deltas: memoryview | None  # int32 * count
+    timestamps: memoryview | None  # int64 * count, milliseconds
+    timestamp_default: int
+    log_append_time: bool
+    key_ends: memoryview  # int32 * count
+    value_ends: memoryview
+    header_ends: memoryview | None
+    keys: memoryview
+    values: memoryview
+    headers: memoryview
+    null_keys: bool
+    null_values: bool
 
 
 _DELTAS, _TIMESTAMPS, _KEY_ENDS, _VALUE_ENDS, _HEADER_ENDS = range(5)

@@ -355,9 +355,10 @@ class LogSegment:
                 return records, charged, True
         return records, charged, False
 
-    def iter_record_batches(self, start_offset: int, stop_offset: int, end: int | None = None) -> Iterator:
-        """For a streaming scan: an iterator of record iterators, one per batch, covering offsets
-        [start_offset, stop_offset) within the first ``end`` bytes."""
+    def iter_batch_slices(self, start_offset: int, stop_offset: int, end: int | None = None) -> Iterator:
+        """``(batch, first, stop)`` for every non-empty verified batch holding offsets in
+        [start_offset, stop_offset) within the first ``end`` bytes: records [first, stop) of the
+        batch are the ones in range. For column-wise consumers (Arrow) that take whole columns."""
         position = self.offset_index.lookup(start_offset).position
         for batch_position, header, buffer, at in self.scan_headers(position, end, _LARGE_CHUNK_BYTES):
             if header.base_offset >= stop_offset:
@@ -367,7 +368,8 @@ class LogSegment:
             batch = self.load_batch(batch_position, header, buffer, at)
             first = batch.index_of(start_offset) if header.base_offset < start_offset else 0
             stop = batch.index_of(stop_offset) if header.last_offset >= stop_offset else header.record_count
-            yield batch.iter_records(first, stop)
+            if first < stop:
+                yield batch, first, stop
 
     def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int) -> tuple[int, int] | None:
         """The first record with timestamp >= ``timestamp_ms`` and offset >= ``starting_offset``,
