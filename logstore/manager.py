@@ -23,7 +23,7 @@ import itertools
 import logging
 import os
 import threading
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Collection, Iterator, Mapping, Sequence
 
 from .clock import SYSTEM_CLOCK, Clock
 from .config import TOPIC_KEYS, LogConfig, ManagerConfig, parse_overrides
@@ -63,11 +63,12 @@ class LogManager(ManagerDirs, ManagerJobs):
     (``log.segment.bytes``, ``log.retention.ms``, ...; each topic's own config overrides them) and the
     store's own (``log.retention.check.interval.ms``, ``num.recovery.threads.per.data.dir``, ...).
     ``scheduler`` runs the background jobs (default: a threaded ``Scheduler`` on ``clock``; tests pass
-    ``Scheduler(manual_clock, threaded=False)`` and drive it)."""
+    ``Scheduler(manual_clock, threaded=False)`` and drive it). ``load_only`` (read-only views only)
+    loads just those ``(topic, partition)`` logs: a Spark task reading one partition opens one log."""
 
     def __init__(self, log_dirs: Sequence[str] | str, *, config: Mapping[str, Any] | None = None,
                  read_only: bool = False, clock: Clock | None = None, fs: FileSystem | None = None,
-                 scheduler: Scheduler | None = None) -> None:
+                 scheduler: Scheduler | None = None, load_only: Collection[tuple[str, int]] | None = None) -> None:
         if isinstance(log_dirs, (str, os.PathLike)):
             log_dirs = [log_dirs]
         if not log_dirs:
@@ -78,6 +79,10 @@ class LogManager(ManagerDirs, ManagerJobs):
         if duplicates:
             raise ValueError(f"data dir listed twice: {duplicates[0]}")
         self.read_only = read_only
+        if load_only is not None and not read_only:
+            raise ValueError("load_only is for read-only views: a writer must load every partition")
+        # A read-only view of a few partitions (a Spark task) skips loading the others.
+        self._load_only = None if load_only is None else frozenset(load_only)
         self.default_config = LogConfig.from_broker_properties(config or {})
         self.manager_config = ManagerConfig.from_broker_properties(config or {})
         self._clock = clock or SYSTEM_CLOCK

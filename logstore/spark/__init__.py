@@ -1,0 +1,32 @@
+"""logstore on Spark (the optional extra ``pip install 'logstore[spark]'``: pyspark and pyarrow).
+
+* ``format("logstore")``: a PySpark Python Data Source with Spark's Kafka-source schema and options,
+  for batch and Structured Streaming reads and writes (``logstore.spark.source``). The top-level
+  module ``pyspark_logstore`` registers it by itself; ``register(spark)`` is the explicit route.
+* ``logstore.spark.compact``: compaction as a Spark job (``logstore compact --engine spark``).
+
+Nothing in the core imports this package, and importing it does not import pyspark: only
+``register`` and the modules ``source``, ``writer`` and ``compact`` do.
+"""
+
+from __future__ import annotations
+
+MISSING_EXTRA = ("logstore's Spark layer needs pyspark and pyarrow: pip install 'logstore[spark]' "
+                 "(pyarrow is not pulled in by pyspark itself)")
+
+
+def require_spark() -> None:
+    """Raise a friendly ImportError when pyspark or pyarrow is missing."""
+    try:
+        import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(f"{MISSING_EXTRA} ({exc})") from exc
+
+
+def register(spark) -> None:
+    """Register the ``logstore`` data source with ``spark`` (a SparkSession) explicitly."""
+    require_spark()
+    from .source import LogStoreDataSource
+
+    spark.dataSource.register(LogStoreDataSource)
