@@ -57,7 +57,7 @@ class LogstoreGroup(click.Group):
             if exc.errno == errno.EPIPE:  # click quiets a closed pipe (``logstore read | head``)
                 raise
             raise click.ClickException(_one_line(exc)) from exc
-        except (LogStoreError, ValueError, TypeError) as exc:
+        except (LogStoreError, ValueError, TypeError, ImportError) as exc:  # ImportError: a missing extra
             raise click.ClickException(_one_line(exc)) from exc
 
 
@@ -353,24 +353,42 @@ def retention(options: StoreOptions, topic: str | None, dry_run: bool) -> None:
 @main.command()
 @click.argument("topic", required=False)
 @click.option("--partition", "-p", type=click.IntRange(min=0), help="Compact only this partition (needs TOPIC).")
+@click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
+              help="local: the store's cleaner. spark: Spark maps the keys (no dedupe-buffer limit, so one pass), "
+                   "then the same cleaner recopies and swaps (needs pip install 'logstore[spark]' and Java).")
+@click.option("--master", default=None, metavar="URL", help="Spark master for --engine spark (default local[*]).")
 @click.pass_obj
-def compact(options: StoreOptions, topic: str | None, partition: int | None) -> None:
+def compact(options: StoreOptions, topic: str | None, partition: int | None, engine: str, master: str | None) -> None:
     """Compact TOPIC (default: every compacted topic) to completion now: keep the latest record per
     key below each active segment, drop tombstones past delete.retention.ms, then apply retention.
     Honours every topic config except the dirty ratio. Takes the store's lock: stop the writer first.
     Prints one summary line per partition."""
-    with options.open(read_only=False) as store:
-        total_bytes = store.compaction_estimate_bytes(topic, partition)
-        stderr = sys.stderr
-        if stderr.isatty() and total_bytes:
-            with click.progressbar(length=total_bytes, label="compacting", file=stderr) as bar:
-                results = store.compact(topic, partition, progress=lambda key, size: bar.update(size))
-        else:
-            results = store.compact(topic, partition)
-        for (name, number), stats in results.items():
-            click.echo(describe_compaction(stats, f"{name}-{number}"))
-        compacted = sum(stats is not None for stats in results.values())
-        click.echo(f"Compacted {compacted} of {len(results)} partition{'s' if len(results) != 1 else ''}.")
+    if master is not None and engine != "spark":
+        raise click.UsageError("--master is for --engine spark")
+    stderr = sys.stderr
+    if engine == "spark":
+        from logstore.spark import require_spark
+
+        require_spark()
+        from logstore.spark.compact import compact_on_spark, spark_session
+
+        if stderr.isatty():
+            click.echo("starting Spark...", err=True)
+        with spark_session(master) as spark:
+            results = compact_on_spark(spark, options.dirs, topic, partition, config=options.settings)
+    else:
+        with options.open(read_only=False) as store:
+            total_bytes = store.compaction_estimate_bytes(topic, partition)
+            if stderr.isatty() and total_bytes:
+                with click.progressbar(length=total_bytes, label="compacting", file=stderr) as bar:
+                    results = store.compact(topic, partition, progress=lambda key, size: bar.update(size))
+            else:
+                results = store.compact(topic, partition)
+    for (name, number), stats in results.items():
+        click.echo(describe_compaction(stats, f"{name}-{number}"))
+    compacted = sum(stats is not None for stats in results.values())
+    click.echo(f"Compacted {compacted} of {len(results)} partition{'s' if len(results) != 1 else ''}"
+               f"{' on Spark' if engine == 'spark' else ''}.")
 
 
 @main.command()

@@ -126,8 +126,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
 def parse_path(path: str | None) -> tuple[str, ...]:
     """The data dirs of the ``path`` option (comma-separated)."""
     if path is None or not str(path).strip():
-        raise SourceOptionError('the logstore source needs the store\'s path: .load("/path/to/store") '
-                                '(several data dirs: "/dir1,/dir2")')
+        raise SourceOptionError('logstore needs the store\'s path: .load("/path/to/store"), .save(...) or '
+                                '.start(...) (several data dirs: "/dir1,/dir2")')
     dirs = tuple(part.strip() for part in str(path).split(",") if part.strip())
     if not dirs:
         raise SourceOptionError(f"option path names no data dir: {path!r}")
