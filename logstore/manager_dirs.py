@@ -31,7 +31,7 @@ from .checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
                          take_clean_shutdown_marker, write_clean_shutdown_marker)
 from .errors import CorruptCheckpointError, LockedError, LogStoreError, OfflineDirError, StorageError
 from .log import Log
-from .topics import DELETE_DIR_SUFFIX, DELETING, parse_partition_dir_name, partition_dir_name
+from .topics import DELETE_DIR_SUFFIX, DELETING, STAGING_DIR, parse_partition_dir_name, partition_dir_name
 
 if TYPE_CHECKING:
     from .clock import Clock
@@ -166,6 +166,8 @@ class ManagerDirs:
                 continue
             for partition in range(meta.partitions):
                 key = (name, partition)
+                if self._load_only is not None and key not in self._load_only:
+                    continue
                 # Not loaded: missing, unless it is (or, found in no dir, may be) on an offline dir.
                 dir_path = self._log_dir_of.get(key)
                 if key not in self._logs and dir_path not in self.offline_dirs and (dir_path or not self.offline_dirs):
@@ -185,13 +187,15 @@ class ManagerDirs:
         jobs = []
         for name in self._fs.list_dir(dir_path):
             path = os.path.join(dir_path, name)
-            if not self._fs.is_dir(path):
-                continue
+            if name == STAGING_DIR or not self._fs.is_dir(path):
+                continue  # staged records of writers (logstore.spark.sink) are theirs, not a partition
             if name.endswith(DELETE_DIR_SUFFIX):
                 if not self.read_only:
                     self._remove_tree(path)
                 continue
             parsed = parse_partition_dir_name(name)
+            if parsed is not None and self._load_only is not None and parsed not in self._load_only:
+                continue
             meta = self._topics.topics.get(parsed[0]) if parsed else None
             if parsed is None or meta is None or parsed[1] >= meta.partitions:
                 self.problems.append(f"{path} is not a partition of any known topic; left alone")

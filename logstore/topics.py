@@ -32,6 +32,7 @@ _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _METADATA_VERSION = 1
 READY, CREATING, DELETING = "ready", "creating", "deleting"
 DELETE_DIR_SUFFIX = "-delete"
+STAGING_DIR = ".staging"  # a data dir's area for writers' staged records (logstore.spark.sink); no partition
 
 
 def validate_topic_name(name: Any) -> str:
