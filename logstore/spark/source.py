@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter,
+                                    DataSourceWriter, InputPartition)
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
@@ -106,12 +107,12 @@ class LogStoreDataSource(DataSource):
         _check_schema(schema, options)
         return LogStoreStreamReader(options)
 
-    def writer(self, schema: StructType, overwrite: bool) -> "LogStoreWriter":
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from .writer import LogStoreWriter
 
         return LogStoreWriter(self.options, schema, overwrite)
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> "LogStoreStreamWriter":
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from .writer import LogStoreStreamWriter
 
         return LogStoreStreamWriter(self.options, schema, overwrite)
