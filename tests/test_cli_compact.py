@@ -5,6 +5,7 @@ and the README's end-to-end example (append updates and a tombstone, compact, re
 from __future__ import annotations
 
 import os
+import sys
 
 from click.testing import CliRunner
 
@@ -128,3 +129,12 @@ def test_the_readme_example(tmp_path):
     with open(readme, encoding="utf-8") as handle:
         text = handle.read()
     assert out[0].rsplit(", ", 2)[0] in text and "\n" + values in text
+
+
+def test_the_spark_engine_without_pyspark_is_one_clear_line(tmp_path, monkeypatch):
+    make_profiles(tmp_path)
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # as if the spark extra were not installed
+    result = run(tmp_path, "compact", "--engine", "spark", "profiles")
+    one_line_error(result, "pip install 'logstore[spark]'")
+    with LogManager([str(tmp_path)], read_only=True) as store:  # nothing was compacted
+        assert sum(len(list(store.get_log("profiles", p).iter_records())) for p in range(2)) == 41

@@ -113,3 +113,17 @@ def test_cli_compact_with_the_spark_engine(spark, tmp_path):
     assert "Traceback" not in refused.output
     mixed = CliRunner().invoke(main, ["--dir", path, "compact", "--master", "local[1]"])
     assert mixed.exit_code != 0 and "--master is for --engine spark" in mixed.output
+
+
+def test_the_spark_submit_module(spark, tmp_path, capsys):
+    from logstore.spark.compact import main as submit_main
+
+    path = str(tmp_path / "store")
+    with LogManager(path) as manager:
+        manager.create_topic("state", 1, config=CONFIG)
+        for i in range(30):
+            manager.append("state", [Record(b"k%d" % (i % 3), b"v%d" % i)])
+    assert submit_main([path, "state", "--partition", "0"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1] == "Compacted 1 of 1 partition on Spark." and out[0].startswith("state-0:")
+    assert spark.range(3).count() == 3  # the active session was used and left running
