@@ -345,3 +345,32 @@ def compact(records, keys, key_bytes, value_bytes, dedupe_buffer_bytes, small_bu
     except (perf_compact.CompactBenchmarkError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(json.dumps(result, indent=2) if as_json else perf_compact.render_compact(result))
+
+
+@perf.command("spark")
+@click.option("--records", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+              help="Records read, and compacted.")
+@click.option("--keys", type=click.IntRange(min=1), default=100_000, show_default=True,
+              help="Distinct 16-byte keys (each written at least once).")
+@click.option("--partitions", type=click.IntRange(min=1, max=10_000), default=4, show_default=True,
+              help="Partitions of the topic Spark reads.")
+@click.option("--repeats", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Timed runs of each Spark query per data path, interleaved (the best is reported).")
+@click.option("--skip-compact", is_flag=True, help="Only the read benchmark.")
+@click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
+              help="Parent dir of the temporary work dir, removed afterwards (default: $TMPDIR or /tmp).")
+@_output
+def spark_(records, keys, partitions, repeats, skip_compact, work_dir, as_json, progress) -> None:
+    """What Spark adds, in one local[2] session: reading RECORDS records through format("logstore")
+    with Arrow batches and with a tuple per row (against the core's and SQLite's own scans), and
+    compaction on Spark against the local cleaner, with the default and with a small dedupe buffer."""
+    from logstore.errors import LogStoreError
+    from logstore.spark import perf as spark_perf
+
+    try:
+        result = spark_perf.bench_spark(records=records, keys=keys, partitions=partitions, repeats=repeats,
+                                        compact=not skip_compact, work_dir=work_dir, say=_say(progress, "perf"))
+    except (spark_perf.SparkBenchmarkError, spark_perf.CompactBenchmarkError, LogStoreError, ImportError, ValueError,
+            OSError) as exc:
+        raise click.ClickException(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+    click.echo(json.dumps(result, indent=2) if as_json else spark_perf.render_spark(result))
