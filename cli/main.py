@@ -372,10 +372,13 @@ def compact(options: StoreOptions, topic: str | None, partition: int | None, eng
         require_spark()
         from logstore.spark.compact import compact_on_spark, spark_session
 
-        if stderr.isatty():
-            click.echo("starting Spark...", err=True)
+        def say(text: str) -> None:
+            if stderr.isatty():
+                click.echo(f"{text}...", err=True)
+
+        say("starting Spark")
         with spark_session(master) as spark:
-            results = compact_on_spark(spark, options.dirs, topic, partition, config=options.settings)
+            results = compact_on_spark(spark, options.dirs, topic, partition, config=options.settings, say=say)
     else:
         with options.open(read_only=False) as store:
             total_bytes = store.compaction_estimate_bytes(topic, partition)

@@ -75,20 +75,27 @@ def spark_offset_maps(spark, data_dirs: Sequence[str], ranges: Mapping[TopicPart
 
 def compact_on_spark(spark, data_dirs: Sequence[str] | str, topic: str | None = None, partition: int | None = None,
                      *, config: Mapping[str, str] | None = None, now_ms: int | None = None,
-                     progress: Callable[[TopicPartition, int], None] | None = None) -> dict:
+                     progress: Callable[[TopicPartition, int], None] | None = None,
+                     say: Callable[[str], None] | None = None) -> dict:
     """Compact ``topic`` (default: every compacted topic), or one ``partition`` of it, to completion
     with Spark doing the key mapping; then retention, as ``LogManager.compact`` does. Returns
-    ``CleanerStats`` (or None where nothing was dirty) per partition. Takes the store's lock."""
+    ``CleanerStats`` (or None where nothing was dirty) per partition. Takes the store's lock.
+    ``progress(key, bytes)`` is told of bytes recopied; ``say(text)`` of each phase."""
+    say = say or (lambda text: None)
     dirs = [data_dirs] if isinstance(data_dirs, (str, os.PathLike)) else list(data_dirs)
     with contextlib.closing(LogManager(dirs, config=config)) as manager:
         now = SYSTEM_CLOCK.time_ms() if now_ms is None else now_ms
         ranges = manager.compaction_ranges(topic, partition, now_ms=now)
+        records = sum(end - start for start, end in ranges.values())
+        say(f"mapping keys of {len(ranges)} partition{'s' if len(ranges) != 1 else ''} "
+            f"({records} dirty offsets) on Spark")
         try:
             maps = spark_offset_maps(spark, manager.log_dirs, ranges)
         except Exception as exc:  # Spark's errors (Py4J, captured JVM exceptions) carry pages of trace
             if isinstance(exc, LogStoreError):
                 raise
             raise StorageError(f"the Spark job mapping the keys failed: {spark_error_summary(exc)}") from exc
+        say(f"mapped {sum(len(m.offset_map) for m in maps.values())} keys; recopying and swapping")
         return manager.compact(topic, partition, now_ms=now, progress=progress, offset_maps=maps)
 
 
