@@ -35,14 +35,31 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark(tmp_path_factory):
     # Workers must run this interpreter (its site-packages hold logstore and pyarrow).
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    session = (SparkSession.builder.master("local[2]").appName("logstore-tests")
+    # The JVM, and the Python workers it starts (``python -m``, so their cwd is on sys.path), run
+    # outside the repository: format("logstore") must then be found through the installed
+    # pyspark_logstore module, as on a user's machine, not through the checkout.
+    cwd = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("spark-cwd"))
+    try:
+        session = _start()
+    finally:
+        os.chdir(cwd)
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def _start():
+    from pyspark.sql import SparkSession
+
+    return (SparkSession.builder.master("local[2]").appName("logstore-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2")
@@ -51,6 +68,3 @@ def spark():
                .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
                .config("spark.python.worker.reuse", "true")
                .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()

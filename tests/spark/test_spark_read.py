@@ -116,6 +116,17 @@ def test_starting_timestamp_and_sql(spark, store):
     assert counts == {p: len(core_rows(store, "events", p, None, None)) for p in range(3)}
 
 
+def test_the_installed_package_registers_the_source_from_any_directory(tmp_path):
+    """Spark finds Python data sources in top-level ``pyspark_*`` modules on the workers' path: the
+    installed ``pyspark_logstore`` (not the checkout) must be there. A setuptools editable install in
+    its default mode hides top-level modules from that scan: install with
+    ``--config-settings editable_mode=compat`` (or call ``logstore.spark.register``)."""
+    code = ("import pkgutil, pyspark_logstore; "
+            "assert 'pyspark_logstore' in {m.name for m in pkgutil.iter_modules()}, 'not on sys.path'; "
+            "assert pyspark_logstore.DefaultSource.name() == 'logstore'")
+    subprocess.run([sys.executable, "-c", code], cwd=str(tmp_path), check=True)
+
+
 def test_explicit_registration(spark, store):
     import logstore.spark
 
