@@ -118,9 +118,8 @@ def test_starting_timestamp_and_sql(spark, store):
 
 def test_the_installed_package_registers_the_source_from_any_directory(tmp_path):
     """Spark finds Python data sources in top-level ``pyspark_*`` modules on the workers' path: the
-    installed ``pyspark_logstore`` (not the checkout) must be there. A setuptools editable install in
-    its default mode hides top-level modules from that scan: install with
-    ``--config-settings editable_mode=compat`` (or call ``logstore.spark.register``)."""
+    installed ``pyspark_logstore`` (not the checkout) must be there, as CI's ``pip install .`` puts it.
+    (An editable install's import hooks hide it from that scan: there, ``logstore.spark.register``.)"""
     code = ("import pkgutil, pyspark_logstore; "
             "assert 'pyspark_logstore' in {m.name for m in pkgutil.iter_modules()}, 'not on sys.path'; "
             "assert pyspark_logstore.DefaultSource.name() == 'logstore'")
