@@ -48,6 +48,7 @@ from logstore.errors import (CorruptCheckpointError, CorruptRecordError, Invalid
 from logstore.manager import LogManager
 from logstore.records import Record
 from logstore.spark import sink
+from logstore.clock import ManualClock
 from logstore.spark.sink import (StagedFile, TargetPlan, abort_staged, clear_staging, commit_staged, read_staged,
                                  stage_records)
 from logstore.topics import STAGING_DIR, partition_for_key
@@ -328,7 +329,9 @@ def test_clear_staging_removes_only_old_job_dirs(store):
     os.utime(sinks, (1_000_000, 1_000_000))
     assert clear_staging(store) == [old_plan.job_dir]
     assert os.path.isdir(young_plan.job_dir) and os.listdir(sinks)
-    assert clear_staging(store, older_than_s=0) == [young_plan.job_dir]
+    young_ms = int(os.path.getmtime(young_plan.job_dir) * 1000)
+    assert clear_staging(store, older_than_s=60, clock=ManualClock(young_ms + 30_000)) == []  # 30 s old
+    assert clear_staging(store, older_than_s=60, clock=ManualClock(young_ms + 61_000)) == [young_plan.job_dir]
 
 
 def test_another_writer_makes_the_commit_fail_clearly_and_loses_nothing(store):

@@ -20,9 +20,8 @@ into the plain tuples taken here and wraps ``StagedFile`` in Spark's commit mess
    is skipped; a retry after a crash between the two compares the log from the intent's start
    offsets with the staged records and appends only the part that is not there yet.
 
-Readers are not isolated from a commit (no transactions): a read between an append and a rollback
-sees records that then disappear. Staging files live in the store's first data dir, which executors
-must therefore see (local mode, or a shared file system).
+Readers are not isolated from a commit (no transactions): a read between an append and a rollback sees
+records that then disappear. Staging files live in the first data dir, which executors must see.
 """
 
 from __future__ import annotations
@@ -36,13 +35,13 @@ import re
 import reprlib
 import shutil
 import struct
-import time
 import uuid
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Sequence
 
+from ..clock import SYSTEM_CLOCK, Clock
 from ..encoder import encode_batch
 from ..errors import (CorruptCheckpointError, CorruptRecordError, InvalidRecordError, LockedError, LogStoreError,
                       RequestError, StorageError, UnknownTopicOrPartitionError)
@@ -444,16 +443,16 @@ def _check_staged_list(plan: TargetPlan, staged: Sequence[StagedFile | None]) ->
     return files
 
 
-def _open_writable(plan: TargetPlan, lock_wait_s: float) -> LogManager:
-    deadline = time.monotonic() + lock_wait_s
+def _open_writable(plan: TargetPlan, lock_wait_s: float, clock: Clock) -> LogManager:
+    deadline_ms = clock.monotonic_ms() + int(lock_wait_s * 1000)
     while True:
         try:
             return LogManager(list(plan.data_dirs))
         except LockedError as exc:
-            if time.monotonic() >= deadline:
+            if clock.monotonic_ms() >= deadline_ms:
                 raise LockedError(f"cannot commit job {plan.job_id}: {exc}. Nothing was appended; the staged files "
                                   f"stay in {plan.job_dir}: retry the commit once the store is free") from exc
-            time.sleep(min(0.05, max(deadline - time.monotonic(), 0.0)))
+            clock.sleep_ms(min(50, max(deadline_ms - clock.monotonic_ms(), 0)))
 
 
 def _roll_back(logs: dict[TopicPartition, Log], before: dict[TopicPartition, int], cause: BaseException) -> None:
@@ -470,13 +469,13 @@ def _roll_back(logs: dict[TopicPartition, Log], before: dict[TopicPartition, int
                            "remain in " + "; ".join(failures)) from cause
 
 
-def commit_staged(plan: TargetPlan, staged: Sequence[StagedFile | None], *, sink_id: str | None = None,
-                  batch_id: int | None = None, lock_wait_s: float = 0.0) -> CommitResult:
+def commit_staged(plan: TargetPlan, staged: Sequence[StagedFile | None], *, sink_id: str | None = None, batch_id:
+                  int | None = None, lock_wait_s: float = 0.0, clock: Clock = SYSTEM_CLOCK) -> CommitResult:
     """Append every staged record of the job, all or nothing, and delete the job's staging dir.
 
     ``staged`` holds every task's ``StagedFile`` (a None, a failed task, raises ``ValueError``).
     The store is opened writable: when another process holds it this raises ``LockedError`` (after
-    retrying for ``lock_wait_s``) and keeps the staged files. On any failure every partition touched
+    retrying for ``lock_wait_s`` on ``clock``) and keeps the staged files. On any failure every partition touched
     is truncated back to where it was, the staged files are kept (retry, or ``abort_staged``) and
     the error is raised. With ``sink_id`` and ``batch_id`` (streaming) the commit is exactly-once
     per (sink, batch id): see the module docstring."""
@@ -485,7 +484,7 @@ def commit_staged(plan: TargetPlan, staged: Sequence[StagedFile | None], *, sink
                                                     and batch_id >= 0):
         raise ValueError("a streaming commit takes both sink_id (a non-empty str) and batch_id (an int >= 0), a batch "
                          f"job neither; got {sink_id!r} and {batch_id!r}")
-    store = _open_writable(plan, lock_wait_s)
+    store = _open_writable(plan, lock_wait_s, clock)
     try:
         result = _commit_locked(store, plan, files, sink_id, batch_id)
     finally:
@@ -495,7 +494,7 @@ def commit_staged(plan: TargetPlan, staged: Sequence[StagedFile | None], *, sink
             logger.warning("closing the store after the commit of job %s: %s", plan.job_id, exc)
     shutil.rmtree(plan.job_dir, ignore_errors=True)  # with any file of failed or speculative attempts
     try:
-        clear_staging(plan.data_dirs[0])
+        clear_staging(plan.data_dirs[0], clock=clock)
     except OSError as exc:  # leftovers only cost space: never fail a commit that happened
         logger.warning("clearing old staging dirs failed: %s", exc)
     return result
@@ -503,9 +502,9 @@ def commit_staged(plan: TargetPlan, staged: Sequence[StagedFile | None], *, sink
 
 def _commit_locked(store: LogManager, plan: TargetPlan, files: list[StagedFile], sink_id: str | None,
                    batch_id: int | None) -> CommitResult:
-    journal = None
-    if sink_id is not None:
-        journal = _Journal(os.path.join(plan.staging_dir, SINKS_DIR, _journal_name(sink_id)), sink_id)
+    journal = None if sink_id is None else _Journal(os.path.join(plan.staging_dir, SINKS_DIR, _journal_name(sink_id)),
+                                                    sink_id)
+    if journal is not None:
         if journal.last_batch_id is not None and batch_id <= journal.last_batch_id:
             logger.info("sink %s: batch %s is committed already (last %s)", sink_id, batch_id, journal.last_batch_id)
             return CommitResult({}, {}, {}, skipped=True)
@@ -578,12 +577,13 @@ def abort_staged(plan: TargetPlan, staged: Iterable[StagedFile | None]) -> None:
     shutil.rmtree(plan.job_dir, ignore_errors=True)  # files of tasks whose message never arrived
 
 
-def clear_staging(path: str | Sequence[str], older_than_s: float = DEFAULT_STAGING_MAX_AGE_S) -> list[str]:
+def clear_staging(path: str | Sequence[str], older_than_s: float = DEFAULT_STAGING_MAX_AGE_S,
+                  clock: Clock = SYSTEM_CLOCK) -> list[str]:
     """Delete the staging dirs of jobs (crashed drivers, killed jobs) untouched for ``older_than_s``
     in the store at ``path`` (its first data dir); the sinks' journals stay. Returns the dirs removed."""
     first = path if isinstance(path, (str, os.PathLike)) else path[0]
     staging = os.path.join(os.fspath(first), STAGING_DIR)
-    cutoff = time.time() - older_than_s
+    cutoff = clock.time_ms() / 1000 - older_than_s
     removed: list[str] = []
     for name in sorted(os.listdir(staging)) if os.path.isdir(staging) else ():
         job_dir = os.path.join(staging, name)

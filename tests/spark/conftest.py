@@ -40,8 +40,6 @@ def spark(tmp_path_factory):
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
     # The JVM, and the Python workers it starts (``python -m``, so their cwd is on sys.path), run
     # outside the repository: format("logstore") must then be found through the installed
     # pyspark_logstore module, as on a user's machine, not through the checkout.
