@@ -156,6 +156,19 @@ def checked_start(key: TopicPartition, start: int, log_start: int, log_end: int,
     return log_start if start < log_start else min(start, log_end) if start <= log_end else log_start
 
 
+def checked_range(key: TopicPartition, start: int, end: int, log_start: int, log_end: int,
+                  fail_on_data_loss: bool) -> tuple[int, int]:
+    """``[start, end)`` checked against the log's bounds now (``checked_start``, and an end past the
+    log end offset, after a truncation, stops there when the query tolerates data loss)."""
+    start = checked_start(key, start, log_start, log_end, fail_on_data_loss)
+    if end > log_end:
+        if fail_on_data_loss:
+            raise DataLossError(f"ending offset {end} of {key[0]}-{key[1]} is past its log end offset {log_end} "
+                                "(not written, or truncated). Set the option failOnDataLoss=false to stop at the log end")
+        end = log_end
+    return start, end
+
+
 # --- batch planning ----------------------------------------------------------------------------------
 
 
@@ -165,13 +178,7 @@ def plan_ranges(starts: Mapping[TopicPartition, int], ends: Mapping[TopicPartiti
     ranges = []
     for key in sorted(ends):
         log_start, log_end = bounds[key]
-        start = checked_start(key, starts.get(key, log_start), log_start, log_end, fail_on_data_loss)
-        end = ends[key]
-        if end > log_end:
-            if fail_on_data_loss:
-                raise DataLossError(f"ending offset {end} of {key[0]}-{key[1]} is past its log end offset {log_end}. "
-                                    "Set the option failOnDataLoss=false to stop at the log end")
-            end = log_end
+        start, end = checked_range(key, starts.get(key, log_start), ends[key], log_start, log_end, fail_on_data_loss)
         if start > end:
             raise SourceOptionError(f"{key[0]}-{key[1]}: the starting offset {start} is after the ending offset {end}")
         if end > start:
@@ -283,11 +290,8 @@ class StreamPlanner:
         ranges = []
         for key, end_offset in sorted(moved.items()):
             log_start, log_end = bounds[key]
-            first = checked_start(key, start.get(key, log_start), log_start, log_end, self.options.fail_on_data_loss)
-            end_offset = min(end_offset, log_end) if not self.options.fail_on_data_loss else end_offset
-            if end_offset > log_end:
-                raise DataLossError(f"offsets up to {end_offset} of {key[0]}-{key[1]} were planned but its log end "
-                                    f"offset is now {log_end} (truncated). Set the option failOnDataLoss=false to go on")
+            first, end_offset = checked_range(key, start.get(key, log_start), end_offset, log_start, log_end,
+                                              self.options.fail_on_data_loss)
             if end_offset > first:
                 ranges.append(OffsetRange(key[0], key[1], first, end_offset))
         return split_ranges(ranges, self.options.min_partitions)

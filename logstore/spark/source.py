@@ -28,7 +28,7 @@ from ..errors import LogStoreError
 from ..manager import LogManager
 from .options import (SourceOptionError, SourceOptions, lower_keys, offsets_from_json, offsets_to_json,
                       parse_bool, parse_source_options)
-from .planning import DataLossError, OffsetRange, StreamPlanner, checked_start, plan_batch
+from .planning import OffsetRange, StreamPlanner, checked_range, plan_batch
 
 
 def read_range(options: SourceOptions, offset_range: OffsetRange | None) -> Iterator:
@@ -42,14 +42,9 @@ def read_range(options: SourceOptions, offset_range: OffsetRange | None) -> Iter
     manager = LogManager(list(options.data_dirs), read_only=True, load_only={key})
     try:
         log = manager.get_log(*key)
-        log_start, log_end = log.log_start_offset, log.log_end_offset
-        start = checked_start(key, offset_range.start, log_start, log_end, options.fail_on_data_loss)
-        end = offset_range.end
-        if end > log_end:
-            if options.fail_on_data_loss:
-                raise DataLossError(f"offsets up to {end} of {key[0]}-{key[1]} were planned but its log end offset is "
-                                    f"now {log_end} (truncated). Set the option failOnDataLoss=false to go on")
-            end = log_end
+        # The log may have changed since planning (retention, a truncation): check again.
+        start, end = checked_range(key, offset_range.start, offset_range.end, log.log_start_offset,
+                                   log.log_end_offset, options.fail_on_data_loss)
         if start >= end:
             return
         slices = log.iter_batch_slices(start, end)
@@ -63,26 +58,13 @@ def read_range(options: SourceOptions, offset_range: OffsetRange | None) -> Iter
 
 def _check_schema(schema: StructType, options: SourceOptions) -> None:
     """A user schema (``.schema(...)``) must be the source's own: its rows have one shape."""
-    from .arrow import spark_schema_ddl
+    from pyspark.sql.pandas.types import from_arrow_schema  # pyarrow only, no pandas, no JVM
 
-    ddl = spark_schema_ddl(options.include_headers)
-    expected = "struct<" + ",".join(field.strip().replace(" ", ":", 1) for field in _split_ddl(ddl)) + ">"
-    if schema.simpleString().replace(" ", "").lower() != expected.replace(" ", "").lower():
-        raise SourceOptionError(f"the logstore source has a fixed schema ({ddl}); "
+    from .arrow import arrow_schema, spark_schema_ddl
+
+    if schema.simpleString() != from_arrow_schema(arrow_schema(options.include_headers)).simpleString():
+        raise SourceOptionError(f"the logstore source has a fixed schema ({spark_schema_ddl(options.include_headers)}); "
                                 f"a user schema {schema.simpleString()} cannot be used")
-
-
-def _split_ddl(ddl: str) -> list[str]:
-    """Top-level fields of a DDL string (commas inside <...> do not split)."""
-    fields, depth, current = [], 0, ""
-    for char in ddl:
-        depth += (char == "<") - (char == ">")
-        if char == "," and depth == 0:
-            fields.append(current)
-            current = ""
-        else:
-            current += char
-    return fields + [current]
 
 
 class LogStoreDataSource(DataSource):

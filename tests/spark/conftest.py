@@ -43,6 +43,11 @@ def spark(tmp_path_factory):
     # The JVM, and the Python workers it starts (``python -m``, so their cwd is on sys.path), run
     # outside the repository: format("logstore") must then be found through the installed
     # pyspark_logstore module, as on a user's machine, not through the checkout.
+    import pkgutil
+
+    if "pyspark_logstore" not in {module.name for module in pkgutil.iter_modules()}:
+        pytest.fail("Spark cannot discover the installed module pyspark_logstore (an editable install's import "
+                    "hooks hide it): install the project as the README says, pip install '.[test,spark]'")
     cwd = os.getcwd()
     os.chdir(tmp_path_factory.mktemp("spark-cwd"))
     try:

@@ -198,3 +198,10 @@ def test_reading_while_another_process_appends_gives_a_consistent_prefix(spark, 
         except subprocess.TimeoutExpired:
             writer.kill()
             writer.wait()
+
+
+def test_a_user_schema_must_be_the_source_schema(spark, store):
+    same = "key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, timestampType int"
+    assert spark.read.format("logstore").schema(same).option("subscribe", "zipped").load(store).count() == 500
+    with pytest.raises(Exception, match="the logstore source has a fixed schema"):
+        spark.read.format("logstore").schema("value string").option("subscribe", "zipped").load(store).count()
