@@ -18,7 +18,11 @@ distinct keys in a seeded shuffled order, 100-byte values led by their own offse
    with no Spark (the batch plan and every task's ``read()``, one after another, on both paths), the
    core's scan (``Log.iter_records`` over every partition, one thread) and SQLite's (``SELECT key,
    value FROM log`` iterated, perf_compact's table).
-2. Compaction of the workload as ``perf_compact`` builds it (one compacted partition, rolled): the
+2. Writing as many records (16-byte keys, 100-byte values, generated in the JVM) from a DataFrame
+   through the sink (tasks stage, the driver's one commit appends and fsyncs), against the core
+   appending the workload's records in batches of 1000 and flushing; both checked by the log end
+   offsets, after an untimed warm-up write.
+3. Compaction of the workload as ``perf_compact`` builds it (one compacted partition, rolled): the
    local cleaner (``LogManager.compact``, in a fresh child, as ``logstore perf compact`` runs it)
    against ``compact_on_spark`` on a copy, in this process with the session already started and
    after an untimed warm-up compaction of a small log (the first compiles the job's code); then
@@ -28,7 +32,7 @@ distinct keys in a seeded shuffled order, 100-byte values led by their own offse
    after it, the recopy and swap by the store's cleaner in the driver. Every result is read back with
    ``perf_compact.verify_log`` (one record per key, the latest) before any number is reported.
 
-The session is ``local[2]`` with the tests' settings (no UI, two shuffle partitions, UTC, C1-only JIT);
+The session is ``local[2]`` with the tests' settings but the JVM's default JIT (no UI, two shuffle partitions, UTC);
 its start and the warm-ups are timed and reported apart, with the load average before and after (the
 machine is shared). pyspark is imported inside functions: importing this module needs neither pyspark
 nor pyarrow.
@@ -236,6 +240,46 @@ def bench_read(spark, root: str, workload: CompactWorkload, partitions: int, rep
             "context": {name: _best(name, context[name], workload.records, checked[name]) for name in scans}}
 
 
+# --- writing ----------------------------------------------------------------------------------------
+
+
+def bench_write(spark, root: str, workload: CompactWorkload, partitions: int, say: Say) -> dict:
+    """Part 3: the same number of records written from a DataFrame through the sink (tasks stage, the
+    driver's commit appends and fsyncs) against the core appending them in batches of 1000 and
+    flushing, in this process. Both are checked by their log end offsets."""
+    records, key_digits = workload.records, max(workload.key_bytes - 4, 1)
+    frame = spark.range(records).selectExpr(
+        f"concat('key-', lpad(cast(id % {workload.keys} as string), {key_digits}, '0')) as key",
+        f"repeat('x', {workload.value_bytes}) as value")
+    sizes = {}
+    for name in ("warmup", "spark", "core"):
+        with contextlib.closing(LogManager(os.path.join(root, f"write-{name}"))) as manager:
+            manager.create_topic("out", partitions)
+    say("warm-up write (starts Spark's Python writer workers)")
+    frame.limit(1000).write.format("logstore").mode("append").option("topic", "out") \
+        .save(os.path.join(root, "write-warmup"))
+    say(f"Spark writes {records:,} records")
+    watch = Stopwatch()
+    frame.write.format("logstore").mode("append").option("topic", "out").save(os.path.join(root, "write-spark"))
+    spark_s = watch.elapsed_s
+    batches = [[r._replace(timestamp_ms=None) for r in workload.batch(start, min(start + BATCH_RECORDS, records))]
+               for start in range(0, records, BATCH_RECORDS)]  # built untimed
+    say(f"the core appends {records:,} records")
+    with contextlib.closing(LogManager(os.path.join(root, "write-core"))) as manager:
+        watch = Stopwatch()
+        for batch in batches:
+            manager.append("out", batch)
+        manager.flush()
+        core_s = watch.elapsed_s
+    for name in ("spark", "core"):
+        with contextlib.closing(LogManager(os.path.join(root, f"write-{name}"), read_only=True)) as manager:
+            sizes[name] = sum(manager.get_log("out", p).log_end_offset for p in range(partitions))
+        if sizes[name] != records:
+            raise SparkBenchmarkError(f"the {name} write left {sizes[name]:,} records, expected {records:,}")
+    return {"spark": _best("spark write", [spark_s], records, sizes["spark"]),
+            "core": _best("core append", [core_s], records, sizes["core"])}
+
+
 # --- compaction -------------------------------------------------------------------------------------
 
 
@@ -321,6 +365,7 @@ def bench_spark(*, records: int = 1_000_000, keys: int = 100_000, partitions: in
                 say("starting Spark")
                 spark, session_start_s = stack.enter_context(bench_session())
             read = bench_read(spark, root, workload, partitions, repeats, say)
+            write = bench_write(spark, root, workload, partitions, say)
             compaction = bench_compact(spark, root, workload, say) if compact else None
             versions = {"python": sys.version.split()[0], "pyspark": _version("pyspark"),
                         "pyarrow": _version("pyarrow"), "sqlite": sqlite3.sqlite_version,
@@ -331,7 +376,7 @@ def bench_spark(*, records: int = 1_000_000, keys: int = 100_000, partitions: in
                            "key_bytes": workload.key_bytes, "value_bytes": workload.value_bytes,
                            "batch_records": BATCH_RECORDS, "seed": workload.seed, **versions,
                            "load_average_before": load_before, "load_average_after": _load_average()},
-              "session_start_s": session_start_s, "read": read, "compact": compaction}
+              "session_start_s": session_start_s, "read": read, "write": write, "compact": compaction}
     result["findings"] = findings(result)
     return result
 
@@ -367,6 +412,12 @@ def findings(result: dict) -> list[str]:
     if result["session_start_s"] is not None:
         out.append(f"One-off costs a single Spark job pays on top: session start {result['session_start_s']:.1f} s, "
                    f"first query {read['warmup_s']:.1f} s (Python workers start).")
+    write = result["write"]
+    out.append(f"Writing: Spark wrote {write['spark']['records_per_s']:,.0f} records/s through the sink (tasks stage "
+               f"the driver's one commit appends), the core appended {write['core']['records_per_s']:,.0f}/s in "
+               f"batches of {BATCH_RECORDS}: all-or-nothing staging costs "
+               f"{write['core']['records_per_s'] / max(write['spark']['records_per_s'], 1e-9):.1f}× "
+               "the direct append.")
     comp = result["compact"]
     if comp is None:
         return out
@@ -430,6 +481,14 @@ def render_spark(result: dict) -> str:
                     " / ".join(f"{t:.3f}" for t in r["times_s"]), f"{r['checked']:,}") for engine, query, r in rows])
     out.append("arrow ÷ tuple (records/s): " + ", ".join(f"{QUERY_TEXT[q]} {read['arrow_over_tuple'][q]:.2f}×"
                                                          for q in QUERIES))
+    write = result["write"]
+    out += ["", f"writing {s['records']:,} records to {s['partitions']} partitions (one run each, checked by the "
+                f"log end offsets)"]
+    out += _table(("engine", "how", "time s", "records/s"),
+                  [("spark", 'df.write.format("logstore"): stage, then one commit', f"{write['spark']['best_s']:.2f}",
+                    f"{write['spark']['records_per_s']:,.0f}"),
+                   ("core (1 thread)", f"LogManager.append, batches of {BATCH_RECORDS}, then flush",
+                    f"{write['core']['best_s']:.2f}", f"{write['core']['records_per_s']:,.0f}")])
     comp = result["compact"]
     if comp is not None:
         keys_room = int(comp["small_buffer_bytes"] * LOAD_FACTOR) // (ENTRY_OVERHEAD_BYTES + s["key_bytes"])

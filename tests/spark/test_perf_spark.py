@@ -29,6 +29,9 @@ def test_benchmark_measures_and_verifies_every_part(spark, tmp_path):
     for row in [*read["spark"].values(), *read["context"].values()]:
         assert row["checked"] == RECORDS and len(row["times_s"]) == 1 and row["records_per_s"] > 0
     assert set(read["arrow_over_tuple"]) == {"count", "groupby"}
+    write = result["write"]
+    assert write["spark"]["checked"] == write["core"]["checked"] == RECORDS  # every record landed, once
+    assert write["spark"]["records_per_s"] > 0 and write["core"]["records_per_s"] > 0
     compact = result["compact"]
     assert set(compact["runs"]) == {"local", "spark", "local-small", "spark-small"}
     assert compact["verified"] == dict.fromkeys(compact["runs"], KEYS)  # one record per key, the latest
@@ -40,7 +43,8 @@ def test_benchmark_measures_and_verifies_every_part(spark, tmp_path):
         assert run["map_s"] > 0 and run["recopy_s"] > 0 and run["bytes_after"] < run["bytes_before"]
     text = spark_perf.render_spark(result)
     assert "spark arrow=false" in text and "findings" in text and f"{KEYS:,} records" in text
-    assert len(result["findings"]) == 3  # reading, compaction, multi-pass (no session start: it was given)
+    assert "writing " in text and "stage, then one commit" in text
+    assert len(result["findings"]) == 4  # reading, writing, compaction, multi-pass (no session start: it was given)
 
 
 def test_a_wrong_answer_is_an_error_not_a_number(spark, tmp_path):
