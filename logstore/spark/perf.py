@@ -413,7 +413,7 @@ def findings(result: dict) -> list[str]:
         out.append(f"One-off costs a single Spark job pays on top: session start {result['session_start_s']:.1f} s, "
                    f"first query {read['warmup_s']:.1f} s (Python workers start).")
     write = result["write"]
-    out.append(f"Writing: Spark wrote {write['spark']['records_per_s']:,.0f} records/s through the sink (tasks stage "
+    out.append(f"Writing: Spark wrote {write['spark']['records_per_s']:,.0f} records/s through the sink (tasks stage; "
                f"the driver's one commit appends), the core appended {write['core']['records_per_s']:,.0f}/s in "
                f"batches of {BATCH_RECORDS}: all-or-nothing staging costs "
                f"{write['core']['records_per_s'] / max(write['spark']['records_per_s'], 1e-9):.1f}× "
