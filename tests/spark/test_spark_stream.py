@@ -4,6 +4,10 @@ loss, and an exactly-once logstore sink across a forced restart."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -109,3 +113,43 @@ def test_logstore_sink_is_exactly_once_across_a_forced_restart(spark, tmp_path):
         manager.append("events", [Record(b"x", b"late")], partition=2)
     mirror(spark, path, checkpoint)
     assert mirror_contents(path)[2] == source[2] + [(b"x", b"late")]
+
+
+_MIRROR_DRIVER = """
+import os, sys
+os.environ["PYSPARK_PYTHON"] = sys.executable
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "2").config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+         .getOrCreate())
+query = (spark.readStream.format("logstore").option("subscribe", "events").option("startingOffsets", "earliest")
+         .option("maxOffsetsPerTrigger", "60").load(sys.argv[1]).select("key", "value", "partition")
+         .writeStream.format("logstore").option("topic", "mirror").option("checkpointLocation", sys.argv[2])
+         .trigger(availableNow=True).start(sys.argv[1]))
+query.awaitTermination()
+"""
+
+
+def test_logstore_sink_is_exactly_once_after_the_driver_is_killed(spark, tmp_path):
+    """A real forced restart: the driver process (Python and its JVM) is SIGKILLed while micro-batches
+    are being committed, then the query restarts from its checkpoint in this process."""
+    path, checkpoint = str(tmp_path / "s"), str(tmp_path / "ck")
+    make_store(path)
+    driver = subprocess.Popen([sys.executable, "-c", _MIRROR_DRIVER, path, checkpoint], start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and driver.poll() is None:
+            if sum(len(records) for records in mirror_contents(path).values()) >= 200:
+                break  # a few micro-batches of 60 are in: kill somewhere in the middle of the next ones
+            time.sleep(0.05)
+        seen_before_kill = sum(len(records) for records in mirror_contents(path).values())
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+    print(f"mirrored before the kill: {seen_before_kill} of 900")
+    assert 0 < seen_before_kill < 900, "the kill must land while the query is under way"
+    mirror(spark, path, checkpoint, max_per_trigger="300")
+    with LogManager(path, read_only=True) as manager:
+        source = {p: [(r.key, r.value) for r in manager.get_log("events", p).iter_records()] for p in range(3)}
+    assert mirror_contents(path) == source  # every record once, in order, whatever the kill interrupted
