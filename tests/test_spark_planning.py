@@ -111,6 +111,27 @@ def test_batch_plan_by_timestamp_uses_the_time_index(store):
         OffsetRange("events", 0, 4, 10)]
 
 
+def test_batch_plan_by_timestamps_per_partition_and_at_the_end(store):
+    # partition 0 has timestamps 1000..1090, partition 1 1000..1190, both one per 10 ms
+    by_partition = plan_batch(opts(store, subscribe="events", startingOffsetsByTimestamp='{"events": {"1": 1150}}',
+                                   startingOffsets='{"events": {"0": 3}}'))
+    assert by_partition == [OffsetRange("events", 0, 3, 10), OffsetRange("events", 1, 15, 20)]
+    # startingTimestamp wins over the per-partition JSON
+    assert plan_batch(opts(store, assign='{"events": [1]}', startingTimestamp="1100",
+                           startingOffsetsByTimestamp='{"events": {"1": 1150}}')) == [OffsetRange("events", 1, 10, 20)]
+    ended = plan_batch(opts(store, subscribe="events", endingTimestamp="1045"))
+    assert ended == [OffsetRange("events", 0, 0, 5), OffsetRange("events", 1, 0, 5)]  # before the first ts >= 1045
+    assert plan_batch(opts(store, subscribe="events", endingOffsetsByTimestamp='{"events": {"1": 5000}}',
+                           endingOffsets='{"events": {"0": 2}}')) == [
+        OffsetRange("events", 0, 0, 2), OffsetRange("events", 1, 0, 20)]  # no record that late: the log end
+    with pytest.raises(SourceOptionError, match="endingTimestamp is for batch queries only"):
+        parse_source_options({"path": store, "subscribe": "events", "endingTimestamp": "5"}, streaming=True)
+    with pytest.raises(SourceOptionError, match="is not a partition number and a timestamp"):
+        opts(store, subscribe="events", startingOffsetsByTimestamp='{"events": {"0": -5}}')
+    with pytest.raises(SourceOptionError, match="names other-0, which the query does not read"):
+        plan_batch(opts(store, subscribe="events", endingOffsetsByTimestamp='{"other": {"0": 5}}'))
+
+
 def test_batch_plan_refuses_what_the_store_does_not_have(store):
     with pytest.raises(SourceOptionError, match="topic 'nope' does not exist"):
         plan_batch(opts(store, subscribe="nope"))

@@ -13,9 +13,12 @@ Options (reference/pyspark-data-source.md §5; names as Spark's Kafka source spe
   ``{"topic": {"0": 23, "1": -2}}`` with -2 = earliest, -1 = latest. Default: earliest for batch,
   latest for streaming. Partitions the JSON leaves out take the default.
 * ``endingOffsets`` (batch only): ``"latest"`` or JSON with -1 = latest (-2 is not allowed).
-* ``startingTimestamp`` (ms): start each partition at its first record with timestamp >= it (through
-  the time index); it takes precedence over ``startingOffsets``. When a partition has no such record,
-  ``startingOffsetsByTimestampStrategy`` decides: ``error`` (default) or ``latest``.
+* ``startingTimestamp`` (ms), or per partition ``startingOffsetsByTimestamp`` (JSON
+  ``{"topic": {"0": ms}}``): start at the first record with timestamp >= it (through the time index).
+  Precedence: startingTimestamp > startingOffsetsByTimestamp > startingOffsets. When a partition has
+  no such record, ``startingOffsetsByTimestampStrategy`` decides: ``error`` (default) or ``latest``.
+* ``endingTimestamp`` / ``endingOffsetsByTimestamp`` (batch only): end before the first record with
+  timestamp >= it (the log end when there is none); they take precedence over ``endingOffsets``.
 * ``minPartitions``, ``failOnDataLoss`` (default true), ``maxOffsetsPerTrigger`` (streaming),
   ``includeHeaders`` (default false).
 * ``arrow`` (logstore's own, default true): read tasks yield Arrow batches built from the batch
@@ -36,8 +39,10 @@ TopicPartition = tuple[str, int]
 OffsetSpec = Union[str, dict]  # "earliest" | "latest" | {(topic, partition): offset, -2 or -1}
 
 SOURCE_OPTIONS = ("path", "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets",
-                  "startingTimestamp", "startingOffsetsByTimestampStrategy", "minPartitions", "failOnDataLoss",
+                  "startingTimestamp", "startingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
+                  "endingTimestamp", "endingOffsetsByTimestamp", "minPartitions", "failOnDataLoss",
                   "maxOffsetsPerTrigger", "includeHeaders", "arrow")
+TimestampSpec = Union[int, dict, None]  # one timestamp for every partition, or {(topic, partition): ms}
 _KNOWN = {name.lower(): name for name in SOURCE_OPTIONS}
 
 
@@ -55,7 +60,8 @@ class SourceOptions:
     assign: tuple[TopicPartition, ...] | None = None
     starting: OffsetSpec = "earliest"
     ending: OffsetSpec = "latest"
-    starting_timestamp_ms: int | None = None
+    starting_timestamps: TimestampSpec = None
+    ending_timestamps: TimestampSpec = None
     timestamp_strategy: str = "error"
     min_partitions: int | None = None
     fail_on_data_loss: bool = True
@@ -107,8 +113,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         assign = _parse_assign(given["assign"])
     default_start = "latest" if streaming else "earliest"
     starting = _parse_offsets("startingOffsets", given.get("startingoffsets", default_start), streaming)
-    if "endingoffsets" in given and streaming:
-        raise SourceOptionError("option endingOffsets is for batch queries only (a stream has no end)")
+    for name in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"):
+        if name in given and streaming:
+            raise SourceOptionError(f"option {_KNOWN[name]} is for batch queries only (a stream has no end)")
     ending = _parse_offsets("endingOffsets", given.get("endingoffsets", "latest"), streaming)
     strategy = given.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
@@ -116,8 +123,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
                                 f"got {strategy!r}")
     return SourceOptions(
         data_dirs=data_dirs, subscribe=subscribe, subscribe_pattern=pattern, assign=assign, starting=starting,
-        ending=ending, starting_timestamp_ms=_parse_int(given, "startingtimestamp", minimum=0),
-        timestamp_strategy=strategy, min_partitions=_parse_int(given, "minpartitions", minimum=1),
+        ending=ending, starting_timestamps=_parse_timestamps(given, "starting"),
+        ending_timestamps=_parse_timestamps(given, "ending"), timestamp_strategy=strategy, min_partitions=_parse_int(given, "minpartitions", minimum=1),
         fail_on_data_loss=parse_bool(given, "failondataloss", True),
         max_offsets_per_trigger=_parse_int(given, "maxoffsetspertrigger", minimum=1),
         include_headers=parse_bool(given, "includeheaders", False), arrow=parse_bool(given, "arrow", True))
@@ -155,6 +162,27 @@ def _parse_int(given: Mapping[str, str], name: str, minimum: int) -> int | None:
         raise SourceOptionError(f"option {_KNOWN.get(name, name)} must be an integer >= {minimum}, "
                                 f"got {given[name]!r}")
     return value
+
+
+def _parse_timestamps(given: Mapping[str, str], which: str) -> TimestampSpec:
+    """``<which>Timestamp`` (one ms for every partition), else ``<which>OffsetsByTimestamp`` (JSON per
+    partition), else None."""
+    single = _parse_int(given, f"{which}timestamp", minimum=0)
+    if single is not None or f"{which}offsetsbytimestamp" not in given:
+        return single
+    name = _KNOWN[f"{which}offsetsbytimestamp"]
+    text = given[f"{which}offsetsbytimestamp"]
+    parsed = _parse_json(name, text)
+    if not isinstance(parsed, dict) or not parsed or not all(isinstance(v, dict) for v in parsed.values()):
+        raise SourceOptionError(f'option {name} must be JSON like {{"topic": {{"0": 1700000000000}}}}, got {text!r}')
+    timestamps = {}
+    for topic, partitions in parsed.items():
+        for partition, timestamp in partitions.items():
+            if not str(partition).isdigit() or type(timestamp) is not int or timestamp < 0:
+                raise SourceOptionError(f"option {name}: {topic!r} partition {partition!r} -> {timestamp!r} is not a "
+                                        "partition number and a timestamp in ms (>= 0)")
+            timestamps[(topic, int(partition))] = timestamp
+    return timestamps
 
 
 def _parse_json(name: str, text: str):

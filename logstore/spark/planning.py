@@ -98,29 +98,46 @@ def bounds_of(manager: LogManager, keys) -> Bounds:
 
 
 def resolve_starting(options: SourceOptions, manager: LogManager, bounds: Bounds) -> dict[TopicPartition, int]:
-    """Each partition's first offset to read: by ``startingTimestamp`` (time index), else by
+    """Each partition's first offset to read: by timestamp (``startingTimestamp``, else
+    ``startingOffsetsByTimestamp`` for the partitions it names; through the time index), else by
     ``startingOffsets``. -2/-1 and the words become the log start/end offset."""
     _check_named_partitions(options.starting, bounds, "startingOffsets")
+    _check_named_partitions(options.starting_timestamps, bounds, "startingOffsetsByTimestamp")
     starts = {}
     for key, (log_start, log_end) in bounds.items():
-        if options.starting_timestamp_ms is not None:
-            found = manager.get_log(*key).offset_for_timestamp(options.starting_timestamp_ms)
-            if found is None:
-                if options.timestamp_strategy == "error":
-                    raise SourceOptionError(
-                        f"partition {key[0]}-{key[1]} has no record with timestamp >= {options.starting_timestamp_ms} "
-                        "(startingTimestamp); set startingOffsetsByTimestampStrategy=latest to start at its end")
-                found = log_end
-            starts[key] = found
-        else:
+        timestamp_ms = _timestamp_for(options.starting_timestamps, key)
+        if timestamp_ms is None:
             starts[key] = _pick(options.starting, key, log_start, log_end, EARLIEST)
+            continue
+        found = manager.get_log(*key).offset_for_timestamp(timestamp_ms)
+        if found is None:
+            if options.timestamp_strategy == "error":
+                raise SourceOptionError(
+                    f"partition {key[0]}-{key[1]} has no record with timestamp >= {timestamp_ms} (starting "
+                    "timestamp); set startingOffsetsByTimestampStrategy=latest to start at its end")
+            found = log_end
+        starts[key] = found
     return starts
 
 
-def resolve_ending(options: SourceOptions, bounds: Bounds) -> dict[TopicPartition, int]:
-    """Each partition's end offset (exclusive) for a batch query."""
+def resolve_ending(options: SourceOptions, manager: LogManager, bounds: Bounds) -> dict[TopicPartition, int]:
+    """Each partition's end offset (exclusive) for a batch query: before the first record at or after
+    the ending timestamp (the log end when there is none), else by ``endingOffsets``."""
     _check_named_partitions(options.ending, bounds, "endingOffsets")
-    return {key: _pick(options.ending, key, log_start, log_end, LATEST) for key, (log_start, log_end) in bounds.items()}
+    _check_named_partitions(options.ending_timestamps, bounds, "endingOffsetsByTimestamp")
+    ends = {}
+    for key, (log_start, log_end) in bounds.items():
+        timestamp_ms = _timestamp_for(options.ending_timestamps, key)
+        if timestamp_ms is None:
+            ends[key] = _pick(options.ending, key, log_start, log_end, LATEST)
+        else:
+            found = manager.get_log(*key).offset_for_timestamp(timestamp_ms)
+            ends[key] = log_end if found is None else found
+    return ends
+
+
+def _timestamp_for(spec, key: TopicPartition) -> int | None:
+    return spec.get(key) if isinstance(spec, dict) else spec
 
 
 def _pick(spec, key: TopicPartition, log_start: int, log_end: int, default: int) -> int:
@@ -209,7 +226,7 @@ def plan_batch(options: SourceOptions) -> list[OffsetRange]:
     with open_view(options, keys) as manager:
         bounds = bounds_of(manager, keys)
         starts = resolve_starting(options, manager, bounds)
-    ends = resolve_ending(options, bounds)
+        ends = resolve_ending(options, manager, bounds)
     return split_ranges(plan_ranges(starts, ends, bounds, options.fail_on_data_loss), options.min_partitions)
 
 
