@@ -502,9 +502,9 @@ def commit_staged(plan: TargetPlan, staged: Sequence[StagedFile | None], *, sink
 
 def _commit_locked(store: LogManager, plan: TargetPlan, files: list[StagedFile], sink_id: str | None,
                    batch_id: int | None) -> CommitResult:
-    journal = None if sink_id is None else _Journal(os.path.join(plan.staging_dir, SINKS_DIR, _journal_name(sink_id)),
-                                                    sink_id)
-    if journal is not None:
+    journal = None
+    if sink_id is not None:
+        journal = _Journal(os.path.join(plan.staging_dir, SINKS_DIR, _journal_name(sink_id)), sink_id)
         if journal.last_batch_id is not None and batch_id <= journal.last_batch_id:
             logger.info("sink %s: batch %s is committed already (last %s)", sink_id, batch_id, journal.last_batch_id)
             return CommitResult({}, {}, {}, skipped=True)
