@@ -100,40 +100,40 @@ def bounds_of(manager: LogManager, keys) -> Bounds:
 def resolve_starting(options: SourceOptions, manager: LogManager, bounds: Bounds) -> dict[TopicPartition, int]:
     """Each partition's first offset to read: by timestamp (``startingTimestamp``, else
     ``startingOffsetsByTimestamp`` for the partitions it names; through the time index), else by
-    ``startingOffsets``. -2/-1 and the words become the log start/end offset."""
-    _check_named_partitions(options.starting, bounds, "startingOffsets")
-    _check_named_partitions(options.starting_timestamps, bounds, "startingOffsetsByTimestamp")
-    starts = {}
-    for key, (log_start, log_end) in bounds.items():
-        timestamp_ms = _timestamp_for(options.starting_timestamps, key)
-        if timestamp_ms is None:
-            starts[key] = _pick(options.starting, key, log_start, log_end, EARLIEST)
-            continue
-        found = manager.get_log(*key).offset_for_timestamp(timestamp_ms)
-        if found is None:
-            if options.timestamp_strategy == "error":
-                raise SourceOptionError(
-                    f"partition {key[0]}-{key[1]} has no record with timestamp >= {timestamp_ms} (starting "
-                    "timestamp); set startingOffsetsByTimestampStrategy=latest to start at its end")
-            found = log_end
-        starts[key] = found
-    return starts
+    ``startingOffsets``. -2/-1 and the words become the log start/end offset. A partition with no
+    record that late follows ``startingOffsetsByTimestampStrategy``."""
+    def no_record(key: TopicPartition, timestamp_ms: int, log_end: int) -> int:
+        if options.timestamp_strategy == "error":
+            raise SourceOptionError(f"partition {key[0]}-{key[1]} has no record with timestamp >= {timestamp_ms} "
+                                    "(starting timestamp); set startingOffsetsByTimestampStrategy=latest to start "
+                                    "at its end")
+        return log_end
+
+    return _resolve(manager, bounds, options.starting, options.starting_timestamps, EARLIEST, "starting", no_record)
 
 
 def resolve_ending(options: SourceOptions, manager: LogManager, bounds: Bounds) -> dict[TopicPartition, int]:
     """Each partition's end offset (exclusive) for a batch query: before the first record at or after
     the ending timestamp (the log end when there is none), else by ``endingOffsets``."""
-    _check_named_partitions(options.ending, bounds, "endingOffsets")
-    _check_named_partitions(options.ending_timestamps, bounds, "endingOffsetsByTimestamp")
-    ends = {}
+    return _resolve(manager, bounds, options.ending, options.ending_timestamps, LATEST, "ending",
+                    lambda key, timestamp_ms, log_end: log_end)
+
+
+def _resolve(manager: LogManager, bounds: Bounds, spec, timestamps, default: int, which: str,
+             no_record) -> dict[TopicPartition, int]:
+    """Per partition: the offset of its timestamp when ``timestamps`` gives one (``no_record`` decides
+    when no record is that late), else what ``spec`` says (``default`` for partitions it leaves out)."""
+    _check_named_partitions(spec, bounds, f"{which}Offsets")
+    _check_named_partitions(timestamps, bounds, f"{which}OffsetsByTimestamp")
+    offsets = {}
     for key, (log_start, log_end) in bounds.items():
-        timestamp_ms = _timestamp_for(options.ending_timestamps, key)
+        timestamp_ms = _timestamp_for(timestamps, key)
         if timestamp_ms is None:
-            ends[key] = _pick(options.ending, key, log_start, log_end, LATEST)
-        else:
-            found = manager.get_log(*key).offset_for_timestamp(timestamp_ms)
-            ends[key] = log_end if found is None else found
-    return ends
+            offsets[key] = _pick(spec, key, log_start, log_end, default)
+            continue
+        found = manager.get_log(*key).offset_for_timestamp(timestamp_ms)
+        offsets[key] = no_record(key, timestamp_ms, log_end) if found is None else found
+    return offsets
 
 
 def _timestamp_for(spec, key: TopicPartition) -> int | None:
