@@ -25,12 +25,12 @@ from typing import Iterable, Iterator
 import click
 
 from logstore import LogManager, LogStoreError, Record, __version__
-from logstore.cleaner_stats import describe as describe_compaction
+from logstore.cleaner.stats import describe as describe_compaction
 from logstore.config import describe_keys, parse_assignments
-from logstore.demo import run_demo
-from logstore.retention import describe as describe_retention
-from logstore.dump import dump_file
-from logstore.verify import log_size_bytes, verify_store
+from logstore.tools.demo import run_demo
+from logstore.log.retention import describe as describe_retention
+from logstore.tools.dump import dump_file
+from logstore.tools.check import log_size_bytes, verify_store
 
 from .perf import perf
 from .records_io import (ENCODINGS, INPUT_FORMATS, OUTPUT_FORMATS, InputRecord, RecordDefaults, check_against_topic,

@@ -12,7 +12,7 @@ from typing import Callable
 
 import click
 
-from logstore import perf as bench
+from logstore.bench import core as bench
 
 
 def _size(_ctx, _param, value: str | None) -> int | None:
@@ -191,7 +191,7 @@ def all_(records, lookups, large_records, large_value_bytes, sizes, repeats, see
 @_output
 def format_(records, batch_size, key_bytes, value_bytes, lookups, repeats, seed, cases, as_json, progress) -> None:
     """Encode and decode speed of the record batch format (records/s, MB/s), no files involved."""
-    from logstore import perf_format
+    from logstore.bench import batch_format as perf_format
 
     show = sys.stderr.isatty() if progress is None else progress
     try:
@@ -241,7 +241,7 @@ def timer(ops, sched_ops, timeout_ms, cancel_pending, scaling_pending, pairs, ex
           seed, as_json, progress) -> None:
     """The timing wheel against heapq (lazy deletion, and asyncio-style compaction) and sched, on a
     manual clock: a purgatory-like workload, cancel cost, scaling with pending tasks, expiry precision."""
-    from logstore import perf_timer
+    from logstore.bench import timer as perf_timer
 
     show = sys.stderr.isatty() if progress is None else progress
     try:
@@ -280,7 +280,7 @@ def _say(enabled: bool | None, prefix: str) -> Callable[[str], None] | None:
 def durable(threads, seconds, repeats, count, work_dir, fsync_delay_ms, as_json, progress) -> None:
     """Durable single-record appends from many threads: logstore group commit (acks=all) against
     fsync per append (flush.messages=1) and SQLite (WAL, synchronous=FULL), each in its own process."""
-    from logstore import perf_durable
+    from logstore.bench import durable as perf_durable
 
     try:
         result = perf_durable.bench_durable(tuple(threads), seconds, repeats, count, work_dir,
@@ -305,7 +305,7 @@ def durable(threads, seconds, repeats, count, work_dir, fsync_delay_ms, as_json,
 def open_recovery(partitions, size_mb, tail_mb, repeats, work_dir, as_json, progress) -> None:
     """Open times: a store of many partitions (1 and 2 recovery threads per dir), and an unclean open
     after a SIGKILL against a clean open plus a scan of the unflushed tail."""
-    from logstore import perf_durable
+    from logstore.bench import durable as perf_durable
 
     try:
         result = perf_durable.bench_open(partitions, size_mb, tail_mb, repeats, work_dir, _say(progress, "perf"))
@@ -335,7 +335,7 @@ def compact(records, keys, key_bytes, value_bytes, dedupe_buffer_bytes, small_bu
     """Compaction of RECORDS records over KEYS keys to one record per key: logstore's cleaner against
     SQLite (DELETE ... NOT IN (SELECT MAX(offset) ... GROUP BY key), then VACUUM), each in its own
     process, plus a multi-pass run with a small dedupe buffer."""
-    from logstore import perf_compact
+    from logstore.bench import compact as perf_compact
 
     try:
         workload = perf_compact.CompactWorkload(records, keys, key_bytes, value_bytes, seed)

@@ -1,12 +1,20 @@
 """logstore: a Kafka-style log storage engine for Python.
 
 Partitioned, segmented, append-only logs with offsets, keys, timestamps and headers; sparse
-mmap-backed offset and time indexes; crash recovery. Start with ``LogManager``::
+mmap-backed offset and time indexes; crash recovery; retention and compaction. Start with
+``LogManager``::
 
     from logstore import LogManager, Record
     with LogManager(["data"]) as store:
         store.create_topic("orders", partitions=3)
         store.append("orders", [Record(key=b"k", value=b"v")])
+
+This module is the public API: it re-exports the engine's public names. The engine is in layers,
+each a subpackage that imports only from those below it (DESIGN.md §1, pinned by
+tests/test_layering.py): the foundations here (``errors``, ``clock``, ``fs``, ``config``, and
+``testing``, the file-operations seam's test double) < ``records`` < ``timer`` < ``log`` < ``cleaner``
+< ``manager``. Above the engine: ``tools`` and ``bench`` (never loaded by ``import logstore``),
+``spark`` (the optional extra) and ``cli``.
 """
 
 from .clock import Clock, ManualClock, SystemClock
@@ -17,13 +25,14 @@ from .errors import (CorruptCheckpointError, CorruptDataError, CorruptIndexError
                      RecordTooLargeError, RequestError, ShutdownError, StorageError, StoreClosedError,
                      TopicExistsError, UnknownTopicOrPartitionError)
 from .fs import FileSystem
-from .log import AppendInfo, Log
-from .manager import LogManager
-from .purgatory import DelayedOperation, DelayedOperationPurgatory
-from .records import Record
-from .scheduler import ScheduledTask, Scheduler
-from .timer import SystemTimer
-from .timing_wheel import TimerTask
+from .log.log import Log
+from .manager.log_manager import LogManager
+from .records.batching import AppendInfo
+from .records.decoder import Record
+from .timer.purgatory import DelayedOperation, DelayedOperationPurgatory
+from .timer.scheduler import ScheduledTask, Scheduler
+from .timer.system_timer import SystemTimer
+from .timer.timing_wheel import TimerTask
 
 __version__ = "0.1.0"
 

@@ -5,8 +5,9 @@
   module ``pyspark_logstore`` registers it by itself; ``register(spark)`` is the explicit route.
 * ``logstore.spark.compact``: compaction as a Spark job (``logstore compact --engine spark``).
 
-Nothing in the core imports this package, and importing it does not import pyspark: only
-``register`` and the modules ``source``, ``writer`` and ``compact`` do.
+May import: the engine (foundations up to ``manager``) and ``bench`` (for ``logstore perf spark``). Nothing
+in the engine imports this package, and importing it does not import pyspark: only ``register`` and
+the modules ``source``, ``writer``, ``compact`` and ``perf`` do.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..records import TIMESTAMP_TYPE_LOG_APPEND, RawColumns, Record, RecordBatch, _decode_headers, columns_struct
+from ..records.decoder import TIMESTAMP_TYPE_LOG_APPEND, RawColumns, Record, RecordBatch, _decode_headers, columns_struct
 
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1

@@ -30,9 +30,9 @@ from typing import Callable, Mapping, Sequence
 
 from logstore.clock import SYSTEM_CLOCK
 from logstore.errors import LogStoreError, StorageError
-from logstore.log_cleaner import PrebuiltMap
-from logstore.manager import LogManager
-from logstore.offset_map import OffsetMap
+from logstore.cleaner.log_cleaner import PrebuiltMap
+from logstore.manager.log_manager import LogManager
+from logstore.cleaner.offset_map import OffsetMap
 
 TopicPartition = tuple[str, int]
 UNBOUNDED_MAP_BYTES = 2**62  # the map's accounting bound, never reached: Spark did the deduplication
@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--partition", type=int, help="only this partition of TOPIC")
     parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, else local[*])")
     args = parser.parse_args(argv)
-    from logstore.cleaner_stats import describe
+    from logstore.cleaner.stats import describe
 
     with spark_session(args.master) as spark:  # no --master: spark-submit's, or Spark's default local[*]
         results = compact_on_spark(spark, args.path.split(","), args.topic, args.partition)

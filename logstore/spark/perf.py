@@ -49,13 +49,13 @@ import tempfile
 from typing import Callable
 
 from ..clock import Stopwatch
-from ..manager import LogManager
-from ..perf import _pretouch
-from ..perf_compact import (BATCH_RECORDS, DEFAULT_DEDUPE_BUFFER_BYTES, LOAD_FACTOR, TOPIC as COMPACT_TOPIC,
+from ..manager.log_manager import LogManager
+from ..bench.core import _pretouch
+from ..bench.compact import (BATCH_RECORDS, DEFAULT_DEDUPE_BUFFER_BYTES, LOAD_FACTOR, TOPIC as COMPACT_TOPIC,
                             CompactBenchmarkError, CompactWorkload, _child, build_log, build_sqlite, verify_log)
-from ..perf_report import MB
-from ..perf_timer import _table
-from ..offset_map import ENTRY_OVERHEAD_BYTES
+from ..bench.report import MB
+from ..bench.timer import _table
+from ..cleaner.offset_map import ENTRY_OVERHEAD_BYTES
 
 READ_TOPIC = "events"
 MASTER = "local[2]"

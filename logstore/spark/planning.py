@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping
 
 from ..errors import RequestError
-from ..manager import LogManager
+from ..manager.log_manager import LogManager
 from .options import EARLIEST, LATEST, SourceOptionError, SourceOptions, TopicPartition
 
 Bounds = dict[TopicPartition, tuple[int, int]]  # (log start offset, log end offset)

@@ -25,7 +25,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 from pyspark.sql.types import StructType
 
 from ..errors import LogStoreError
-from ..manager import LogManager
+from ..manager.log_manager import LogManager
 from .options import (SourceOptionError, SourceOptions, lower_keys, offsets_from_json, offsets_to_json,
                       parse_bool, parse_source_options)
 from .planning import OffsetRange, StreamPlanner, checked_range, plan_batch

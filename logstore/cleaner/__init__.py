@@ -1,0 +1,19 @@
+"""Compaction: the latest record per key (Kafka's LogCleaner, reference/kafka-log-layer.md §8).
+
+Owns:
+
+- ``offset_map`` (``OffsetMap``: key -> latest offset, bounded by the dedupe buffer);
+- ``cleaner`` (``Cleaner``: one round over one log: map the dirty section, recopy segment groups into
+  ``.cleaned`` files, swap them in through the log);
+- ``cleaner_manager`` (``LogCleanerManager``: which log is dirtiest, its cleanable range, the
+  ``cleaner-offset-checkpoint`` files, the per-log states that keep cleaning apart from truncation,
+  retention and deletion);
+- ``log_cleaner`` (``LogCleaner``: the cleaner threads, compaction to completion, ``PrebuiltMap`` for
+  maps built by another engine) and ``stats`` (per-round and total statistics, the I/O throttle).
+
+May import: the foundations, ``records``, ``timer`` and ``log``. The store (``manager``) starts it.
+"""
+
+from .log_cleaner import LogCleaner
+
+__all__ = ["LogCleaner"]

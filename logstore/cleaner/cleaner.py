@@ -1,0 +1,338 @@
+"""``Cleaner``: one compaction round of one log (Kafka's Cleaner, reference §8.4-8.7).
+
+A round gets the log's cleanable range ``[first_dirty_offset, first_uncleanable_offset)`` (chosen by
+``LogCleanerManager``) and:
+
+1. **maps** the dirty section: key -> latest offset, into the memory-bounded ``OffsetMap``, a batch at
+   a time (the key column is cut out in one pass; one ``dict.update`` per batch). When the map fills
+   up the round ends there: ``end_offset`` = last mapped offset + 1 and the next round goes on from it
+   (several passes, never a failure);
+2. **groups** the segments below ``end_offset`` (clean section included: the whole prefix is recopied)
+   so that each group fits one segment: ``segment.bytes``, ``segment.index.bytes`` for both indexes,
+   and 32-bit relative offsets;
+3. **recopies** each group into one ``<base>.log.cleaned`` segment, batch by batch, keeping a record
+   when it is beyond the mapped range, or has a key and is the latest for it (offset >= the map's),
+   and is not a tombstone whose delete horizon has passed. A batch whose records all stay is copied
+   byte for byte; otherwise it is rebuilt with the same base offset, last offset, record offsets and
+   timestamps, compression and timestamp type. A batch still holding a tombstone gets a delete
+   horizon (now + ``delete.retention.ms``) the first time it is recopied; a later round after that
+   time drops the tombstones. The last batch of each group stays (empty if need be) so that offsets
+   never go backwards and every group still ends where its segments did;
+4. **swaps** each group in through ``Log.replace_segments`` (``.cleaned`` -> ``.swap`` -> final), so a
+   crash at any step leaves either the old or the new segments. A truncation, or retention taking an
+   old segment, between the start and the swap aborts the round (``CleaningAbortedError``) with the
+   ``.cleaned`` files removed.
+
+Read and written bytes go through the shared ``Throttler`` (``log.cleaner.io.max.bytes.per.second``).
+Per-record Python work is a few C-level passes per batch (``map(dict.get)``, ``zip``, ``compress``);
+records are built only for batches that are rebuilt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from bisect import bisect_left, bisect_right
+from itertools import compress
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from .stats import CleanerStats, Throttler
+from ..records.encoder import assign_base_offset, encode_batch
+from ..errors import CleaningAbortedError, LogStoreError
+from .offset_map import OffsetMap
+from ..records.decoder import COMPRESSION_MASK, HAS_NULL_KEYS, TIMESTAMP_TYPE_LOG_APPEND, RecordBatch
+from ..log.segment import LogSegment
+
+if TYPE_CHECKING:
+    from ..clock import Clock
+    from ..log.log import Log
+
+_INT_MAX = 2**31 - 1
+_OFFSET_INDEX_ENTRY_BYTES = 8
+_TIME_INDEX_ENTRY_BYTES = 12
+
+
+@dataclass(frozen=True)
+class LogToClean:
+    """A log chosen for cleaning and its cleanable range (reference §8.2)."""
+
+    log: Log
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    clean_bytes: int
+    cleanable_bytes: int
+    need_compaction_now: bool = False
+
+    @property
+    def total_bytes(self) -> int:
+        return self.clean_bytes + self.cleanable_bytes
+
+    @property
+    def cleanable_ratio(self) -> float:
+        return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
+
+
+class Cleaner:
+    """Cleans one log at a time with its own ``OffsetMap`` (one per cleaner thread)."""
+
+    def __init__(self, offset_map: OffsetMap, throttler: Throttler, clock: Clock, *,
+                 check_abort: Callable[[Log], bool] | None = None) -> None:
+        self.offset_map = offset_map
+        self.throttler = throttler
+        self._clock = clock
+        self._check_abort = check_abort or (lambda log: False)
+        self._first_dirty = 0
+        self._survivors: list[int] = []
+        self._map = offset_map  # the map of the round under way (``clean(offset_map=...)`` may pass another)
+
+    # --- one round -------------------------------------------------------------------------------
+
+    def clean(self, to_clean: LogToClean, progress: Callable[[int], None] | None = None, *,
+              offset_map: OffsetMap | None = None) -> CleanerStats:
+        """Run one round over ``to_clean`` and return its statistics; ``stats.end_offset`` is the
+        new first dirty offset (the cleaner checkpoint). ``progress(bytes)`` is called as bytes are
+        read. Raises ``CleaningAbortedError`` when the log changed underneath (nothing swapped for
+        the group in progress; groups already swapped stay, they are complete and correct).
+
+        ``offset_map``, when given, is the whole dirty section already mapped by another engine (the
+        Spark compaction job): key -> latest offset over exactly [first dirty, first uncleanable).
+        The mapping step is skipped and the round covers the whole range; everything else (grouping,
+        recopying, tombstones, the swap) is this same code, so both engines give the same result."""
+        log = to_clean.log
+        stats = CleanerStats(log.name, start_ms=self._clock.time_ms())
+        stats.first_dirty_offset = to_clean.first_dirty_offset
+        stats.size_bytes_before = log.size_bytes
+        segments, truncations = log.segments_and_truncations()
+        now_ms = stats.start_ms
+        if offset_map is not None:
+            self._map = offset_map
+            end_offset = max(to_clean.first_uncleanable_offset, to_clean.first_dirty_offset)
+            offset_map.update_latest_offset(end_offset - 1)
+        else:
+            self._map = self.offset_map
+            try:
+                end_offset = self.build_offset_map(log, segments, to_clean.first_dirty_offset,
+                                                   to_clean.first_uncleanable_offset, stats, progress, truncations)
+            except (ValueError, TypeError, OSError):
+                self._check(log, truncations)  # a segment deleted under the round by a truncation: an abort
+                raise
+        stats.end_offset = end_offset
+        # The offsets the map holds, sorted once: in the dirty section they are exactly the survivors.
+        self._first_dirty = to_clean.first_dirty_offset
+        self._survivors = self._map.sorted_offsets()
+        stats.keys_mapped = len(self._map)
+        stats.map_utilization = self._map.utilization
+        delete_horizon_ms = now_ms + log.config.delete_retention_ms
+        cleanable = [segment for segment in segments[:-1] if segment.base_offset < end_offset]
+        for group in group_segments_by_size(cleanable, log.config.segment_bytes, log.config.segment_index_bytes,
+                                            end_offset):
+            self._check(log, truncations)
+            self.clean_segments(log, group, truncations, now_ms, delete_horizon_ms, stats, progress)
+        stats.size_bytes_after = log.size_bytes
+        stats.end_ms = self._clock.time_ms()
+        return stats
+
+    def _check(self, log: Log, truncations: int | None) -> None:
+        """Abort when the log was truncated since ``truncations`` was read (None: not checked), was
+        closed or failed, or its cleaning was cancelled."""
+        if ((truncations is not None and log.truncations != truncations) or log.closed or log.failed
+                or self._check_abort(log)):
+            raise CleaningAbortedError(f"cleaning of {log.name} was aborted (the log was truncated, closed "
+                                       "or its cleaning cancelled)")
+
+    # --- 1. the offset map -----------------------------------------------------------------------
+
+    def build_offset_map(self, log: Log, segments: Sequence[LogSegment], start: int, end: int,
+                         stats: CleanerStats, progress: Callable[[int], None] | None = None,
+                         truncations: int | None = None) -> int:
+        """Map keys -> latest offsets over ``[start, end)`` until the map is full; returns the end
+        offset of the mapped range (the last mapped offset + 1)."""
+        offset_map = self.offset_map
+        offset_map.clear()
+        offset_map.update_latest_offset(start - 1)
+        next_bases = [segment.base_offset for segment in segments[1:]] + [2**63 - 1]
+        dirty = [segment for segment, next_base in zip(segments, next_bases)
+                 if segment.base_offset < end and next_base > start]
+        for slot, segment in enumerate(dirty):
+            next_start = dirty[slot + 1].base_offset if slot + 1 < len(dirty) else end
+            position = segment.offset_index.lookup(start).position if segment.base_offset <= start else 0
+            for batch_position, batch in segment.iter_batches(position):
+                header = batch.header
+                if header.base_offset >= end:
+                    break
+                self.throttler.maybe_throttle(header.size_bytes)
+                stats.bytes_read += header.size_bytes
+                if progress is not None:
+                    progress(header.size_bytes)
+                if header.last_offset < start:
+                    continue
+                if header.record_count:
+                    keys, offsets = batch.keys(), batch.offsets()
+                    if header.base_offset < start:
+                        first = batch.index_of(start)
+                        keys, offsets = keys[first:], offsets[first:]
+                    taken = offset_map.put_batch(keys, offsets)
+                    if taken < len(keys):  # full: this round ends at the last key that fitted
+                        if taken == 0 and offset_map.latest_offset < start:
+                            raise LogStoreError(
+                                f"the cleaner's offset map ({offset_map.memory_bytes} bytes) cannot hold one key "
+                                f"of {log.name} at offset {offsets[0]}: raise log.cleaner.dedupe.buffer.size")
+                        if taken:
+                            offset_map.update_latest_offset(offsets[taken - 1])
+                        return offset_map.latest_offset + 1
+                offset_map.update_latest_offset(header.last_offset)
+            self._check(log, truncations)
+            offset_map.update_latest_offset(next_start - 1)  # offset gaps at segment ends
+        return max(offset_map.latest_offset + 1, start)
+
+    # --- 3. recopying a group ----------------------------------------------------------------------
+
+    def clean_segments(self, log: Log, group: Sequence[LogSegment], truncations: int, now_ms: int,
+                       delete_horizon_ms: int, stats: CleanerStats,
+                       progress: Callable[[int], None] | None = None) -> None:
+        """Recopy ``group`` into one ``.cleaned`` segment and swap it in."""
+        cleaned = log.new_cleaned_segment(group[0].base_offset)
+        try:
+            for slot, source in enumerate(group):
+                last_source = slot == len(group) - 1
+                try:
+                    self._clean_into(source, cleaned, last_source, now_ms, delete_horizon_ms, stats, progress)
+                except (ValueError, TypeError, OSError):
+                    if source.deleted:  # deleted under the round (truncation, retention): an abort
+                        raise CleaningAbortedError(f"cleaning of {log.name} was aborted: {source.log_path} "
+                                                   "was deleted during the round") from None
+                    self._check(log, truncations)
+                    raise
+                self._check(log, truncations)
+            cleaned.on_become_inactive()
+            cleaned.flush()
+            log.copy_mtime(group[-1], cleaned)
+            if not log.replace_segments([cleaned], group, truncations=truncations, delay_delete=True):
+                raise CleaningAbortedError(f"cleaning of {log.name} was aborted: the log changed during the swap")
+        except BaseException:
+            cleaned.delete()
+            raise
+        stats.groups += 1
+
+    def _clean_into(self, source: LogSegment, cleaned: LogSegment, last_source: bool, now_ms: int,
+                    delete_horizon_ms: int, stats: CleanerStats, progress: Callable[[int], None] | None) -> None:
+        mapped_up_to = self._map.latest_offset
+        pending: tuple[RecordBatch, int] | None = None  # the previous batch, written once we know it is not the last
+        for _position, batch in source.iter_batches(0):
+            header = batch.header
+            size = header.size_bytes
+            self.throttler.maybe_throttle(size)
+            stats.bytes_read += size
+            stats.records_read += header.record_count
+            if progress is not None:
+                progress(size)
+            if pending is not None:
+                self._write(cleaned, *pending, False, now_ms, delete_horizon_ms, stats)
+            pending = (batch, mapped_up_to)
+        if pending is not None:
+            self._write(cleaned, *pending, last_source, now_ms, delete_horizon_ms, stats)
+
+    def _write(self, cleaned: LogSegment, batch: RecordBatch, mapped_up_to: int, keep_empty: bool, now_ms: int,
+               delete_horizon_ms: int, stats: CleanerStats) -> None:
+        """Filter ``batch`` and append what survives (or an empty batch when ``keep_empty``)."""
+        header = batch.header
+        count = header.record_count
+        base = header.base_offset
+        if base > mapped_up_to or count == 0:
+            if count or keep_empty:  # beyond the mapped range, or already empty: as it is
+                self._append(cleaned, base, header.last_offset, header.max_timestamp, batch.buffer, stats)
+                stats.records_kept += count
+            return
+        offsets = batch.offsets()
+        if base >= self._first_dirty and header.last_offset <= mapped_up_to:
+            # Wholly in the mapped dirty section: a record stays exactly when the map holds its
+            # offset, so the survivors are a slice of the map's sorted offsets (no per-record lookup).
+            survivors = self._survivors
+            low = bisect_left(survivors, base)
+            kept_offsets = survivors[low:bisect_right(survivors, header.last_offset, low)]
+            if type(offsets) is range:
+                kept_indexes = [offset - base for offset in kept_offsets]
+            else:
+                kept_indexes = [bisect_left(offsets, offset) for offset in kept_offsets]
+        else:
+            keys = batch.keys()
+            keep = list(map(int.__ge__, offsets, self._map.latest_offsets(keys)))
+            if header.attributes & HAS_NULL_KEYS:  # records without a key are dropped (they cannot be compacted)
+                keep = [k and key is not None for k, key in zip(keep, keys)]
+            if header.last_offset > mapped_up_to:  # the map ended inside this batch: the rest stays as it is
+                keep = [k or offset > mapped_up_to for k, offset in zip(keep, offsets)]
+            kept_indexes = list(compress(range(count), keep))
+        nulls = batch.null_values()
+        horizon = header.delete_horizon_ms
+        tombstones_removed = 0
+        if nulls is not None:
+            if 0 <= horizon <= now_ms:  # the horizon passed: tombstones go (those in the mapped range)
+                before = len(kept_indexes)
+                kept_indexes = [index for index in kept_indexes if not (nulls[index] and offsets[index] <= mapped_up_to)]
+                tombstones_removed = before - len(kept_indexes)
+            elif horizon < 0 and any(nulls[index] for index in kept_indexes):
+                horizon = delete_horizon_ms  # first recopied with a tombstone: its horizon starts now
+        kept = len(kept_indexes)
+        stats.records_kept += kept
+        stats.tombstones_removed += tombstones_removed
+        stats.records_dropped += count - kept
+        if kept == count and horizon == header.delete_horizon_ms:
+            self._append(cleaned, base, header.last_offset, header.max_timestamp, batch.buffer, stats)
+            return
+        if not kept and not keep_empty:
+            return
+        if kept * 4 < count:
+            records = [batch.record_at(index) for index in kept_indexes]
+        else:
+            keep = [False] * count
+            for index in kept_indexes:
+                keep[index] = True
+            records = list(compress(batch.iter_records(), keep))
+        attributes = header.attributes
+        log_append_time = bool(attributes & TIMESTAMP_TYPE_LOG_APPEND)
+        data = encode_batch(records, offset_deltas=[record.offset - base for record in records],
+                            last_offset_delta=header.last_offset_delta, compression=attributes & COMPRESSION_MASK,
+                            log_append_time=log_append_time,
+                            default_timestamp_ms=header.max_timestamp if log_append_time or not records else -1,
+                            delete_horizon_ms=horizon if any(record.value is None for record in records) else -1)
+        assign_base_offset(data, base)
+        max_timestamp = max((record.timestamp_ms for record in records), default=header.max_timestamp)
+        self._append(cleaned, base, header.last_offset, max(max_timestamp, -1) if not log_append_time
+                     else header.max_timestamp, data, stats)
+
+    def _append(self, cleaned: LogSegment, first_offset: int, last_offset: int, max_timestamp_ms: int, data,
+                stats: CleanerStats) -> None:
+        cleaned.append(first_offset, last_offset, max_timestamp_ms, data)
+        stats.bytes_written += len(data)
+        self.throttler.maybe_throttle(len(data))
+
+
+# --- 2. grouping -----------------------------------------------------------------------------------
+
+
+def group_segments_by_size(segments: Sequence[LogSegment], max_bytes: int, max_index_bytes: int,
+                           first_uncleanable_offset: int) -> list[list[LogSegment]]:
+    """Greedy groups of consecutive segments, each to become one cleaned segment: a group takes the
+    next segment while the sum of log sizes stays <= ``max_bytes``, each index's bytes stay <=
+    ``max_index_bytes`` and the group's offsets fit 32-bit relative offsets (reference §8.5). A
+    group always takes at least one segment."""
+    groups = []
+    remaining = list(segments)
+    while remaining:
+        group = [remaining.pop(0)]
+        log_bytes = group[0].size_bytes
+        index_entries = group[0].offset_index.entries
+        time_entries = group[0].time_index.entries
+        while remaining:
+            following = remaining[0]
+            last_offset = (remaining[1].base_offset - 1 if len(remaining) > 1 else first_uncleanable_offset - 1)
+            if (log_bytes + following.size_bytes > max_bytes
+                    or (index_entries + following.offset_index.entries) * _OFFSET_INDEX_ENTRY_BYTES > max_index_bytes
+                    or (time_entries + following.time_index.entries) * _TIME_INDEX_ENTRY_BYTES > max_index_bytes
+                    or (following.size_bytes and last_offset - group[0].base_offset > _INT_MAX)):
+                break
+            group.append(remaining.pop(0))
+            log_bytes += following.size_bytes
+            index_entries += following.offset_index.entries
+            time_entries += following.time_index.entries
+        groups.append(group)
+    return groups

@@ -1,0 +1,460 @@
+"""The sparse per-segment indexes: ``OffsetIndex`` (offset -> byte position) and ``TimeIndex``
+(timestamp -> offset), as in Kafka.
+
+An ``OffsetIndex`` file is an array of 8-byte entries ``(relative_offset int32, position int32)``,
+a ``TimeIndex`` file an array of 12-byte entries ``(timestamp int64, relative_offset int32)``, both
+little-endian, ``relative_offset = offset - base_offset``. An offset index entry ``(O, P)`` says "the
+batch starting at byte P of the segment's .log file has base offset O" (Kafka records the batch's
+last offset instead; our base offsets are exact, so a floor lookup lands on the batch holding the
+target rather than the one before it). A time index entry ``(T, O)`` says "the largest timestamp in
+the segment up to the batch ending at offset O is T". Entries are added sparsely (every
+``index.interval.bytes`` of data), keys strictly increase, and lookups are floor searches (largest
+entry <= target) by binary search.
+
+Lifecycle: while its segment is active an index file is preallocated to ``segment.index.bytes`` and
+mapped read-write; on roll or close it is trimmed to its entries. Because files are trimmed, the entry
+count on open comes from the file length, except that a zero-filled tail (a preallocated file that was
+never trimmed: a crash, or a writer that is still running) is recognised and ignored.
+
+A writer maps the file. A read-only opener (another process, concurrently with a writer) reads it with
+``pread`` instead: the writer may trim the file while a reader looks, and touching a mapping past a
+shrunken end of file kills the process with SIGBUS.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from array import array
+from bisect import bisect_left, bisect_right
+from operator import itemgetter
+from typing import NamedTuple
+
+from ..errors import CorruptIndexError, LogSegmentOffsetOverflowError
+from ..fs import FileSystem
+
+_MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+class OffsetPosition(NamedTuple):
+    """An offset (logical record number) and a position (byte in a segment's .log file)."""
+
+    offset: int
+    position: int
+
+
+class TimestampOffset(NamedTuple):
+    """A timestamp in milliseconds and the offset it belongs to."""
+
+    timestamp_ms: int
+    offset: int
+
+
+_new_tuple = tuple.__new__  # builds a NamedTuple in C (its __new__ is Python code)
+
+
+class _Column:
+    """A read-only Sequence over one field of the index's entries, for ``bisect``."""
+
+    __slots__ = ("_unpack", "_buffer", "_entry_bytes", "_count")
+
+    def __init__(self, unpack, buffer, entry_bytes: int, count: int) -> None:
+        self._unpack = unpack
+        self._buffer = buffer
+        self._entry_bytes = entry_bytes
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, slot: int) -> int:
+        return self._unpack(self._buffer, slot * self._entry_bytes)[0]
+
+
+class _Index:
+    """Shared mechanics of both indexes: the file, its mapping, entries, resize, trim, truncate."""
+
+    ENTRY_BYTES = 0
+    _ENTRY: struct.Struct
+    _KEY: struct.Struct  # the field searched by ``_floor_slot``
+    _KEY_CODE = "i"  # array typecode of that field
+    _OFFSET: struct.Struct  # the relative-offset field, for truncation
+
+    def __init__(self, fs: FileSystem, path: str, base_offset: int, max_index_size_bytes: int,
+                 *, writable: bool = True) -> None:
+        if max_index_size_bytes < self.ENTRY_BYTES:
+            raise ValueError(f"max_index_size_bytes {max_index_size_bytes!r} is smaller than one entry")
+        self._fs = fs
+        self.path = path
+        self.base_offset = base_offset
+        self.max_index_size_bytes = max_index_size_bytes
+        self.writable = writable
+        self._buffer = None  # mmap (writer) or bytes (read-only); None when the file is empty
+        self._length = 0  # bytes of the file that the buffer covers
+        self.entries = 0
+        self._changes = 0  # entries written or cut, length changes: what flush() must make durable
+        self._flushed_changes = -1  # the first flush always syncs
+        # The searched field of every entry, copied out once: ``bisect`` then runs in C.
+        self._keys = array(self._KEY_CODE)
+        self._keys_lock = threading.Lock()
+        self._fd: int | None = None
+        self.damage: str | None = None  # why ``quick_check`` must fail, found while opening
+        existed = fs.exists(path)
+        if writable:
+            self._fd = fs.open_file(path, create=True)
+            try:
+                if not existed:
+                    self._set_length(self._rounded(max_index_size_bytes))
+                else:
+                    length = fs.file_size(self._fd)
+                    if length % self.ENTRY_BYTES:
+                        self.damage = f"index file {path} ends with a partial entry ({length} bytes)"
+                    self._set_length(self._rounded(length))
+            except BaseException:
+                self.close_handlers()
+                raise
+        elif existed:
+            self._load_read_only()
+        # A new file has no entries; searching its fresh mapping would fault in pages for nothing.
+        self.entries = self._valid_entries() if existed else 0
+
+    # --- sizes -----------------------------------------------------------------------------------
+
+    def _rounded(self, size_bytes: int) -> int:
+        return size_bytes // self.ENTRY_BYTES * self.ENTRY_BYTES
+
+    @property
+    def max_entries(self) -> int:
+        return self._length // self.ENTRY_BYTES
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of valid entries (what the file is trimmed to)."""
+        return self.entries * self.ENTRY_BYTES
+
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
+
+    def _set_length(self, length: int) -> None:
+        """Make the file ``length`` bytes long and map it (no mapping for an empty file)."""
+        assert self._fd is not None and length % self.ENTRY_BYTES == 0
+        if self._fs.file_size(self._fd) != length:
+            self._fs.truncate(self._fd, length)
+        # The old mapping is not closed here: a reader thread may still hold it for one lookup of
+        # slots that remain inside the file. It is released when the last reference goes.
+        self._buffer = self._fs.map_file(self._fd, length, writable=True) if length else None
+        self._length = length
+
+    def _load_read_only(self) -> None:
+        fd = self._fs.open_file(self.path, writable=False)
+        try:
+            data = self._fs.pread(fd, self._fs.file_size(fd), 0)
+        finally:
+            self._fs.close(fd)
+        self._length = self._rounded(len(data))
+        self._buffer = data[: self._length] if self._length else None
+
+    def _valid_entries(self) -> int:
+        """Entries in the file, ignoring a zero-filled tail (a never-trimmed preallocation)."""
+        count = self._length // self.ENTRY_BYTES
+        if count == 0 or not self._is_empty_slot(count - 1):
+            return count
+        # Binary search for the first empty slot: real entries are never all-zero except possibly
+        # slot 0 of a time index, which is then dropped (an index is only an accelerator).
+        low, high = 0, count - 1
+        while low < high:
+            middle = (low + high) // 2
+            if self._is_empty_slot(middle):
+                high = middle
+            else:
+                low = middle + 1
+        return low
+
+    def _is_empty_slot(self, slot: int) -> bool:
+        start = slot * self.ENTRY_BYTES
+        return not any(self._buffer[start : start + self.ENTRY_BYTES])
+
+    # --- searching -------------------------------------------------------------------------------
+
+    def _relative(self, offset: int) -> int:
+        relative = offset - self.base_offset
+        if not 0 <= relative <= _MAX_RELATIVE_OFFSET:
+            raise LogSegmentOffsetOverflowError(
+                f"offset {offset} does not fit in the index {self.path} with base offset {self.base_offset}")
+        return relative
+
+    def can_append_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= _MAX_RELATIVE_OFFSET
+
+    def _column(self, field: struct.Struct, entries: int) -> _Column:
+        return _Column(field.unpack_from, self._buffer, self.ENTRY_BYTES, entries)
+
+    def _floor_slot(self, key: int) -> int:
+        """The largest slot whose key is <= ``key``; -1 when none."""
+        entries = self.entries
+        keys = self._keys
+        if len(keys) < entries:
+            with self._keys_lock:
+                if len(keys) < entries:
+                    raw = self._buffer[len(keys) * self.ENTRY_BYTES : entries * self.ENTRY_BYTES]
+                    keys.extend(map(itemgetter(0), self._ENTRY.iter_unpack(raw)))
+        return bisect_right(keys, key, 0, entries) - 1
+
+    def _entry(self, slot: int) -> tuple:
+        if not 0 <= slot < self.entries:
+            raise IndexError(f"slot {slot} is outside the {self.entries} entries of {self.path}")
+        return self._ENTRY.unpack_from(self._buffer, slot * self.ENTRY_BYTES)
+
+    def _write(self, *fields) -> None:
+        if self._buffer is None or self.entries >= self.max_entries:
+            raise ValueError(f"attempt to append to a full index {self.path} ({self.entries} entries)")
+        self._ENTRY.pack_into(self._buffer, self.entries * self.ENTRY_BYTES, *fields)
+        self.entries += 1
+        self._changes += 1
+
+    # --- maintenance -----------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is >= ``offset``."""
+        if self.entries == 0:
+            return
+        keep = bisect_left(self._column(self._OFFSET, self.entries), offset - self.base_offset)
+        self._truncate_to_entries(keep)
+
+    def truncate(self) -> None:
+        """Remove every entry."""
+        self._truncate_to_entries(0)
+
+    def _truncate_to_entries(self, keep: int) -> None:
+        self._require_writable()
+        if keep < self.entries and self._buffer is not None:
+            start, end = keep * self.ENTRY_BYTES, self.entries * self.ENTRY_BYTES
+            self._buffer[start:end] = bytes(end - start)  # zero them: a reopen must not see them
+        self.entries = keep
+        self._changes += 1
+        with self._keys_lock:
+            del self._keys[keep:]
+        self._after_truncate()
+
+    def _after_truncate(self) -> None:
+        pass
+
+    def resize(self, new_size_bytes: int) -> bool:
+        """Set the file length to ``new_size_bytes`` rounded down to whole entries (never below the
+        entries held). Returns False when nothing changed."""
+        self._require_writable()
+        length = max(self._rounded(new_size_bytes), self.size_bytes)
+        if length == self._length:
+            return False
+        self._set_length(length)
+        self._changes += 1
+        return True
+
+    def trim_to_valid_size(self) -> None:
+        self.resize(self.size_bytes)
+
+    def reset(self) -> None:
+        """Drop every entry and preallocate to the maximum size again."""
+        self.truncate()
+        self.resize(self.max_index_size_bytes)
+        self.damage = None
+
+    def flush(self) -> None:
+        """Make the entries durable: msync the mapping, then fsync the file (its length). Skipped
+        when nothing changed since the last flush: a group commit of small appends then costs
+        one fsync of the data file, not five calls (an index gains an entry per 4 KiB)."""
+        if self._fd is None or self._changes == self._flushed_changes:
+            return
+        changes = self._changes
+        if self._buffer is not None:
+            self._fs.msync(self._buffer)
+        self._fs.fsync(self._fd)
+        self._flushed_changes = changes
+
+    def close(self) -> None:
+        """Trim to the valid entries and release the file. Safe to call twice."""
+        if self._fd is not None:
+            self.trim_to_valid_size()
+            self.close_handlers()
+
+    def close_handlers(self) -> None:
+        """Release the mapping and descriptor without writing anything (a failed disk)."""
+        buffer, self._buffer = self._buffer, None
+        if buffer is not None and not isinstance(buffer, bytes):
+            buffer.close()
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            self._fs.close(fd)
+
+    def rename_to(self, new_path: str) -> None:
+        if self._fs.exists(self.path):
+            self._fs.rename(self.path, new_path)
+        self.path = new_path
+
+    def delete(self) -> None:
+        self.close_handlers()
+        if self._fs.exists(self.path):
+            self._fs.remove(self.path)
+
+    def _require_writable(self) -> None:
+        if not self.writable:
+            raise ValueError(f"index {self.path} is open read-only")
+        if self._fd is None:
+            raise ValueError(f"index {self.path} is closed")
+
+    def quick_check(self, segment_size_bytes: int) -> None:
+        """O(1) checks on open: whole entries, and the last entry inside the segment's data."""
+        if self.damage:
+            raise CorruptIndexError(self.damage)
+        if self.entries:
+            self._check_entry(self.entries - 1, segment_size_bytes)
+
+    def _check_entry(self, slot: int, segment_size_bytes: int) -> None:
+        raise NotImplementedError
+
+
+class OffsetIndex(_Index):
+    """Maps offsets to byte positions of batches in a segment's .log file (8-byte entries)."""
+
+    ENTRY_BYTES = 8
+    _ENTRY = struct.Struct("<ii")
+    _KEY = struct.Struct("<i")
+    _OFFSET = _KEY
+
+    @property
+    def last_offset(self) -> int:
+        """The offset of the last entry, or the base offset when empty."""
+        if self.entries == 0:
+            return self.base_offset
+        return self.base_offset + self._entry(self.entries - 1)[0]
+
+    def append(self, offset: int, position: int) -> None:
+        """Add the entry ``(offset, position)``: the batch at ``position`` starts at ``offset``.
+        Offsets must strictly increase."""
+        relative = self._relative(offset)
+        if self.entries and offset <= self.last_offset:
+            raise ValueError(f"attempt to append offset {offset} to position {self.entries} no larger "
+                             f"than the last offset appended ({self.last_offset}) to {self.path}")
+        self._write(relative, position)
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The largest entry with offset <= ``target_offset``; ``(base_offset, 0)`` if none."""
+        slot = self._floor_slot(target_offset - self.base_offset)
+        if slot < 0:
+            return OffsetPosition(self.base_offset, 0)
+        return self.entry(slot)
+
+    def floor_entry(self, target_offset: int) -> tuple[int, int]:
+        """``(offset, position)`` of the largest entry <= ``target_offset``, ``(base_offset, 0)``
+        if none: ``lookup`` as a plain tuple, for the point-read path."""
+        base = self.base_offset
+        entries = self.entries
+        if len(self._keys) < entries:
+            slot = self._floor_slot(target_offset - base)
+        else:
+            slot = bisect_right(self._keys, target_offset - base, 0, entries) - 1
+        if slot < 0:
+            return base, 0
+        relative, position = self._ENTRY.unpack_from(self._buffer, slot * 8)
+        return base + relative, position
+
+    def lookup_position(self, target_offset: int) -> int:
+        """``lookup(target_offset).position``, without building the pair (the read path)."""
+        slot = self._floor_slot(target_offset - self.base_offset)
+        return 0 if slot < 0 else self._ENTRY.unpack_from(self._buffer, slot * 8)[1]
+
+    def entry(self, slot: int) -> OffsetPosition:
+        relative, position = self._entry(slot)
+        return _new_tuple(OffsetPosition, (self.base_offset + relative, position))
+
+    def _check_entry(self, slot: int, segment_size_bytes: int) -> None:
+        entry = self.entry(slot)
+        if entry.offset <= self.base_offset or not 0 < entry.position < max(segment_size_bytes, 1):
+            raise CorruptIndexError(f"offset index {self.path} entry {slot} {tuple(entry)} is impossible "
+                                    f"for a segment of {segment_size_bytes} bytes at base offset {self.base_offset}")
+
+    def sanity_check(self, segment_size_bytes: int) -> None:
+        """Full check: every entry inside the data, offsets and positions strictly increasing."""
+        self.quick_check(segment_size_bytes)
+        previous = OffsetPosition(self.base_offset, 0)
+        for slot in range(self.entries):
+            entry = self.entry(slot)
+            if entry.offset <= previous.offset or entry.position <= previous.position:
+                raise CorruptIndexError(f"offset index {self.path} entry {slot} {tuple(entry)} does not "
+                                        f"increase over {tuple(previous)}")
+            self._check_entry(slot, segment_size_bytes)
+            previous = entry
+
+
+class TimeIndex(_Index):
+    """Maps timestamps to offsets (12-byte entries). The last slot is kept free for the entry
+    written when the segment stops being active."""
+
+    ENTRY_BYTES = 12
+    _ENTRY = struct.Struct("<qi")
+    _KEY = struct.Struct("<q")
+    _KEY_CODE = "q"
+    _OFFSET = struct.Struct("<8xi")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._last_entry = self._read_last_entry()
+
+    def _read_last_entry(self) -> TimestampOffset:
+        if self.entries == 0:
+            return TimestampOffset(-1, self.base_offset)
+        return self.entry(self.entries - 1)
+
+    @property
+    def last_entry(self) -> TimestampOffset:
+        """The last entry, or ``(-1, base_offset)`` when empty."""
+        return self._last_entry
+
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries - 1
+
+    def maybe_append(self, timestamp_ms: int, offset: int, skip_full_check: bool = False) -> None:
+        """Add ``(timestamp_ms, offset)`` if the timestamp is larger than the last entry's."""
+        if not skip_full_check and self.is_full():
+            raise ValueError(f"attempt to append to a full time index {self.path} ({self.entries} entries)")
+        last = self._last_entry
+        if self.entries and offset < last.offset:
+            raise ValueError(f"attempt to append offset {offset} before the last offset {last.offset} "
+                             f"of time index {self.path}")
+        if timestamp_ms > last.timestamp_ms:
+            self._write(timestamp_ms, self._relative(offset))
+            self._last_entry = TimestampOffset(timestamp_ms, offset)
+
+    def lookup(self, target_timestamp_ms: int) -> TimestampOffset:
+        """The largest entry with timestamp <= target; ``(-1, base_offset)`` if none."""
+        slot = self._floor_slot(target_timestamp_ms)
+        if slot < 0:
+            return TimestampOffset(-1, self.base_offset)
+        return self.entry(slot)
+
+    def entry(self, slot: int) -> TimestampOffset:
+        timestamp_ms, relative = self._entry(slot)
+        return _new_tuple(TimestampOffset, (timestamp_ms, self.base_offset + relative))
+
+    def _after_truncate(self) -> None:
+        self._last_entry = self._read_last_entry()
+
+    def _check_entry(self, slot: int, segment_size_bytes: int) -> None:
+        entry = self.entry(slot)
+        if entry.offset < self.base_offset:
+            raise CorruptIndexError(f"time index {self.path} entry {slot} {tuple(entry)} is below the "
+                                    f"base offset {self.base_offset}")
+
+    def sanity_check(self, segment_size_bytes: int) -> None:
+        """Full check: timestamps strictly increase, offsets never decrease."""
+        self.quick_check(segment_size_bytes)
+        previous = None
+        for slot in range(self.entries):
+            entry = self.entry(slot)
+            if previous is not None and (entry.timestamp_ms <= previous.timestamp_ms
+                                         or entry.offset < previous.offset):
+                raise CorruptIndexError(f"time index {self.path} entry {slot} {tuple(entry)} does not "
+                                        f"increase over {tuple(previous)}")
+            self._check_entry(slot, segment_size_bytes)
+            previous = entry
+

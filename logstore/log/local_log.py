@@ -1,0 +1,334 @@
+"""``LocalLog``: the segments of one partition directory and every file operation that changes them
+(Kafka's LocalLog beside UnifiedLog).
+
+A ``Log`` holds one ``LocalLog`` and keeps the offsets, the locks, the fail-stop rule and the
+policies; this object keeps the segment list and owns the order of every rename and fsync that adds or
+removes segments, so that a crash at any point leaves a gap-free log:
+
+- the list is published as one tuple ``(segments, base offsets)`` (``view``): a reader takes both in
+  one step, never a list caught half-way through a change;
+- ``roll`` starts a segment; ``truncate_to`` removes a suffix: segments are deleted newest first and a
+  straddled segment is rewritten and swapped in; ``remove_prefix`` and ``remove_below`` remove a
+  prefix: segments are renamed ``.deleted`` oldest first;
+- ``replace_segments`` is Kafka's ``.cleaned`` -> ``.swap`` -> final protocol, completed or undone by
+  the loader after a crash;
+- ``read``, ``iter_batch_slices`` and ``offset_for_timestamp`` walk a view's segments.
+
+Not thread-safe on its own: the owning ``Log`` calls every changing method under its lock and turns
+an ``OSError`` into its fail-stop. Readers take a ``view`` and never block.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+from itertools import chain
+from typing import Callable, Iterator, Sequence
+
+from ..clock import Clock
+from ..config import LogConfig
+from ..fs import FileSystem
+from ..errors import CorruptIndexError, CorruptRecordError
+from ..records.decoder import Record
+from ..records.encoder import encode_batch_prefix
+from .loader import extend_valid_end, live_segment_bases, load_log
+from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
+
+logger = logging.getLogger("logstore.log")  # the Log's logger: repairs are the log's news
+
+View = tuple[tuple[LogSegment, ...], tuple[int, ...]]
+
+
+class LocalLog:
+    """The segment list of the partition directory ``dir_path`` and the file operations on it.
+    ``config`` is the owning log's (it replaces it when the topic's config changes)."""
+
+    def __init__(self, dir_path: str, config: LogConfig, fs: FileSystem, clock: Clock,
+                 segments: Sequence[LogSegment]) -> None:
+        self.dir_path = dir_path
+        self.config = config
+        self._fs = fs
+        self._clock = clock
+        self.view: View = ((), ())
+        self.set_segments(segments)
+
+    # --- the list --------------------------------------------------------------------------------
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return self.view[0]
+
+    @property
+    def bases(self) -> tuple[int, ...]:
+        return self.view[1]
+
+    def set_segments(self, segments: Sequence[LogSegment]) -> None:
+        segments = tuple(segments)
+        self.view = (segments, tuple(segment.base_offset for segment in segments))
+
+    def new_segment(self, base_offset: int, file_suffix: str = "") -> LogSegment:
+        """A new, empty segment file set at ``base_offset`` (stale files of those names removed)."""
+        for suffix in (".log", ".index", ".timeindex"):
+            path = os.path.join(self.dir_path, f"{base_offset:020d}{suffix}{file_suffix}")
+            if self._fs.exists(path):
+                self._fs.remove(path)
+        return LogSegment(self._fs, self._clock, self.dir_path, base_offset, create=True,
+                          index_interval_bytes=self.config.index_interval_bytes,
+                          max_index_size_bytes=self.config.segment_index_bytes, file_suffix=file_suffix)
+
+    def roll(self, new_base: int) -> LogSegment:
+        """Make a new active segment at ``new_base`` (the log end offset). An empty active segment at
+        that base is kept, unless its indexes are full (then it is replaced); the previous active
+        segment's indexes are trimmed."""
+        active = self.segments[-1]
+        if active.base_offset == new_base and not (active.offset_index.is_full() or active.time_index.is_full()):
+            return active
+        if active.base_offset == new_base:  # an empty segment whose index has no room left
+            self.delete_segments([active])
+            segments = list(self.segments[:-1])
+        else:
+            active.on_become_inactive()
+            segments = list(self.segments)
+        segment = self.new_segment(new_base)
+        segments.append(segment)
+        self.set_segments(segments)
+        return segment
+
+    def flush_from(self, view: View, recovery_point: int, log_closed: Callable[[], bool]) -> None:
+        """fsync the segments of ``view`` from the one holding ``recovery_point`` on, and the
+        directory when any of them is new since then. A segment that was closed underneath because
+        it was deleted (retention, ``delete_records``) needs no flush; any other closed segment
+        raises ``ValueError`` (the log was closed)."""
+        segments, bases = view
+        first = max(bisect.bisect_right(bases, recovery_point) - 1, 0)
+        for segment in segments[first:]:
+            try:
+                segment.flush()
+            except (ValueError, TypeError):
+                if log_closed() or not segment.deleted:
+                    raise
+        if any(segment.base_offset >= recovery_point for segment in segments[first:]):
+            self._fs.fsync_dir(self.dir_path)  # new segment files must survive too
+
+    def repair_indexes(self, segments: Sequence[LogSegment], exc: CorruptIndexError, read_only: bool) -> None:
+        """A read found an entry of one of ``segments``' indexes that lies (``exc`` names the file):
+        rebuild that segment's indexes from its data (a writer) or stop using them (a read-only
+        view, which must not write). Raises ``exc`` when no segment owns that index."""
+        segment = next((s for s in segments if s.offset_index.path in str(exc) or s.time_index.path in str(exc)), None)
+        if segment is None:
+            raise exc
+        logger.warning("%s; %s", exc, "scanning without them" if read_only else "rebuilding the indexes")
+        if read_only:
+            segment.distrust_indexes()
+        elif not segment.closed:
+            segment.recover(cut_tail=False)
+            if segment is self.segments[-1]:
+                segment.resize_indexes(self.config.segment_index_bytes)
+
+    # --- reading a view --------------------------------------------------------------------------
+
+    @staticmethod
+    def read(view: View, offset: int, end_offset: int, max_bytes: int, max_records: int) -> list[Record]:
+        """Records of ``view`` from ``offset`` below ``end_offset``: at least one when any exists,
+        then as many as fit ``max_bytes`` and ``max_records``."""
+        segments, bases = view
+        records: list[Record] = []
+        charged = 0
+        for slot in range(max(bisect.bisect_right(bases, offset) - 1, 0), len(segments)):
+            segment = segments[slot]
+            if segment.base_offset >= end_offset:
+                break
+            found, cost, done = segment.read(offset, max_bytes - charged, max_records - len(records),
+                                             end=segment.size_bytes, min_one=not records, end_offset=end_offset)
+            records.extend(found)
+            charged += cost
+            if done:
+                break
+            if found:
+                offset = found[-1].offset + 1
+        return records
+
+    def read_one_cached(self, offset: int) -> Record | None:
+        """The record at ``offset`` when its batch's head is cached (a point read with no segment
+        scan), else None: the general read path decides."""
+        segments, bases = self.view
+        try:
+            record = segments[bisect.bisect_right(bases, offset) - 1].read_one_cached(offset)
+        except (ValueError, TypeError, OSError, CorruptRecordError):
+            return None  # the segment changed underneath, or is damaged
+        return record if record is not None and record.offset == offset else None
+
+    @staticmethod
+    def iter_batch_slices(view: View, start: int, stop: int) -> Iterator:
+        """``(batch, first, stop)`` per verified batch of ``view`` holding offsets in [start, stop)."""
+        segments, bases = view
+        sizes = [segment.size_bytes for segment in segments]
+        first = max(bisect.bisect_right(bases, start) - 1, 0)
+        return chain.from_iterable(segments[slot].iter_batch_slices(start, stop, sizes[slot])
+                                   for slot in range(first, len(segments)))
+
+    @staticmethod
+    def offset_for_timestamp(segments: Sequence[LogSegment], timestamp_ms: int, start: int) -> int | None:
+        """The first offset >= ``start`` whose timestamp is >= ``timestamp_ms``, through the time
+        indexes of the segments that can hold it."""
+        for segment in segments:
+            if segment.max_timestamp_so_far.timestamp_ms >= timestamp_ms or segment is segments[-1]:
+                found = segment.find_offset_by_timestamp(timestamp_ms, start)
+                if found is not None:
+                    return found[1]
+        return None
+
+    def refresh(self, log_start_offset: int) -> tuple[int, int, int, tuple[LogSegment, ...]] | None:
+        """A read-only view: take in what the writing process changed in the files. None when
+        nothing did; else ``(log end offset, recovery point, log start offset, replaced segments)``.
+        The same files grown extend the active segment's valid prefix; any other change (a roll,
+        a deletion) reloads the directory, and the replaced segments are for the caller to close
+        once its offsets have moved."""
+        segments, bases = self.view
+        if segments and live_segment_bases(self._fs.list_dir(self.dir_path)) == list(bases):
+            extended = extend_valid_end(segments[-1])
+            if extended is None:
+                return None
+            segments[-1].size_bytes = extended[0]
+            return extended[1], extended[1], log_start_offset, ()
+        loaded = load_log(self._fs, self._clock, self.dir_path, self.config, recovery_point=0,
+                          log_start_offset=log_start_offset, clean_shutdown=False, read_only=True)
+        self.set_segments(loaded.segments)
+        return loaded.log_end_offset, loaded.recovery_point, loaded.log_start_offset, segments
+
+    # --- removing a suffix -----------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every record at or after ``offset`` from the files, durably: segments above it
+        deleted newest first (a crash leaves a shorter but gap-free log), a segment whose batch
+        straddles it rewritten and swapped in (a crash leaves the old or the new segment)."""
+        if offset <= self.segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+        else:
+            keep = bisect.bisect_right(self.bases, offset - 1)
+            target = self.segments[keep - 1]
+            removed = self.segments[keep:]
+            if removed:
+                self.set_segments(self.segments[:keep])
+                self.delete_segments(removed)
+            straddling = target.read_batch_containing(offset)
+            if straddling is not None and straddling.base_offset < offset:
+                self._rewrite_around(target, offset, straddling)
+            elif target.mapped:  # point reads map it: a rewrite, never a cut under a mapping
+                self._rewrite_around(target, offset)
+            else:
+                target.truncate_to(offset)
+                target.flush()
+        self._fs.fsync_dir(self.dir_path)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        old = self.segments
+        self.set_segments([])
+        self.delete_segments(old)
+        self.set_segments([self.new_segment(offset)])
+
+    def _rewrite_around(self, segment: LogSegment, offset: int, straddling=None) -> None:
+        """Replace ``segment`` by a copy that ends below ``offset``: its batches before it and, when
+        a batch ``straddling`` holds ``offset``, that batch's records below it (one batch with the
+        same base offset, offsets and timestamps)."""
+        found = segment.translate_offset(offset if straddling is None else straddling.base_offset)
+        position = segment.size_bytes if found is None else found[0]
+        copy = self.new_segment(segment.base_offset, CLEANED_SUFFIX)
+        try:
+            segment.copy_to(copy, position)
+            if straddling is not None:
+                copy.append(straddling.base_offset, offset - 1, straddling.max_timestamp,
+                            encode_batch_prefix(straddling, offset))
+            copy.recover()
+            copy.flush()
+        except BaseException:
+            copy.delete()
+            raise
+        self.replace_segments([copy], [segment])
+        copy.resize_indexes(self.config.segment_index_bytes)
+
+    # --- removing a prefix -----------------------------------------------------------------------
+
+    def remove_prefix(self, count: int) -> list[LogSegment]:
+        """Take the ``count`` oldest segments out of the list and rename their files ``.deleted``,
+        oldest first, each rename durable (a crash leaves a gap-free suffix). Returns them: the
+        caller removes their files, now or later. The caller moves the log start offset first."""
+        doomed = list(self.segments[:count])
+        self.set_segments(self.segments[count:])
+        for segment in doomed:
+            segment.change_file_suffixes("", DELETED_SUFFIX)
+            self._fs.fsync_dir(self.dir_path)
+        return doomed
+
+    def remove_below(self, offset: int) -> None:
+        """Delete the segments that lie wholly below ``offset`` (the next segment starts at or below
+        it), durably."""
+        deletable = [segment for segment, following in zip(self.segments, self.segments[1:])
+                     if following.base_offset <= offset]
+        if deletable:
+            self.set_segments(self.segments[len(deletable):])
+            self.delete_segments(deletable)
+            self._fs.fsync_dir(self.dir_path)
+
+    def delete_segments(self, segments: Sequence[LogSegment], durable_each: bool = True) -> None:
+        """Rename to .deleted (newest first, each rename made durable before the next, so a crash
+        never leaves a gap in the offsets), then remove the files."""
+        for segment in sorted(segments, key=lambda segment: segment.base_offset, reverse=True):
+            segment.change_file_suffixes("", DELETED_SUFFIX)
+            if durable_each:
+                self._fs.fsync_dir(self.dir_path)
+        for segment in segments:
+            segment.delete()
+
+    # --- the segment swap ------------------------------------------------------------------------
+
+    def replace_segments(self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment], *,
+                         keep_deleted: bool = False) -> list[LogSegment]:
+        """Swap ``new_segments`` (complete and flushed, named ``*.cleaned``) in for those of
+        ``old_segments`` still in the list, crash-safely:
+        1. each new segment ``.cleaned`` -> ``.swap`` (newest first), made durable;
+        2. the list changes; each old segment -> ``.deleted``, then removed (with ``keep_deleted``,
+           left for the caller to remove later, so readers holding them finish);
+        3. each new segment ``.swap`` -> its final name, made durable.
+        Returns the old segments that were swapped out."""
+        new_segments = sorted(new_segments, key=lambda segment: segment.base_offset)
+        current = set(map(id, self.segments))
+        old_segments = [segment for segment in old_segments if id(segment) in current]
+        for segment in reversed(new_segments):
+            segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+        self._fs.fsync_dir(self.dir_path)
+        doomed = set(map(id, old_segments))
+        kept = [segment for segment in self.segments if id(segment) not in doomed]
+        self.set_segments(sorted(kept + new_segments, key=lambda segment: segment.base_offset))
+        if keep_deleted:
+            for segment in sorted(old_segments, key=lambda segment: segment.base_offset, reverse=True):
+                segment.change_file_suffixes("", DELETED_SUFFIX)
+        else:
+            self.delete_segments(old_segments, durable_each=False)
+        for segment in new_segments:
+            segment.change_file_suffixes(SWAP_SUFFIX, "")
+        self._fs.fsync_dir(self.dir_path)
+        return old_segments
+
+    def holds_all(self, segments: Sequence[LogSegment]) -> bool:
+        """Whether every one of ``segments`` is still in the list (retention may have taken some)."""
+        current = set(map(id, self.segments))
+        return all(id(segment) in current for segment in segments)
+
+    def copy_mtime(self, source: LogSegment, target: LogSegment) -> None:
+        """Give ``target``'s data file the modification time of ``source``'s."""
+        self._fs.set_mtime_ms(target.log_path, self._fs.mtime_ms(source.log_path))
+
+    # --- closing ---------------------------------------------------------------------------------
+
+    def close_segments(self) -> None:
+        """Close every segment (trimming the active one's indexes) and fsync the directory."""
+        for segment in self.segments:
+            segment.close()
+        self._fs.fsync_dir(self.dir_path)
+
+    def release_handlers(self) -> None:
+        """Release every descriptor and mapping, writing nothing."""
+        for segment in self.segments:
+            segment.close_handlers()

@@ -1,0 +1,605 @@
+"""``Log``: one partition, a sequence of segments with offsets.
+
+Offsets: ``log_start_offset`` is the first readable offset, ``log_end_offset`` the next one to be
+assigned, ``recovery_point`` the first offset not known to be fsynced (everything below it survives a
+power loss). ``append`` assigns offsets and writes to the active segment (the page cache: it survives a
+process crash, not a power loss); ``flush`` fsyncs and only then advances the recovery point.
+
+The segment list and the file operations on it belong to the ``LocalLog`` the log holds; the log
+keeps the offsets, the locks, the fail-stop rule and the policies, and moves the offsets before or
+after the files change, whichever keeps readers from ever seeing a hole.
+
+Concurrency: one lock serialises appends, rolls and truncation; a second serialises flushes, so an
+fsync never blocks appends. Readers take no lock: they read a snapshot of the segment list and the
+offsets, and data with ``pread`` bounded by a size snapshot.
+
+Failure: an ``OSError`` from an fsync makes the log fail-stop (``LogFailedError`` on every later write
+or flush; reopening recovers from what is durable). A failed write is cut back to the last complete
+batch when possible, and fail-stop otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from itertools import chain
+from typing import Callable, Iterator, Sequence
+
+from ..clock import Clock
+from ..config import LogConfig
+from .waits import (DEFAULT_DURABLE_TIMEOUT_MS, FetchPosition, LogWaits, check_wait, durable_acks, records_bytes,
+                    wait_for_data)
+from ..errors import (CorruptIndexError, CorruptRecordError, DurabilityTimeoutError, LogFailedError,
+                      OffsetOutOfRangeError, ReadOnlyError, StorageError, StoreClosedError)
+from ..fs import FileSystem
+from ..records.batching import AppendInfo, PreparedAppend, encode_records
+from ..records.decoder import RECORD_OVERHEAD_BYTES, Record, read_header
+from ..records.encoder import assign_base_offset
+from .loader import load_log
+from .local_log import LocalLog
+from .retention import RetentionDecision, RetentionResult, plan_retention
+from .segment import CLEANED_SUFFIX, LogSegment
+
+logger = logging.getLogger("logstore.log")  # its name before the subpackages (logging configs)
+
+DEFAULT_MAX_BYTES = 1 << 20
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+
+
+class Log:
+    """One partition of a topic: ``append``, ``read``, ``roll``, ``flush``, ``truncate_to`` and
+    ``delete_records``. Open it through ``LogManager.get_log`` (which persists its checkpoints), or
+    directly with ``Log(dir_path, config, ...)`` for a standalone partition."""
+
+    def __init__(self, dir_path: str, config: LogConfig, *, fs: FileSystem, clock: Clock,
+                 recovery_point: int = 0, log_start_offset: int = 0, clean_shutdown: bool = False,
+                 read_only: bool = False, topic: str | None = None, partition: int | None = None) -> None:
+        self.dir_path = dir_path
+        self._config = config
+        self.topic = topic
+        self.partition = partition
+        self.read_only = read_only
+        self._fs = fs
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._flush_lock = threading.Lock()
+        self._failure: BaseException | None = None
+        self._closed = False
+        self.on_checkpoint_needed: Callable[["Log"], None] | None = None
+        # The key of this partition in the purgatories, and the waits (set by the LogManager; a
+        # standalone log makes its own on the first wait).
+        self.key = (topic, partition) if topic is not None else dir_path
+        self.on_truncated: Callable[["Log", int], None] | None = None  # the cleaner lowers its checkpoint
+        self.truncations = 0  # truncate_to calls so far: a read that saw torn bytes checks it
+        self.waits: LogWaits | None = None
+        self._own_waits = False
+        # How segments deleted by retention are removed: None removes them at once; the LogManager
+        # schedules the removal after file.delete.delay.ms so readers holding them finish.
+        self.schedule_file_delete: Callable[[Sequence[LogSegment], int], None] | None = None
+        loaded = load_log(fs, clock, dir_path, config, recovery_point=recovery_point,
+                          log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, read_only=read_only)
+        self.load_problems = loaded.problems
+        self._local = LocalLog(dir_path, config, fs, clock, loaded.segments)
+        self.log_end_offset = loaded.log_end_offset
+        self.recovery_point = loaded.recovery_point
+        self.log_start_offset = loaded.log_start_offset
+        self.last_flush_ms = clock.time_ms()
+
+    # --- state -----------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.dir_path)
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        """The topic's config changed (``LogManager.alter_topic_config``): it applies from now on."""
+        self._config = self._local.config = config
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        """A snapshot of the segments, oldest first; the last is the active segment."""
+        return self._local.segments
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._local.segments[-1]
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size_bytes for segment in self._local.segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self.log_end_offset - self.recovery_point
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def failed(self) -> bool:
+        """True once the log went fail-stop (an fsync or undo error); only a reopen recovers it."""
+        return self._failure is not None
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"log {self.name} is closed")
+        if self.read_only:
+            raise ReadOnlyError(f"log {self.name} is open read-only")
+        if self._failure is not None:
+            raise LogFailedError(f"log {self.name} failed earlier ({self._failure}); "
+                                 "reopen the store to recover from what is durable") from self._failure
+
+    def _fail(self, exc: BaseException) -> LogFailedError:
+        self._failure = exc
+        logger.error("log %s is now fail-stop: %s", self.name, exc)
+        return LogFailedError(f"log {self.name} failed: {exc}; reopen the store to recover")
+
+    # --- appending -------------------------------------------------------------------------------
+
+    def append(self, records: Sequence[Record], *, acks: int | str = 1,
+               timeout_ms: int = DEFAULT_DURABLE_TIMEOUT_MS) -> AppendInfo:
+        """Append ``records`` and return the offsets assigned. Records without a timestamp get the
+        current time. An append larger than ``max.message.bytes`` is split into several batches
+        (each batch is atomic); a single record larger than that raises ``RecordTooLargeError``.
+
+        ``acks=1`` (the default) returns once the data is written to the OS: it survives a crash of
+        this process, not a power loss. ``acks="all"`` returns only once an fsync covers the records
+        (the recovery point is past them); concurrent durable appends share fsyncs. If that takes
+        longer than ``timeout_ms`` it raises ``DurabilityTimeoutError``: the records are appended
+        and may still become durable later."""
+        durable = durable_acks(acks, timeout_ms)
+        info = self.append_prepared(self.prepare(records))
+        if durable and info.last_offset is not None:
+            self.wait_durable(info.last_offset + 1, timeout_ms)
+        return info
+
+    def prepare(self, records: Sequence[Record]) -> PreparedAppend:
+        """Validate and encode ``records`` for ``append_prepared`` without writing anything: raises
+        what ``append`` would raise for bad input. ``LogManager.append`` prepares every partition's
+        records before appending any, so a rejected record appends nothing anywhere."""
+        self._check_writable()
+        now_ms = self._clock.time_ms()
+        return PreparedAppend(self, encode_records(records, self.config, now_ms, self.topic or self.name),
+                              len(records), now_ms)
+
+    def append_prepared(self, prepared: PreparedAppend) -> AppendInfo:
+        """Append what ``prepare`` encoded (once; offsets are assigned now)."""
+        if prepared.log is not self:
+            raise ValueError(f"records prepared for {prepared.log.name} cannot be appended to {self.name}")
+        batches, now_ms = prepared.take(), prepared.now_ms
+        if not batches:
+            return AppendInfo(None, None, 0, -1, 0)
+        first_offset = None
+        max_timestamp = -1
+        with self._lock:
+            self._check_writable()
+            for header_bytes, parts in batches:
+                header = read_header(header_bytes, 0, whole=False)
+                base = self.log_end_offset
+                last = base + header.last_offset_delta
+                segment = self._maybe_roll(header.size_bytes, header.max_timestamp, last, now_ms)
+                assign_base_offset(header_bytes, base)
+                try:
+                    segment.append(base, last, header.max_timestamp, [header_bytes, *parts])
+                except OSError as exc:
+                    self._after_write_error(segment, exc)
+                self.log_end_offset = last + 1
+                first_offset = base if first_offset is None else first_offset
+                max_timestamp = max(max_timestamp, header.max_timestamp)
+            last_offset = self.log_end_offset - 1
+            if self.unflushed_messages >= self.config.flush_messages:
+                self.flush()
+        waits = self.waits
+        if waits is not None:  # after publishing the end offset, outside the lock (purgatory rule)
+            waits.data_arrived(self.key)
+        log_append = self.config.message_timestamp_type == "LogAppendTime"
+        return AppendInfo(first_offset, last_offset, prepared.record_count, max_timestamp, len(batches),
+                          now_ms if log_append else -1)
+
+    def validate(self, records: Sequence[Record]) -> None:
+        """Raise exactly what ``append(records)`` would raise for bad input (wrong types, a record
+        larger than the limits, a missing key on a compacted topic), without appending anything."""
+        encode_records(records, self.config, self._clock.time_ms(), self.topic or self.name)
+
+    def _after_write_error(self, segment: LogSegment, exc: OSError) -> None:
+        try:
+            segment.undo_partial_write()
+        except OSError as undo_exc:
+            raise self._fail(undo_exc) from exc
+        raise StorageError(f"append to {segment.log_path} failed: {exc}") from exc
+
+    def _maybe_roll(self, incoming_bytes: int, max_timestamp_ms: int, last_offset: int, now_ms: int) -> LogSegment:
+        segment = self._local.segments[-1]
+        if segment.should_roll(self.config.segment_bytes, self.config.max_segment_ms, incoming_bytes,
+                               max_timestamp_ms, last_offset, now_ms):
+            return self.roll()
+        return segment
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset (unless the active one is empty) and
+        return it. The previous segment's indexes are trimmed."""
+        with self._lock:
+            self._check_writable()
+            active = self._local.segments[-1]
+            if active.base_offset == self.log_end_offset and active.size_bytes:
+                raise StorageError(f"cannot roll {self.name}: segment {self.log_end_offset} already exists")
+            try:
+                return self._local.roll(self.log_end_offset)
+            except OSError as exc:
+                raise self._fail(exc) from exc
+
+    # --- durability ------------------------------------------------------------------------------
+
+    def flush(self) -> int:
+        """fsync everything up to the log end offset, then advance the recovery point to it.
+        Returns the new recovery point. An fsync error makes the log fail-stop."""
+        self._check_writable()
+        with self._flush_lock:
+            self._check_writable()
+            with self._lock:
+                target = self.log_end_offset
+                old_recovery_point = self.recovery_point
+                view = self._local.view
+            if target <= old_recovery_point:
+                return self.recovery_point
+            try:
+                self._local.flush_from(view, old_recovery_point, lambda: self._closed)
+            except OSError as exc:
+                raise self._fail(exc) from exc
+            except (ValueError, TypeError) as exc:  # a segment closed underneath (the log was closed)
+                raise StoreClosedError(f"log {self.name} closed during a flush") from exc
+            with self._lock:
+                self.recovery_point = max(self.recovery_point, min(target, self.log_end_offset))
+                self.last_flush_ms = self._clock.time_ms()
+            return self.recovery_point
+
+    def wait_durable(self, required_offset: int, timeout_ms: int = DEFAULT_DURABLE_TIMEOUT_MS) -> int:
+        """Block until everything below ``required_offset`` is fsynced (the recovery point covers
+        it), sharing the fsync with other waiters through the group-commit flusher. Returns the
+        recovery point; raises ``DurabilityTimeoutError`` after ``timeout_ms`` and ``LogFailedError``
+        if the log failed meanwhile."""
+        if self.recovery_point < required_offset:
+            self._get_waits().wait_fsynced(self, required_offset, timeout_ms)
+        if self.recovery_point >= required_offset:
+            return self.recovery_point
+        self._check_writable()
+        raise DurabilityTimeoutError(
+            f"records of {self.name} below offset {required_offset} were appended but not fsynced within "
+            f"{timeout_ms} ms (recovery point {self.recovery_point}); they may still become durable",
+            required_offset, self.recovery_point)
+
+    def _get_waits(self) -> LogWaits:
+        if self.waits is None:
+            self.waits, self._own_waits = LogWaits(self.name), True
+        return self.waits
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int = DEFAULT_MAX_BYTES, max_records: int | None = None, *,
+             min_bytes: int = 1, max_wait_ms: int = 0) -> list[Record]:
+        """Records with offset >= ``offset``, in order: at least one when any exists (even if it alone
+        is larger than ``max_bytes``), then as many as fit in ``max_bytes`` (key, value and header
+        bytes plus a small per-record overhead) and ``max_records``. Reading at the log end offset
+        returns []; below the log start offset or past the end raises ``OffsetOutOfRangeError``.
+
+        With ``max_wait_ms`` > 0 a read that finds fewer than ``min_bytes`` waits (Kafka's fetch
+        wait): it returns as soon as appends bring ``min_bytes`` (batch bytes) or after
+        ``max_wait_ms``, with whatever is there then (possibly nothing)."""
+        if max_wait_ms or min_bytes != 1:
+            return self._read_waiting(offset, max_bytes, max_records, min_bytes, max_wait_ms)
+        if (max_records == 1 or 0 <= max_bytes < RECORD_OVERHEAD_BYTES) and type(offset) is int:
+            # A point read whose batch head is cached: no segment scan at all.
+            if self.log_start_offset <= offset < self.log_end_offset and not self._closed:
+                record = self._local.read_one_cached(offset)
+                if record is not None:
+                    return [record]
+        if not isinstance(offset, int) or isinstance(offset, bool):
+            raise TypeError(f"offset must be an int, got {offset!r}")
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0, got {max_bytes!r}")
+        if max_records is None:
+            max_records = 2**62
+        elif max_records < 1:
+            raise ValueError(f"max_records must be >= 1, got {max_records!r}")
+        for _attempt in range(3):
+            view, truncations = self._local.view, self.truncations
+            segments = view[0]
+            log_end_offset, log_start_offset = self.log_end_offset, self.log_start_offset
+            if self._closed:
+                raise StoreClosedError(f"log {self.name} is closed")
+            if offset < log_start_offset or offset > log_end_offset:
+                raise self._out_of_range(offset, log_start_offset, log_end_offset)
+            if offset == log_end_offset:
+                return []
+            try:
+                return LocalLog.read(view, offset, log_end_offset, max_bytes, max_records)
+            except CorruptIndexError as exc:
+                if _attempt:
+                    raise
+                self._repair_indexes(segments, exc)
+            except (ValueError, TypeError, OSError):
+                # A segment deleted by a concurrent truncation: retry on a fresh snapshot.
+                if not any(segment.deleted or segment.closed for segment in segments):
+                    raise
+                self._wait_for_truncation()
+            except CorruptRecordError:
+                # Bytes cut under the snapshot by a concurrent truncation look torn; damage that is
+                # really on disk is still there when no truncation ran meanwhile (an even count
+                # that did not move: none under way, none finished since the snapshot).
+                if self._local.view is view and self.truncations == truncations and not truncations % 2:
+                    raise
+                self._wait_for_truncation()
+        raise StorageError(f"log {self.name} kept changing during a read at offset {offset}")
+
+    def _out_of_range(self, offset: int, log_start_offset: int, log_end_offset: int) -> OffsetOutOfRangeError:
+        return OffsetOutOfRangeError(f"offset {offset} is out of range for {self.name} (log start offset "
+                                     f"{log_start_offset}, log end offset {log_end_offset})",
+                                     offset, log_start_offset, log_end_offset)
+
+    def _wait_for_truncation(self) -> None:
+        """Block until a truncation under way has finished (it holds the log lock throughout), so
+        the retry reads a settled log instead of racing the same cut again."""
+        if not self.read_only:
+            with self._lock:
+                pass
+
+    def _read_waiting(self, offset: int, max_bytes: int, max_records: int | None, min_bytes: int,
+                      max_wait_ms: int) -> list[Record]:
+        check_wait(min_bytes, max_wait_ms)
+        records = self.read(offset, max_bytes, max_records)
+        found = records_bytes(records)
+        if max_wait_ms == 0 or found >= min_bytes or (records and max_records is not None
+                                                       and len(records) >= max_records):
+            return records
+        wait_for_data([FetchPosition.at(self, offset, found)], min_bytes, max_wait_ms,
+                      None if self.read_only else self._get_waits())
+        return self.read(offset, max_bytes, max_records)
+
+    def iter_records(self, offset: int | None = None, end_offset: int | None = None) -> Iterator[Record]:
+        """Every record from ``offset`` (default: the log start offset) up to ``end_offset``
+        (default: the log end offset when called), lazily: each ``Record`` is built when the
+        iterator reaches it, so a scan holds one batch of bytes and few objects at a time."""
+        return chain.from_iterable(batch.iter_records(first, stop)
+                                   for batch, first, stop in self.iter_batch_slices(offset, end_offset))
+
+    def iter_batch_slices(self, offset: int | None = None, end_offset: int | None = None) -> Iterator:
+        """``(batch, first, stop)`` per batch over the same range as ``iter_records``: records
+        [first, stop) of each verified ``RecordBatch`` are in range. Column-wise consumers (the Spark
+        source's Arrow path) take the batch's raw columns instead of building records."""
+        view = self._local.view
+        start = self.log_start_offset if offset is None else offset
+        stop = self.log_end_offset if end_offset is None else min(end_offset, self.log_end_offset)
+        if start < self.log_start_offset or start > self.log_end_offset:
+            raise self._out_of_range(start, self.log_start_offset, self.log_end_offset)
+        return LocalLog.iter_batch_slices(view, start, stop)
+
+    def _repair_indexes(self, segments: Sequence[LogSegment], exc: CorruptIndexError) -> None:
+        """A read found an index entry that lies: ``LocalLog.repair_indexes``."""
+        with self._lock:
+            try:
+                self._local.repair_indexes(segments, exc, self.read_only)
+            except OSError as os_exc:
+                raise self._fail(os_exc) from exc
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
+        """The first offset whose record timestamp is >= ``timestamp_ms`` (None if there is none).
+        -2 means the log start offset, -1 the log end offset."""
+        if not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool):
+            raise TypeError(f"timestamp_ms must be an int, got {timestamp_ms!r}")
+        if timestamp_ms == EARLIEST_TIMESTAMP:
+            return self.log_start_offset
+        if timestamp_ms == LATEST_TIMESTAMP:
+            return self.log_end_offset
+        if timestamp_ms < 0:
+            raise ValueError(f"timestamp_ms must be >= 0 (or -1/-2), got {timestamp_ms!r}")
+        start = self.log_start_offset
+        segments = self._local.segments
+        for _attempt in range(2):
+            try:
+                return LocalLog.offset_for_timestamp(segments, timestamp_ms, start)
+            except CorruptIndexError as exc:
+                if _attempt:
+                    raise
+                self._repair_indexes(segments, exc)
+        return None
+
+    # --- removing data ----------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every record with offset >= ``offset``; the log end offset becomes ``offset``.
+        Returns False when there was nothing to remove. The result is durable when this returns, and
+        crash-safe (``LocalLog.truncate_to``: a crash leaves the old log or a shorter gap-free one)."""
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise ValueError(f"truncate_to needs an offset >= 0, got {offset!r}")
+        with self._flush_lock, self._lock:
+            self._check_writable()
+            if offset >= self.log_end_offset:
+                return False
+            # A sequence count: odd while bytes are being cut, so a reader that saw torn bytes can
+            # tell a truncation under way (or finished since its snapshot) from damage on disk.
+            self.truncations += 1
+            try:
+                self._truncate_locked(offset)
+            finally:
+                self.truncations += 1
+        if self.on_truncated is not None:
+            self.on_truncated(self, offset)
+        if self.waits is not None:  # reads waiting past the new end are answered (out of range) now
+            self.waits.data_arrived(self.key)
+        return True
+
+    def _truncate_locked(self, offset: int) -> None:
+        try:
+            self._local.truncate_to(offset)
+        except OSError as exc:
+            raise self._fail(exc) from exc
+        self.log_end_offset = offset
+        self.recovery_point = min(self.recovery_point, offset)
+        # Persisted after the truncation: a crash in between leaves the old, higher start offset (an
+        # empty log there), never deleted records becoming readable. The lowered recovery point is
+        # persisted too, so data appended again below it is re-verified after a crash.
+        self.log_start_offset = min(self.log_start_offset, offset)
+        if self.on_checkpoint_needed is not None:
+            self.on_checkpoint_needed(self)
+
+    def delete_records(self, before_offset: int) -> int:
+        """Make records below ``before_offset`` unreadable by advancing the log start offset, and
+        delete the segments that lie wholly below it. Returns the new log start offset."""
+        if not isinstance(before_offset, int) or isinstance(before_offset, bool):
+            raise TypeError(f"delete_records needs an int offset, got {before_offset!r}")
+        with self._lock:
+            self._check_writable()
+            if not self.log_start_offset <= before_offset <= self.log_end_offset:
+                if before_offset < self.log_start_offset:
+                    return self.log_start_offset
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before {before_offset}: the log end offset of {self.name} is "
+                    f"{self.log_end_offset}", before_offset, self.log_start_offset, self.log_end_offset)
+            self.log_start_offset = before_offset  # first: readers never reach a deleted segment
+            self.recovery_point = max(self.recovery_point, min(before_offset, self.log_end_offset))
+            if self.on_checkpoint_needed is not None:
+                self.on_checkpoint_needed(self)
+            try:
+                self._local.remove_below(before_offset)
+            except OSError as exc:
+                raise self._fail(exc) from exc
+            return self.log_start_offset
+
+    def delete_old_segments(self, *, now_ms: int | None = None, dry_run: bool = False) -> RetentionResult:
+        """Apply retention (``retention`` module: log start offset, then ``retention.bytes``, then
+        ``retention.ms``) and return what was deleted, or with ``dry_run`` what would be. Deleted
+        segments are renamed ``.deleted`` oldest first (each rename durable, so a crash never
+        leaves a gap) and removed now, or after ``file.delete.delay.ms`` through
+        ``schedule_file_delete`` (the LogManager's), so readers holding them finish their reads."""
+        with self._lock:
+            if not dry_run:
+                self._check_writable()
+            now_ms = self._clock.time_ms() if now_ms is None else now_ms
+            decisions = plan_retention(self._local.segments, log_end_offset=self.log_end_offset,
+                                       log_start_offset=self.log_start_offset, delete_policy=self.config.delete,
+                                       retention_bytes=self.config.retention_bytes,
+                                       retention_ms=self.config.retention_ms, now_ms=now_ms,
+                                       mtime_ms=self._fs.mtime_ms)
+            if dry_run or not decisions:
+                return RetentionResult(self.name, tuple(decisions), self.log_start_offset, dry_run)
+            self._delete_prefix(decisions)
+            return RetentionResult(self.name, tuple(decisions), self.log_start_offset)
+
+    def _delete_prefix(self, decisions: Sequence[RetentionDecision]) -> None:
+        count = len(decisions)
+        assert [s.base_offset for s in self._local.segments[:count]] == [d.base_offset for d in decisions], decisions
+        try:
+            if count == len(self._local.segments):
+                self.roll()  # the active segment goes too: a new empty one holds the log end offset
+            # The start offset moves before the segments leave the list: a reader never finds a
+            # hole between the log start offset and the first segment.
+            self.log_start_offset = max(self.log_start_offset, self._local.segments[count].base_offset)
+            self.recovery_point = max(self.recovery_point, min(self.log_start_offset, self.log_end_offset))
+            doomed = self._local.remove_prefix(count)
+        except OSError as exc:
+            raise self._fail(exc) from exc
+        if self.schedule_file_delete is not None:
+            self.schedule_file_delete(doomed, self.config.file_delete_delay_ms)
+        else:
+            for segment in doomed:
+                segment.delete()
+
+    # --- for the cleaner -------------------------------------------------------------------------
+
+    def segments_and_truncations(self) -> tuple[tuple[LogSegment, ...], int]:
+        """The segments and the truncation count read together (no truncation under way): what a
+        cleaning round starts from and hands back to ``replace_segments`` to detect a change."""
+        with self._lock:
+            return self._local.segments, self.truncations
+
+    def new_cleaned_segment(self, base_offset: int) -> LogSegment:
+        """A new, empty ``<base>.log.cleaned`` segment (stale files of that name removed first)."""
+        self._check_writable()
+        return self._local.new_segment(base_offset, CLEANED_SUFFIX)
+
+    def copy_mtime(self, source: LogSegment, target: LogSegment) -> None:
+        """Give ``target``'s data file the modification time of ``source``'s: a recopied segment
+        keeps its age for mtime-based retention."""
+        self._local.copy_mtime(source, target)
+
+    def replace_segments(self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment], *,
+                         truncations: int | None = None, delay_delete: bool = False) -> bool:
+        """Swap ``new_segments`` (complete and flushed, named ``*.cleaned``) in for ``old_segments``,
+        crash-safely (``LocalLog.replace_segments``: ``.cleaned`` -> ``.swap`` -> final names, the
+        old ones through ``.deleted``; with ``delay_delete`` removed after ``file.delete.delay.ms``,
+        so readers holding them finish).
+
+        With ``truncations`` (the log's count when the caller read ``old_segments``) nothing is
+        swapped, and False returned, when the log was truncated since or an old segment has left
+        it (retention): the copies describe a log that no longer exists (the cleaner's abort)."""
+        delayed = delay_delete and self.schedule_file_delete is not None
+        with self._lock:
+            if truncations is not None and (truncations != self.truncations or not self._local.holds_all(old_segments)):
+                return False
+            self._check_writable()
+            swapped_out = self._local.replace_segments(new_segments, old_segments, keep_deleted=delayed)
+        if delayed:
+            self.schedule_file_delete(swapped_out, self.config.file_delete_delay_ms)
+        return True
+
+    # --- a read-only view ---------------------------------------------------------------------
+
+    def refresh(self) -> bool:
+        """A read-only view: take in what the writing process appended (and the segments it rolled
+        or deleted) since the view was opened or last refreshed. True when anything changed; a
+        writable log returns False (it knows its own state)."""
+        if not self.read_only or self._closed:
+            return False
+        changed = self._local.refresh(self.log_start_offset)
+        if changed is None:
+            return False
+        self.log_end_offset, self.recovery_point, log_start_offset, replaced = changed
+        self.log_start_offset = max(self.log_start_offset, log_start_offset)
+        for segment in replaced:  # a read in flight on these retries on the new view
+            segment.close_handlers()
+        return True
+
+    # --- closing ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush (when writable and healthy) and close every segment. Safe to call twice."""
+        with self._flush_lock, self._lock:
+            if self._closed:
+                return
+            try:
+                if not self.read_only and self._failure is None:
+                    self._local.close_segments()
+                    self.recovery_point = self.log_end_offset
+            finally:
+                self._release_handlers()
+        self._answer_waiters()
+
+    def close_handlers(self) -> None:
+        """Close without writing anything (an offline data dir, a view nobody will use): release
+        every descriptor and mapping; waiting reads and durable appends answer. Safe twice."""
+        with self._lock:
+            self._release_handlers()
+        self._answer_waiters()
+
+    def _release_handlers(self) -> None:
+        self._local.release_handlers()
+        self._closed = True
+
+    def _answer_waiters(self) -> None:
+        waits = self.waits
+        if waits is not None:  # outside the log's locks (the purgatory's rule)
+            waits.wake_all([self.key])
+            if self._own_waits:
+                waits.shutdown()
+
+    def __repr__(self) -> str:
+        return (f"Log({self.name!r}, log_start_offset={self.log_start_offset}, "
+                f"log_end_offset={self.log_end_offset}, recovery_point={self.recovery_point})")

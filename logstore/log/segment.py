@@ -1,0 +1,590 @@
+"""``LogSegment``: one data file of a partition plus its offset and time indexes.
+
+A segment with base offset 368769 lives in ``00000000000000368769.log`` (record batches, back to
+back), ``00000000000000368769.index`` and ``00000000000000368769.timeindex``. The base offset is a
+lower bound on the offsets inside. Only the last segment of a log (the active one) receives appends.
+
+The data file is a ``FileRecords`` (writes at the logical size, ``pread`` or, for a writer's point
+reads, a read-only mapping under the rules that keep SIGBUS away). Large batches verified once are
+remembered, so later point reads into them read only a cached head (``fetch.HEAD_CACHE``) and the
+record's own bytes.
+
+Not thread-safe for writers: the owning ``Log`` serialises appends, truncation and recovery. Reads
+may run concurrently with appends (they are bounded by a size snapshot taken by the caller).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from functools import partial
+from itertools import chain
+from typing import Iterator
+
+from ..clock import Clock
+from ..errors import CorruptIndexError, CorruptRecordError, LogSegmentOffsetOverflowError
+from .file_records import FileRecords
+from ..fs import FileSystem
+from .index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
+from ..records.fetch import HEAD_CACHE, take_records
+from ..records.decoder import COMPRESSION_MASK, HEADER_BYTES, BatchHeader, Record, RecordBatch, columns_bytes, read_header
+
+logger = logging.getLogger("logstore.segment")  # its name before the subpackages (logging configs)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+_MAX_RELATIVE_OFFSET = 2**31 - 1
+_MAX_SEGMENT_BYTES = 2**31 - 1
+_READ_CHUNK_BYTES = 256 * 1024
+_SMALL_CHUNK_BYTES = 16 * 1024
+_LARGE_CHUNK_BYTES = 1024 * 1024
+_PARTIAL_READ_MIN_BYTES = 32 * 1024  # batches at least this large may be read partially
+_VERIFIED_CACHE_ENTRIES = 65536
+_CACHED_KEYS_MAX_BYTES = 64 * 1024  # a cached batch head keeps the keys blob up to this size
+
+
+def _NO_FETCH(at_in_body: int, size_bytes: int) -> bytes:
+    raise AssertionError("a batch head was asked for body bytes while being built")
+
+
+def file_prefix(base_offset: int) -> str:
+    """The 20-digit zero-padded name prefix of a segment's files."""
+    return f"{base_offset:020d}"
+
+
+class LogSegment:
+    """One segment: data file, ``OffsetIndex`` and ``TimeIndex``. Open with ``LogSegment.open``."""
+
+    def __init__(self, fs: FileSystem, clock: Clock, dir_path: str, base_offset: int, *,
+                 index_interval_bytes: int, max_index_size_bytes: int, writable: bool = True,
+                 file_suffix: str = "", create: bool = False) -> None:
+        self._fs = fs
+        self._clock = clock
+        self.dir_path = dir_path
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size_bytes = max_index_size_bytes
+        self.writable = writable
+        prefix = os.path.join(dir_path, file_prefix(base_offset))
+        self.file = FileRecords(fs, prefix + LOG_SUFFIX + file_suffix, create=create, writable=writable)
+        offset_index = None
+        try:
+            if self.file.size_bytes > _MAX_SEGMENT_BYTES:
+                raise CorruptRecordError(f"segment {self.log_path} is larger than 2 GiB ({self.size_bytes} bytes)")
+            offset_index = OffsetIndex(fs, prefix + INDEX_SUFFIX + file_suffix, base_offset,
+                                       max_index_size_bytes, writable=writable)
+            self.time_index = TimeIndex(fs, prefix + TIME_INDEX_SUFFIX + file_suffix, base_offset,
+                                        max_index_size_bytes, writable=writable)
+        except BaseException:  # release what was opened: nothing leaks when opening fails half-way
+            if offset_index is not None:
+                offset_index.close_handlers()
+            self.file.close()
+            raise
+        self.offset_index = offset_index
+        self.created_ms = clock.time_ms()
+        self._rolling_based_timestamp: int | None = None
+        self._max_timestamp: TimestampOffset | None = None  # unknown until first needed
+        self.bytes_since_last_index_entry = 0
+        self.deleted = False
+        # Positions of large batches whose CRC was verified since open: later point reads may read
+        # just their columns and one record's bytes, trusting that verification (checking it again
+        # would mean reading the whole batch). Cleared whenever bytes are cut or rewritten (and the
+        # token, which keys this segment's entries in HEAD_CACHE, replaced).
+        self._verified: set[int] = set()
+        self._token = object()
+        self._index_distrusted = False
+
+    @property
+    def log_path(self) -> str:
+        return self.file.path
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of complete batches in the data file (its logical size)."""
+        return self.file.size_bytes
+
+    @size_bytes.setter
+    def size_bytes(self, size_bytes: int) -> None:  # a read-only view bounds itself to a valid prefix
+        self.file.size_bytes = size_bytes
+
+    # --- offsets and timestamps ------------------------------------------------------------------
+
+    @property
+    def max_timestamp_so_far(self) -> TimestampOffset:
+        """The largest record timestamp in the segment and the offset of the batch holding it
+        (``(-1, base_offset)`` when none); loaded from the time index on first use."""
+        if self._max_timestamp is None:
+            self._max_timestamp = self.time_index.last_entry
+        return self._max_timestamp
+
+    def can_hold(self, last_offset: int) -> bool:
+        return 0 <= last_offset - self.base_offset <= _MAX_RELATIVE_OFFSET
+
+    # --- appending -------------------------------------------------------------------------------
+
+    def append(self, first_offset: int, last_offset: int, max_timestamp_ms: int, data) -> None:
+        """Write one batch (``data``: bytes, or a list of buffers written with one ``pwritev``)
+        whose offsets are assigned, ``first_offset``..``last_offset``, at the end.
+
+        Raises ``LogSegmentOffsetOverflowError`` (nothing written) when ``last_offset`` does not fit
+        this segment's 32-bit relative offsets. ``OSError`` propagates; the size is unchanged."""
+        size = len(data) if not isinstance(data, list) else sum(map(len, data))
+        if not size:
+            return
+        if not self.can_hold(last_offset):
+            raise LogSegmentOffsetOverflowError(
+                f"offset {last_offset} does not fit in segment {self.log_path} (base {self.base_offset})")
+        position = self.size_bytes
+        if position + size > _MAX_SEGMENT_BYTES:
+            raise LogSegmentOffsetOverflowError(f"segment {self.log_path} would grow past 2 GiB")
+        if position == 0:
+            self._rolling_based_timestamp = max_timestamp_ms
+        self.file.append(data)
+        if max_timestamp_ms > self.max_timestamp_so_far.timestamp_ms:
+            self._max_timestamp = TimestampOffset(max_timestamp_ms, last_offset)
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(first_offset, position)
+            self.time_index.maybe_append(*self._max_timestamp_pair())
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += size
+
+    def _max_timestamp_pair(self) -> tuple[int, int]:
+        maximum = self.max_timestamp_so_far
+        return maximum.timestamp_ms, maximum.offset
+
+    def undo_partial_write(self) -> None:
+        """After a failed write, cut anything written past the logical size."""
+        self.file.undo_partial_write()
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def scan_headers(self, position: int = 0, end: int | None = None,
+                     chunk_bytes: int = _READ_CHUNK_BYTES) -> Iterator[tuple[int, BatchHeader, memoryview, int]]:
+        """Yield ``(position, header, buffer, at)`` for consecutive batches from ``position`` up to
+        ``end`` (default: the size), reading ``chunk_bytes`` at a time. ``buffer[at:]`` starts the
+        batch but may hold only part of it (``load_batch`` completes it). Stops quietly at an
+        incomplete batch (one that runs past ``end``); raises ``CorruptRecordError`` at a damaged
+        header."""
+        end = self.size_bytes if end is None else end
+        where = f" in {self.log_path}"
+        buffer = memoryview(b"")
+        buffer_position = position
+        while position < end:
+            at = position - buffer_position
+            if len(buffer) - at < HEADER_BYTES:
+                buffer = memoryview(self.file.pread(min(chunk_bytes, end - position), position))
+                buffer_position, at = position, 0
+            header = read_header(buffer, at, where, whole=False)
+            if header is None or position + header.size_bytes > end:
+                return
+            yield position, header, buffer, at
+            position += header.size_bytes
+
+    def load_batch(self, position: int, header: BatchHeader, buffer: memoryview, at: int) -> RecordBatch:
+        """The verified batch at ``position`` (from ``buffer`` when it holds all of it)."""
+        size = header.size_bytes
+        if at + size <= len(buffer):
+            data = buffer[at : at + size]
+        else:
+            data = memoryview(self.file.pread(size, position))
+            if len(data) < size:
+                raise CorruptRecordError(f"batch at position {position} of {self.log_path} is cut short")
+        batch = RecordBatch(header, data)
+        batch.verify(f" in {self.log_path}", position)  # always: whole-batch reads are never trusted blindly
+        if size >= _PARTIAL_READ_MIN_BYTES:
+            self._remember_verified(position)
+        return batch
+
+    def _forget_verified(self) -> None:
+        self._verified.clear()
+        self._token = object()
+
+    def _remember_verified(self, position: int) -> None:
+        if len(self._verified) >= _VERIFIED_CACHE_ENTRIES:
+            self._verified.clear()
+        self._verified.add(position)
+
+    def _batch_for_read(self, position: int, header: BatchHeader, buffer: memoryview, at: int,
+                        wanted_bytes: int) -> RecordBatch:
+        """The batch at ``position``, partially when only a little of a large, uncompressed batch
+        whose CRC was verified earlier in this process is wanted: then only its columns and the
+        wanted key, value and header bytes are read."""
+        size = header.size_bytes
+        if (at + size <= len(buffer) or size < _PARTIAL_READ_MIN_BYTES or wanted_bytes * 4 >= size
+                or header.attributes & COMPRESSION_MASK):
+            return self.load_batch(position, header, buffer, at)
+        cached = HEAD_CACHE.get((self._token, position))
+        if cached is not None:
+            return cached
+        if position not in self._verified:
+            # The first point read into this batch reads and verifies all of it; its head (header,
+            # columns and small keys) goes to the cache from those bytes, for the next point reads.
+            batch = self.load_batch(position, header, buffer, at)
+            self._cache_head(position, header, batch.buffer)
+            return batch
+        head_bytes = HEADER_BYTES + columns_bytes(header)
+        if at + head_bytes <= len(buffer):
+            head = bytes(buffer[at : at + head_bytes])
+        else:
+            head = self.file.pread(head_bytes, position)
+        keys_bytes = RecordBatch(header, head, _NO_FETCH).columns.blob_bytes[0]
+        if keys_bytes <= _CACHED_KEYS_MAX_BYTES:  # keep the keys too: a point read then reads one value
+            head += self._pread_body(position + HEADER_BYTES, head_bytes - HEADER_BYTES, keys_bytes)
+        return self._cache_head(position, header, head)
+
+    def _cache_head(self, position: int, header: BatchHeader, data) -> RecordBatch:
+        """Cache the head (header, columns and, when small, the keys) of the verified batch at
+        ``position``, cut from ``data`` (the head, or the whole batch), and return it as a partial
+        batch that reads other bytes through the segment."""
+        head_bytes = HEADER_BYTES + columns_bytes(header)
+        partial_batch = RecordBatch(header, bytes(data[:head_bytes]), _NO_FETCH)
+        keys_bytes = partial_batch.columns.blob_bytes[0]
+        if keys_bytes <= _CACHED_KEYS_MAX_BYTES and len(data) >= head_bytes + keys_bytes:
+            head = bytes(data[: head_bytes + keys_bytes])
+        else:
+            head = partial_batch.buffer
+        batch = RecordBatch(header, head, partial(self._pread_body, position + HEADER_BYTES))
+        HEAD_CACHE.put((self._token, position), batch)
+        return batch
+
+    def _pread_body(self, body_position: int, at_in_body: int, size_bytes: int) -> bytes:
+        """Bytes of a batch body, read through the segment's current file (never a remembered
+        descriptor, which a closed segment may have handed to another file)."""
+        return self.file.read_exact(size_bytes, body_position + at_in_body)
+
+    def read_one_cached(self, offset: int) -> Record | None:
+        """The record at ``offset`` when the head of its batch is cached from an earlier point read
+        and the index entry is confirmed by it (the fast path of ``Log.read`` for one record); None
+        when the general path must run."""
+        if self._index_distrusted:
+            return None
+        entry_offset, position = self.offset_index.floor_entry(offset)
+        cached = HEAD_CACHE.get((self._token, position))
+        if cached is None:
+            return None
+        header = cached.header
+        base = header.base_offset
+        if not base <= offset <= base + header.last_offset_delta or (position and base != entry_offset):
+            return None
+        columns = cached.columns
+        index = offset - base if columns.at[0] < 0 else columns.index_of(base, offset)
+        return columns._record_at(header, index) if index < header.record_count else None
+
+    def _index_entry(self, offset: int) -> OffsetPosition:
+        """The offset index's floor entry for ``offset``, or ``(base, 0)`` when the index is
+        distrusted (a read-only view that found it wrong)."""
+        if self._index_distrusted:
+            return OffsetPosition(self.base_offset, 0)
+        return self.offset_index.lookup(offset)
+
+    def _scan_from_entry(self, entry: OffsetPosition, position: int, end: int | None, chunk_bytes: int):
+        """``scan_headers`` from ``position``, checking (when ``position`` is the entry's) that the
+        index entry is true: a batch starting at its offset lies there. A lying index would make a
+        read return the wrong records, so this raises ``CorruptIndexError`` instead."""
+        scan = self.scan_headers(position, end, chunk_bytes)
+        if not entry.position or position != entry.position:
+            return scan
+        end = self.size_bytes if end is None else end
+        try:
+            first = next(scan, None)
+        except CorruptRecordError as exc:
+            raise CorruptIndexError(f"offset index {self.offset_index.path} entry {tuple(entry)} points "
+                                    f"where no valid batch starts: {exc}") from None
+        if first is None and entry.position < end or first is not None and first[1].base_offset != entry.offset:
+            raise CorruptIndexError(f"offset index {self.offset_index.path} entry {tuple(entry)} does not point "
+                                    f"at a batch starting at that offset")
+        return chain((first,), scan) if first is not None else scan
+
+    def distrust_indexes(self) -> None:
+        """Stop using the indexes (a read-only view cannot rebuild them): lookups scan from the start."""
+        self._index_distrusted = True
+        self._forget_verified()
+
+    def iter_batches(self, position: int = 0, end: int | None = None) -> Iterator[tuple[int, RecordBatch]]:
+        """Yield ``(position, batch)`` for consecutive verified batches (see ``scan_headers``)."""
+        for batch_position, header, buffer, at in self.scan_headers(position, end):
+            yield batch_position, self.load_batch(batch_position, header, buffer, at)
+
+    def translate_offset(self, offset: int, starting_position: int = 0, end: int | None = None,
+                         chunk_bytes: int = _SMALL_CHUNK_BYTES) -> tuple[int, BatchHeader] | None:
+        """The first batch (position, header) whose last offset is >= ``offset``, or None."""
+        position = max(self.offset_index.lookup(offset).position, starting_position)
+        for batch_position, header, _, _ in self.scan_headers(position, end, chunk_bytes):
+            if header.last_offset >= offset:
+                return batch_position, header
+        return None
+
+    def read(self, start_offset: int, max_bytes: int, max_records: int, end: int | None = None,
+             min_one: bool = True, end_offset: int = 2**63 - 1) -> tuple[list[Record], int, bool]:
+        """Records with ``start_offset`` <= offset < ``end_offset`` from this segment, within
+        ``max_bytes`` of charged bytes and ``max_records`` records (at least one when ``min_one``
+        and any exists). Returns the records, the bytes charged, and whether the read is complete (a
+        limit was reached, so the caller must not continue into the next segment). ``end`` bounds
+        the bytes read (a size snapshot); ``end_offset`` is the log end offset the reader saw, so a
+        batch an append has written but not yet published is never returned."""
+        end = self.size_bytes if end is None else end
+        entry = self._index_entry(start_offset)
+        position = entry.position
+        records: list[Record] = []
+        charged = 0
+        cached = HEAD_CACHE.get((self._token, position))
+        if cached is not None and cached.header.base_offset != entry.offset and position:
+            raise CorruptIndexError(f"offset index {self.offset_index.path} entry {tuple(entry)} does not point "
+                                    f"at a batch starting at that offset")
+        if cached is not None and cached.header.base_offset <= start_offset <= cached.header.last_offset:
+            # A point read in a batch read before: no header scan, no column read.
+            charged, done = take_records(cached, start_offset, end_offset, max_bytes, max_records, records, min_one)
+            if done:
+                return records, charged, True
+            position += cached.header.size_bytes
+        chunk_bytes = min(max(2 * max_bytes, _SMALL_CHUNK_BYTES), _LARGE_CHUNK_BYTES)
+        for batch_position, header, buffer, at in self._scan_from_entry(entry, position, end, chunk_bytes):
+            if header.base_offset >= end_offset:
+                return records, charged, True
+            if header.last_offset < start_offset or header.record_count == 0:
+                continue
+            batch = self._batch_for_read(batch_position, header, buffer, at, max_bytes - charged)
+            cost, done = take_records(batch, start_offset, end_offset, max_bytes - charged, max_records, records,
+                                    min_one and not records)
+            charged += cost
+            if done:
+                return records, charged, True
+        return records, charged, False
+
+    def iter_batch_slices(self, start_offset: int, stop_offset: int, end: int | None = None) -> Iterator:
+        """``(batch, first, stop)`` for every non-empty verified batch holding offsets in
+        [start_offset, stop_offset) within the first ``end`` bytes: records [first, stop) of the
+        batch are the ones in range. For column-wise consumers (Arrow) that take whole columns."""
+        position = self.offset_index.lookup(start_offset).position
+        for batch_position, header, buffer, at in self.scan_headers(position, end, _LARGE_CHUNK_BYTES):
+            if header.base_offset >= stop_offset:
+                return
+            if header.last_offset < start_offset or header.record_count == 0:
+                continue
+            batch = self.load_batch(batch_position, header, buffer, at)
+            first = batch.index_of(start_offset) if header.base_offset < start_offset else 0
+            stop = batch.index_of(stop_offset) if header.last_offset >= stop_offset else header.record_count
+            if first < stop:
+                yield batch, first, stop
+
+    def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int) -> tuple[int, int] | None:
+        """The first record with timestamp >= ``timestamp_ms`` and offset >= ``starting_offset``,
+        as ``(timestamp_ms, offset)``; None when this segment has none."""
+        entry = self.time_index.lookup(timestamp_ms) if not self._index_distrusted else TimestampOffset(-1, 0)
+        start = max(entry.offset, starting_offset)
+        offset_entry = self._index_entry(start)
+        check_time_entry = entry.timestamp_ms >= 0 and entry.offset >= starting_offset
+        for batch_position, header, buffer, at in self._scan_from_entry(offset_entry, offset_entry.position,
+                                                                        None, _SMALL_CHUNK_BYTES):
+            if check_time_entry and header.last_offset >= entry.offset:
+                # The batch ending at the entry's offset must hold the entry's timestamp as its max.
+                check_time_entry = False
+                if header.last_offset != entry.offset or header.max_timestamp != entry.timestamp_ms:
+                    raise CorruptIndexError(f"time index {self.time_index.path} entry {tuple(entry)} does not match "
+                                            f"the batch ending at offset {header.last_offset}")
+            if header.max_timestamp < timestamp_ms or header.last_offset < starting_offset:
+                continue
+            batch = self.load_batch(batch_position, header, buffer, at)
+            for record in batch.records(batch.index_of(starting_offset)):
+                if record.timestamp_ms >= timestamp_ms:
+                    return record.timestamp_ms, record.offset
+        return None
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch (the base offset when empty). Reads from the last index
+        entry to the end, headers only."""
+        next_offset = self.base_offset
+        start = self.offset_index.lookup(2**63 - 1).position
+        for _, header, _, _ in self.scan_headers(start, chunk_bytes=_SMALL_CHUNK_BYTES):
+            next_offset = header.next_offset
+        return next_offset
+
+    def read_header_at(self, position: int) -> BatchHeader | None:
+        """The header of the batch at ``position`` (None when there is none); raises
+        ``CorruptRecordError`` when it is damaged."""
+        return read_header(self.file.pread(HEADER_BYTES, position), 0, whole=False)
+
+    def read_first_batch_timestamp(self) -> int:
+        """The max timestamp of the first batch (-1 when empty): the clock of time-based rolls."""
+        if self._rolling_based_timestamp is None and self.size_bytes:
+            for _, header, _, _ in self.scan_headers(0, chunk_bytes=HEADER_BYTES):
+                self._rolling_based_timestamp = header.max_timestamp
+                break
+        return -1 if self._rolling_based_timestamp is None else self._rolling_based_timestamp
+
+    # --- rolling ---------------------------------------------------------------------------------
+
+    def should_roll(self, max_segment_bytes: int, max_segment_ms: int, incoming_bytes: int,
+                    max_timestamp_ms: int, max_offset: int, now_ms: int) -> bool:
+        """Kafka's roll rule: the append would overflow ``segment.bytes``, the segment's records
+        span more than ``segment.ms``, an index is full, or the offset does not fit."""
+        if self.size_bytes > max_segment_bytes - incoming_bytes:
+            return True
+        if self.size_bytes > 0 and self._time_waited_for_roll(now_ms, max_timestamp_ms) > max_segment_ms:
+            return True
+        return self.offset_index.is_full() or self.time_index.is_full() or not self.can_hold(max_offset)
+
+    def _time_waited_for_roll(self, now_ms: int, message_timestamp_ms: int) -> int:
+        first = self.read_first_batch_timestamp()
+        if first >= 0:
+            return message_timestamp_ms - first
+        return now_ms - self.created_ms
+
+    @property
+    def mapped(self) -> bool:
+        """Whether point reads hold a mapping of the data file (it must not be truncated in place)."""
+        return self.file.mapped
+
+    def on_become_inactive(self) -> None:
+        """Called when a newer segment takes over: final time index entry, trim both indexes."""
+        self.time_index.maybe_append(*self._max_timestamp_pair(), skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def resize_indexes(self, size_bytes: int) -> None:
+        self.offset_index.resize(size_bytes)
+        self.time_index.resize(size_bytes)
+
+    # --- recovery and truncation -----------------------------------------------------------------
+
+    def recover(self, cut_tail: bool = True) -> int:
+        """Re-verify every batch (CRC, offsets), rebuild both indexes, cut an invalid tail.
+        Returns the number of invalid bytes at the tail (cut when ``cut_tail``). A torn or corrupt
+        tail is logged, never raised. With ``cut_tail=False`` only the indexes are rebuilt (a lying
+        index found by a read: the data stays as it is, damage there stays reported by reads)."""
+        self._index_distrusted = False
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._forget_verified()
+        self._max_timestamp = TimestampOffset(-1, self.base_offset)
+        file_size = self.file.file_size()
+        valid_bytes = 0
+        last_index_entry = 0
+        previous_last_offset = self.base_offset - 1
+        try:
+            for position, batch in self.iter_batches(0, file_size):
+                header = batch.header
+                if header.base_offset <= previous_last_offset or not self.can_hold(header.last_offset):
+                    raise CorruptRecordError(
+                        f"batch at position {position} of {self.log_path} has offsets "
+                        f"{header.base_offset}..{header.last_offset} after {previous_last_offset}")
+                if header.max_timestamp > self._max_timestamp.timestamp_ms:
+                    self._max_timestamp = TimestampOffset(header.max_timestamp, header.last_offset)
+                # A rebuilt index can need more entries than the appends made (their byte count
+                # restarts after a truncation): when full it stays sparser, never fails.
+                if position - last_index_entry > self.index_interval_bytes and not (
+                        self.offset_index.is_full() or self.time_index.is_full()):
+                    self.offset_index.append(header.base_offset, position)
+                    self.time_index.maybe_append(*self._max_timestamp_pair())
+                    last_index_entry = position
+                valid_bytes = position + header.size_bytes
+                previous_last_offset = header.last_offset
+        except CorruptRecordError as exc:
+            logger.warning("recovery of %s stops at position %d: %s", self.log_path, valid_bytes, exc)
+        truncated = file_size - valid_bytes
+        if truncated and cut_tail:
+            logger.warning("recovery cut %d bytes from the tail of %s", truncated, self.log_path)
+            self.file.truncate_to(valid_bytes)
+        self.bytes_since_last_index_entry = valid_bytes - last_index_entry if valid_bytes else 0
+        self._rolling_based_timestamp = None
+        self.time_index.maybe_append(*self._max_timestamp_pair(), skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch holding offsets >= ``offset`` (whole batches). Returns bytes removed.
+        The indexes are resized to full capacity: this segment is, or becomes, the active one.
+        Never called on a mapped segment (a mapping past the cut would fault)."""
+        found = self.translate_offset(offset)
+        self._forget_verified()
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.resize_indexes(self.max_index_size_bytes)
+        removed = 0
+        if found is not None:
+            position = found[0]
+            removed = self.size_bytes - position
+            self.file.truncate_to(position)
+        if self.size_bytes == 0:
+            self.created_ms = self._clock.time_ms()
+        self._rolling_based_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        # Recompute the max timestamp from the surviving time index entry and the batches after it.
+        maximum = self.time_index.last_entry
+        start = self.offset_index.lookup(maximum.offset).position
+        for _, header, _, _ in self.scan_headers(start):
+            if header.max_timestamp > maximum.timestamp_ms:
+                maximum = TimestampOffset(header.max_timestamp, header.last_offset)
+        self._max_timestamp = maximum
+        return removed
+
+    def copy_to(self, target: "LogSegment", end_position: int) -> None:
+        """Copy bytes [0, ``end_position``) into the empty segment ``target`` (whose indexes the
+        caller rebuilds with ``target.recover()``)."""
+        self.file.copy_to(target.file, end_position)
+
+    def read_batch_containing(self, offset: int) -> RecordBatch | None:
+        """The verified batch holding ``offset`` (or the first one after it); None past the end."""
+        position = self.offset_index.lookup(offset).position
+        for batch_position, header, buffer, at in self.scan_headers(position, chunk_bytes=_SMALL_CHUNK_BYTES):
+            if header.last_offset >= offset:
+                return self.load_batch(batch_position, header, buffer, at)
+        return None
+
+    # --- durability and files --------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync the data file and both indexes."""
+        self.file.flush()
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        """Final time index entry, trimmed indexes, data fsynced, files closed. Safe twice."""
+        if self.file.closed:
+            return
+        if self.writable:
+            if self.max_timestamp_so_far.timestamp_ms >= 0:
+                self.time_index.maybe_append(*self._max_timestamp_pair(), skip_full_check=True)
+            self.offset_index.close()
+            self.time_index.close()
+            self.file.flush()
+        self.close_handlers()
+
+    def close_handlers(self) -> None:
+        """Release descriptors and mappings without writing (a failed disk, a deleted segment)."""
+        self._forget_verified()
+        self.offset_index.close_handlers()
+        self.time_index.close_handlers()
+        self.file.close()
+
+    @property
+    def closed(self) -> bool:
+        return self.file.closed
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename all three files from ``old_suffix`` to ``new_suffix`` (e.g. "" to ".deleted")."""
+        for holder in (self.file, self.offset_index, self.time_index):
+            if not holder.path.endswith(old_suffix):
+                raise ValueError(f"{holder.path} does not end with {old_suffix!r}")
+            new_path = holder.path[: len(holder.path) - len(old_suffix)] + new_suffix
+            if holder is self.file:
+                holder.rename(new_path)
+            else:
+                holder.rename_to(new_path)
+
+    def delete(self) -> None:
+        """Close and remove all three files."""
+        self.deleted = True
+        self.close_handlers()
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            if self._fs.exists(path):
+                self._fs.remove(path)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size_bytes={self.size_bytes}, path={self.log_path!r})"

@@ -1,0 +1,346 @@
+"""The two waits a user of a log has, served through the purgatory (Kafka's DelayedFetch and
+DelayedProduce), and the group-commit flusher that makes durable appends cheap.
+
+This module owns:
+
+- ``DelayedFetch``: a read that waits until ``min_bytes`` of new data are available at one or more
+  (log, offset) positions, or ``max_wait_ms`` passes. Appends complete it: a log publishes its new
+  end offset, then calls ``check_and_complete`` on the fetch purgatory for its key, outside its lock.
+- ``DelayedProduce``: an append with ``acks="all"`` that waits until the log's recovery point (the
+  first offset not yet fsynced) covers its last offset, or its timeout passes.
+- ``GroupCommitFlusher``: one thread that fsyncs the logs durable appends are waiting on. While it
+  fsyncs, more appends arrive; the next round's single fsync covers all of them (group commit). After
+  each flush it completes the waiting appends through the produce purgatory.
+- ``LogWaits``: the two purgatories and the flusher, shared by every log of a store (a standalone
+  ``Log`` makes its own on first use).
+
+Wake-ups are never lost: whoever changes the state (the appender, the flusher) publishes it first
+and calls ``check_and_complete`` after; a waiter registers and checks again (``purgatory``'s contract).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Hashable, Sequence
+
+from ..clock import SYSTEM_CLOCK, Stopwatch
+from .dir_watch import DirectoryWatcher
+from ..timer.purgatory import DelayedOperation, DelayedOperationPurgatory
+from ..records.decoder import RECORD_OVERHEAD_BYTES
+
+if TYPE_CHECKING:  # annotations only: Log imports this module, not the other way round
+    from .log import Log
+    from .segment import LogSegment
+
+logger = logging.getLogger("logstore.delayed")  # its name before the subpackages (logging configs)
+
+# A waiter that the timer somehow never woke gives up this long after its deadline (defensive: the
+# timer is tested, but a waiter must never hang forever).
+_GRACE_S = 5.0
+LINGER_FRACTION = 0.25  # of the last round's flush time, waited before the next round starts
+MAX_LINGER_S = 0.002
+MIN_LINGER_FLUSH_S = 0.0005  # lingering starts once a round's flushes take this long
+
+
+@dataclass
+class FetchPosition:
+    """Where one log is read from: the offset, the active segment and its size when the wait began,
+    and the bytes the first read already found there."""
+
+    log: Log
+    offset: int
+    segment: LogSegment
+    size_bytes: int
+    found_bytes: int = 0
+
+    @classmethod
+    def at(cls, log: Log, offset: int, found_bytes: int = 0) -> "FetchPosition":
+        segment = log.segments[-1]
+        return cls(log, offset, segment, segment.size_bytes, found_bytes)
+
+    def available_bytes(self) -> int | None:
+        """Bytes available since the wait began; None when the read must be answered at once
+        (the log closed, failed or was truncated below the offset, or a new segment was rolled)."""
+        log = self.log
+        if log.closed or log.failed or log.log_end_offset < self.offset:
+            return None
+        active = log.segments[-1]
+        if active is not self.segment:
+            return None  # Kafka's "the end offset moved to another segment": answer with what is there
+        if log.log_end_offset <= self.offset:
+            return self.found_bytes
+        return self.found_bytes + max(active.size_bytes - self.size_bytes, 1)
+
+
+class DelayedFetch(DelayedOperation):
+    """A read of one or more positions that completes once ``min_bytes`` are available in total
+    (batch bytes appended since the wait began, plus what the first read found), when any position
+    must be answered at once, or after ``delay_ms``."""
+
+    def __init__(self, delay_ms: int, positions: Sequence[FetchPosition], min_bytes: int) -> None:
+        super().__init__(delay_ms)
+        self.positions = list(positions)
+        self.min_bytes = min_bytes
+        self.done = threading.Event()
+        self.expired = False
+
+    def try_complete(self) -> bool:
+        total = 0
+        for position in self.positions:
+            available = position.available_bytes()
+            if available is None:
+                return self.force_complete()
+            total += available
+        if total >= self.min_bytes:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        self.done.set()
+
+    def on_expiration(self) -> None:
+        self.expired = True
+
+
+class DelayedProduce(DelayedOperation):
+    """An append that completes once ``log.recovery_point >= required_offset`` (fsynced), when the
+    log fails or closes, or after ``delay_ms`` (a timeout: the data may still become durable)."""
+
+    def __init__(self, delay_ms: int, log: Log, required_offset: int) -> None:
+        super().__init__(delay_ms)
+        self.log = log
+        self.required_offset = required_offset
+        self.done = threading.Event()
+
+    def try_complete(self) -> bool:
+        log = self.log
+        if log.recovery_point >= self.required_offset or log.failed or log.closed:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        self.done.set()
+
+
+class GroupCommitFlusher:
+    """A thread that flushes the logs durable appends wait on, many appends per fsync.
+
+    ``request(log)`` marks ``log`` and wakes the thread; a round takes every marked log, flushes each
+    (one fsync covers everything appended to it so far) and then completes its waiting appends with
+    ``produce.check_and_complete(log.key)``. An fsync error makes that log fail-stop (``Log.flush``);
+    its waiters complete and see the failure. The thread starts on the first request."""
+
+    def __init__(self, produce: DelayedOperationPurgatory, name: str = "logstore-group-commit") -> None:
+        self.produce = produce
+        self.name = name
+        self._lock = threading.Lock()
+        self._wanted = threading.Event()
+        self._pending: dict[int, Log] = {}
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+        self._linger_s = 0.0
+        self.rounds = 0  # flush rounds so far
+        self.flushes = 0  # log flushes so far (a round flushes each requested log once)
+
+    def request(self, log: Log) -> None:
+        """Ask for ``log`` to be flushed soon (cheap; many requests before a round cost one flush)."""
+        with self._lock:
+            if self._stopped:
+                return  # shutting down: the store's own shutdown flush covers the log
+            self._pending[id(log)] = log
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+                self._thread.start()
+        self._wanted.set()
+
+    def _run(self) -> None:
+        while True:
+            self._wanted.wait()
+            if self._linger_s:
+                # The appenders the last round woke append again within moments; waiting a quarter
+                # of an fsync lets this round's fsync cover them too, instead of leaving them for
+                # the next one (without it, N synchronous callers settle into two groups of N/2).
+                SYSTEM_CLOCK.sleep_ms(self._linger_s * 1000)
+            with self._lock:
+                self._wanted.clear()
+                logs, self._pending = list(self._pending.values()), {}
+                stopped = self._stopped
+            started = Stopwatch.now_s()
+            for log in logs:
+                self._flush(log)
+            if logs:
+                self.rounds += 1
+                flush_s = Stopwatch.now_s() - started
+                # On a fast disk (an fsync about as long as an append's own CPU time) lingering only
+                # adds latency: the appenders are CPU-bound, not waiting for the disk.
+                self._linger_s = min(flush_s * LINGER_FRACTION, MAX_LINGER_S) if flush_s >= MIN_LINGER_FLUSH_S else 0.0
+            if stopped:
+                return
+
+    def _flush(self, log: Log) -> None:
+        try:
+            if not log.closed and not log.failed:
+                log.flush()
+                self.flushes += 1
+        except Exception as exc:  # the log is fail-stop or closed; its waiters learn it from the log
+            logger.warning("group commit: flushing %s failed: %s", log.name, exc)
+        finally:
+            self.produce.check_and_complete(log.key)
+
+    def shutdown(self, timeout_s: float | None = 5.0) -> None:
+        """Finish the round in progress and any requested flushes, then stop. Idempotent."""
+        with self._lock:
+            self._stopped = True
+            thread = self._thread
+        self._wanted.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_s)
+
+
+class LogWaits:
+    """The fetch and produce purgatories and the group-commit flusher of one store (or one
+    standalone log). Threads start lazily: a store that never waits starts none."""
+
+    def __init__(self, name: str = "logstore") -> None:
+        self.name = name
+        self._lock = threading.Lock()
+        self._fetch: DelayedOperationPurgatory | None = None
+        self._produce: DelayedOperationPurgatory | None = None
+        self._flusher: GroupCommitFlusher | None = None
+        self._closed = False
+
+    @property
+    def fetch(self) -> DelayedOperationPurgatory:
+        if self._fetch is None:
+            with self._lock:
+                if self._fetch is None:
+                    self._fetch = DelayedOperationPurgatory(f"{self.name}-fetch")
+        return self._fetch
+
+    @property
+    def produce(self) -> DelayedOperationPurgatory:
+        if self._produce is None:
+            with self._lock:
+                if self._produce is None:
+                    self._produce = DelayedOperationPurgatory(f"{self.name}-produce")
+        return self._produce
+
+    @property
+    def flusher(self) -> GroupCommitFlusher:
+        if self._flusher is None:
+            produce = self.produce
+            with self._lock:
+                if self._flusher is None:
+                    self._flusher = GroupCommitFlusher(produce, f"{self.name}-group-commit")
+        return self._flusher
+
+    def wait_fsynced(self, log: Log, required_offset: int, timeout_ms: int) -> None:
+        """Block until ``log``'s recovery point covers ``required_offset`` or ``timeout_ms`` passes,
+        asking the group-commit flusher for the fsync (shared with every other waiter)."""
+        op = DelayedProduce(timeout_ms, log, required_offset)
+        self.flusher.request(log)
+        wait_for(op, self.produce, [log.key], timeout_ms)
+
+    def data_arrived(self, key: Hashable) -> None:
+        """Called by a log after it published a new end offset: completes the reads it satisfies."""
+        fetch = self._fetch
+        if fetch is not None:
+            fetch.check_and_complete(key)
+
+    def wake_all(self, keys: Sequence[Hashable]) -> None:
+        """Complete every wait on ``keys`` whose condition now holds (after a close or a failure)."""
+        for key in keys:
+            if self._fetch is not None:
+                self._fetch.check_and_complete(key)
+            if self._produce is not None:
+                self._produce.check_and_complete(key)
+
+    def shutdown(self) -> None:
+        """Flush what durable appends wait for, then stop the threads. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            flusher, fetch, produce = self._flusher, self._fetch, self._produce
+        if flusher is not None:
+            flusher.shutdown()
+        for purgatory in (fetch, produce):
+            if purgatory is not None:
+                purgatory.shutdown()
+
+
+def wait_for(op: DelayedProduce | DelayedFetch, purgatory: DelayedOperationPurgatory, keys: Sequence[Hashable],
+             delay_ms: int) -> None:
+    """Watch ``op`` under ``keys`` and block until it completes (or expires)."""
+    if purgatory.try_complete_else_watch(op, keys):
+        return
+    if not op.done.wait(delay_ms / 1000.0 + _GRACE_S) and op.force_complete():
+        logger.error("%s was not completed by its timer after %d ms; completed by its waiter", op, delay_ms)
+
+
+# --- argument checks and helpers shared by Log and LogManager ---------------------------------------
+
+DEFAULT_DURABLE_TIMEOUT_MS = 30000  # Kafka's request.timeout.ms
+ACKS = (1, "1", "all", -1, "-1")
+
+
+def durable_acks(acks, timeout_ms) -> bool:
+    """Whether an append with ``acks`` waits for fsync; raises ``ValueError`` for an ``acks`` or
+    ``timeout_ms`` an append cannot take. (The default, ``acks=1``, costs one comparison.)"""
+    if acks == 1 and type(acks) is int:
+        return False
+    if acks not in ACKS or isinstance(acks, bool):
+        raise ValueError(f"acks must be 1 (written to the OS) or 'all' (fsynced), got {acks!r}")
+    if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms < 0:
+        raise ValueError(f"timeout_ms must be an int >= 0, got {timeout_ms!r}")
+    return acks in ("all", -1, "-1")
+
+
+def check_wait(min_bytes, max_wait_ms) -> None:
+    """Raise ``ValueError`` for a ``min_bytes`` or ``max_wait_ms`` a read cannot take."""
+    for name, value in (("min_bytes", min_bytes), ("max_wait_ms", max_wait_ms)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+
+
+def records_bytes(records) -> int:
+    """What ``min_bytes`` is compared with for records already read: their keys, values and a
+    per-record overhead (as ``max_bytes`` counts them)."""
+    total = 0
+    for record in records:
+        total += RECORD_OVERHEAD_BYTES + len(record.value or b"") + len(record.key or b"")
+    return total
+
+
+def wait_for_data(positions: Sequence[FetchPosition], min_bytes: int, max_wait_ms: int,
+                  waits: LogWaits | None) -> None:
+    """Block until ``min_bytes`` are available at ``positions`` or ``max_wait_ms`` passes: through
+    the fetch purgatory of ``waits`` (appends in this process complete it), or, for read-only views
+    (``waits`` is None), by watching the files another process appends to."""
+    if waits is None:
+        wait_for_files(positions, min_bytes, max_wait_ms)
+    else:
+        keys = [position.log.key for position in positions]
+        wait_for(DelayedFetch(max_wait_ms, positions, min_bytes), waits.fetch, keys, max_wait_ms)
+
+
+def wait_for_files(positions: Sequence[FetchPosition], min_bytes: int, max_wait_ms: int) -> None:
+    """The fetch wait of a read-only view, whose appends happen in another process: watch the
+    partition dirs (inotify, no polling where available), refresh the views on each change, and
+    return once ``min_bytes`` are available or ``max_wait_ms`` passed (real time)."""
+    deadline_ms = SYSTEM_CLOCK.monotonic_ms() + max_wait_ms
+    with DirectoryWatcher(sorted({position.log.dir_path for position in positions})) as watcher:
+        while True:
+            total = 0
+            for position in positions:
+                position.log.refresh()
+                available = position.available_bytes()
+                if available is None:
+                    return
+                total += available
+            remaining_ms = deadline_ms - SYSTEM_CLOCK.monotonic_ms()
+            if total >= min_bytes or remaining_ms <= 0:
+                return
+            watcher.wait(remaining_ms)

@@ -1,0 +1,462 @@
+"""``LogManager``: the store. Topics of partitioned logs over one or more data dirs.
+
+This module owns the store's front: topics (create, alter, delete, two-phase and resumed after a
+crash), placing new partitions on the data dir with the fewest, routing appends by key, and the
+store-level ``append`` (``acks``), ``read``/``fetch`` (waiting reads) and lifecycle (``startup``,
+``shutdown``). Its two mixins own the rest: ``manager_dirs`` (opening, locking, parallel loading,
+checkpoints, offline dirs, clean shutdown, status) and ``manager_jobs`` (retention, flush and
+checkpoint jobs on the scheduler, delayed file deletion).
+
+Opening a store for writing takes an exclusive ``flock`` on ``<dir>/.lock`` in every data dir (a second
+writer fails at once, naming the holder's pid). ``shutdown()`` (or ``close()``, the same) stops the
+jobs, flushes and closes every log, writes the checkpoints and, per dir whose logs all closed cleanly,
+the clean-shutdown marker, and releases the locks; a second call does nothing.
+
+A read-only open (``read_only=True``) takes no lock, changes no file and runs no recovery: it reads the
+valid prefix of every log while another process may be writing, and its waiting reads watch the files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import threading
+from typing import Any, Collection, Iterator, Mapping, Sequence
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..config import TOPIC_KEYS, LogConfig, ManagerConfig, parse_overrides
+from ..log.waits import (DEFAULT_DURABLE_TIMEOUT_MS, FetchPosition, LogWaits, check_wait, durable_acks, records_bytes,
+                      wait_for_data)
+from ..errors import (InvalidConfigError, ReadOnlyError, StorageError,
+                     StoreClosedError, TopicExistsError, UnknownTopicOrPartitionError)
+from ..fs import OS_FILE_SYSTEM, FileSystem
+from ..log.log import AppendInfo, Log
+from ..cleaner.log_cleaner import LogCleaner
+from .log_dirs import ManagerDirs
+from .jobs import ManagerJobs
+from ..records.decoder import Record
+from ..timer.scheduler import Scheduler
+from .topics import (CREATING, DELETING, READY, TopicMetadata, TopicsFile, deleted_dir_name,
+                     partition_dir_name, partition_for_key, validate_topic_name)
+
+logger = logging.getLogger("logstore.manager")  # its name before the subpackages (logging configs)
+
+MAX_PARTITIONS = 10_000
+
+
+@contextlib.contextmanager
+def _storage_errors(doing: str) -> Iterator[None]:
+    """Turn an ``OSError`` from the disk into a ``StorageError`` saying what was being done."""
+    try:
+        yield
+    except OSError as exc:
+        raise StorageError(f"{doing} failed: {exc}") from exc
+
+
+class LogManager(ManagerDirs, ManagerJobs):
+    """A store of topics over the data dirs ``log_dirs``; use it as a context manager (which also
+    starts the background jobs: ``startup()``).
+
+    ``config`` takes store-wide settings with Kafka's broker names: topic defaults
+    (``log.segment.bytes``, ``log.retention.ms``, ...; each topic's own config overrides them) and the
+    store's own (``log.retention.check.interval.ms``, ``num.recovery.threads.per.data.dir``, ...).
+    ``scheduler`` runs the background jobs (default: a threaded ``Scheduler`` on ``clock``; tests pass
+    ``Scheduler(manual_clock, threaded=False)`` and drive it). ``load_only`` (read-only views only)
+    loads just those ``(topic, partition)`` logs: a Spark task reading one partition opens one log."""
+
+    def __init__(self, log_dirs: Sequence[str] | str, *, config: Mapping[str, Any] | None = None,
+                 read_only: bool = False, clock: Clock | None = None, fs: FileSystem | None = None,
+                 scheduler: Scheduler | None = None, load_only: Collection[tuple[str, int]] | None = None) -> None:
+        if isinstance(log_dirs, (str, os.PathLike)):
+            log_dirs = [log_dirs]
+        if not log_dirs:
+            raise ValueError("a store needs at least one data dir")
+        self.log_dirs = [os.path.abspath(os.fspath(path)) for path in log_dirs]
+        real = [os.path.realpath(path) for path in self.log_dirs]
+        duplicates = sorted({path for path in real if real.count(path) > 1})
+        if duplicates:
+            raise ValueError(f"data dir listed twice: {duplicates[0]}")
+        self.read_only = read_only
+        if load_only is not None and not read_only:
+            raise ValueError("load_only is for read-only views: a writer must load every partition")
+        # A read-only view of a few partitions (a Spark task) skips loading the others.
+        self._load_only = None if load_only is None else frozenset(load_only)
+        self.default_config = LogConfig.from_broker_properties(config or {})
+        self.manager_config = ManagerConfig.from_broker_properties(config or {})
+        self._clock = clock or SYSTEM_CLOCK
+        self.scheduler = scheduler or Scheduler(self._clock, name="logstore-scheduler")
+        self._jobs_started = False
+        self._pending_deletes: dict = {}
+        self._deletes_lock = threading.Lock()
+        self.waits = LogWaits("logstore")
+        self._live_dirs: list[str] = []
+        self.offline_dirs: dict[str, str] = {}
+        self._fs = fs or OS_FILE_SYSTEM
+        self._lock = threading.RLock()
+        self._locks: dict[str, int] = {}
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._log_dir_of: dict[tuple[str, int], str] = {}
+        self._round_robin: dict[str, Iterator[int]] = {}
+        self._round_robin_starts: dict[str, int] = {}
+        self._clean_shutdown: dict[str, bool] = {}
+        self.problems: list[str] = []
+        self.missing_partitions: list[tuple[str, int]] = []
+        self._closed = False
+        # The compaction service; its threads start with startup() (log.cleaner.enable).
+        self.cleaner = None if read_only else LogCleaner(
+            self.manager_config, self._clock, self._fs, lambda: dict(self._logs),
+            lambda key: self._log_dir_of[key], lambda: list(self._live_dirs))
+        try:
+            with _storage_errors("opening the store"):
+                self._open_dirs()
+                self._topics = TopicsFile(self._fs, self._live_dirs)  # offline dirs leave this list
+                self._topics.load()
+                self.problems.extend(self._topics.problems)
+                self._load_logs()
+            if not read_only:
+                with _storage_errors("opening the store"):
+                    self._finish_pending_topic_changes()
+                    self._topics.repair()
+                for topic in self.topics():
+                    if not any(key[0] == topic for key in self.missing_partitions):
+                        self._round_robin_cycle(topic)
+        except BaseException:
+            # Leave every dir unclean: logs that were not loaded must be recovered next time.
+            self._release(mark_clean=False)
+            raise
+
+    def _adopt_log(self, log: Log) -> None:
+        """Connect a newly opened log to the store: checkpoints, waits and delayed file deletion."""
+        log.on_checkpoint_needed = self._on_checkpoint_needed
+        log.waits = self.waits
+        log.schedule_file_delete = self._schedule_file_delete
+        if self.cleaner is not None:  # records appended again below the first dirty offset are dirty
+            log.on_truncated = self._on_truncated
+
+    def _finish_pending_topic_changes(self) -> None:
+        changed = False
+        for name, meta in list(self._topics.topics.items()):
+            if meta.state == DELETING:
+                self._delete_partition_dirs(name)
+                del self._topics.topics[name]
+                changed = True
+            elif meta.state == CREATING:
+                self._create_partitions(name, meta)
+                meta.state = READY
+                changed = True
+        if changed:
+            self._topics.save()
+            self.missing_partitions = [tp for tp in self.missing_partitions if tp not in self._logs]
+
+    # --- topics ----------------------------------------------------------------------------------
+
+    def topics(self) -> list[str]:
+        """Names of the topics, sorted."""
+        return sorted(name for name, meta in self._topics.topics.items() if meta.state == READY)
+
+    def _meta(self, topic: str) -> TopicMetadata:
+        meta = self._topics.topics.get(topic)
+        if meta is None or meta.state != READY:
+            raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
+        return meta
+
+    def partitions(self, topic: str) -> int:
+        return self._meta(topic).partitions
+
+    def topic_config(self, topic: str) -> LogConfig:
+        """The effective config of ``topic`` (store defaults plus the topic's overrides)."""
+        meta = self._topics.topics.get(topic)
+        if meta is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
+        return LogConfig.from_properties(meta.config, self.default_config)
+
+    def topic_overrides(self, topic: str) -> dict[str, str]:
+        return dict(self._meta(topic).config)
+
+    def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, Any] | None = None) -> None:
+        """Create ``name`` with ``partitions`` partitions and config overrides (Kafka topic keys)."""
+        validate_topic_name(name)
+        if not isinstance(partitions, int) or isinstance(partitions, bool) or not 1 <= partitions <= MAX_PARTITIONS:
+            raise ValueError(f"partitions must be an int between 1 and {MAX_PARTITIONS}, got {partitions!r}")
+        overrides = {key: str(value) if not isinstance(value, str) else value
+                     for key, value in parse_overrides(config or {}).items()}
+        LogConfig.from_properties(overrides, self.default_config)  # cross-key checks
+        with self._lock, _storage_errors(f"creating topic {name!r}"):
+            self._check_writable()
+            if name in self._topics.topics:
+                raise TopicExistsError(f"topic {name!r} already exists")
+            meta = TopicMetadata(partitions, overrides, CREATING)
+            self._topics.topics[name] = meta
+            self._topics.save()
+            self._create_partitions(name, meta)
+            meta.state = READY
+            self._topics.save()
+            self._round_robin_cycle(name)
+
+    def _create_partitions(self, name: str, meta: TopicMetadata) -> None:
+        for partition in range(meta.partitions):
+            topic_partition = (name, partition)
+            if topic_partition in self._logs:
+                continue
+            dir_path = self._log_dir_of.get(topic_partition) or self._next_log_dir()
+            path = os.path.join(dir_path, partition_dir_name(name, partition))
+            self._fs.make_dirs(path)
+            self._log_dir_of[topic_partition] = dir_path
+            self._logs[topic_partition] = self._open_log(topic_partition, path, 0, 0, True)
+
+    def _next_log_dir(self) -> str:
+        """The data dir holding the fewest partitions (the first listed on a tie)."""
+        if not self._live_dirs:
+            raise StorageError("no data dir is online: " + "; ".join(self.offline_dirs.values()))
+        counts = {dir_path: 0 for dir_path in self.log_dirs}
+        for dir_path in self._log_dir_of.values():
+            counts[dir_path] += 1
+        return min(self._live_dirs, key=lambda dir_path: counts[dir_path])
+
+    def delete_topic(self, name: str) -> None:
+        """Delete ``name`` and all its data."""
+        with self._lock, _storage_errors(f"deleting topic {name!r}"):
+            self._check_writable()
+            meta = self._meta(name)
+            meta.state = DELETING
+            self._topics.save()
+            keys = [(name, partition) for partition in range(meta.partitions)]
+            if self.cleaner is not None:  # no cleaning round may run on a log being deleted
+                for key in keys:
+                    if key in self._logs:
+                        self.cleaner.cleaner_manager.abort_and_pause(key)
+            for key in keys:
+                log = self._logs.pop(key, None)
+                if log is not None:
+                    log.close()
+                    if self.cleaner is not None:
+                        self.cleaner.cleaner_manager.forget(key, self._log_dir_of[key])
+            self._delete_partition_dirs(name)
+            del self._topics.topics[name]
+            self._topics.save()
+            self._round_robin.pop(name, None)
+            self._round_robin_starts.pop(name, None)
+
+    def _delete_partition_dirs(self, name: str) -> None:
+        for topic_partition, dir_path in list(self._log_dir_of.items()):
+            if topic_partition[0] != name:
+                continue
+            path = os.path.join(dir_path, partition_dir_name(*topic_partition))
+            doomed = os.path.join(dir_path, deleted_dir_name(*topic_partition))
+            self._fs.rename(path, doomed)
+            self._fs.fsync_dir(dir_path)
+            self._remove_tree(doomed)
+            del self._log_dir_of[topic_partition]
+
+    def _remove_tree(self, path: str) -> None:
+        for name in self._fs.list_dir(path):
+            child = os.path.join(path, name)
+            if self._fs.is_dir(child):
+                self._remove_tree(child)
+            else:
+                self._fs.remove(child)
+        self._fs.remove_dir(path)
+        self._fs.fsync_dir(os.path.dirname(path))
+
+    def alter_topic_config(self, name: str, config: Mapping[str, Any]) -> LogConfig:
+        """Set config overrides of ``name`` (a value of None removes an override, restoring the
+        default). Applies to the open logs at once; returns the new effective config."""
+        with self._lock:
+            self._check_writable()
+            meta = self._meta(name)
+            if not isinstance(config, Mapping):
+                raise TypeError(f"config must be a mapping of Kafka keys to values, got {config!r}")
+            removals = [key for key, value in config.items() if value is None]
+            for key in removals:
+                if key not in TOPIC_KEYS:
+                    raise InvalidConfigError(f"unknown topic config {key!r}")
+            updates = {key: str(value) if not isinstance(value, str) else value
+                       for key, value in parse_overrides({k: v for k, v in config.items() if v is not None}).items()}
+            overrides = {key: value for key, value in meta.config.items() if key not in removals}
+            overrides.update(updates)
+            new_config = LogConfig.from_properties(overrides, self.default_config)
+            meta.config = overrides
+            with _storage_errors(f"altering topic {name!r}"):
+                self._topics.save()
+            for partition in range(meta.partitions):
+                log = self._logs.get((name, partition))
+                if log is not None:
+                    log.config = new_config
+            return new_config
+
+    # --- logs ------------------------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> Log:
+        """The ``Log`` of one partition."""
+        self._check_open()
+        meta = self._meta(topic)
+        if not isinstance(partition, int) or not 0 <= partition < meta.partitions:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition!r} "
+                                               f"(partitions: 0..{meta.partitions - 1})")
+        log = self._logs.get((topic, partition))
+        if log is None:
+            self._check_dir_online(topic, partition)
+            raise StorageError(f"partition {partition_dir_name(topic, partition)} is missing from the data "
+                               f"dirs {self.log_dirs}: was a data dir left out?")
+        return log
+
+    def logs(self) -> list[Log]:
+        """Every open log, by topic and partition."""
+        return [self._logs[key] for key in sorted(self._logs)]
+
+    def log_dir_of(self, topic: str, partition: int) -> str:
+        """The data dir holding a partition."""
+        return self._log_dir_of[(topic, partition)]
+
+    def append(self, topic: str, records: Sequence[Record], partition: int | None = None, *, acks: int | str = 1,
+               timeout_ms: int = DEFAULT_DURABLE_TIMEOUT_MS) -> dict[int, AppendInfo]:
+        """Append to ``topic``: to ``partition`` when given, else each record to the partition of
+        its key (``crc32(key) % partitions``), or round-robin for records without a key. Returns
+        the append info per partition touched.
+
+        ``acks=1`` returns once the records are written to the OS (they survive a crash of this
+        process); ``acks="all"`` returns once an fsync covers them in every partition touched (they
+        survive a power loss), or raises ``DurabilityTimeoutError`` after ``timeout_ms`` (the
+        records stay appended and may still become durable). See ``Log.append``."""
+        durable = durable_acks(acks, timeout_ms)
+        infos = self._append(topic, records, partition)
+        if durable:
+            waiting = [(self.get_log(topic, target), info.last_offset + 1)
+                       for target, info in infos.items() if info.last_offset is not None]
+            for log, _ in waiting:  # one request each first: the flusher covers them in one round
+                self.waits.flusher.request(log)
+            for log, required_offset in waiting:
+                log.wait_durable(required_offset, timeout_ms)
+        return infos
+
+    def _append(self, topic: str, records: Sequence[Record], partition: int | None) -> dict[int, AppendInfo]:
+        partitions = self.partitions(topic)
+        if partition is not None:
+            return {partition: self.get_log(topic, partition).append(records)}
+        if isinstance(records, (Record, bytes, str)) or not isinstance(records, Sequence):
+            raise TypeError(f"append takes a sequence of Record, got {type(records).__name__}")
+        if partitions == 1:
+            return {0: self.get_log(topic, 0).append(records)}
+        groups: dict[int, list[Record]] = {}
+        round_robin = self._round_robin_cycle(topic)
+        for record in records:
+            key = record.key
+            target = next(round_robin) if key is None else partition_for_key(key, partitions)
+            groups.setdefault(target, []).append(record)
+        # Every partition's records are validated and encoded before any is written: a rejected
+        # record appends nothing anywhere. (A disk error half-way is not undone across partitions.)
+        prepared = [(target, self.get_log(topic, target).prepare(group)) for target, group in sorted(groups.items())]
+        return {target: appendable.log.append_prepared(appendable) for target, appendable in prepared}
+
+    def validate_append(self, topic: str, records: Sequence[Record], partition: int | None = None) -> None:
+        """Raise what ``append(topic, records, partition)`` would raise for bad input (an unknown
+        topic or partition, wrong types, a record too large, a missing key on a compacted topic),
+        without appending anything."""
+        self.get_log(topic, 0 if partition is None else partition).validate(records)
+
+    def round_robin_start(self, topic: str) -> int:
+        """The partition where this store's round-robin of keyless records for ``topic`` started:
+        the one with the smallest log end offset when the store was opened (or the topic created),
+        the lowest number on a tie. So keyless records from many short-lived processes even out
+        instead of piling into partition 0."""
+        self._round_robin_cycle(topic)
+        return self._round_robin_starts[topic]
+
+    def _round_robin_cycle(self, topic: str) -> Iterator[int]:
+        cycle = self._round_robin.get(topic)
+        if cycle is None:
+            partitions = self.partitions(topic)
+            ends = [(log.log_end_offset if log is not None else 2**63, partition)
+                    for partition in range(partitions) for log in [self._logs.get((topic, partition))]]
+            start = min(ends)[1]
+            self._round_robin_starts[topic] = start
+            cycle = self._round_robin[topic] = itertools.cycle([*range(start, partitions), *range(start)])
+        return cycle
+
+    def read(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20,
+             max_records: int | None = None, *, min_bytes: int = 1, max_wait_ms: int = 0) -> list[Record]:
+        """``get_log(topic, partition).read(...)``: with ``max_wait_ms`` > 0, waits for ``min_bytes``."""
+        return self.get_log(topic, partition).read(offset, max_bytes, max_records, min_bytes=min_bytes,
+                                                   max_wait_ms=max_wait_ms)
+
+    def fetch(self, positions: Mapping[tuple[str, int], int], *, max_bytes: int = 1 << 20, min_bytes: int = 1,
+              max_wait_ms: int = 0) -> dict[tuple[str, int], list[Record]]:
+        """Read several partitions at once (Kafka's fetch): ``positions`` maps ``(topic, partition)``
+        to the offset to read from; returns the records per partition (``max_bytes`` each). When
+        fewer than ``min_bytes`` are found in total and ``max_wait_ms`` > 0, waits until appends to
+        any of them bring ``min_bytes`` or ``max_wait_ms`` passes (no polling: the purgatory in a
+        writing store, the files' change notifications in a read-only one), then reads again."""
+        check_wait(min_bytes, max_wait_ms)
+        logs = {key: self.get_log(*key) for key in positions}
+        if self.read_only:  # a view sees what the writing process appended since only when refreshed
+            for log in logs.values():
+                log.refresh()
+
+        def read_all() -> dict[tuple[str, int], list[Record]]:
+            return {key: log.read(positions[key], max_bytes) for key, log in logs.items()}
+
+        found = read_all()
+        found_bytes = {key: records_bytes(records) for key, records in found.items()}
+        if max_wait_ms == 0 or not logs or sum(found_bytes.values()) >= min_bytes:
+            return found
+        waiting = [FetchPosition.at(log, positions[key], found_bytes[key]) for key, log in logs.items()]
+        wait_for_data(waiting, min_bytes, max_wait_ms, None if self.read_only else self.waits)
+        return read_all()
+
+    def flush(self) -> None:
+        """fsync every log and advance their recovery points."""
+        for log in self.logs():
+            if not log.read_only:
+                log.flush()
+
+    # --- closing ---------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError("the store is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.read_only:
+            raise ReadOnlyError("the store is open read-only")
+
+    def shutdown(self) -> None:
+        """Stop the background jobs, flush and close every log (answering every waiting read and
+        durable append), write the checkpoints and, per dir whose logs all closed cleanly, the
+        clean-shutdown marker, and release the locks. Errors in one log are collected (and raised
+        at the end as a ``StorageError``) without stopping the others. A second call does nothing."""
+        self.close()
+
+    def close(self) -> None:
+        """The same as ``shutdown()``."""
+        if not self._closed:
+            self._stop_jobs()  # before closing: a job in progress finishes on an open store
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            failures = self._release(mark_clean=True)
+        if failures:
+            raise StorageError("some logs did not close cleanly: " + "; ".join(failures))
+
+    def _release(self, mark_clean: bool) -> list[str]:
+        self._stop_jobs()
+        failures = self._close_logs(mark_clean)
+        self.waits.shutdown()  # after the logs closed: every waiter was answered by then
+        return failures
+
+    def __enter__(self) -> "LogManager":
+        try:
+            self.startup()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LogManager({self.log_dirs!r}, read_only={self.read_only}, topics={len(self.topics())})"

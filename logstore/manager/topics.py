@@ -1,0 +1,162 @@
+"""Topics: name rules, partition directory names, the key partitioner, and the topic metadata file.
+
+Topic names follow Kafka's rule (letters, digits, '.', '_' and '-'; 1 to 249 characters; not '.' or
+'..'), so a topic name can never reach outside a data dir. A partition lives in the directory
+``<topic>-<partition>`` directly inside one of the data dirs.
+
+``topics.json`` holds every topic's partition count, config overrides and state. A copy lives in every
+data dir; each write replaces all copies crash-safely with a higher ``generation``, and a reader takes
+the newest intact copy (a CRC guards each copy), so a crash between two copies is harmless. Creating
+and deleting a topic are two-phase: the metadata first records the topic as ``creating`` or
+``deleting``, the directories change, then the metadata records the result; an open that finds an
+unfinished step finishes it.
+
+Keys are mapped to partitions with ``zlib.crc32(key) % partitions``: stable across processes and
+Python versions (unlike ``hash()``), and computed in C.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import CorruptCheckpointError, InvalidTopicError
+from ..fs import FileSystem
+
+TOPICS_FILE = "topics.json"
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_METADATA_VERSION = 1
+READY, CREATING, DELETING = "ready", "creating", "deleting"
+DELETE_DIR_SUFFIX = "-delete"
+STAGING_DIR = ".staging"  # a data dir's area for writers' staged records (logstore.spark.sink); no partition
+
+
+def validate_topic_name(name: Any) -> str:
+    """Return ``name`` if it is a legal topic name; raise ``InvalidTopicError`` otherwise."""
+    if not isinstance(name, str):
+        raise InvalidTopicError(f"a topic name must be a string, got {name!r}")
+    if name in (".", ".."):
+        raise InvalidTopicError(f"topic name {name!r} is not allowed")
+    if not _TOPIC_NAME.fullmatch(name):
+        raise InvalidTopicError(f"illegal topic name {name!r}: use 1 to 249 letters, digits, '.', '_' or '-'")
+    return name
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def deleted_dir_name(topic: str, partition: int) -> str:
+    """``<topic>-<partition>.<32 hex>-delete``: where a partition dir goes while it is deleted. The
+    topic part is shortened (as Kafka does) so the name fits the 255-byte limit of a file name."""
+    suffix = f"-{partition}.{os.urandom(16).hex()}{DELETE_DIR_SUFFIX}"
+    return topic[: 255 - len(suffix)] + suffix
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+    """``(topic, partition)`` for a partition directory name, None for anything else."""
+    topic, dash, number = name.rpartition("-")
+    if not dash or not topic or not number.isdigit() or not _TOPIC_NAME.fullmatch(topic):
+        return None
+    return topic, int(number)
+
+
+def partition_for_key(key: bytes, partitions: int) -> int:
+    """The partition of ``key``: ``crc32(key) % partitions``."""
+    return zlib.crc32(key) % partitions
+
+
+@dataclass
+class TopicMetadata:
+    """One topic's entry in ``topics.json``."""
+
+    partitions: int
+    config: dict[str, str] = field(default_factory=dict)
+    state: str = READY
+
+
+class TopicsFile:
+    """The replicated ``topics.json``: ``load`` the newest intact copy, ``save`` to every dir."""
+
+    def __init__(self, fs: FileSystem, dir_paths: list[str]) -> None:
+        self._fs = fs
+        self._dir_paths = dir_paths
+        self.generation = 0
+        self.topics: dict[str, TopicMetadata] = {}
+        self.stale_dirs: list[str] = []  # dirs whose copy is missing, damaged or older
+        self.problems: list[str] = []
+
+    def load(self) -> None:
+        copies: dict[str, tuple[int, dict]] = {}
+        for dir_path in self._dir_paths:
+            path = os.path.join(dir_path, TOPICS_FILE)
+            if not self._fs.exists(path):
+                continue
+            try:
+                copies[dir_path] = _parse(self._fs.read_file(path), path)
+            except CorruptCheckpointError as exc:
+                self.problems.append(str(exc))
+        if not copies:
+            if self.problems:
+                raise CorruptCheckpointError("every copy of the topic metadata is damaged: "
+                                             + "; ".join(self.problems))
+            self.stale_dirs = list(self._dir_paths)
+            return
+        self.generation, topics = max(copies.values(), key=lambda copy: copy[0])
+        self.topics = {name: TopicMetadata(entry["partitions"], dict(entry["config"]), entry["state"])
+                       for name, entry in topics.items()}
+        self.stale_dirs = [dir_path for dir_path in self._dir_paths
+                           if copies.get(dir_path, (-1,))[0] != self.generation]
+
+    def save(self) -> None:
+        """Write the current topics to every dir with the next generation."""
+        self.generation += 1
+        data = _format(self.generation, self.topics)
+        for dir_path in self._dir_paths:
+            self._fs.write_file_atomic(os.path.join(dir_path, TOPICS_FILE), data)
+        self.stale_dirs = []
+
+    def repair(self) -> None:
+        """Rewrite the copies that are missing, damaged or older than the newest one."""
+        if self.stale_dirs and (self.topics or self.generation):
+            data = _format(self.generation, self.topics)
+            for dir_path in self.stale_dirs:
+                self._fs.write_file_atomic(os.path.join(dir_path, TOPICS_FILE), data)
+        self.stale_dirs = []
+
+
+def _body(generation: int, topics: dict[str, TopicMetadata]) -> dict:
+    return {"version": _METADATA_VERSION, "generation": generation,
+            "topics": {name: {"partitions": meta.partitions, "config": meta.config, "state": meta.state}
+                       for name, meta in sorted(topics.items())}}
+
+
+def _format(generation: int, topics: dict[str, TopicMetadata]) -> bytes:
+    body = _body(generation, topics)
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    body["crc32"] = zlib.crc32(canonical)
+    return (json.dumps(body, sort_keys=True, indent=2) + "\n").encode()
+
+
+def _parse(data: bytes, path: str) -> tuple[int, dict]:
+    try:
+        body = json.loads(data.decode("utf-8"))
+        stored_crc = body.pop("crc32")
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+        if zlib.crc32(canonical) != stored_crc:
+            raise ValueError("checksum mismatch")
+        if body["version"] != _METADATA_VERSION:
+            raise ValueError(f"unknown version {body['version']!r}")
+        topics = body["topics"]
+        for name, entry in topics.items():
+            validate_topic_name(name)
+            if (not isinstance(entry["partitions"], int) or entry["partitions"] < 1
+                    or entry["state"] not in (READY, CREATING, DELETING) or not isinstance(entry["config"], dict)):
+                raise ValueError(f"bad entry for topic {name!r}")
+        return int(body["generation"]), topics
+    except (ValueError, KeyError, TypeError, AttributeError, InvalidTopicError) as exc:
+        raise CorruptCheckpointError(f"topic metadata {path} is damaged: {exc}") from None

@@ -1,0 +1,22 @@
+"""The record batch format: pure code, bytes in and values out (no files, clocks, threads or locks).
+
+Owns:
+
+- ``decoder``: ``Record``, ``BatchHeader`` and ``RecordBatch`` (the 55-byte header, the column-wise
+  body, CRC checks, records built column-wise) and the constants of the format;
+- ``encoder``: records to batch bytes (``encode_batch``, ``encode_batch_parts``), offsets assigned by
+  rewriting the base offset (``assign_base_offset``), a batch's prefix (``encode_batch_prefix``);
+- ``batching``: one append's records to the batches a log accepts (validation against the topic's
+  config, compression, timestamp type, the split at ``max.message.bytes``), ``PreparedAppend`` and
+  ``AppendInfo``;
+- ``fetch``: the read budget (``max_bytes`` charged per record, Kafka's min-one rule) and the cache of
+  verified batch heads that point reads use.
+
+docs/FORMAT.md specifies the bytes. May import: the foundations (``errors``, ``config``) only.
+"""
+
+from .batching import AppendInfo
+from .decoder import BatchHeader, Record, RecordBatch, read_header
+from .encoder import assign_base_offset, encode_batch
+
+__all__ = ["AppendInfo", "BatchHeader", "Record", "RecordBatch", "assign_base_offset", "encode_batch", "read_header"]

@@ -1,0 +1,251 @@
+"""Reading logstore's files one at a time, without opening a store: the engine of ``logstore dump``
+(like Kafka's ``kafka-dump-log``) and the byte-level scan that ``logstore check`` builds on.
+
+Owns:
+
+- ``scan_log_file``: every batch of a segment's ``.log`` file, in order, read in chunks, each with its
+  status: ``ok`` (CRC and columns verified), ``corrupt`` (the header is intact, so the scan goes on
+  to the next batch; or the header itself is damaged, and the scan stops there) or ``torn`` (the
+  bytes end inside a batch: an interrupted append, which recovery cuts; shown, never raised).
+- ``read_index_file``: the entries of a ``.index`` or ``.timeindex`` file with absolute offsets.
+- ``dump_file``: human-readable lines for a ``.log`` (optionally every record), ``.index``,
+  ``.timeindex`` or offset checkpoint file. The file type comes from the file name.
+
+It only reads. Files renamed with a status suffix (``.deleted``, ``.cleaned``, ``.swap``) are dumped
+like the file they stand for.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+from ..log.checkpoint import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+                         parse_offsets)
+from ..errors import CorruptCheckpointError, CorruptRecordError
+from ..fs import OS_FILE_SYSTEM, FileSystem
+from ..log.index import OffsetIndex, TimeIndex
+from ..records.decoder import (COMPRESSION_GZIP, COMPRESSION_MASK, HEADER_BYTES, TIMESTAMP_TYPE_LOG_APPEND, BatchHeader,
+                      Record, RecordBatch, read_header)
+from ..log.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX)
+
+logger = logging.getLogger("logstore.dump")  # its name before the subpackages (logging configs)
+
+BATCH_OK = "ok"
+BATCH_CORRUPT = "corrupt"
+BATCH_TORN = "torn"
+
+LOG_FILE = "log"
+OFFSET_INDEX_FILE = "offset index"
+TIME_INDEX_FILE = "time index"
+CHECKPOINT_FILE = "checkpoint"
+
+_CHECKPOINT_NAMES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
+_STATUS_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX, ".tmp")
+_SCAN_CHUNK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class BatchEntry:
+    """One batch found by ``scan_log_file``.
+
+    ``header`` is None when the header itself could not be read (damaged, or cut short by the end
+    of the file); ``batch`` is the verified batch when ``status`` is ``ok``, else None.
+    ``size_bytes`` is the batch's size, or for an unreadable header the bytes left in the file."""
+
+    position: int
+    status: str
+    size_bytes: int
+    header: BatchHeader | None = None
+    batch: RecordBatch | None = None
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == BATCH_OK
+
+
+def scan_log_file(path: str, start_position: int = 0, end_position: int | None = None, *,
+                  chunk_bytes: int = _SCAN_CHUNK_BYTES, fs: FileSystem = OS_FILE_SYSTEM) -> Iterator[BatchEntry]:
+    """Yield a ``BatchEntry`` for every batch of the ``.log`` file at ``path`` from ``start_position``
+    up to ``end_position`` (default: the file size when the scan starts), reading ``chunk_bytes`` at a
+    time. A batch whose body fails its CRC is yielded as corrupt and the scan continues (its header
+    checksum vouches for its length); a damaged header or a torn tail ends the scan."""
+    fd = fs.open_file(path, writable=False)
+    try:
+        end = fs.file_size(fd) if end_position is None else end_position
+        where = f" in {path}"
+        buffer = memoryview(b"")
+        buffer_position = position = start_position
+        while position < end:
+            at = position - buffer_position
+            if len(buffer) - at < HEADER_BYTES:
+                buffer = memoryview(fs.pread(fd, min(chunk_bytes, end - position), position))
+                buffer_position, at = position, 0
+            try:
+                header = read_header(buffer, at, where, whole=False)
+            except CorruptRecordError as exc:
+                yield BatchEntry(position, BATCH_CORRUPT, end - position, error=str(exc))
+                return
+            if header is None or position + header.size_bytes > end:
+                yield BatchEntry(position, BATCH_TORN, end - position, header,
+                                 error=f"the file ends {end - position} bytes into a batch at position {position}")
+                return
+            size = header.size_bytes
+            data = buffer[at : at + size] if at + size <= len(buffer) else fs.pread(fd, size, position)
+            if len(data) < size:  # the file shrank under us
+                yield BatchEntry(position, BATCH_TORN, len(data), header,
+                                 error=f"the file ends {len(data)} bytes into a batch at position {position}")
+                return
+            batch = RecordBatch(header, data)
+            try:
+                batch.verify(where, position)
+            except CorruptRecordError as exc:
+                yield BatchEntry(position, BATCH_CORRUPT, size, header, error=str(exc))
+            else:
+                yield BatchEntry(position, BATCH_OK, size, header, batch)
+            position += size
+    finally:
+        fs.close(fd)
+
+
+# --- file types ----------------------------------------------------------------------------------
+
+
+def file_kind(path: str) -> str:
+    """``log``, ``offset index``, ``time index`` or ``checkpoint``, from the file name; raises
+    ``ValueError`` for anything else."""
+    name = os.path.basename(path)
+    for suffix in _STATUS_SUFFIXES:
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    if name in _CHECKPOINT_NAMES:
+        return CHECKPOINT_FILE
+    for suffix, kind in ((LOG_SUFFIX, LOG_FILE), (INDEX_SUFFIX, OFFSET_INDEX_FILE), (TIME_INDEX_SUFFIX, TIME_INDEX_FILE)):
+        if name.endswith(suffix):
+            return kind
+    raise ValueError(f"cannot tell what kind of file {path} is: expected a .log, .index or .timeindex file "
+                     f"or one of {', '.join(_CHECKPOINT_NAMES)}")
+
+
+def base_offset_of(path: str) -> int | None:
+    """The base offset in a segment file name (``00000000000000000042.log`` -> 42), or None when the
+    name does not start with one."""
+    prefix = os.path.basename(path).split(".", 1)[0]
+    return int(prefix) if prefix.isdigit() else None
+
+
+def read_index_file(path: str, kind: str, base_offset: int, fs: FileSystem = OS_FILE_SYSTEM) -> tuple[list[tuple], int]:
+    """The entries of an offset index (``(offset, position)``) or time index (``(timestamp_ms,
+    offset)``) file with absolute offsets, and the number of trailing bytes that do not make a whole
+    entry. A zero-filled preallocated tail is not counted as entries."""
+    index_class = OffsetIndex if kind == OFFSET_INDEX_FILE else TimeIndex
+    size_bytes = fs.path_size(path)
+    index = index_class(fs, path, base_offset, max(size_bytes, index_class.ENTRY_BYTES), writable=False)
+    try:
+        entries = [tuple(index.entry(slot)) for slot in range(index.entries)]
+    finally:
+        index.close_handlers()
+    return entries, size_bytes % index_class.ENTRY_BYTES
+
+
+# --- dumping -------------------------------------------------------------------------------------
+
+
+def dump_file(path: str, records: bool = False, fs: FileSystem = OS_FILE_SYSTEM) -> Iterator[str]:
+    """Human-readable lines describing the file at ``path`` (its kind comes from its name). With
+    ``records``, a ``.log`` dump also shows every record of every valid batch."""
+    kind = file_kind(path)
+    if kind == LOG_FILE:
+        yield from _dump_log(path, records, fs)
+    elif kind == CHECKPOINT_FILE:
+        yield from _dump_checkpoint(path, fs)
+    else:
+        yield from _dump_index(path, kind, fs)
+
+
+def _dump_log(path: str, records: bool, fs: FileSystem) -> Iterator[str]:
+    size_bytes = fs.path_size(path)
+    base = base_offset_of(path)
+    yield f"Dumping {path}: log segment, base offset {base if base is not None else 'unknown'}, {size_bytes} bytes"
+    batches = record_count = corrupt = 0
+    tail = None
+    for entry in scan_log_file(path, fs=fs):
+        if entry.status == BATCH_TORN or entry.header is None:
+            tail = entry
+            break
+        batches += 1
+        yield _batch_line(entry)
+        if entry.ok:
+            record_count += entry.header.record_count
+            if records:
+                yield from (_record_line(record) for record in entry.batch.records())
+        else:
+            corrupt += 1
+    summary = f"Summary: {batches} batches ({corrupt} corrupt), {record_count} records in valid batches"
+    if tail is None:
+        yield summary + f", {size_bytes} bytes, no torn tail"
+        return
+    if tail.status == BATCH_TORN:
+        yield (f"position: {tail.position} torn tail: {tail.size_bytes} bytes of an incomplete batch "
+               "(an interrupted append; recovery cuts it at the next writable open)")
+        yield summary + f", torn tail of {tail.size_bytes} bytes at position {tail.position}"
+    else:
+        yield f"position: {tail.position} unreadable: {tail.error}; {tail.size_bytes} bytes from here not scanned"
+        yield summary + f", {tail.size_bytes} unreadable bytes from position {tail.position}"
+
+
+def _batch_line(entry: BatchEntry) -> str:
+    header = entry.header
+    compression = "gzip" if header.attributes & COMPRESSION_MASK == COMPRESSION_GZIP else "none"
+    timestamp_type = "LogAppendTime" if header.attributes & TIMESTAMP_TYPE_LOG_APPEND else "CreateTime"
+    crc = "ok" if entry.ok else f"BAD ({entry.error})"
+    return (f"position: {entry.position} base_offset: {header.base_offset} last_offset: {header.last_offset} "
+            f"count: {header.record_count} base_timestamp_ms: {header.base_timestamp} "
+            f"max_timestamp_ms: {header.max_timestamp} size_bytes: {header.size_bytes} "
+            f"compression: {compression} timestamp_type: {timestamp_type} crc: {header.crc:#010x} {crc}")
+
+
+def _record_line(record: Record) -> str:
+    headers = ", ".join(f"{key}={_show(value)}" for key, value in record.headers)
+    return (f"| offset: {record.offset} timestamp_ms: {record.timestamp_ms} key: {_show(record.key)} "
+            f"value: {_show(record.value)} headers: [{headers}]")
+
+
+def _show(data: bytes | None) -> str:
+    """None as ``null``, bytes as a Python bytes literal (printable text stays readable)."""
+    return "null" if data is None else repr(bytes(data))
+
+
+def _dump_index(path: str, kind: str, fs: FileSystem) -> Iterator[str]:
+    base = base_offset_of(path)
+    entries, partial_bytes = read_index_file(path, kind, base or 0, fs)
+    size_bytes = fs.path_size(path)
+    entry_bytes = OffsetIndex.ENTRY_BYTES if kind == OFFSET_INDEX_FILE else TimeIndex.ENTRY_BYTES
+    spare = size_bytes - partial_bytes - len(entries) * entry_bytes
+    yield (f"Dumping {path}: {kind}, base offset {base if base is not None else 'unknown (0 assumed)'}, "
+           f"{len(entries)} entries, {size_bytes} bytes"
+           + (f" ({spare} bytes preallocated and empty)" if spare else ""))
+    for slot, entry in enumerate(entries):
+        if kind == OFFSET_INDEX_FILE:
+            yield f"entry: {slot} offset: {entry[0]} position: {entry[1]}"
+        else:
+            yield f"entry: {slot} timestamp_ms: {entry[0]} offset: {entry[1]}"
+    if partial_bytes:
+        yield f"trailing {partial_bytes} bytes do not make a whole entry (a damaged index; it is rebuilt on open)"
+
+
+def _dump_checkpoint(path: str, fs: FileSystem) -> Iterator[str]:
+    data = fs.read_file(path)
+    try:
+        entries = parse_offsets(data, path)
+    except CorruptCheckpointError as exc:
+        yield f"Dumping {path}: checkpoint, DAMAGED: {exc} (a damaged checkpoint is treated as absent)"
+        yield from (f"| {line}" for line in data.decode("utf-8", "replace").splitlines())
+        return
+    yield f"Dumping {path}: offset checkpoint, {len(entries)} entries"
+    for (topic, partition), offset in sorted(entries.items()):
+        yield f"topic: {topic} partition: {partition} offset: {offset}"

@@ -1,0 +1,76 @@
+"""Smoke tests of ``logstore.perf_durable`` and its CLI commands: tiny sizes, structures and counts
+only (DESIGN.md §7: performance is a benchmark, never a timed test)."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from logstore.cli.perf import perf
+from logstore.bench import durable as perf_durable
+
+
+def test_group_commit_acknowledges_every_append_with_fewer_flushes(tmp_path):
+    row = perf_durable.run_durable("group-commit", 8, str(tmp_path / "gc"), count=25)
+    assert row["appends"] == row["stored"] == 8 * 25
+    assert row["recovery_point"] >= row["stored"]  # acks="all": every acknowledged append is fsynced
+    assert 1 <= row["flushes"] < row["appends"] and row["records_per_flush"] > 1
+    assert row["rounds"] >= 1 and row["flusher_flushes"] >= row["flushes"]  # a round may find nothing new to fsync
+    assert 0 <= row["p50_ms"] <= row["p99_ms"] <= row["max_ms"]
+
+
+def test_fsync_per_append_flushes_once_per_append(tmp_path):
+    row = perf_durable.run_durable("fsync-per-append", 4, str(tmp_path / "fpa"), count=10)
+    assert row["appends"] == row["stored"] == row["recovery_point"] == 40
+    assert row["flushes"] == row["appends"] and row["records_per_flush"] == 1.0
+    # The data file every time; an index only when it changed since its last flush (one entry per
+    # 4 KiB here, so almost never).
+    assert row["appends"] <= row["fsyncs"] < 2 * row["appends"]
+
+
+def test_sqlite_stores_every_append(tmp_path):
+    row = perf_durable.run_durable("sqlite", 4, str(tmp_path / "sq"), count=10)
+    assert row["appends"] == row["stored"] == 40 and row["flushes"] is None
+
+
+def test_judge_durable_goals():
+    rows = [{"mode": mode, "threads": threads, "appends_per_s": rate}
+            for mode, threads, rate in [("group-commit", 8, 6000), ("fsync-per-append", 8, 1000),
+                                        ("sqlite", 8, 2000), ("group-commit", 64, 9000),
+                                        ("fsync-per-append", 64, 1000), ("sqlite", 64, 2000)]]
+    goals = perf_durable.judge_durable(rows)
+    assert [goal["passed"] for goal in goals] == [True, False, True]
+    assert [goal["measured"] for goal in goals] == ["6.00×", "3.00×", "1.50×"]
+
+
+def test_cli_durable(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(perf, ["durable", "--threads", "2", "--count", "5", "--repeats", "2",
+                                  "--dir", str(tmp_path), "--json", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert [row["mode"] for row in data["rows"]] == list(perf_durable.MODES)
+    assert all(row["appends"] == row["stored"] == 10 and len(row["runs"]) == 2 for row in data["rows"])
+    assert [goal["passed"] in (True, False) for goal in data["goals"]] == [True, True]
+    assert list(tmp_path.iterdir()) == []  # the work dir is removed
+    text = perf_durable.render_durable(data)
+    assert "group-commit" in text and "goals" in text and ("PASS" in text or "FAIL" in text)
+
+
+def test_cli_open_recovery(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(perf, ["open-recovery", "--partitions", "6", "--size-mb", "2", "--tail-mb", "1",
+                                  "--repeats", "1", "--dir", str(tmp_path), "--json", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert [m["threads"] for m in data["many"]] == [1, 2]
+    assert all(m["partitions"] == 6 and m["records"] == 18 and m["clean"] == [True] for m in data["many"])
+    crash, unclean, scans = data["crash"], data["unclean"], data["scans"]
+    assert unclean["clean"] == [False] and unclean["records"] == crash["end_offset"] > crash["recovery_point"]
+    assert crash["recovered_bytes"] >= crash["store_bytes"] - crash["durable_bytes"] >= 10**6
+    assert scans["tail_bytes"] == crash["store_bytes"] - crash["durable_bytes"]
+    assert scans["full_bytes"] == crash["store_bytes"]
+    assert len(data["goals"]) == 1 and data["goals"][0]["passed"] in (True, False)
+    assert list(tmp_path.iterdir()) == []
+    assert "unclean open" in perf_durable.render_open(data)

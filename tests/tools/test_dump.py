@@ -1,0 +1,138 @@
+"""``logstore.dump`` and ``logstore dump``: each file type shows the numbers that were written."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from logstore import LogManager, Record
+from logstore.cli.main import main
+from logstore.tools.dump import BATCH_CORRUPT, BATCH_OK, BATCH_TORN, dump_file, read_index_file, scan_log_file
+
+SEGMENT = "00000000000000000000"
+BATCH_SIZES = [2, 3, 1, 5]
+
+
+@pytest.fixture
+def partition_dir(tmp_path):
+    """Partition ``t-0`` with one batch per entry of BATCH_SIZES; batch b has timestamps 1000*(b+1)+i."""
+    with LogManager([str(tmp_path)]) as store:
+        store.create_topic("t", config={"index.interval.bytes": 1})  # an index entry after every batch
+        for number, size in enumerate(BATCH_SIZES):
+            store.append("t", [Record(key=b"k%d" % i, value=b"v%d-%d" % (number, i), headers=[("h", b"%d" % i)],
+                                      timestamp_ms=1000 * (number + 1) + i) for i in range(size)])
+    return tmp_path / "t-0"
+
+
+def fields(line: str) -> dict[str, str]:
+    return dict(re.findall(r"(\w+): (\S+)", line))
+
+
+def batch_lines(lines):
+    return [fields(line) for line in lines if line.startswith("position: ") and "base_offset" in line]
+
+
+def test_log_dump_shows_each_batch(partition_dir):
+    path = str(partition_dir / f"{SEGMENT}.log")
+    lines = list(dump_file(path))
+    assert lines[0].endswith(f"base offset 0, {os.path.getsize(path)} bytes")
+    batches = batch_lines(lines)
+    assert [int(b["count"]) for b in batches] == BATCH_SIZES
+    bases = [sum(BATCH_SIZES[:n]) for n in range(len(BATCH_SIZES))]
+    assert [int(b["base_offset"]) for b in batches] == bases
+    assert [int(b["last_offset"]) for b in batches] == [base + size - 1 for base, size in zip(bases, BATCH_SIZES)]
+    assert [int(b["base_timestamp_ms"]) for b in batches] == [1000 * (n + 1) for n in range(len(BATCH_SIZES))]
+    assert [int(b["max_timestamp_ms"]) for b in batches] == [1000 * (n + 1) + size - 1
+                                                              for n, size in enumerate(BATCH_SIZES)]
+    positions = [int(b["position"]) for b in batches]
+    sizes = [int(b["size_bytes"]) for b in batches]
+    assert positions == [sum(sizes[:n]) for n in range(len(sizes))] and sum(sizes) == os.path.getsize(path)
+    assert all(line.endswith(" ok") for line in lines if "base_offset" in line)
+    assert lines[-1] == f"Summary: 4 batches (0 corrupt), 11 records in valid batches, {sum(sizes)} bytes, no torn tail"
+
+
+def test_log_dump_with_records(partition_dir):
+    result = CliRunner().invoke(main, ["dump", str(partition_dir / f"{SEGMENT}.log"), "--records"])
+    assert result.exit_code == 0
+    records = [line for line in result.stdout.splitlines() if line.startswith("| ")]
+    assert len(records) == sum(BATCH_SIZES)
+    assert records[2] == "| offset: 2 timestamp_ms: 2000 key: b'k0' value: b'v1-0' headers: [h=b'0']"
+    assert [int(fields(line)["offset"]) for line in records] == list(range(sum(BATCH_SIZES)))
+
+
+def test_offset_index_dump_points_at_the_batches(partition_dir):
+    path = str(partition_dir / f"{SEGMENT}.index")
+    lines = list(dump_file(path))
+    entries = [(int(f["offset"]), int(f["position"])) for f in map(fields, lines[1:])]
+    assert entries and entries == read_index_file(path, "offset index", 0)[0]
+    assert f"{len(entries)} entries" in lines[0]
+    base_offset_at = {e.position: e.header.base_offset for e in scan_log_file(str(partition_dir / f"{SEGMENT}.log"))}
+    assert all(base_offset_at[position] == offset for offset, position in entries)
+
+
+def test_time_index_dump_shows_timestamps(partition_dir):
+    lines = list(dump_file(str(partition_dir / f"{SEGMENT}.timeindex")))
+    entries = [(int(f["timestamp_ms"]), int(f["offset"])) for f in map(fields, lines[1:])]
+    ends = [sum(BATCH_SIZES[: n + 1]) - 1 for n in range(len(BATCH_SIZES))]
+    expected = [(1000 * (n + 1) + size - 1, end) for n, (size, end) in enumerate(zip(BATCH_SIZES, ends))]
+    assert entries[-1] == expected[-1]  # the final entry written at close
+    assert set(entries) <= set(expected) and entries == sorted(entries)
+
+
+def test_checkpoint_dump(partition_dir):
+    path = str(partition_dir.parent / "recovery-point-offset-checkpoint")
+    assert list(dump_file(path)) == [f"Dumping {path}: offset checkpoint, 1 entries",
+                                     f"topic: t partition: 0 offset: {sum(BATCH_SIZES)}"]
+    with open(path, "a") as f:
+        f.write("garbage\n")
+    lines = list(dump_file(path))
+    assert "DAMAGED" in lines[0] and lines[-1] == "| garbage"
+
+
+def test_torn_tail_is_shown_not_raised(partition_dir):
+    path = str(partition_dir / f"{SEGMENT}.log")
+    last = list(scan_log_file(path))[-1]
+    os.truncate(path, last.position + last.size_bytes - 10)
+    entries = list(scan_log_file(path))
+    assert [e.status for e in entries] == [BATCH_OK] * 3 + [BATCH_TORN]
+    result = CliRunner().invoke(main, ["dump", path, "--records"])
+    assert result.exit_code == 0 and "Traceback" not in result.output
+    out = result.stdout.splitlines()
+    assert out[-2] == (f"position: {last.position} torn tail: {last.size_bytes - 10} bytes of an incomplete batch "
+                       "(an interrupted append; recovery cuts it at the next writable open)")
+    assert out[-1].startswith("Summary: 3 batches (0 corrupt), 6 records in valid batches, torn tail of")
+
+
+def test_torn_header_and_corrupt_batch(partition_dir):
+    path = str(partition_dir / f"{SEGMENT}.log")
+    entries = list(scan_log_file(path))
+    with open(path, "r+b") as f:
+        f.seek(entries[1].position + 60)  # a body byte of the second batch
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 1]))
+    os.truncate(path, entries[-1].position + 5)  # only 5 bytes of the last batch's header
+    scanned = list(scan_log_file(path))
+    assert [e.status for e in scanned] == [BATCH_OK, BATCH_CORRUPT, BATCH_OK, BATCH_TORN]
+    lines = list(dump_file(path, records=True))
+    assert "BAD (batch checksum mismatch" in batch_line_at(lines, entries[1].position)
+    assert lines[-1].startswith("Summary: 3 batches (1 corrupt), 3 records in valid batches, torn tail of 5 bytes")
+
+
+def batch_line_at(lines, position):
+    return next(line for line in lines if line.startswith(f"position: {position} "))
+
+
+def test_renamed_segment_files_are_dumped_too(partition_dir):
+    source = partition_dir / f"{SEGMENT}.log"
+    target = partition_dir / f"{SEGMENT}.log.deleted"
+    os.rename(source, target)
+    assert len(batch_lines(dump_file(str(target)))) == len(BATCH_SIZES)
+
+
+def test_unknown_file_kind_is_an_error(partition_dir):
+    with pytest.raises(ValueError, match="cannot tell what kind of file"):
+        list(dump_file(str(partition_dir.parent / "topics.json")))
