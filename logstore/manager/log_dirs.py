@@ -1,7 +1,9 @@
-"""The data dirs of a ``LogManager``: opening and locking them, loading their partitions in parallel,
-their checkpoints, offline dirs, closing them cleanly, and their status.
+"""``LogDirs``: the data dirs of a store and the partitions in them: opening and locking the dirs,
+loading their partitions in parallel, placing new partitions, their checkpoints, offline dirs,
+closing them cleanly, and their status.
 
-A mixin of ``LogManager`` (kept apart so each module stays readable). What it owns:
+A ``LogManager`` holds one. It owns the open logs (``logs``) and which dir holds each partition
+(``dir_of``); the manager owns the topics and asks it for logs. What it does:
 
 - **Opening**: each dir is created if missing and locked (``.lock``, an exclusive ``flock`` naming
   the holder's pid). Its clean-shutdown marker is taken (removed, so a crash while open counts as
@@ -14,6 +16,8 @@ A mixin of ``LogManager`` (kept apart so each module stays readable). What it ow
   store: its partitions refuse reads and writes with ``OfflineDirError`` naming the dir and the
   cause, new partitions go to the other dirs, and the dir is left unclean for the next open. Only
   when every dir fails does the open fail.
+- **Placing**: a new partition goes to the live dir holding the fewest partitions; a deleted topic's
+  directories are renamed ``-delete`` (durably) and then removed.
 - **Closing**: every log is flushed and closed (a pool per dir again); a dir gets its checkpoints
   and its clean-shutdown marker only when all its logs closed cleanly.
 """
@@ -25,13 +29,14 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Collection
 
 from ..log.checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile,
                          take_clean_shutdown_marker, write_clean_shutdown_marker)
 from ..errors import CorruptCheckpointError, LockedError, LogStoreError, OfflineDirError, StorageError
 from ..log.log import Log
-from .topics import DELETE_DIR_SUFFIX, DELETING, STAGING_DIR, parse_partition_dir_name, partition_dir_name
+from .topics import (DELETE_DIR_SUFFIX, DELETING, STAGING_DIR, deleted_dir_name, parse_partition_dir_name,
+                     partition_dir_name)
 
 if TYPE_CHECKING:
     from ..clock import Clock
@@ -58,48 +63,57 @@ class DirStatus:
     log_end_offsets: dict[tuple[str, int], int]
 
 
-class ManagerDirs:
-    """Opening, loading, checkpointing and closing the data dirs of a ``LogManager``."""
+class LogDirs:
+    """The data dirs ``paths`` of a store, and the partitions in them.
 
-    # Provided by LogManager.
-    log_dirs: list[str]
-    read_only: bool
-    manager_config: ManagerConfig
-    problems: list[str]
-    missing_partitions: list[tuple[str, int]]
-    _fs: FileSystem
-    _clock: Clock
-    _topics: TopicsFile
-    _logs: dict[tuple[str, int], Log]
-    _log_dir_of: dict[tuple[str, int], str]
-    _locks: dict[str, int]
-    _clean_shutdown: dict[str, bool]
-    _live_dirs: list[str]
-    offline_dirs: dict[str, str]
-    topic_config: Callable[[str], LogConfig]
-    _adopt_log: Callable[[Log], None]
+    ``topic_config(topic)`` gives the config a partition opens with; ``adopt_log(log)`` connects a
+    newly opened log to the store's services. ``problems`` is the store's list of what it found
+    wrong while opening (appended to, never replaced). ``load_only`` (read-only views): only those
+    partitions are loaded."""
+
+    def __init__(self, paths: list[str], *, read_only: bool, fs: FileSystem, clock: Clock, config: ManagerConfig,
+                 topic_config: Callable[[str], LogConfig], adopt_log: Callable[[Log], None], problems: list[str],
+                 load_only: Collection[tuple[str, int]] | None = None) -> None:
+        self.paths = paths
+        self.read_only = read_only
+        self._fs = fs
+        self._clock = clock
+        self._config = config
+        self._topic_config = topic_config
+        self._adopt_log = adopt_log
+        self.problems = problems
+        self._load_only = None if load_only is None else frozenset(load_only)
+        self.live: list[str] = []  # the dirs online, in the order given
+        self.offline: dict[str, str] = {}  # dir -> why it is offline
+        self.logs: dict[tuple[str, int], Log] = {}
+        self.dir_of: dict[tuple[str, int], str] = {}
+        self.missing: list[tuple[str, int]] = []  # partitions of known topics found in no dir
+        self.clean_shutdown: dict[str, bool] = {}  # whether the previous session ended cleanly
+        self._locks: dict[str, int] = {}
 
     # --- opening ---------------------------------------------------------------------------------
 
-    def _open_dirs(self) -> None:
-        for dir_path in self.log_dirs:
+    def open(self) -> None:
+        """Create (a writer), lock and take the clean-shutdown marker of every dir. A dir that cannot
+        be opened goes offline; raises ``StorageError`` when none can."""
+        for dir_path in self.paths:
             if self.read_only:
                 if not self._fs.is_dir(dir_path):
                     raise StorageError(f"data dir {dir_path} does not exist")
                 # Only reported by status(): a read-only view recovers nothing either way.
-                self._clean_shutdown[dir_path] = take_clean_shutdown_marker(self._fs, dir_path, remove=False)
-                self._live_dirs.append(dir_path)
+                self.clean_shutdown[dir_path] = take_clean_shutdown_marker(self._fs, dir_path, remove=False)
+                self.live.append(dir_path)
                 continue
             try:
                 self._fs.make_dirs(dir_path)
                 self._take_lock(dir_path)
-                self._clean_shutdown[dir_path] = take_clean_shutdown_marker(self._fs, dir_path, remove=True)
+                self.clean_shutdown[dir_path] = take_clean_shutdown_marker(self._fs, dir_path, remove=True)
             except OSError as exc:
-                self._mark_offline(dir_path, f"cannot open data dir {dir_path}: {exc.strerror or exc}")
+                self.mark_offline(dir_path, f"cannot open data dir {dir_path}: {exc.strerror or exc}")
                 continue
-            self._live_dirs.append(dir_path)
-        if not self._live_dirs:
-            raise StorageError("no data dir could be opened: " + "; ".join(self.offline_dirs.values()))
+            self.live.append(dir_path)
+        if not self.live:
+            raise StorageError("no data dir could be opened: " + "; ".join(self.offline.values()))
 
     def _take_lock(self, dir_path: str) -> None:
         path = os.path.join(dir_path, LOCK_FILE)
@@ -127,41 +141,42 @@ class ManagerDirs:
 
     # --- loading ---------------------------------------------------------------------------------
 
-    def _load_logs(self) -> None:
-        """Open every partition of every live dir: one pool of recovery threads per dir, all dirs
-        at once. An ``OSError`` in a dir takes that dir offline; any other error fails the open."""
+    def load(self, topics: TopicsFile) -> None:
+        """Open every partition of ``topics`` in every live dir: one pool of recovery threads per
+        dir, all dirs at once. An ``OSError`` in a dir takes that dir offline; any other error fails
+        the open."""
         pools: list[tuple[str, ThreadPoolExecutor, list]] = []
         try:
-            for dir_path in list(self._live_dirs):
+            for dir_path in list(self.live):
                 try:
-                    jobs = self._plan_dir(dir_path)
+                    jobs = self._plan_dir(dir_path, topics)
                 except OSError as exc:
-                    self._mark_offline(dir_path, f"cannot read data dir {dir_path}: {exc.strerror or exc}")
+                    self.mark_offline(dir_path, f"cannot read data dir {dir_path}: {exc.strerror or exc}")
                     continue
-                pool = ThreadPoolExecutor(self.manager_config.recovery_threads_per_data_dir,
+                pool = ThreadPoolExecutor(self._config.recovery_threads_per_data_dir,
                                           thread_name_prefix=f"log-recovery-{os.path.basename(dir_path)}")
-                pools.append((dir_path, pool, [(key, pool.submit(self._open_log, *job)) for key, job in jobs]))
+                pools.append((dir_path, pool, [(key, pool.submit(self.open_log, *job)) for key, job in jobs]))
             for dir_path, pool, futures in pools:
                 for key, future in futures:
                     try:
                         log = future.result()
-                        if dir_path in self.offline_dirs:  # another partition of this dir failed
+                        if dir_path in self.offline:  # another partition of this dir failed
                             log.close_handlers()
                             continue
-                        self._logs[key] = log
+                        self.logs[key] = log
                     except OSError as exc:
-                        self._mark_offline(dir_path, f"loading {partition_dir_name(*key)} in {dir_path} failed: "
+                        self.mark_offline(dir_path, f"loading {partition_dir_name(*key)} in {dir_path} failed: "
                                                      f"{exc.strerror or exc}")
                     except StorageError as exc:
                         if not isinstance(exc.__cause__, OSError):
                             raise
-                        self._mark_offline(dir_path, f"loading {partition_dir_name(*key)} failed: {exc}")
+                        self.mark_offline(dir_path, f"loading {partition_dir_name(*key)} failed: {exc}")
         finally:
             for _, pool, _ in pools:
                 pool.shutdown(wait=True)
-        if not self._live_dirs:
-            raise StorageError("no data dir could be loaded: " + "; ".join(self.offline_dirs.values()))
-        for name, meta in self._topics.topics.items():
+        if not self.live:
+            raise StorageError("no data dir could be loaded: " + "; ".join(self.offline.values()))
+        for name, meta in topics.topics.items():
             if meta.state != "ready":
                 continue
             for partition in range(meta.partitions):
@@ -169,20 +184,20 @@ class ManagerDirs:
                 if self._load_only is not None and key not in self._load_only:
                     continue
                 # Not loaded: missing, unless it is (or, found in no dir, may be) on an offline dir.
-                dir_path = self._log_dir_of.get(key)
-                if key not in self._logs and dir_path not in self.offline_dirs and (dir_path or not self.offline_dirs):
-                    self.missing_partitions.append(key)
+                dir_path = self.dir_of.get(key)
+                if key not in self.logs and dir_path not in self.offline and (dir_path or not self.offline):
+                    self.missing.append(key)
                     self.problems.append(f"partition {partition_dir_name(name, partition)} is missing from the "
-                                         f"data dirs {self.log_dirs}: was a data dir left out?")
+                                         f"data dirs {self.paths}: was a data dir left out?")
 
-    def _plan_dir(self, dir_path: str) -> list[tuple[tuple[str, int], tuple]]:
+    def _plan_dir(self, dir_path: str, topics: TopicsFile) -> list[tuple[tuple[str, int], tuple]]:
         """The partitions of one dir to open, as ``(key, _open_log arguments)``."""
         problems_before = len(self.problems)
         recovery_points = self._read_checkpoint(dir_path, RECOVERY_POINT_CHECKPOINT)
         if len(self.problems) > problems_before and not self.read_only:
             # A damaged recovery-point checkpoint is not trusted, and neither is the clean marker
             # beside it: recover the whole dir (every recovery point is 0 now).
-            self._clean_shutdown[dir_path] = False
+            self.clean_shutdown[dir_path] = False
         start_offsets = self._read_checkpoint(dir_path, LOG_START_OFFSET_CHECKPOINT)
         jobs = []
         for name in self._fs.list_dir(dir_path):
@@ -196,23 +211,24 @@ class ManagerDirs:
             parsed = parse_partition_dir_name(name)
             if parsed is not None and self._load_only is not None and parsed not in self._load_only:
                 continue
-            meta = self._topics.topics.get(parsed[0]) if parsed else None
+            meta = topics.topics.get(parsed[0]) if parsed else None
             if parsed is None or meta is None or parsed[1] >= meta.partitions:
                 self.problems.append(f"{path} is not a partition of any known topic; left alone")
                 continue
-            if parsed in self._log_dir_of:
+            if parsed in self.dir_of:
                 raise StorageError(f"partition {name} exists in two data dirs: "
-                                   f"{self._log_dir_of[parsed]} and {dir_path}")
-            self._log_dir_of[parsed] = dir_path
+                                   f"{self.dir_of[parsed]} and {dir_path}")
+            self.dir_of[parsed] = dir_path
             if meta.state == DELETING:
                 continue
             jobs.append((parsed, (parsed, path, recovery_points.get(parsed, 0), start_offsets.get(parsed, 0),
-                                  self._clean_shutdown[dir_path])))
+                                  self.clean_shutdown[dir_path])))
         return jobs
 
-    def _open_log(self, topic_partition: tuple[str, int], path: str, recovery_point: int,
-                  log_start_offset: int, clean_shutdown: bool) -> Log:
-        log = Log(path, self.topic_config(topic_partition[0]), fs=self._fs, clock=self._clock,
+    def open_log(self, topic_partition: tuple[str, int], path: str, recovery_point: int,
+                 log_start_offset: int, clean_shutdown: bool) -> Log:
+        """Open the log of a partition at ``path`` and connect it to the store (``adopt_log``)."""
+        log = Log(path, self._topic_config(topic_partition[0]), fs=self._fs, clock=self._clock,
                   recovery_point=recovery_point, log_start_offset=log_start_offset,
                   clean_shutdown=clean_shutdown, read_only=self.read_only,
                   topic=topic_partition[0], partition=topic_partition[1])
@@ -220,20 +236,65 @@ class ManagerDirs:
         self._adopt_log(log)
         return log
 
+    # --- placing partitions ----------------------------------------------------------------------
+
+    def create_partition(self, topic_partition: tuple[str, int]) -> Log:
+        """Make and open a new, empty partition: in the dir that already holds its directory (a
+        creation resumed after a crash), else in the live dir holding the fewest partitions."""
+        dir_path = self.dir_of.get(topic_partition) or self._next_dir()
+        path = os.path.join(dir_path, partition_dir_name(*topic_partition))
+        self._fs.make_dirs(path)
+        self.dir_of[topic_partition] = dir_path
+        log = self.logs[topic_partition] = self.open_log(topic_partition, path, 0, 0, True)
+        return log
+
+    def _next_dir(self) -> str:
+        """The data dir holding the fewest partitions (the first listed on a tie)."""
+        if not self.live:
+            raise StorageError("no data dir is online: " + "; ".join(self.offline.values()))
+        counts = {dir_path: 0 for dir_path in self.paths}
+        for dir_path in self.dir_of.values():
+            counts[dir_path] += 1
+        return min(self.live, key=lambda dir_path: counts[dir_path])
+
+    def delete_partition_dirs(self, topic: str) -> None:
+        """Remove every directory of ``topic``'s partitions (their logs closed first): each is
+        renamed ``<topic>-<partition>.<id>-delete`` durably, so a crash leaves it for the next open
+        to remove, then removed."""
+        for topic_partition, dir_path in list(self.dir_of.items()):
+            if topic_partition[0] != topic:
+                continue
+            path = os.path.join(dir_path, partition_dir_name(*topic_partition))
+            doomed = os.path.join(dir_path, deleted_dir_name(*topic_partition))
+            self._fs.rename(path, doomed)
+            self._fs.fsync_dir(dir_path)
+            self._remove_tree(doomed)
+            del self.dir_of[topic_partition]
+
+    def _remove_tree(self, path: str) -> None:
+        for name in self._fs.list_dir(path):
+            child = os.path.join(path, name)
+            if self._fs.is_dir(child):
+                self._remove_tree(child)
+            else:
+                self._fs.remove(child)
+        self._fs.remove_dir(path)
+        self._fs.fsync_dir(os.path.dirname(path))
+
     # --- offline dirs ----------------------------------------------------------------------------
 
-    def _mark_offline(self, dir_path: str, reason: str) -> None:
+    def mark_offline(self, dir_path: str, reason: str) -> None:
         """Take ``dir_path`` offline: its logs are closed without writing, it leaves the live dirs,
         its lock is released, and it stays unclean (the next open recovers it)."""
-        if dir_path in self.offline_dirs:
+        if dir_path in self.offline:
             return
         logger.error("data dir %s is offline: %s", dir_path, reason)
-        self.offline_dirs[dir_path] = reason
+        self.offline[dir_path] = reason
         self.problems.append(f"data dir {dir_path} is offline: {reason}")
-        if dir_path in self._live_dirs:
-            self._live_dirs.remove(dir_path)
-        for key in [key for key, path in self._log_dir_of.items() if path == dir_path]:
-            log = self._logs.pop(key, None)
+        if dir_path in self.live:
+            self.live.remove(dir_path)
+        for key in [key for key, path in self.dir_of.items() if path == dir_path]:
+            log = self.logs.pop(key, None)
             if log is not None:
                 log.close_handlers()
         fd = self._locks.pop(dir_path, None)
@@ -243,13 +304,14 @@ class ManagerDirs:
             except OSError:
                 logger.warning("could not release the lock of offline dir %s", dir_path)
 
-    def _check_dir_online(self, topic: str, partition: int) -> None:
-        dir_path = self._log_dir_of.get((topic, partition))
-        if dir_path in self.offline_dirs:
+    def check_online(self, topic: str, partition: int) -> None:
+        """Raise ``OfflineDirError`` when the partition is (or may be) on an offline dir."""
+        dir_path = self.dir_of.get((topic, partition))
+        if dir_path in self.offline:
             raise OfflineDirError(f"partition {partition_dir_name(topic, partition)} is on data dir {dir_path}, "
-                                  f"which is offline ({self.offline_dirs[dir_path]})")
-        if dir_path is None and self.offline_dirs:  # not found in any dir that could be read
-            offline = "; ".join(f"{path} ({reason})" for path, reason in self.offline_dirs.items())
+                                  f"which is offline ({self.offline[dir_path]})")
+        if dir_path is None and self.offline:  # not found in any dir that could be read
+            offline = "; ".join(f"{path} ({reason})" for path, reason in self.offline.items())
             raise OfflineDirError(f"partition {partition_dir_name(topic, partition)} is in no online data dir; "
                                   f"it may be on an offline one: {offline}")
 
@@ -257,7 +319,7 @@ class ManagerDirs:
 
     def _write_checkpoints(self, dir_path: str, which: tuple[str, ...] = (RECOVERY_POINT_CHECKPOINT,
                                                                          LOG_START_OFFSET_CHECKPOINT)) -> None:
-        logs = [(key, log) for key, log in list(self._logs.items()) if self._log_dir_of.get(key) == dir_path]
+        logs = [(key, log) for key, log in list(self.logs.items()) if self.dir_of.get(key) == dir_path]
         if RECOVERY_POINT_CHECKPOINT in which:
             OffsetCheckpointFile(self._fs, os.path.join(dir_path, RECOVERY_POINT_CHECKPOINT)).write(
                 {key: log.recovery_point for key, log in logs})
@@ -268,21 +330,21 @@ class ManagerDirs:
     def checkpoint(self, which: tuple[str, ...] = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT)) -> None:
         """Write every live dir's recovery-point and log-start-offset checkpoints now. A write
         error takes that dir offline (and is raised as ``StorageError`` after the others)."""
-        self._check_writable()
         failures = []
-        for dir_path in list(self._live_dirs):
+        for dir_path in list(self.live):
             try:
                 self._write_checkpoints(dir_path, which)
             except OSError as exc:
-                self._mark_offline(dir_path, f"writing checkpoints failed: {exc.strerror or exc}")
+                self.mark_offline(dir_path, f"writing checkpoints failed: {exc.strerror or exc}")
                 failures.append(f"{dir_path}: {exc}")
         if failures:
             raise StorageError("writing checkpoints failed: " + "; ".join(failures))
 
-    def _on_checkpoint_needed(self, log: Log) -> None:
-        # Persist at once: a crash must not bring deleted records back, nor leave a recovery point
-        # above data that was truncated and written again.
-        dir_path = self._log_dir_of[(log.topic, log.partition)]
+    def checkpoint_log(self, log: Log) -> None:
+        """``Log.on_checkpoint_needed``: persist the checkpoints of ``log``'s dir at once, so a crash
+        cannot bring deleted records back, nor leave a recovery point above data that was truncated
+        and written again."""
+        dir_path = self.dir_of[(log.topic, log.partition)]
         try:
             self._write_checkpoints(dir_path)
         except OSError as exc:
@@ -290,11 +352,11 @@ class ManagerDirs:
 
     # --- closing ---------------------------------------------------------------------------------
 
-    def _close_logs(self, mark_clean: bool) -> list[str]:
+    def close(self, mark_clean: bool) -> list[str]:
         """Close every log (a pool per dir), then write each healthy dir's checkpoints and
         clean-shutdown marker, then release the locks. Returns the failures (never raises)."""
         failures: list[str] = []
-        failed_dirs: set[str] = set(self.offline_dirs)
+        failed_dirs: set[str] = set(self.offline)
         guard = threading.Lock()
 
         def close(key: tuple[str, int], log: Log) -> None:
@@ -303,16 +365,16 @@ class ManagerDirs:
             except (OSError, LogStoreError) as exc:
                 with guard:
                     failures.append(f"{log.name}: {exc}")
-                    failed_dirs.add(self._log_dir_of.get(key, ""))
+                    failed_dirs.add(self.dir_of.get(key, ""))
             if log.failed:  # fail-stopped (already reported): the next open must recover its dir
-                logger.warning("%s failed earlier; leaving %s unclean", log.name, self._log_dir_of.get(key))
+                logger.warning("%s failed earlier; leaving %s unclean", log.name, self.dir_of.get(key))
                 with guard:
-                    failed_dirs.add(self._log_dir_of.get(key, ""))
+                    failed_dirs.add(self.dir_of.get(key, ""))
 
         by_dir: dict[str, list] = {}
-        for key, log in sorted(self._logs.items()):
-            by_dir.setdefault(self._log_dir_of.get(key, ""), []).append((key, log))
-        pools = [ThreadPoolExecutor(self.manager_config.recovery_threads_per_data_dir) for _ in by_dir]
+        for key, log in sorted(self.logs.items()):
+            by_dir.setdefault(self.dir_of.get(key, ""), []).append((key, log))
+        pools = [ThreadPoolExecutor(self._config.recovery_threads_per_data_dir) for _ in by_dir]
         try:
             futures = [pool.submit(close, key, log) for pool, logs in zip(pools, by_dir.values()) for key, log in logs]
             for future in futures:
@@ -343,16 +405,16 @@ class ManagerDirs:
         """Per data dir: online or offline (and why), partitions, bytes, recovery points and log end
         offsets, and whether the previous session shut down cleanly."""
         result = []
-        for dir_path in self.log_dirs:
-            keys = sorted(key for key, path in self._log_dir_of.items() if path == dir_path)
-            logs = {key: self._logs[key] for key in keys if key in self._logs}
+        for dir_path in self.paths:
+            keys = sorted(key for key, path in self.dir_of.items() if path == dir_path)
+            logs = {key: self.logs[key] for key in keys if key in self.logs}
             if self.read_only:  # a view has no recovery point of its own: show what the writer wrote
                 recovery_points = {key: offset for key, offset in self._read_checkpoint_quietly(dir_path).items()
                                    if key in logs}
             else:
                 recovery_points = {key: log.recovery_point for key, log in logs.items()}
             result.append(DirStatus(
-                dir_path, dir_path not in self.offline_dirs, self.offline_dirs.get(dir_path), len(keys),
-                sum(log.size_bytes for log in logs.values()), self._clean_shutdown.get(dir_path, False),
+                dir_path, dir_path not in self.offline, self.offline.get(dir_path), len(keys),
+                sum(log.size_bytes for log in logs.values()), self.clean_shutdown.get(dir_path, False),
                 recovery_points, {key: log.log_end_offset for key, log in logs.items()}))
         return result

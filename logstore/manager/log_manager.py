@@ -1,11 +1,12 @@
 """``LogManager``: the store. Topics of partitioned logs over one or more data dirs.
 
 This module owns the store's front: topics (create, alter, delete, two-phase and resumed after a
-crash), placing new partitions on the data dir with the fewest, routing appends by key, and the
-store-level ``append`` (``acks``), ``read``/``fetch`` (waiting reads) and lifecycle (``startup``,
-``shutdown``). Its two mixins own the rest: ``manager_dirs`` (opening, locking, parallel loading,
-checkpoints, offline dirs, clean shutdown, status) and ``manager_jobs`` (retention, flush and
-checkpoint jobs on the scheduler, delayed file deletion).
+crash), routing appends by key, the store-level ``append`` (``acks``), ``read``/``fetch`` (waiting
+reads), retention and compaction on demand, and the life cycle (``startup``, ``shutdown``). It
+holds three collaborators: ``LogDirs`` (the data dirs: opening, locking, parallel loading, placing
+partitions, checkpoints, offline dirs, clean shutdown, status), ``BackgroundJobs`` (retention,
+flush and checkpoint jobs on the scheduler, delayed file deletion) and ``LogCleaner`` (compaction),
+and wires each ``Log`` to them and to the store's waits.
 
 Opening a store for writing takes an exclusive ``flock`` on ``<dir>/.lock`` in every data dir (a second
 writer fails at once, naming the holder's pid). ``shutdown()`` (or ``close()``, the same) stops the
@@ -23,23 +24,26 @@ import itertools
 import logging
 import os
 import threading
-from typing import Any, Collection, Iterator, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterator, Mapping, Sequence
 
+from ..cleaner.log_cleaner import LogCleaner
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import TOPIC_KEYS, LogConfig, ManagerConfig, parse_overrides
-from ..log.waits import (DEFAULT_DURABLE_TIMEOUT_MS, FetchPosition, LogWaits, check_wait, durable_acks, records_bytes,
-                      wait_for_data)
-from ..errors import (InvalidConfigError, ReadOnlyError, StorageError,
-                     StoreClosedError, TopicExistsError, UnknownTopicOrPartitionError)
+from ..errors import (InvalidConfigError, ReadOnlyError, StorageError, StoreClosedError, TopicExistsError,
+                      UnknownTopicOrPartitionError)
 from ..fs import OS_FILE_SYSTEM, FileSystem
-from ..log.log import AppendInfo, Log
-from ..cleaner.log_cleaner import LogCleaner
-from .log_dirs import ManagerDirs
-from .jobs import ManagerJobs
+from ..log.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
+from ..log.log import Log
+from ..log.retention import RetentionResult
+from ..log.waits import (DEFAULT_DURABLE_TIMEOUT_MS, FetchPosition, LogWaits, check_wait, durable_acks, records_bytes,
+                         wait_for_data)
+from ..records.batching import AppendInfo
 from ..records.decoder import Record
 from ..timer.scheduler import Scheduler
-from .topics import (CREATING, DELETING, READY, TopicMetadata, TopicsFile, deleted_dir_name,
-                     partition_dir_name, partition_for_key, validate_topic_name)
+from .jobs import BackgroundJobs
+from .log_dirs import DirStatus, LogDirs
+from .topics import (CREATING, DELETING, READY, TopicMetadata, TopicsFile, partition_dir_name, partition_for_key,
+                     validate_topic_name)
 
 logger = logging.getLogger("logstore.manager")  # its name before the subpackages (logging configs)
 
@@ -55,7 +59,7 @@ def _storage_errors(doing: str) -> Iterator[None]:
         raise StorageError(f"{doing} failed: {exc}") from exc
 
 
-class LogManager(ManagerDirs, ManagerJobs):
+class LogManager:
     """A store of topics over the data dirs ``log_dirs``; use it as a context manager (which also
     starts the background jobs: ``startup()``).
 
@@ -81,40 +85,33 @@ class LogManager(ManagerDirs, ManagerJobs):
         self.read_only = read_only
         if load_only is not None and not read_only:
             raise ValueError("load_only is for read-only views: a writer must load every partition")
-        # A read-only view of a few partitions (a Spark task) skips loading the others.
-        self._load_only = None if load_only is None else frozenset(load_only)
         self.default_config = LogConfig.from_broker_properties(config or {})
         self.manager_config = ManagerConfig.from_broker_properties(config or {})
         self._clock = clock or SYSTEM_CLOCK
-        self.scheduler = scheduler or Scheduler(self._clock, name="logstore-scheduler")
-        self._jobs_started = False
-        self._pending_deletes: dict = {}
-        self._deletes_lock = threading.Lock()
-        self.waits = LogWaits("logstore")
-        self._live_dirs: list[str] = []
-        self.offline_dirs: dict[str, str] = {}
         self._fs = fs or OS_FILE_SYSTEM
+        self.waits = LogWaits("logstore")
         self._lock = threading.RLock()
-        self._locks: dict[str, int] = {}
-        self._logs: dict[tuple[str, int], Log] = {}
-        self._log_dir_of: dict[tuple[str, int], str] = {}
         self._round_robin: dict[str, Iterator[int]] = {}
         self._round_robin_starts: dict[str, int] = {}
-        self._clean_shutdown: dict[str, bool] = {}
-        self.problems: list[str] = []
-        self.missing_partitions: list[tuple[str, int]] = []
+        self.problems: list[str] = []  # what the open found wrong (the dirs and the topics add to it)
         self._closed = False
+        # A read-only view of a few partitions (a Spark task) loads only those (load_only).
+        self._dirs = LogDirs(self.log_dirs, read_only=read_only, fs=self._fs, clock=self._clock,
+                             config=self.manager_config, topic_config=self.topic_config, adopt_log=self._adopt_log,
+                             problems=self.problems, load_only=load_only)
         # The compaction service; its threads start with startup() (log.cleaner.enable).
         self.cleaner = None if read_only else LogCleaner(
-            self.manager_config, self._clock, self._fs, lambda: dict(self._logs),
-            lambda key: self._log_dir_of[key], lambda: list(self._live_dirs))
+            self.manager_config, self._clock, self._fs, lambda: dict(self._dirs.logs),
+            lambda key: self._dirs.dir_of[key], lambda: list(self._dirs.live))
+        self._jobs = BackgroundJobs(scheduler or Scheduler(self._clock, name="logstore-scheduler"),
+                                    self.manager_config, self._clock, self.cleaner, self.logs, self.checkpoint)
         try:
             with _storage_errors("opening the store"):
-                self._open_dirs()
-                self._topics = TopicsFile(self._fs, self._live_dirs)  # offline dirs leave this list
+                self._dirs.open()
+                self._topics = TopicsFile(self._fs, self._dirs.live)  # offline dirs leave this list
                 self._topics.load()
                 self.problems.extend(self._topics.problems)
-                self._load_logs()
+                self._dirs.load(self._topics)
             if not read_only:
                 with _storage_errors("opening the store"):
                     self._finish_pending_topic_changes()
@@ -127,11 +124,26 @@ class LogManager(ManagerDirs, ManagerJobs):
             self._release(mark_clean=False)
             raise
 
+    @property
+    def scheduler(self) -> Scheduler:
+        """The scheduler the background jobs run on."""
+        return self._jobs.scheduler
+
+    @property
+    def offline_dirs(self) -> dict[str, str]:
+        """The data dirs that are offline, and why."""
+        return self._dirs.offline
+
+    @property
+    def missing_partitions(self) -> list[tuple[str, int]]:
+        """Partitions of known topics found in no data dir (was a dir left out?)."""
+        return self._dirs.missing
+
     def _adopt_log(self, log: Log) -> None:
         """Connect a newly opened log to the store: checkpoints, waits and delayed file deletion."""
-        log.on_checkpoint_needed = self._on_checkpoint_needed
+        log.on_checkpoint_needed = self._dirs.checkpoint_log
         log.waits = self.waits
-        log.schedule_file_delete = self._schedule_file_delete
+        log.schedule_file_delete = self._jobs.schedule_file_delete
         if self.cleaner is not None:  # records appended again below the first dirty offset are dirty
             log.on_truncated = self._on_truncated
 
@@ -139,7 +151,7 @@ class LogManager(ManagerDirs, ManagerJobs):
         changed = False
         for name, meta in list(self._topics.topics.items()):
             if meta.state == DELETING:
-                self._delete_partition_dirs(name)
+                self._dirs.delete_partition_dirs(name)
                 del self._topics.topics[name]
                 changed = True
             elif meta.state == CREATING:
@@ -148,7 +160,7 @@ class LogManager(ManagerDirs, ManagerJobs):
                 changed = True
         if changed:
             self._topics.save()
-            self.missing_partitions = [tp for tp in self.missing_partitions if tp not in self._logs]
+            self._dirs.missing[:] = [tp for tp in self._dirs.missing if tp not in self._dirs.logs]
 
     # --- topics ----------------------------------------------------------------------------------
 
@@ -197,23 +209,8 @@ class LogManager(ManagerDirs, ManagerJobs):
 
     def _create_partitions(self, name: str, meta: TopicMetadata) -> None:
         for partition in range(meta.partitions):
-            topic_partition = (name, partition)
-            if topic_partition in self._logs:
-                continue
-            dir_path = self._log_dir_of.get(topic_partition) or self._next_log_dir()
-            path = os.path.join(dir_path, partition_dir_name(name, partition))
-            self._fs.make_dirs(path)
-            self._log_dir_of[topic_partition] = dir_path
-            self._logs[topic_partition] = self._open_log(topic_partition, path, 0, 0, True)
-
-    def _next_log_dir(self) -> str:
-        """The data dir holding the fewest partitions (the first listed on a tie)."""
-        if not self._live_dirs:
-            raise StorageError("no data dir is online: " + "; ".join(self.offline_dirs.values()))
-        counts = {dir_path: 0 for dir_path in self.log_dirs}
-        for dir_path in self._log_dir_of.values():
-            counts[dir_path] += 1
-        return min(self._live_dirs, key=lambda dir_path: counts[dir_path])
+            if (name, partition) not in self._dirs.logs:
+                self._dirs.create_partition((name, partition))
 
     def delete_topic(self, name: str) -> None:
         """Delete ``name`` and all its data."""
@@ -225,40 +222,19 @@ class LogManager(ManagerDirs, ManagerJobs):
             keys = [(name, partition) for partition in range(meta.partitions)]
             if self.cleaner is not None:  # no cleaning round may run on a log being deleted
                 for key in keys:
-                    if key in self._logs:
+                    if key in self._dirs.logs:
                         self.cleaner.cleaner_manager.abort_and_pause(key)
             for key in keys:
-                log = self._logs.pop(key, None)
+                log = self._dirs.logs.pop(key, None)
                 if log is not None:
                     log.close()
                     if self.cleaner is not None:
-                        self.cleaner.cleaner_manager.forget(key, self._log_dir_of[key])
-            self._delete_partition_dirs(name)
+                        self.cleaner.cleaner_manager.forget(key, self._dirs.dir_of[key])
+            self._dirs.delete_partition_dirs(name)
             del self._topics.topics[name]
             self._topics.save()
             self._round_robin.pop(name, None)
             self._round_robin_starts.pop(name, None)
-
-    def _delete_partition_dirs(self, name: str) -> None:
-        for topic_partition, dir_path in list(self._log_dir_of.items()):
-            if topic_partition[0] != name:
-                continue
-            path = os.path.join(dir_path, partition_dir_name(*topic_partition))
-            doomed = os.path.join(dir_path, deleted_dir_name(*topic_partition))
-            self._fs.rename(path, doomed)
-            self._fs.fsync_dir(dir_path)
-            self._remove_tree(doomed)
-            del self._log_dir_of[topic_partition]
-
-    def _remove_tree(self, path: str) -> None:
-        for name in self._fs.list_dir(path):
-            child = os.path.join(path, name)
-            if self._fs.is_dir(child):
-                self._remove_tree(child)
-            else:
-                self._fs.remove(child)
-        self._fs.remove_dir(path)
-        self._fs.fsync_dir(os.path.dirname(path))
 
     def alter_topic_config(self, name: str, config: Mapping[str, Any]) -> LogConfig:
         """Set config overrides of ``name`` (a value of None removes an override, restoring the
@@ -281,7 +257,7 @@ class LogManager(ManagerDirs, ManagerJobs):
             with _storage_errors(f"altering topic {name!r}"):
                 self._topics.save()
             for partition in range(meta.partitions):
-                log = self._logs.get((name, partition))
+                log = self._dirs.logs.get((name, partition))
                 if log is not None:
                     log.config = new_config
             return new_config
@@ -295,20 +271,21 @@ class LogManager(ManagerDirs, ManagerJobs):
         if not isinstance(partition, int) or not 0 <= partition < meta.partitions:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition!r} "
                                                f"(partitions: 0..{meta.partitions - 1})")
-        log = self._logs.get((topic, partition))
+        log = self._dirs.logs.get((topic, partition))
         if log is None:
-            self._check_dir_online(topic, partition)
+            self._dirs.check_online(topic, partition)
             raise StorageError(f"partition {partition_dir_name(topic, partition)} is missing from the data "
                                f"dirs {self.log_dirs}: was a data dir left out?")
         return log
 
     def logs(self) -> list[Log]:
         """Every open log, by topic and partition."""
-        return [self._logs[key] for key in sorted(self._logs)]
+        logs = self._dirs.logs
+        return [logs[key] for key in sorted(logs)]
 
     def log_dir_of(self, topic: str, partition: int) -> str:
         """The data dir holding a partition."""
-        return self._log_dir_of[(topic, partition)]
+        return self._dirs.dir_of[(topic, partition)]
 
     def append(self, topic: str, records: Sequence[Record], partition: int | None = None, *, acks: int | str = 1,
                timeout_ms: int = DEFAULT_DURABLE_TIMEOUT_MS) -> dict[int, AppendInfo]:
@@ -369,7 +346,7 @@ class LogManager(ManagerDirs, ManagerJobs):
         if cycle is None:
             partitions = self.partitions(topic)
             ends = [(log.log_end_offset if log is not None else 2**63, partition)
-                    for partition in range(partitions) for log in [self._logs.get((topic, partition))]]
+                    for partition in range(partitions) for log in [self._dirs.logs.get((topic, partition))]]
             start = min(ends)[1]
             self._round_robin_starts[topic] = start
             cycle = self._round_robin[topic] = itertools.cycle([*range(start, partitions), *range(start)])
@@ -411,6 +388,83 @@ class LogManager(ManagerDirs, ManagerJobs):
             if not log.read_only:
                 log.flush()
 
+    # --- retention, flushing and checkpoints -----------------------------------------------------
+
+    def startup(self) -> None:
+        """Start the background jobs (``BackgroundJobs``) and the cleaner threads; idempotent (the
+        context manager calls it). A read-only store runs none."""
+        if self.read_only or self._jobs.started:
+            return
+        self._check_writable()
+        self._jobs.start()
+
+    def cleanup_logs(self, topic: str | None = None, *, dry_run: bool = False, now_ms: int | None = None,
+                     skip_compacted: bool = False) -> list[RetentionResult]:
+        """Apply retention now to every log (or every partition of ``topic``); returns what was
+        deleted per log (with ``dry_run``, what would be, changing nothing). Over every log, a log
+        that fails is reported in the log output and skipped; for one topic, its error is raised."""
+        if not dry_run:
+            self._check_writable()
+        logs = self.logs() if topic is None else [self.get_log(topic, p) for p in range(self.partitions(topic))]
+        return self._jobs.apply_retention(logs, dry_run=dry_run, now_ms=now_ms, skip_compacted=skip_compacted,
+                                          raise_errors=topic is not None)
+
+    def flush_dirty_logs(self) -> int:
+        """Flush every log not flushed for ``flush.ms``; returns how many were flushed."""
+        return self._jobs.flush_dirty_logs()
+
+    def checkpoint(self, which: tuple[str, ...] = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT)) -> None:
+        """Write every live dir's recovery-point and log-start-offset checkpoints now. A write
+        error takes that dir offline (and is raised as ``StorageError`` after the others)."""
+        self._check_writable()
+        self._dirs.checkpoint(which)
+
+    def status(self) -> list[DirStatus]:
+        """Per data dir: online or offline (and why), partitions, bytes, recovery points and log end
+        offsets, and whether the previous session shut down cleanly."""
+        return self._dirs.status()
+
+    # --- compaction on demand --------------------------------------------------------------------
+
+    def compact(self, topic: str | None = None, partition: int | None = None, *, now_ms: int | None = None,
+                progress: Callable[[tuple[str, int], int], None] | None = None,
+                offset_maps: Mapping[tuple[str, int], object] | None = None) -> dict[tuple[str, int], object]:
+        """Compact to completion every partition of every compacted topic, or of ``topic`` (which
+        must be compacted), or just ``partition`` of it: round after round whatever the dirty ratio,
+        honouring ``min.compaction.lag.ms`` and ``delete.retention.ms``, then retention. Returns
+        ``CleanerStats`` per partition (None where nothing was dirty). ``progress(key, bytes)``.
+        ``offset_maps``: dirty sections mapped by another engine (``PrebuiltMap`` per partition,
+        built over ``compaction_ranges``), as the Spark compaction job does."""
+        return self.cleaner.compact(self._compaction_keys(topic, partition), now_ms=now_ms, progress=progress,
+                                    offset_maps=offset_maps)
+
+    def compaction_ranges(self, topic: str | None = None, partition: int | None = None, *,
+                          now_ms: int | None = None) -> dict[tuple[str, int], tuple[int, int]]:
+        """Per partition that ``compact(topic, partition, now_ms=now_ms)`` would clean, its cleanable
+        range ``(first dirty offset, first uncleanable offset)``."""
+        return self.cleaner.cleanable_ranges(self._compaction_keys(topic, partition), now_ms)
+
+    def compaction_estimate_bytes(self, topic: str | None = None, partition: int | None = None) -> int:
+        """What ``compact(topic, partition)`` will read in one pass (a progress bar's length)."""
+        return self.cleaner.estimate_bytes(self._compaction_keys(topic, partition))
+
+    def _compaction_keys(self, topic: str | None, partition: int | None) -> list[tuple[str, int]]:
+        self._check_writable()
+        if partition is not None and topic is None:
+            raise ValueError(f"a partition ({partition!r}) needs its topic")
+        if topic is None:
+            return [log.key for log in self.logs() if log.config.compact]
+        config = self.topic_config(topic)
+        if not config.compact:
+            raise InvalidConfigError(
+                f"topic {topic!r} has cleanup.policy={config.cleanup_policy}: only compacted topics are "
+                f"compacted (topics alter {topic} --config cleanup.policy=compact)")
+        partitions = range(self.partitions(topic)) if partition is None else [partition]
+        return [self.get_log(topic, number).key for number in partitions]
+
+    def _on_truncated(self, log: Log, offset: int) -> None:
+        self.cleaner.cleaner_manager.maybe_truncate_checkpoint(log.key, offset)
+
     # --- closing ---------------------------------------------------------------------------------
 
     def _check_open(self) -> None:
@@ -432,7 +486,7 @@ class LogManager(ManagerDirs, ManagerJobs):
     def close(self) -> None:
         """The same as ``shutdown()``."""
         if not self._closed:
-            self._stop_jobs()  # before closing: a job in progress finishes on an open store
+            self._jobs.stop()  # before closing: a job in progress finishes on an open store
         with self._lock:
             if self._closed:
                 return
@@ -442,8 +496,8 @@ class LogManager(ManagerDirs, ManagerJobs):
             raise StorageError("some logs did not close cleanly: " + "; ".join(failures))
 
     def _release(self, mark_clean: bool) -> list[str]:
-        self._stop_jobs()
-        failures = self._close_logs(mark_clean)
+        self._jobs.stop()
+        failures = self._dirs.close(mark_clean)
         self.waits.shutdown()  # after the logs closed: every waiter was answered by then
         return failures
 

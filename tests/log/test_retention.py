@@ -521,6 +521,7 @@ def test_deleted_files_of_an_abandoned_process_are_removed_at_open(tmp_path):
     part = log.dir_path
     assert deleted_bases_on_disk(log) == [0, 3]  # 1470 bytes, 600 kept: 882 stay
     fs.crash(random.Random(7), lose_unsynced=False)  # the process dies before the delayed removal
+    store.cleaner.shutdown()  # and its threads with it (they would outlive this test otherwise)
     store, clock = open_store(dirs, clock)
     with store:
         log = store.get_log("t", 0)
