@@ -7,7 +7,9 @@ that only read open the store read-only, so they work while another process writ
 
 Errors: every expected failure (``LogStoreError``, and ``ValueError``/``TypeError``/``OSError`` from
 bad arguments, input or files) becomes one line on stderr (``Error: ...``) and exit code 1, in one
-place: ``LogstoreGroup.invoke``. ``logstore check`` exits 1 when it finds damage.
+place: ``LogstoreGroup.invoke``. Usage errors (bad or missing options and arguments, unknown
+commands) are one line too, with exit code 2, there and in ``LogstoreGroup.make_context``.
+``logstore check`` exits 1 when it finds damage.
 """
 
 from __future__ import annotations
@@ -46,19 +48,45 @@ OUTPUT_CHUNK_LINES = 1000
 FOLLOW_WAIT_MS = 1000
 
 
+# click 8.2+ shows a group's help for a missing subcommand by raising this UsageError: keep it as is.
+_HELP_ERRORS = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 class LogstoreGroup(click.Group):
     """The root group. Its ``invoke`` runs every subcommand, so it is the one place where expected
-    errors become a one-line ``click.ClickException`` (no traceback)."""
+    errors become a one-line ``click.ClickException`` (no traceback), and where click's usage errors
+    (usage line, hint, then the error) become one line; ``make_context`` parses the root's own
+    options outside ``invoke``, so it does the same."""
+
+    def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as exc:
+            raise _one_line_usage_error(exc) from exc
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise _one_line_usage_error(exc) from exc
         except OSError as exc:
             if exc.errno == errno.EPIPE:  # click quiets a closed pipe (``logstore read | head``)
                 raise
             raise click.ClickException(_one_line(exc)) from exc
         except (LogStoreError, ValueError, TypeError, ImportError) as exc:  # ImportError: a missing extra
             raise click.ClickException(_one_line(exc)) from exc
+
+
+def _one_line_usage_error(exc: click.UsageError) -> click.UsageError:
+    """``exc`` as a usage error that click shows as one line, ``Error: ...`` (still exit code 2),
+    pointing to the help of the command it came from; a help page raised as an error stays as is."""
+    if isinstance(exc, _HELP_ERRORS):
+        return exc
+    text = " ".join(exc.format_message().split())
+    ctx = exc.ctx
+    if ctx is not None and ctx.command.get_help_option(ctx) is not None:
+        text += f" (see '{ctx.command_path} {min(ctx.command.get_help_option_names(ctx), key=len)}')"
+    return click.UsageError(text)  # no ctx: click prints neither the usage line nor the hint
 
 
 def _one_line(exc: BaseException) -> str:

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -311,13 +312,40 @@ def test_missing_dir_is_an_error_for_reading_commands(tmp_path):
     (["append", "one", "v", "--tombstone"], "not both"),
     (["topics", "alter", "t"], "nothing to change"),
     (["read", "one", "--from-timestamp", -5], "--from-timestamp"),
+    (["dump", "/no/such/file"], "does not exist"),
+    (["--bogus", "topics", "list"], "No such option '--bogus'"),
+    (["nosuchcommand"], "No such command 'nosuchcommand'"),
+    (["topics", "create"], "Missing argument 'NAME'"),
+    (["topics", "create", "new", "--partitions", 0], "--partitions"),
+    (["perf", "read", "--lookups", 0], "--lookups"),
 ])
-def test_usage_errors_show_usage_and_exit_2(store, args, fragment):
+def test_usage_errors_are_one_line_and_exit_2(store, args, fragment):
     result = run(store, *args)
     assert result.exit_code == 2 and isinstance(result.exception, SystemExit)
-    last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("Error: ") and fragment in last, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("Error: ") and fragment in lines[0], result.stderr
     assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+# click 8.2+ prints a group's help for a missing subcommand on stderr with exit code 2; before, stdout and 0.
+NO_ARGS_HELP_EXIT = 2 if hasattr(click.exceptions, "NoArgsIsHelpError") else 0
+
+
+@pytest.mark.parametrize("args, commands", [
+    ([], ["append", "dump", "perf", "read", "topics"]),
+    (["topics"], ["alter", "create", "delete", "describe", "list"]),
+    (["perf"], ["append", "read"]),
+])
+def test_a_group_without_a_subcommand_prints_its_help(args, commands):
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == NO_ARGS_HELP_EXIT, (result.stdout, result.stderr, result.exc_info)
+    shown = result.stdout + result.stderr
+    assert shown == ok(CliRunner().invoke(main, [*args, "-h"])).stdout  # the same page as -h
+    assert shown.startswith("Usage: ") and "Commands:" in shown
+    for command in commands:
+        assert f"\n  {command} " in shown, shown
 
 
 def test_locked_store_refuses_writers_and_serves_readers(store):
@@ -394,3 +422,13 @@ def test_installed_command_end_to_end(tmp_path):
     assert failed.returncode == 1
     assert failed.stderr.strip() == "Error: unknown topic 'missing-topic'"
     assert failed.stdout == ""
+
+
+def test_installed_command_usage_error_is_one_line():
+    result = subprocess.run([*logstore_command(), "dump", "/no/such/file"], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    assert "'/no/such/file' does not exist" in lines[0]
