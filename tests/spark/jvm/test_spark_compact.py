@@ -1,10 +1,15 @@
 """Compaction on Spark equals the local cleaner: same retained offsets, keys, values, headers,
 timestamps and tombstone handling on hypothesis-generated logs; the log end offset never moves back;
-``logstore compact --engine spark`` end to end."""
+``logstore compact --engine spark`` end to end, also where Spark's scan for ``pyspark_*`` modules
+cannot see ``pyspark_logstore`` (as under an editable install)."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
+import textwrap
 
 import pytest
 from click.testing import CliRunner
@@ -127,3 +132,101 @@ def test_the_spark_submit_module(spark, tmp_path, capsys):
     out = capsys.readouterr().out.strip().splitlines()
     assert out[-1] == "Compacted 1 of 1 partition on Spark." and out[0].startswith("state-0:")
     assert spark.range(3).count() == 3  # the active session was used and left running
+
+
+# Spark finds Python data sources by scanning pkgutil.iter_modules() for top-level pyspark_* modules, in
+# a Python worker. setuptools' editable finder leaves pyspark_logstore importable but out of that scan.
+# This sitecustomize does the same in every Python process started with it on PYTHONPATH: the driver
+# and, through the inherited environment, Spark's workers.
+_HIDE_FROM_SCAN = textwrap.dedent("""\
+    import importlib.machinery
+    import importlib.util
+    import os
+    import pkgutil
+    import sys
+
+    _iter_modules = pkgutil.iter_modules
+
+
+    def iter_modules(path=None, prefix=""):
+        return (info for info in _iter_modules(path, prefix) if info.name != prefix + "pyspark_logstore")
+
+
+    pkgutil.iter_modules = iter_modules
+
+    # This file shadows any sitecustomize further along sys.path (a venv's, a distribution's): run it too.
+    _here = os.path.dirname(os.path.abspath(__file__))
+    _spec = importlib.machinery.PathFinder.find_spec(
+        "sitecustomize", [p for p in sys.path if os.path.abspath(p or os.curdir) != _here])
+    if _spec is not None:
+        _spec.loader.exec_module(importlib.util.module_from_spec(_spec))
+    """)
+
+_PLAIN_READ = textwrap.dedent("""\
+    import sys
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.master("local[1]").getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        spark.read.format("logstore").option("subscribe", "state").load(sys.argv[1]).count()
+    except Exception as exc:
+        print(type(exc).__name__, exc)
+    else:
+        print("READ WITHOUT REGISTER")
+    finally:
+        spark.stop()
+    """)
+
+_LIGHT_SPARK = ("--conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false "
+                "--conf spark.sql.shuffle.partitions=2 --conf spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 "
+                "pyspark-shell")
+
+
+def scan_hiding_env(hook_dir):
+    """os.environ plus a sitecustomize on PYTHONPATH hiding pyspark_logstore from pkgutil.iter_modules()."""
+    hook_dir.mkdir()
+    (hook_dir / "sitecustomize.py").write_text(_HIDE_FROM_SCAN, encoding="utf-8")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(hook_dir), *filter(None, [env.get("PYTHONPATH")])])
+    env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1",
+               PYSPARK_SUBMIT_ARGS=_LIGHT_SPARK)
+    return env
+
+
+def run_python(env, cwd, *args):
+    return subprocess.run([sys.executable, *args], env=env, cwd=str(cwd), capture_output=True, text=True,
+                          timeout=240)
+
+
+def test_cli_spark_compaction_registers_the_source_when_spark_cannot_discover_it(tmp_path):
+    """``logstore compact --engine spark`` registers the source itself: it compacts even where Spark's
+    module scan cannot see pyspark_logstore (an editable install), where a plain format("logstore") fails."""
+    path = str(tmp_path / "store")
+    with LogManager(path) as manager:
+        manager.create_topic("state", 2, config=CONFIG)
+        for partition in range(2):
+            for i in range(40):
+                manager.append("state", [Record(b"k%d" % (i % 4), b"v%d" % i)], partition=partition)
+            manager.get_log("state", partition).roll()  # everything appended is below the active segment
+    env, cwd = scan_hiding_env(tmp_path / "hook"), tmp_path / "cwd"
+    cwd.mkdir()  # outside the repository: the installed package, as a user runs it
+
+    # The simulation hides the module from the scan, leaves it importable, and so breaks discovery.
+    hidden = run_python(env, cwd, "-c", "import pkgutil, pyspark_logstore; "
+                        "print('pyspark_logstore' in {m.name for m in pkgutil.iter_modules()})")
+    assert hidden.returncode == 0 and hidden.stdout.strip() == "False", hidden.stderr
+    plain = run_python(env, cwd, "-c", _PLAIN_READ, path)
+    assert "DATA_SOURCE_NOT_FOUND" in plain.stdout, (plain.stdout, plain.stderr[-3000:])
+
+    result = run_python(env, cwd, "-m", "logstore.cli", "--dir", path, "compact", "--engine", "spark",
+                        "--master", "local[2]", "state")
+    assert result.returncode == 0, (result.stdout, result.stderr[-3000:])
+    lines = result.stdout.strip().splitlines()
+    assert lines[-1] == "Compacted 2 of 2 partitions on Spark.", result.stdout
+    compacted = snapshot(path, 2)
+    for partition in range(2):  # one record per key, the latest; the log end offset stays
+        records, log_end_offset = compacted[partition]
+        assert [(r.offset, r.key, r.value) for r in records] == [(36 + i, b"k%d" % i, b"v%d" % (36 + i))
+                                                                 for i in range(4)]
+        assert log_end_offset == 40
