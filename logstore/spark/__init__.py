@@ -2,7 +2,9 @@
 
 * ``format("logstore")``: a PySpark Python Data Source with Spark's Kafka-source schema and options,
   for batch and Structured Streaming reads and writes (``logstore.spark.source``). The top-level
-  module ``pyspark_logstore`` registers it by itself; ``register(spark)`` is the explicit route.
+  module ``pyspark_logstore`` registers it by itself; ``register(spark)`` is the explicit route,
+  needed where Spark's scan cannot find that module (an editable install). logstore's own jobs
+  (``compact``, ``perf``) call it, so they run there too.
 * ``logstore.spark.compact``: compaction as a Spark job (``logstore compact --engine spark``).
 
 May import: the engine (foundations up to ``manager``) and ``bench`` (for ``logstore perf spark``). Nothing

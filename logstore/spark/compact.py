@@ -5,12 +5,14 @@ The local cleaner maps each dirty section (key -> latest offset) into a memory-b
 and needs several passes when a log has more keys than ``log.cleaner.dedupe.buffer.size`` holds.
 Here Spark does the mapping, with no bound: one DataFrame aggregation over every partition's cleanable
 range, ``max(offset)`` per ``(topic, partition, key)`` over the records with a key, read through the
-``logstore`` source from read-only views. The driver then hands each partition's map to the store's
-own cleaner (``LogManager.compact(offset_maps=...)``), which recopies, handles tombstones and swaps
-the cleaned segments in through ``Log.replace_segments`` (``.cleaned`` -> ``.swap`` -> final), the
-same crash-safe code as local compaction, in one round per partition. So the result (retained
-offsets, keys, values, headers, timestamps, tombstones and their delete horizons) equals the local
-cleaner's, and the active segment, hence the log end offset, is never touched.
+``logstore`` source from read-only views. The job registers that source itself, so it also runs
+where Spark's scan cannot find ``pyspark_logstore`` (an editable install). The driver then hands
+each partition's map to the store's own cleaner (``LogManager.compact(offset_maps=...)``), which
+recopies, handles tombstones and swaps the cleaned segments in through ``Log.replace_segments``
+(``.cleaned`` -> ``.swap`` -> final), the same crash-safe code as local compaction, in one round per
+partition. So the result (retained offsets, keys, values, headers, timestamps, tombstones and their
+delete horizons) equals the local cleaner's, and the active segment, hence the log end offset, is
+never touched.
 
 The store is opened for writing (its lock held) for the whole job without starting its background
 jobs, so nothing else cleans or appends between mapping and swapping; a cleanable range that moved
@@ -45,8 +47,14 @@ def spark_offset_maps(spark, data_dirs: Sequence[str], ranges: Mapping[TopicPart
     import pyarrow.compute as pc
     from pyspark.sql import functions as F
 
+    from logstore.spark import register
+
     if not ranges:
         return {}
+    # Registered here, not found by Spark's scan for pyspark_* modules, which an editable install's
+    # import hooks defeat: every caller (compact_on_spark, the CLI, spark-submit, perf) gets it.
+    # Registering again (or over the discovered source) only replaces it with the same class.
+    register(spark)
     assign: dict[str, list[int]] = {}
     starting: dict[str, dict[str, int]] = {}
     ending: dict[str, dict[str, int]] = {}

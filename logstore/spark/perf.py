@@ -78,7 +78,7 @@ class SparkBenchmarkError(Exception):
 def bench_session(master: str = MASTER):
     """A new SparkSession with the benchmark's settings, stopped at the end: yields ``(session,
     seconds its start took)``. Its Python workers run this interpreter (which has logstore)."""
-    from . import register, require_spark
+    from . import require_spark
     from .compact import spark_error_summary
 
     require_spark()
@@ -97,9 +97,6 @@ def bench_session(master: str = MASTER):
                                   f"{spark_error_summary(exc)}") from exc
     started_s = watch.elapsed_s
     session.sparkContext.setLogLevel("ERROR")
-    # Explicitly: discovery of the top-level pyspark_logstore module fails under an editable install
-    # unless the working directory is the repository.
-    register(session)
     try:
         yield session, started_s
     finally:
@@ -167,7 +164,8 @@ def scan_source(path: str, data_path: str) -> tuple[float, int]:
 
 def spark_query(spark, path: str, data_path: str, query: str, workload: CompactWorkload) -> tuple[float, int]:
     """Seconds for one query on one data path, from ``load()`` to the checked answer; and the
-    records it saw. A wrong answer raises ``SparkBenchmarkError``."""
+    records it saw. A wrong answer raises ``SparkBenchmarkError``. The ``logstore`` source must be
+    known to ``spark`` (``bench_spark`` registers it)."""
     from pyspark.sql import functions as F
 
     from .compact import spark_error_summary
@@ -347,7 +345,7 @@ def bench_spark(*, records: int = 1_000_000, keys: int = 100_000, partitions: in
                 compact: bool = True, work_dir: str | None = None, spark=None, say: Say | None = None) -> dict:
     """The whole benchmark in one Spark session: ``spark`` if given (its start is then not timed),
     else a new ``local[2]`` one. Returns plain data (JSON-ready) with ``findings``."""
-    from . import require_spark
+    from . import register, require_spark
 
     require_spark()  # before anything is built: a missing extra is said at once
     if partitions < 1 or repeats < 1:
@@ -364,6 +362,9 @@ def bench_spark(*, records: int = 1_000_000, keys: int = 100_000, partitions: in
             if spark is None:
                 say("starting Spark")
                 spark, session_start_s = stack.enter_context(bench_session())
+            # Explicitly, the given session too, before any part reads or writes format("logstore"):
+            # Spark's discovery of the top-level pyspark_logstore module fails under an editable install.
+            register(spark)
             read = bench_read(spark, root, workload, partitions, repeats, say)
             write = bench_write(spark, root, workload, partitions, say)
             compaction = bench_compact(spark, root, workload, say) if compact else None
