@@ -1,5 +1,5 @@
 """The ``logstore`` command (click): parses arguments, calls the public API and the library modules
-``logstore.verify``, ``logstore.dump`` and ``logstore.demo``, and formats output. No logic lives here.
+``logstore.tools`` (``check``, ``dump``, ``demo``), and formats output. No logic lives here.
 
 Data dirs come from ``--dir`` (repeatable), else ``$LOGSTORE_DIRS`` (colon-separated), else
 ``./logstore-data``; store-wide settings from ``--set KEY=VALUE`` with Kafka's broker names. Commands
@@ -29,10 +29,10 @@ import click
 from logstore import LogManager, LogStoreError, Record, __version__
 from logstore.cleaner.stats import describe as describe_compaction
 from logstore.config import describe_keys, parse_assignments
-from logstore.tools.demo import run_demo
 from logstore.log.retention import describe as describe_retention
-from logstore.tools.dump import dump_file
 from logstore.tools.check import log_size_bytes, verify_store
+from logstore.tools.demo import run_demo
+from logstore.tools.dump import dump_file
 
 from .perf import perf
 from .records_io import (ENCODINGS, INPUT_FORMATS, OUTPUT_FORMATS, InputRecord, RecordDefaults, check_against_topic,
@@ -61,12 +61,16 @@ class LogstoreGroup(click.Group):
     def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
+        except _HELP_ERRORS:
+            raise
         except click.UsageError as exc:
             raise _one_line_usage_error(exc) from exc
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except _HELP_ERRORS:
+            raise
         except click.UsageError as exc:
             raise _one_line_usage_error(exc) from exc
         except OSError as exc:
@@ -79,9 +83,7 @@ class LogstoreGroup(click.Group):
 
 def _one_line_usage_error(exc: click.UsageError) -> click.UsageError:
     """``exc`` as a usage error that click shows as one line, ``Error: ...`` (still exit code 2),
-    pointing to the help of the command it came from; a help page raised as an error stays as is."""
-    if isinstance(exc, _HELP_ERRORS):
-        return exc
+    pointing to the help of the command it came from."""
     text = " ".join(exc.format_message().split())
     ctx = exc.ctx
     if ctx is not None and ctx.command.get_help_option(ctx) is not None:

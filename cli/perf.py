@@ -1,7 +1,7 @@
 """``logstore perf``: benchmarks, optionally side by side with SQLite (``--compare sqlite``).
 
-Parses options, calls ``logstore.perf`` and prints its table (or JSON); progress goes to stderr
-when it is a terminal. The workloads, the SQLite baseline and the targets live in ``logstore.perf``.
+Parses options, calls ``logstore.bench`` and prints its table (or JSON); progress goes to stderr
+when it is a terminal. The workloads, the SQLite baseline and the targets live in ``logstore.bench``.
 """
 
 from __future__ import annotations

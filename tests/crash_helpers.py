@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from logstore import FileSystem, Record
-from logstore.testing import OperationHookFileSystem
 from logstore.manager.topics import parse_partition_dir_name, partition_for_key
+from logstore.testing import OperationHookFileSystem
 
 T0_MS = 1_700_000_000_000
 _MASK64 = (1 << 64) - 1

@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
 from ..clock import Stopwatch
-from ..records.encoder import assign_base_offset, encode_batch, encode_batch_parts
 from ..records.decoder import COMPRESSION_GZIP, COMPRESSION_NONE, Record, RecordBatch, read_header
+from ..records.encoder import assign_base_offset, encode_batch, encode_batch_parts
 
 MB = 1_000_000
 BASE_TIMESTAMP_MS = 1_700_000_000_000

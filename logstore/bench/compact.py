@@ -48,14 +48,14 @@ from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Callable
 
+from ..cleaner.offset_map import ENTRY_OVERHEAD_BYTES
 from ..clock import Stopwatch
 from ..config import MANAGER_KEYS
 from ..manager.log_manager import LogManager
-from ..cleaner.offset_map import ENTRY_OVERHEAD_BYTES
-from .core import _pretouch
-from .report import MB, Result, render_table
-from .timer import _table
 from ..records.decoder import Record
+from .core import pretouch
+from .report import MB, Result, render_table
+from .report import text_table
 
 TOPIC = "compact"
 GOAL_VS_SQLITE = 1.5  # logstore time × this ≤ SQLite time
@@ -356,7 +356,7 @@ def bench_compact(workload: CompactWorkload, *, dedupe_buffer_bytes: int | None 
 
         def timed(label: str, workload_name: str, **kwargs) -> dict:
             say(f"timing {label}")
-            _pretouch(root, scratch)  # page-cache memory the VM has backed already, for whichever runs
+            pretouch(root, scratch)  # page-cache memory the VM has backed already, for whichever runs
             return _child(workload_name, **kwargs)
 
         runs = {"logstore": timed("logstore compaction", "logstore", path=paths["log"], dedupe_buffer_bytes=buffer)}
@@ -429,7 +429,7 @@ def render_compact(result: dict) -> str:
            f"{result['sqlite_best']}" + ("" if s["sqlite_index"] == "both" else f" (--sqlite-index {s['sqlite_index']})"),
            "", "logstore compaction (default dedupe buffer)"]
     seconds = ls["elapsed_s"]
-    out += _table(("measure", "value"), [
+    out += text_table(("measure", "value"), [
         ("time", f"{seconds:.3f} s (CPU {ls['cpu_s']:.3f} s)"),
         ("input", f"{_mb(ls['bytes_before'])} of log in {log['segments']} segment(s) of ≤ {s['segment_bytes'] >> 20} MiB "
                   f"-> {_mb(ls['bytes_after'])}"),
@@ -439,11 +439,11 @@ def render_compact(result: dict) -> str:
         ("offset map, as accounted", f"{stats['keys_mapped']:,} keys, {stats['map_utilization']:.1%} of "
                                      f"{ls['dedupe_buffer_bytes']:,} × load factor {LOAD_FACTOR:g}")])
     out += ["", "CleanerStats"]
-    out += _table(("field", "value"), [(name, f"{value:,}" if isinstance(value, int) else
+    out += text_table(("field", "value"), [(name, f"{value:,}" if isinstance(value, int) else
                                         f"{value:.4f}" if isinstance(value, float) else value)
                                        for name, value in stats.items() if name not in ("log", "start_ms", "end_ms")])
     out += ["", "SQLite"]
-    out += _table(("variant", "time s", "DELETE+COMMIT s", "VACUUM s", "checkpoint s", "rows deleted", "bytes before",
+    out += text_table(("variant", "time s", "DELETE+COMMIT s", "VACUUM s", "checkpoint s", "rows deleted", "bytes before",
                    "bytes after", "input MB/s", "peak memory growth"),
                   [(r["engine"], f"{r['elapsed_s']:.3f}", f"{r['delete_s']:.3f}", f"{r['vacuum_s']:.3f}",
                     f"{r['checkpoint_s']:.3f}", f"{r['rows_deleted']:,}", f"{r['bytes_before']:,}",
@@ -465,7 +465,7 @@ def render_compact(result: dict) -> str:
             f"time: wall clock of the call in the child; peak memory growth: the child's peak resident set during "
             f"the call minus its resident set before it ({ls['memory_method']}).", "", "goals"]
     goals = result["goals"]
-    out += _table(("goal", "measured", "target", "result"),
+    out += text_table(("goal", "measured", "target", "result"),
                   [(g["goal"], g["measured"], g["target"], "PASS" if g["passed"] else "FAIL") for g in goals])
     out += [f"goal: {goals[0]['goal']}: {'PASS' if goals[0]['passed'] else 'FAIL'} ({goals[0]['measured']})"]
     return "\n".join(out)

@@ -37,8 +37,8 @@ from typing import Callable, Iterator, Sequence
 from ..clock import Stopwatch
 from ..fs import FileSystem
 from ..manager.log_manager import LogManager
-from .report import MB, TARGETS, Result, compare, format_bytes, parse_size, render_table  # noqa: F401
 from ..records.decoder import Record
+from .report import MB, TARGETS, Result, compare, format_bytes, parse_size, render_table  # noqa: F401
 
 TOPIC = "perf"
 BASE_TIMESTAMP_MS = 1_700_000_000_000
@@ -366,7 +366,7 @@ def bench_log(workload: Workload, *, phases: Sequence[str] = ("append",), engine
     with _work_dir(work_dir, keep) as root:
         for name in engines:
             path = os.path.join(root, name)
-            _pretouch(root, workload.records * workload.record_payload_bytes * 3 // 2)
+            pretouch(root, workload.records * workload.record_payload_bytes * 3 // 2)
             engine = ENGINES[name](path, workload)
             try:
                 appended = _run_append(engine, workload, progress)
@@ -384,7 +384,7 @@ def bench_log(workload: Workload, *, phases: Sequence[str] = ("append",), engine
     return compare(results)
 
 
-def _pretouch(root: str, size_bytes: int) -> None:
+def pretouch(root: str, size_bytes: int) -> None:
     """Write and delete a scratch file of ``size_bytes`` (untimed), so the engine that runs next
     writes into page-cache memory the VM has already backed. On this kind of VM, the first touch of
     guest memory runs at ~350 MB/s against ~4 GB/s afterwards: without this, whichever engine runs

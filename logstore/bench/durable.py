@@ -40,8 +40,8 @@ from typing import Callable
 from ..clock import SYSTEM_CLOCK, Stopwatch
 from ..fs import FileSystem
 from ..manager.log_manager import LogManager
-from .timer import _table
 from ..records.decoder import Record
+from .report import text_table
 
 TOPIC = "durable"
 MODES = ("group-commit", "fsync-per-append", "sqlite")
@@ -261,7 +261,7 @@ def judge_durable(rows: list[dict]) -> list[dict]:
 
 
 def _goal_lines(goals: list[dict]) -> list[str]:
-    return ["", "goals", *_table(("goal", "measured", "target", "result"),
+    return ["", "goals", *text_table(("goal", "measured", "target", "result"),
                                  [(g["goal"], g["measured"], g["target"], "PASS" if g["passed"] else "FAIL")
                                   for g in goals])]
 
@@ -277,7 +277,7 @@ def render_durable(result: dict) -> str:
     if s.get("fsync_delay_ms"):
         out[-1:-1] = [f"simulated slower disk: +{s['fsync_delay_ms']:g} ms per fsync of a data file "
                       "(SQLite cannot be slowed the same way, so it is not run)"]
-    out += _table(("mode", "threads", "appends", "appends/s", "p50 ms", "p99 ms", "max ms", "log flushes",
+    out += text_table(("mode", "threads", "appends", "appends/s", "p50 ms", "p99 ms", "max ms", "log flushes",
                    "appends/flush", "fsync share", "÷ fsync-per-append", "÷ sqlite"),
                   [(r["mode"], r["threads"], f"{r['appends']:,}", f"{r['appends_per_s']:,.0f}", f"{r['p50_ms']:.2f}",
                     f"{r['p99_ms']:.2f}", f"{r['max_ms']:.1f}", "-" if r["flushes"] is None else f"{r['flushes']:,}",
@@ -421,7 +421,7 @@ def render_open(result: dict) -> str:
     s, crash, scans = result["settings"], result["crash"], result["scans"]
     out = [f"logstore perf open-recovery (Python {s['python']})", "",
            f"(a) {s['partitions']:,} partitions over 2 dirs, cleanly closed; open + close, median of {s['repeats']}"]
-    out += _table(("recovery threads per dir", "partitions", "open s", "close s", "ms per partition (open)"),
+    out += text_table(("recovery threads per dir", "partitions", "open s", "close s", "ms per partition (open)"),
                   [(m["threads"], f"{m['partitions']:,}", f"{statistics.median(m['open_s']):.3f}",
                     f"{statistics.median(m['close_s']):.3f}",
                     f"{statistics.median(m['open_s']) * 1e3 / max(m['partitions'], 1):.2f}") for m in result["many"]])
@@ -429,7 +429,7 @@ def render_open(result: dict) -> str:
     out += ["", f"(b) {crash['store_bytes'] / 1e6:,.0f} MB in {crash['segments']} segments (64 MiB each), "
             f"{(crash['store_bytes'] - crash['durable_bytes']) / 1e6:,.1f} MB past the recovery point, "
             "writer SIGKILLed"]
-    out += _table(("what", "seconds", "bytes"),
+    out += text_table(("what", "seconds", "bytes"),
                   [("unclean open (recovery)", f"{unclean_s:.3f}", f"{crash['recovered_bytes']:,} re-verified"),
                    ("clean open (median)", f"{scans['clean_open_s']:.3f}", ""),
                    ("verified scan of the tail", f"{scans['tail_scan_s']:.3f}", f"{scans['tail_bytes']:,}"),

@@ -124,3 +124,13 @@ def render_table(results: Sequence[Result]) -> str:
         elif r.extra.get("note"):
             notes.append(f"{r.workload} ({r.engine}): {r.extra['note']}")
     return "\n".join(lines + [""] + notes)
+
+
+def text_table(header: tuple, rows: list[tuple]) -> list[str]:
+    """Lines of a plain-text table: a header, a rule, the rows; the first column left-aligned, the
+    others right-aligned (numbers)."""
+    cells = [tuple(str(cell) for cell in row) for row in [header, *rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
+                       for i, (cell, width) in enumerate(zip(row, widths))).rstrip() for row in cells]
+    return [lines[0], "-" * len(lines[0]), *lines[1:]]

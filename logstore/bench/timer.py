@@ -34,9 +34,10 @@ import sys
 from dataclasses import asdict, dataclass, field
 
 from ..clock import ManualClock, Stopwatch
-from .timer_baselines import Sink, make_contender
 from ..timer.system_timer import SystemTimer
 from ..timer.timing_wheel import TimerTask
+from .report import text_table
+from .timer_baselines import Sink, make_contender
 
 GOAL_CANCEL_VS_SCHED = 100.0
 GOAL_RETAINED_FRACTION = 0.1
@@ -315,21 +316,13 @@ def judge(result: TimerBenchmark) -> list[dict]:
     return goals
 
 
-def _table(header: tuple, rows: list[tuple]) -> list[str]:
-    cells = [tuple(str(cell) for cell in row) for row in [header, *rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
-                       for i, (cell, width) in enumerate(zip(row, widths))).rstrip() for row in cells]
-    return [lines[0], "-" * len(lines[0]), *lines[1:]]
-
-
 def render_timer_table(result: TimerBenchmark) -> str:
     """The whole run as text: one table per workload, then the goals with PASS/FAIL."""
     settings = result.settings
     out = [f"logstore perf timer (Python {settings['python']}, manual clock, wheel tick 1 ms × 20 buckets per level)",
            "", f"purgatory: operations arrive 100 per ms with a {settings['timeout_ms']:,} ms timeout; 99% are "
            "cancelled within 10 ms, the rest expire"]
-    out += _table(("timer", "ops", "net µs/op", "peak retained", "RSS growth MB", "expired"),
+    out += text_table(("timer", "ops", "net µs/op", "peak retained", "RSS growth MB", "expired"),
                   [(row["timer"], f"{row['ops']:,}", f"{row['net_us_per_op']:.2f}", f"{row['peak_retained']:,}",
                     f"{row['rss_growth_mb']:.1f}", f"{row['expired']:,}") for row in result.purgatory])
     out += [f"net µs/op: process CPU minus the same driver with a null timer, per operation (add, cancel or expiry);"
@@ -338,7 +331,7 @@ def render_timer_table(result: TimerBenchmark) -> str:
             "wheel-dict: the same wheel with dict buckets instead of linked lists (the alternative measured).", "",
             f"cancel: one cancel of a random task among {settings['cancel_pending']:,} pending"]
     wheel_cancel = next(row["us_per_cancel"] for row in result.cancel if row["timer"] == "wheel")
-    out += _table(("timer", "cancels timed", "µs/cancel", "÷ wheel"),
+    out += text_table(("timer", "cancels timed", "µs/cancel", "÷ wheel"),
                   [(row["timer"], f"{row['cancels']:,}", f"{row['us_per_cancel']:,.2f}",
                     f"{row['us_per_cancel'] / wheel_cancel:,.1f}×") for row in result.cancel])
     pendings = settings["scaling_pending"]
@@ -348,11 +341,11 @@ def render_timer_table(result: TimerBenchmark) -> str:
     for name in dict.fromkeys(row["timer"] for row in result.scaling):
         cost = {row["pending"]: row["ns_per_pair"] for row in result.scaling if row["timer"] == name}
         rows.append((name, *(f"{cost[p]:,.0f}" for p in pendings), f"{cost[pendings[-1]] / cost[pendings[0]]:.2f}×"))
-    out += _table(("timer", *(f"{p:,} pending" for p in pendings), f"{pendings[-1]:,} ÷ {pendings[0]:,}"), rows)
+    out += text_table(("timer", *(f"{p:,} pending" for p in pendings), f"{pendings[-1]:,} ÷ {pendings[0]:,}"), rows)
     out += ["heapq pays for its cancelled entries later, at expiry (see purgatory); this row has no expiry.", "",
             f"expiry: {settings['expiry_tasks']:,} tasks due uniformly over {settings['spread_ms']:,} ms, clock "
             "stepped 1 ms at a time"]
-    out += _table(("timer", "ran", "early", "late > 1 tick", "max late ms", "add µs/task", "expire µs/task"),
+    out += text_table(("timer", "ran", "early", "late > 1 tick", "max late ms", "add µs/task", "expire µs/task"),
                   [(row["timer"], f"{row['ran']:,}", row["early"], row["late"], row["max_late_ms"],
                     f"{row['add_us_per_task']:.2f}", f"{row['expire_us_per_task']:.2f}") for row in result.expiry])
     queueing = result.queueing
@@ -361,7 +354,7 @@ def render_timer_table(result: TimerBenchmark) -> str:
                 f"to the task starting: p50 {queueing['p50_ms']:.1f} ms, p99 {queueing['p99_ms']:.1f} ms, max "
                 f"{queueing['max_ms']:.1f} ms (the executor's queue, shared GIL)"]
     out += ["", "goals"]
-    out += _table(("goal", "measured", "target", "result"),
+    out += text_table(("goal", "measured", "target", "result"),
                   [(goal["goal"], goal["measured"], goal["target"], "PASS" if goal["passed"] else "FAIL")
                    for goal in result.goals])
     return "\n".join(out)

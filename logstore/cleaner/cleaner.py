@@ -35,12 +35,12 @@ from bisect import bisect_left, bisect_right
 from itertools import compress
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from .stats import CleanerStats, Throttler
-from ..records.encoder import assign_base_offset, encode_batch
 from ..errors import CleaningAbortedError, LogStoreError
-from .offset_map import OffsetMap
-from ..records.decoder import COMPRESSION_MASK, HAS_NULL_KEYS, TIMESTAMP_TYPE_LOG_APPEND, RecordBatch
 from ..log.segment import LogSegment
+from ..records.decoder import COMPRESSION_MASK, HAS_NULL_KEYS, TIMESTAMP_TYPE_LOG_APPEND, RecordBatch
+from ..records.encoder import assign_base_offset, encode_batch
+from .offset_map import OffsetMap
+from .stats import CleanerStats, Throttler
 
 if TYPE_CHECKING:
     from ..clock import Clock

@@ -26,9 +26,9 @@ import os
 import threading
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from ..errors import CorruptCheckpointError
 from ..log.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from .cleaner import LogToClean
-from ..errors import CorruptCheckpointError
 
 if TYPE_CHECKING:
     from ..fs import FileSystem

@@ -24,11 +24,11 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
+from ..errors import CleaningAbortedError, LogStoreError
 from .cleaner import Cleaner
 from .cleaner_manager import LogCleanerManager
-from .stats import CleanerStats, CleanerTotals, Throttler
-from ..errors import CleaningAbortedError, LogStoreError
 from .offset_map import OffsetMap
+from .stats import CleanerStats, CleanerTotals, Throttler
 
 if TYPE_CHECKING:
     from ..clock import Clock

@@ -28,8 +28,8 @@ from typing import Callable, Iterator, Sequence
 
 from ..clock import Clock
 from ..config import LogConfig
-from ..fs import FileSystem
 from ..errors import CorruptIndexError, CorruptRecordError
+from ..fs import FileSystem
 from ..records.decoder import Record
 from ..records.encoder import encode_batch_prefix
 from .loader import extend_valid_end, live_segment_bases, load_log

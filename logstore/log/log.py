@@ -28,8 +28,6 @@ from typing import Callable, Iterator, Sequence
 
 from ..clock import Clock
 from ..config import LogConfig
-from .waits import (DEFAULT_DURABLE_TIMEOUT_MS, FetchPosition, LogWaits, check_wait, durable_acks, records_bytes,
-                    wait_for_data)
 from ..errors import (CorruptIndexError, CorruptRecordError, DurabilityTimeoutError, LogFailedError,
                       OffsetOutOfRangeError, ReadOnlyError, StorageError, StoreClosedError)
 from ..fs import FileSystem
@@ -40,6 +38,8 @@ from .loader import load_log
 from .local_log import LocalLog
 from .retention import RetentionDecision, RetentionResult, plan_retention
 from .segment import CLEANED_SUFFIX, LogSegment
+from .waits import (DEFAULT_DURABLE_TIMEOUT_MS, FetchPosition, LogWaits, check_wait, durable_acks, records_bytes,
+                    wait_for_data)
 
 logger = logging.getLogger("logstore.log")  # its name before the subpackages (logging configs)
 

@@ -23,11 +23,11 @@ from typing import Iterator
 
 from ..clock import Clock
 from ..errors import CorruptIndexError, CorruptRecordError, LogSegmentOffsetOverflowError
-from .file_records import FileRecords
 from ..fs import FileSystem
-from .index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
-from ..records.fetch import HEAD_CACHE, take_records
 from ..records.decoder import COMPRESSION_MASK, HEADER_BYTES, BatchHeader, Record, RecordBatch, columns_bytes, read_header
+from ..records.fetch import HEAD_CACHE, take_records
+from .file_records import FileRecords
+from .index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
 
 logger = logging.getLogger("logstore.segment")  # its name before the subpackages (logging configs)
 

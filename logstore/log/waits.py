@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Hashable, Sequence
 
 from ..clock import SYSTEM_CLOCK, Stopwatch
-from .dir_watch import DirectoryWatcher
-from ..timer.purgatory import DelayedOperation, DelayedOperationPurgatory
 from ..records.decoder import RECORD_OVERHEAD_BYTES
+from ..timer.purgatory import DelayedOperation, DelayedOperationPurgatory
+from .dir_watch import DirectoryWatcher
 
 if TYPE_CHECKING:  # annotations only: Log imports this module, not the other way round
     from .log import Log

@@ -31,9 +31,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Collection
 
+from ..errors import CorruptCheckpointError, LockedError, LogStoreError, OfflineDirError, StorageError
 from ..log.checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile,
                          take_clean_shutdown_marker, write_clean_shutdown_marker)
-from ..errors import CorruptCheckpointError, LockedError, LogStoreError, OfflineDirError, StorageError
 from ..log.log import Log
 from .topics import (DELETE_DIR_SUFFIX, DELETING, STAGING_DIR, deleted_dir_name, parse_partition_dir_name,
                      partition_dir_name)

@@ -12,9 +12,9 @@ from operator import itemgetter
 from typing import Any, Sequence
 
 from ..config import LogConfig
-from .encoder import encode_batch_parts
 from ..errors import InvalidRecordError, RecordTooLargeError
 from .decoder import COMPRESSION_GZIP, COMPRESSION_NONE, HEADER_BYTES, RECORD_OVERHEAD_BYTES, Record
+from .encoder import encode_batch_parts
 
 
 @dataclass(frozen=True)

@@ -514,7 +514,7 @@ class _Columns:
         ends = self.ints(_HEADER_ENDS, start, stop)
         first = self.end_at(_HEADER_ENDS, start - 1)
         blob, base = self.blob(_HEADERS, first, ends[-1])
-        return _decode_headers(blob, [end - base for end in ends], first - base)
+        return decode_headers(blob, [end - base for end in ends], first - base)
 
 
 _FIXED_SIZE_MAX_BYTES = 64 * 1024
@@ -533,7 +533,7 @@ def _fixed_values_struct(size: int, count: int) -> struct.Struct:
     return struct.Struct("<" + f"{size}s" * count)
 
 
-def _decode_headers(blob: bytes, ends: Sequence[int], position: int) -> list:
+def decode_headers(blob: bytes, ends: Sequence[int], position: int) -> list:
     out = []
     unpack = _INT.unpack_from
     try:

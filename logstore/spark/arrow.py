@@ -28,7 +28,7 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..records.decoder import TIMESTAMP_TYPE_LOG_APPEND, RawColumns, Record, RecordBatch, _decode_headers, columns_struct
+from ..records.decoder import TIMESTAMP_TYPE_LOG_APPEND, RawColumns, Record, RecordBatch, decode_headers, columns_struct
 
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
@@ -278,7 +278,7 @@ def _headers(raw: RawColumns, first: int, stop: int) -> list:
         return [()] * (stop - first)
     low, high = _blob_range(raw.header_ends, first, stop)
     ends = columns_struct("i", stop - first).unpack_from(raw.header_ends, 4 * first)
-    return _decode_headers(bytes(raw.headers[low:high]), [end - low for end in ends], 0)
+    return decode_headers(bytes(raw.headers[low:high]), [end - low for end in ends], 0)
 
 
 def _int_array(type_: pa.DataType, count: int, data: bytearray) -> pa.Array:

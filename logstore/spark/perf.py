@@ -48,14 +48,14 @@ import sys
 import tempfile
 from typing import Callable
 
-from ..clock import Stopwatch
-from ..manager.log_manager import LogManager
-from ..bench.core import _pretouch
 from ..bench.compact import (BATCH_RECORDS, DEFAULT_DEDUPE_BUFFER_BYTES, LOAD_FACTOR, TOPIC as COMPACT_TOPIC,
                             CompactBenchmarkError, CompactWorkload, _child, build_log, build_sqlite, verify_log)
+from ..bench.core import pretouch
 from ..bench.report import MB
-from ..bench.timer import _table
+from ..bench.report import text_table
 from ..cleaner.offset_map import ENTRY_OVERHEAD_BYTES
+from ..clock import Stopwatch
+from ..manager.log_manager import LogManager
 
 READ_TOPIC = "events"
 MASTER = "local[2]"
@@ -325,7 +325,7 @@ def bench_compact(spark, root: str, workload: CompactWorkload, say: Say) -> dict
     runs = {}
     for case, buffer in cases.items():
         say(f"timing compaction: {case}")
-        _pretouch(root, facts["log_bytes"] * 3 // 2)  # page-cache memory the VM has backed, for whichever runs
+        pretouch(root, facts["log_bytes"] * 3 // 2)  # page-cache memory the VM has backed, for whichever runs
         if case.startswith("local"):
             runs[case] = _child("logstore", path=paths[case],
                                 dedupe_buffer_bytes=DEFAULT_DEDUPE_BUFFER_BYTES if buffer is None else buffer)
@@ -477,7 +477,7 @@ def render_spark(result: dict) -> str:
              ("source alone, arrow=false", "plan + read() of every task, no Spark", read["context"]["source tuple"]),
              ("core (1 thread)", "Log.iter_records, every partition", read["context"]["core"]),
              ("sqlite (1 thread)", "SELECT key, value FROM log", read["context"]["sqlite"])]
-    out += _table(("engine", "query", "best s", "records/s", "runs s", "records checked"),
+    out += text_table(("engine", "query", "best s", "records/s", "runs s", "records checked"),
                   [(engine, query, f"{r['best_s']:.3f}", f"{r['records_per_s']:,.0f}",
                     " / ".join(f"{t:.3f}" for t in r["times_s"]), f"{r['checked']:,}") for engine, query, r in rows])
     out.append("arrow ÷ tuple (records/s): " + ", ".join(f"{QUERY_TEXT[q]} {read['arrow_over_tuple'][q]:.2f}×"
@@ -485,7 +485,7 @@ def render_spark(result: dict) -> str:
     write = result["write"]
     out += ["", f"writing {s['records']:,} records to {s['partitions']} partitions (one run each, checked by the "
                 f"log end offsets)"]
-    out += _table(("engine", "how", "time s", "records/s"),
+    out += text_table(("engine", "how", "time s", "records/s"),
                   [("spark", 'df.write.format("logstore"): stage, then one commit', f"{write['spark']['best_s']:.2f}",
                     f"{write['spark']['records_per_s']:,.0f}"),
                    ("core (1 thread)", f"LogManager.append, batches of {BATCH_RECORDS}, then flush",
@@ -500,7 +500,7 @@ def render_spark(result: dict) -> str:
         labels = {"local": ("local cleaner", "default"), "spark": ("Spark", "default"),
                   "local-small": ("local cleaner", f"{comp['small_buffer_bytes']:,} B (~{keys_room:,} keys)"),
                   "spark-small": ("Spark", f"{comp['small_buffer_bytes']:,} B (unused)")}
-        out += _table(("engine", "dedupe buffer", "time s", "passes", "map s", "recopy s", "MB after", "verified"),
+        out += text_table(("engine", "dedupe buffer", "time s", "passes", "map s", "recopy s", "MB after", "verified"),
                       [(labels[case][0], labels[case][1], f"{run['elapsed_s']:.2f}", run["stats"]["passes"],
                         f"{run['map_s']:.2f}" if "map_s" in run else "-",
                         f"{run['recopy_s']:.2f}" if "recopy_s" in run else "-", f"{run['bytes_after'] / MB:,.1f}",

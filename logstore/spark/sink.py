@@ -42,14 +42,14 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Sequence
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..records.encoder import encode_batch
 from ..errors import (CorruptCheckpointError, CorruptRecordError, InvalidRecordError, LockedError, LogStoreError,
                       RequestError, StorageError, UnknownTopicOrPartitionError)
 from ..fs import OS_FILE_SYSTEM
 from ..log.log import Log
 from ..manager.log_manager import LogManager
-from ..records.decoder import HEADER_BYTES, NO_TIMESTAMP, Record, RecordBatch, read_header
 from ..manager.topics import STAGING_DIR, partition_for_key, validate_topic_name
+from ..records.decoder import HEADER_BYTES, NO_TIMESTAMP, Record, RecordBatch, read_header
+from ..records.encoder import encode_batch
 
 logger = logging.getLogger(__name__)
 

@@ -30,16 +30,16 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from ..log.checkpoint import CLEANER_OFFSET_CHECKPOINT, parse_offsets
 from ..clock import SYSTEM_CLOCK
-from .dump import BATCH_TORN, scan_log_file
 from ..errors import CorruptCheckpointError
 from ..fs import OS_FILE_SYSTEM
+from ..log.checkpoint import CLEANER_OFFSET_CHECKPOINT, parse_offsets
 from ..log.loader import plan_directory
 from ..log.log import Log
-from ..manager.log_manager import LogManager
 from ..log.segment import LogSegment
+from ..manager.log_manager import LogManager
 from ..manager.topics import DELETE_DIR_SUFFIX
+from .dump import BATCH_TORN, scan_log_file
 
 logger = logging.getLogger("logstore.verify")  # its name before the subpackages (logging configs)
 

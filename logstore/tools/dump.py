@@ -22,14 +22,14 @@ import os
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..log.checkpoint import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
-                         parse_offsets)
 from ..errors import CorruptCheckpointError, CorruptRecordError
 from ..fs import OS_FILE_SYSTEM, FileSystem
+from ..log.checkpoint import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+                         parse_offsets)
 from ..log.index import OffsetIndex, TimeIndex
+from ..log.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX)
 from ..records.decoder import (COMPRESSION_GZIP, COMPRESSION_MASK, HEADER_BYTES, TIMESTAMP_TYPE_LOG_APPEND, BatchHeader,
                       Record, RecordBatch, read_header)
-from ..log.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX)
 
 logger = logging.getLogger("logstore.dump")  # its name before the subpackages (logging configs)
 

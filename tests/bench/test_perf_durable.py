@@ -7,8 +7,8 @@ import json
 
 from click.testing import CliRunner
 
-from logstore.cli.perf import perf
 from logstore.bench import durable as perf_durable
+from logstore.cli.perf import perf
 
 
 def test_group_commit_acknowledges_every_append_with_fewer_flushes(tmp_path):

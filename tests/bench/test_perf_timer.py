@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from logstore.bench import timer as perf_timer
-from logstore.cli.perf import perf
 from logstore.bench.timer_baselines import make_contender
+from logstore.cli.perf import perf
 from logstore.clock import ManualClock
 
 SMALL = dict(ops=3_000, sched_ops=500, timeout_ms=500, cancel_pending=2_000, scaling_pending=(500, 2_000), pairs=2_000,

@@ -1,5 +1,5 @@
 """The log cleaner (reference kafka-log-layer.md §8; ``cleaner``, ``cleaner_manager``, ``log_cleaner``,
-``cleaner_stats``), mostly on a manual clock with no cleaner thread (rounds are driven with
+``stats``), mostly on a manual clock with no cleaner thread (rounds are driven with
 ``LogCleaner.clean_filthiest_log`` and ``LogManager.compact``).
 
 Invariants checked:
@@ -47,9 +47,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from logstore import InvalidConfigError, InvalidRecordError, LogManager, ManualClock, Record, SystemClock
-from logstore.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT
 from logstore.cleaner.stats import Throttler
 from logstore.errors import CleaningAbortedError
+from logstore.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT
 from logstore.records.decoder import COMPRESSION_GZIP, COMPRESSION_MASK, TIMESTAMP_TYPE_LOG_APPEND
 from logstore.timer.scheduler import Scheduler
 

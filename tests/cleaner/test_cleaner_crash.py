@@ -38,8 +38,8 @@ from crash_helpers import CrashFS, fork_call
 
 from logstore import LogManager, Record
 from logstore.clock import ManualClock
-from logstore.timer.scheduler import Scheduler
 from logstore.testing import OperationHookFileSystem, SimulatedCrashFileSystem
+from logstore.timer.scheduler import Scheduler
 
 TOPIC = "t"
 T0 = 1_700_000_000_000

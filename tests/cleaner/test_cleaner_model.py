@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from logstore import LogManager, ManualClock, Record
-from logstore.timer.scheduler import Scheduler
 from logstore.testing import SimulatedCrashFileSystem
+from logstore.timer.scheduler import Scheduler
 
 TOPIC = "c"
 DELETE_RETENTION_MS = 10_000

@@ -16,9 +16,9 @@ import pytest
 from click.testing import CliRunner
 
 from logstore import LogManager, Record
+from logstore.cli.main import main
 from logstore.config import describe_keys
 from logstore.manager.topics import partition_for_key
-from logstore.cli.main import main
 
 
 def run(store_dir, *args, input=None, env=None):

@@ -10,8 +10,8 @@ import sys
 from click.testing import CliRunner
 
 from logstore import LogManager, Record
-from logstore.log.checkpoint import CLEANER_OFFSET_CHECKPOINT
 from logstore.cli.main import main
+from logstore.log.checkpoint import CLEANER_OFFSET_CHECKPOINT
 
 
 def run(store_dir, *args, input=None):

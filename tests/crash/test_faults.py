@@ -30,8 +30,8 @@ from collections import Counter
 import pytest
 
 from logstore import LockedError, LogFailedError, LogManager, Record, StorageError
-from logstore.log.checkpoint import CLEAN_SHUTDOWN_MARKER
 from logstore.fs import FileSystem
+from logstore.log.checkpoint import CLEAN_SHUTDOWN_MARKER
 from logstore.testing import FaultyFileSystem
 from crash_helpers import read_all
 

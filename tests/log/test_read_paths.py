@@ -132,8 +132,8 @@ def test_a_flipped_byte_below_the_recovery_point_is_reported(tmp_path):
     [0] * 50,  # all empty
 ])
 def test_fixed_and_almost_fixed_sizes_decode_exactly(sizes):
-    from logstore.records.encoder import encode_batch
     from logstore.records.decoder import RecordBatch
+    from logstore.records.encoder import encode_batch
     records = [Record(bytes([i % 251]) * size, bytes([(i * 7) % 251]) * size, (), 1000 + i)
                for i, size in enumerate(sizes)]
     batch = RecordBatch.decode(bytes(encode_batch(records)))

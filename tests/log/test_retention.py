@@ -1,4 +1,4 @@
-"""Retention (reference kafka-log-layer.md §6; ``logstore.retention``, ``Log.delete_old_segments``,
+"""Retention (reference kafka-log-layer.md §6; ``logstore.log.retention``, ``Log.delete_old_segments``,
 ``LogManager.cleanup_logs``) on a manual clock and a manually driven scheduler.
 
 Invariants checked:

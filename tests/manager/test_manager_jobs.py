@@ -1,5 +1,5 @@
 """The LogManager's background jobs, loading, checkpoints, offline dirs and status (reference
-kafka-log-layer.md §7; ``manager_jobs``, ``manager_dirs``), on a manual clock and a manually driven
+kafka-log-layer.md §7; ``manager.jobs``, ``manager.log_dirs``), on a manual clock and a manually driven
 scheduler.
 
 Invariants checked:
@@ -23,7 +23,7 @@ Invariants checked:
   barrier that only all 3 x 2 loading threads together can pass).
 - A damaged recovery-point checkpoint: the store opens, reports the problem, re-verifies every segment
   and loses nothing (after an unclean shutdown; and after a clean one, as DESIGN §8 and the
-  manager_dirs docstring promise).
+  log_dirs docstring promise).
 - After an unclean shutdown only the segments from the one holding the checkpointed recovery point on
   are re-verified (a process crash, and power losses that may cut unsynced data); nothing below the
   recovery point is lost.
@@ -50,8 +50,8 @@ import logstore.manager.log_dirs
 from crash_helpers import read_all
 from logstore import (LogManager, ManualClock, Record, Scheduler, ShutdownError,
                       StorageError, StoreClosedError)
-from logstore.log.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from logstore.errors import OfflineDirError
+from logstore.log.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from logstore.log.segment import LogSegment
 from logstore.testing import OperationHookFileSystem, SimulatedCrashFileSystem
 
@@ -384,7 +384,7 @@ def test_damaged_recovery_point_checkpoint_after_unclean_shutdown(tmp_path, reco
 
 
 def test_damaged_recovery_point_checkpoint_after_clean_shutdown(tmp_path, recovered):
-    """ENGINE BUG (contract divergence): DESIGN §8 and the manager_dirs docstring say a damaged
+    """ENGINE BUG (contract divergence): DESIGN §8 and the log_dirs docstring say a damaged
     checkpoint means "that dir is fully recovered", but with a clean-shutdown marker present the
     loader re-verifies nothing (load_log trusts clean_shutdown and ignores the recovery point)."""
     dirs = dirs_of(tmp_path, 1)
@@ -489,7 +489,7 @@ def test_offline_dir(tmp_path, scope):
     """With scope "one-partition" only the files of the first partition loaded from dir B fail:
     that takes all of B offline, so every partition on B must refuse service too.
 
-    ENGINE BUG (scope "one-partition"): ManagerDirs._load_logs marks B offline when that
+    ENGINE BUG (scope "one-partition"): LogDirs.load marks B offline when that
     partition's load fails, but the partitions of B whose load jobs finish afterwards are still put
     into ``_logs`` (``self._logs[key] = future.result()``), so they stay readable and writable on
     the offline dir (and are flushed and closed there at shutdown).

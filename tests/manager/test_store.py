@@ -58,10 +58,10 @@ from logstore import (CorruptCheckpointError, CorruptDataError, FileSystem, Inva
                       LogFailedError, LogManager, LogStoreError, OffsetOutOfRangeError, ReadOnlyError, Record,
                       RecordTooLargeError, RequestError, StorageError, StoreClosedError, TopicExistsError,
                       UnknownTopicOrPartitionError)
-from logstore.log.checkpoint import CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from logstore.fs import OS_FILE_SYSTEM
-from logstore.testing import OperationHookFileSystem
+from logstore.log.checkpoint import CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from logstore.manager.topics import CREATING, DELETING, TOPICS_FILE, TopicMetadata, TopicsFile
+from logstore.testing import OperationHookFileSystem
 from crash_helpers import read_all, file_snapshot as snapshot
 
 T0 = 1_700_000_000_000

@@ -25,12 +25,12 @@ from hypothesis import strategies as st
 
 from logstore.bench import batch_format as perf_format
 from logstore.cli.perf import perf
-from logstore.records.encoder import assign_base_offset, encode_batch, encode_batch_parts
 from logstore.errors import CorruptRecordError
 from logstore.records.decoder import (BODY_AT, COMPRESSION_GZIP, COMPRESSION_NONE, CRC_AT, HAS_HEADERS, HAS_NULL_KEYS,
                               HAS_NULL_VALUES, HAS_OFFSET_DELTAS, HAS_TIMESTAMPS, HEADER_BYTES, HEADER_CRC_AT, MAGIC,
                               NO_TIMESTAMP, TIMESTAMP_TYPE_LOG_APPEND, Record, RecordBatch, columns_bytes,
                               iter_batches, iter_headers, read_header, record_charge)
+from logstore.records.encoder import assign_base_offset, encode_batch, encode_batch_parts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "fixtures")

@@ -25,9 +25,9 @@ pa = pytest.importorskip("pyarrow")
 
 from logstore import LogManager, ManualClock, Record  # noqa: E402
 from logstore.records.decoder import HAS_OFFSET_DELTAS  # noqa: E402
-from logstore.timer.scheduler import Scheduler  # noqa: E402
 from logstore.spark import arrow  # noqa: E402
 from logstore.spark.arrow import arrow_batches, arrow_schema, spark_schema_ddl, tuple_rows  # noqa: E402
+from logstore.timer.scheduler import Scheduler  # noqa: E402
 
 T0 = 1_700_000_000_000
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

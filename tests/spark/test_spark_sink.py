@@ -43,15 +43,15 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from logstore.clock import ManualClock
 from logstore.errors import (CorruptCheckpointError, CorruptRecordError, InvalidRecordError, InvalidTopicError,
                              LockedError, UnknownTopicOrPartitionError)
 from logstore.manager.log_manager import LogManager
+from logstore.manager.topics import STAGING_DIR, partition_for_key
 from logstore.records.decoder import Record
 from logstore.spark import sink
-from logstore.clock import ManualClock
 from logstore.spark.sink import (StagedFile, TargetPlan, abort_staged, clear_staging, commit_staged, read_staged,
                                  stage_records)
-from logstore.manager.topics import STAGING_DIR, partition_for_key
 
 
 def make_store(path) -> str:

@@ -1,4 +1,4 @@
-"""``logstore.dump`` and ``logstore dump``: each file type shows the numbers that were written."""
+"""``logstore.tools.dump`` and ``logstore dump``: each file type shows the numbers that were written."""
 
 from __future__ import annotations
 

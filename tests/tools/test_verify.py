@@ -1,4 +1,4 @@
-"""``logstore.verify`` and ``logstore check``: a healthy store passes; each kind of damage is found."""
+"""``logstore.tools.check`` and ``logstore check``: a healthy store passes; each kind of damage is found."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from logstore import LogManager, Record
 from logstore.cli.main import main
-from logstore.tools.dump import scan_log_file
 from logstore.tools.check import ERROR, WARNING, verify_logs, verify_store
+from logstore.tools.dump import scan_log_file
 
 PARTITIONS = 2
 BATCHES = 40
