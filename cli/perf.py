@@ -111,7 +111,7 @@ def _engines(compare: str) -> tuple[str, ...]:
     return ("logstore", "sqlite") if compare == "sqlite" else ("logstore",)
 
 
-@click.group()
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})  # also when invoked alone (tests)
 def perf() -> None:
     """Benchmarks, optionally side by side with SQLite (--compare sqlite)."""
 
