@@ -14,6 +14,7 @@ commands) are one line too, with exit code 2, there and in ``LogstoreGroup.make_
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
@@ -59,20 +60,13 @@ class LogstoreGroup(click.Group):
     options outside ``invoke``, so it does the same."""
 
     def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
-        try:
+        with _one_line_usage_errors():
             return super().make_context(info_name, args, parent=parent, **extra)
-        except _HELP_ERRORS:
-            raise
-        except click.UsageError as exc:
-            raise _one_line_usage_error(exc) from exc
 
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
-        except _HELP_ERRORS:
-            raise
-        except click.UsageError as exc:
-            raise _one_line_usage_error(exc) from exc
+            with _one_line_usage_errors():
+                return super().invoke(ctx)
         except OSError as exc:
             if exc.errno == errno.EPIPE:  # click quiets a closed pipe (``logstore read | head``)
                 raise
@@ -81,14 +75,21 @@ class LogstoreGroup(click.Group):
             raise click.ClickException(_one_line(exc)) from exc
 
 
-def _one_line_usage_error(exc: click.UsageError) -> click.UsageError:
-    """``exc`` as a usage error that click shows as one line, ``Error: ...`` (still exit code 2),
-    pointing to the help of the command it came from."""
-    text = " ".join(exc.format_message().split())
-    ctx = exc.ctx
-    if ctx is not None and ctx.command.get_help_option(ctx) is not None:
-        text += f" (see '{ctx.command_path} {min(ctx.command.get_help_option_names(ctx), key=len)}')"
-    return click.UsageError(text)  # no ctx: click prints neither the usage line nor the hint
+@contextlib.contextmanager
+def _one_line_usage_errors() -> Iterator[None]:
+    """Re-raise a click usage error as one that click shows as one line, ``Error: ...`` (still exit
+    code 2), pointing to the help of the command it came from. A help page click raises as an error
+    (a group without its subcommand) passes unchanged."""
+    try:
+        yield
+    except _HELP_ERRORS:
+        raise
+    except click.UsageError as exc:
+        text = " ".join(exc.format_message().split())
+        ctx = exc.ctx
+        if ctx is not None and ctx.command.get_help_option(ctx) is not None:
+            text += f" (see '{ctx.command_path} {min(ctx.command.get_help_option_names(ctx), key=len)}')"
+        raise click.UsageError(text) from exc  # no ctx: click prints neither the usage line nor the hint
 
 
 def _one_line(exc: BaseException) -> str:

@@ -3,7 +3,8 @@
 Owns ``core`` (append, scan, random reads and open against SQLite), ``report`` (result rows, targets,
 tables), ``batch_format`` (the record batch format in memory against Kafka's varint records and a
 pure-Python CRC-32C), ``timer`` and ``timer_baselines`` (the timing wheel against heap timers),
-``durable`` (durable appends and opening after a crash) and ``compact`` (compaction against SQLite).
+``durable`` (durable appends and opening after a crash), ``compact`` (compaction against SQLite) and
+``child`` (running a workload in a fresh interpreter, for the last three).
 The Spark benchmarks live with the Spark layer (``logstore.spark.perf``) and use this package.
 
 May import: the engine (foundations up to ``manager``). Never ``tools``; nothing in the engine imports

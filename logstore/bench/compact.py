@@ -33,14 +33,12 @@ instead of producing a number.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import random
 import resource
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 from array import array
@@ -53,9 +51,9 @@ from ..clock import Stopwatch
 from ..config import MANAGER_KEYS
 from ..manager.log_manager import LogManager
 from ..records.decoder import Record
+from .child import child_main, run_child
 from .core import pretouch
-from .report import MB, Result, render_table
-from .report import text_table
+from .report import MB, Result, render_table, text_table
 
 TOPIC = "compact"
 GOAL_VS_SQLITE = 1.5  # logstore time × this ≤ SQLite time
@@ -284,12 +282,8 @@ def run_sqlite(path: str) -> dict:
 
 
 def _child(workload: str, **kwargs) -> dict:
-    """Run ``workload`` in a fresh interpreter; its last stdout line is its JSON result."""
-    command = [sys.executable, "-m", "logstore.bench.compact", workload, json.dumps(kwargs)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0 or not done.stdout.strip():
-        raise CompactBenchmarkError(f"{workload}: child failed ({done.returncode}): {done.stderr.strip()[-800:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """Run ``workload`` in a fresh interpreter (``child.run_child``)."""
+    return run_child(__name__, workload, kwargs, CompactBenchmarkError)
 
 
 # --- checking the answers (untimed, in the parent) -------------------------------------------------
@@ -471,13 +465,5 @@ def render_compact(result: dict) -> str:
     return "\n".join(out)
 
 
-def _child_main(argv: list[str]) -> None:
-    workloads = {"logstore": run_logstore, "sqlite": run_sqlite}
-    workload, kwargs = argv[0], json.loads(argv[1])
-    if workload not in workloads:
-        raise SystemExit(f"unknown child workload {workload!r}")
-    print(json.dumps(workloads[workload](**kwargs)))
-
-
 if __name__ == "__main__":
-    _child_main(sys.argv[1:])
+    child_main(sys.argv[1:], {"logstore": run_logstore, "sqlite": run_sqlite})

@@ -31,7 +31,6 @@ import shutil
 import signal
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -41,6 +40,7 @@ from ..clock import SYSTEM_CLOCK, Stopwatch
 from ..fs import FileSystem
 from ..manager.log_manager import LogManager
 from ..records.decoder import Record
+from .child import child_main, run_child
 from .report import text_table
 
 TOPIC = "durable"
@@ -196,12 +196,8 @@ def _check_durable(row: dict) -> None:
 def _child(workload: str, **kwargs) -> dict:
     """Run ``workload`` in a fresh interpreter; its last stdout line is its JSON result. The
     ``build_and_crash`` child SIGKILLs itself on purpose after printing."""
-    command = [sys.executable, "-m", "logstore.bench.durable", workload, json.dumps(kwargs)]
-    done = subprocess.run(command, capture_output=True, text=True)
     expected = (0, -signal.SIGKILL) if workload == "build_and_crash" else (0,)
-    if done.returncode not in expected or not done.stdout.strip():
-        raise DurableBenchmarkError(f"{workload}: child failed ({done.returncode}): {done.stderr.strip()[-800:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_child(__name__, workload, kwargs, DurableBenchmarkError, returncodes=expected)
 
 
 def _work_dir(parent: str | None) -> str:
@@ -440,14 +436,6 @@ def render_open(result: dict) -> str:
     return "\n".join(out + _goal_lines(result["goals"]))
 
 
-def _child_main(argv: list[str]) -> None:
-    workloads = {"durable": run_durable, "build_many": build_many, "time_open": time_open,
-                 "build_and_crash": build_and_crash, "time_scans": time_scans}
-    workload, kwargs = argv[0], json.loads(argv[1])
-    if workload not in workloads:
-        raise SystemExit(f"unknown child workload {workload!r}")
-    print(json.dumps(workloads[workload](**kwargs)))
-
-
 if __name__ == "__main__":
-    _child_main(sys.argv[1:])
+    child_main(sys.argv[1:], {"durable": run_durable, "build_many": build_many, "time_open": time_open,
+                              "build_and_crash": build_and_crash, "time_scans": time_scans})

@@ -26,16 +26,15 @@ from __future__ import annotations
 
 import gc
 import itertools
-import json
 import random
 import resource
-import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 
 from ..clock import ManualClock, Stopwatch
 from ..timer.system_timer import SystemTimer
 from ..timer.timing_wheel import TimerTask
+from .child import child_main, run_child
 from .report import text_table
 from .timer_baselines import Sink, make_contender
 
@@ -231,11 +230,7 @@ class TimerBenchmark:
 
 def _child(workload: str, **kwargs) -> dict:
     """Run one workload in a fresh interpreter (own memory peak) and return its JSON result."""
-    command = [sys.executable, "-m", "logstore.bench.timer", workload, json.dumps(kwargs)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise TimerBenchmarkError(f"{workload} {kwargs.get('name')}: child failed: {done.stderr.strip()[-500:]}")
-    return json.loads(done.stdout)
+    return run_child(__name__, workload, kwargs, TimerBenchmarkError, label=f"{workload} {kwargs.get('name')}")
 
 
 def bench_timer(*, ops: int = 1_000_000, sched_ops: int = 20_000, timeout_ms: int = 30_000,
@@ -360,12 +355,5 @@ def render_timer_table(result: TimerBenchmark) -> str:
     return "\n".join(out)
 
 
-def _child_main(argv: list[str]) -> None:
-    workload, kwargs = argv[0], json.loads(argv[1])
-    if workload != "purgatory":
-        raise SystemExit(f"unknown child workload {workload!r}")
-    print(json.dumps(run_purgatory(**kwargs)))
-
-
 if __name__ == "__main__":
-    _child_main(sys.argv[1:])
+    child_main(sys.argv[1:], {"purgatory": run_purgatory})

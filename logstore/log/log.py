@@ -38,8 +38,7 @@ from .loader import load_log
 from .local_log import LocalLog
 from .retention import RetentionDecision, RetentionResult, plan_retention
 from .segment import CLEANED_SUFFIX, LogSegment
-from .waits import (DEFAULT_DURABLE_TIMEOUT_MS, FetchPosition, LogWaits, check_wait, durable_acks, records_bytes,
-                    wait_for_data)
+from .waits import DEFAULT_DURABLE_TIMEOUT_MS, LogWaits, check_wait, durable_acks, read_or_wait
 
 logger = logging.getLogger("logstore.log")  # its name before the subpackages (logging configs)
 
@@ -57,7 +56,6 @@ class Log:
                  recovery_point: int = 0, log_start_offset: int = 0, clean_shutdown: bool = False,
                  read_only: bool = False, topic: str | None = None, partition: int | None = None) -> None:
         self.dir_path = dir_path
-        self._config = config
         self.topic = topic
         self.partition = partition
         self.read_only = read_only
@@ -95,12 +93,12 @@ class Log:
 
     @property
     def config(self) -> LogConfig:
-        return self._config
+        """The topic's config, held by the ``LocalLog``; ``LogManager.alter_topic_config`` replaces it."""
+        return self._local.config
 
     @config.setter
     def config(self, config: LogConfig) -> None:
-        """The topic's config changed (``LogManager.alter_topic_config``): it applies from now on."""
-        self._config = self._local.config = config
+        self._local.config = config
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -354,14 +352,11 @@ class Log:
     def _read_waiting(self, offset: int, max_bytes: int, max_records: int | None, min_bytes: int,
                       max_wait_ms: int) -> list[Record]:
         check_wait(min_bytes, max_wait_ms)
-        records = self.read(offset, max_bytes, max_records)
-        found = records_bytes(records)
-        if max_wait_ms == 0 or found >= min_bytes or (records and max_records is not None
-                                                       and len(records) >= max_records):
-            return records
-        wait_for_data([FetchPosition.at(self, offset, found)], min_bytes, max_wait_ms,
-                      None if self.read_only else self._get_waits())
-        return self.read(offset, max_bytes, max_records)
+        key = self.key
+        found = read_or_wait({key: (self, offset)}, lambda: {key: self.read(offset, max_bytes, max_records)},
+                             min_bytes, max_wait_ms, None if self.read_only else self._get_waits(),
+                             None if max_records is None else lambda found: len(found[key]) >= max_records)
+        return found[key]
 
     def iter_records(self, offset: int | None = None, end_offset: int | None = None) -> Iterator[Record]:
         """Every record from ``offset`` (default: the log start offset) up to ``end_offset``

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Hashable, Sequence
+from typing import TYPE_CHECKING, Callable, Hashable, Mapping, Sequence
 
 from ..clock import SYSTEM_CLOCK, Stopwatch
 from ..records.decoder import RECORD_OVERHEAD_BYTES
@@ -312,6 +312,23 @@ def records_bytes(records) -> int:
     for record in records:
         total += RECORD_OVERHEAD_BYTES + len(record.value or b"") + len(record.key or b"")
     return total
+
+
+def read_or_wait(reads: Mapping[Hashable, tuple[Log, int]], read_all: Callable[[], dict[Hashable, list]],
+                 min_bytes: int, max_wait_ms: int, waits: LogWaits | None,
+                 enough: Callable[[dict[Hashable, list]], bool] | None = None) -> dict[Hashable, list]:
+    """Kafka's fetch: ``read_all()`` the positions ``reads`` (key -> (log, offset)); when that found
+    fewer than ``min_bytes`` (and ``enough`` of it, if given, says it is not enough) and
+    ``max_wait_ms`` > 0, wait (``wait_for_data``) for appends to any of them to bring ``min_bytes``
+    or for ``max_wait_ms``, then read again. The caller checks ``min_bytes``/``max_wait_ms``."""
+    found = read_all()
+    found_bytes = {key: records_bytes(records) for key, records in found.items()}
+    if (max_wait_ms == 0 or not reads or sum(found_bytes.values()) >= min_bytes
+            or (enough is not None and enough(found))):
+        return found
+    wait_for_data([FetchPosition.at(log, offset, found_bytes[key]) for key, (log, offset) in reads.items()],
+                  min_bytes, max_wait_ms, waits)
+    return read_all()
 
 
 def wait_for_data(positions: Sequence[FetchPosition], min_bytes: int, max_wait_ms: int,

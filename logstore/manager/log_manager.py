@@ -35,8 +35,7 @@ from ..fs import OS_FILE_SYSTEM, FileSystem
 from ..log.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from ..log.log import Log
 from ..log.retention import RetentionResult
-from ..log.waits import (DEFAULT_DURABLE_TIMEOUT_MS, FetchPosition, LogWaits, check_wait, durable_acks, records_bytes,
-                         wait_for_data)
+from ..log.waits import DEFAULT_DURABLE_TIMEOUT_MS, LogWaits, check_wait, durable_acks, read_or_wait
 from ..records.batching import AppendInfo
 from ..records.decoder import Record
 from ..timer.scheduler import Scheduler
@@ -371,16 +370,9 @@ class LogManager:
             for log in logs.values():
                 log.refresh()
 
-        def read_all() -> dict[tuple[str, int], list[Record]]:
-            return {key: log.read(positions[key], max_bytes) for key, log in logs.items()}
-
-        found = read_all()
-        found_bytes = {key: records_bytes(records) for key, records in found.items()}
-        if max_wait_ms == 0 or not logs or sum(found_bytes.values()) >= min_bytes:
-            return found
-        waiting = [FetchPosition.at(log, positions[key], found_bytes[key]) for key, log in logs.items()]
-        wait_for_data(waiting, min_bytes, max_wait_ms, None if self.read_only else self.waits)
-        return read_all()
+        return read_or_wait({key: (log, positions[key]) for key, log in logs.items()},
+                            lambda: {key: log.read(positions[key], max_bytes) for key, log in logs.items()},
+                            min_bytes, max_wait_ms, None if self.read_only else self.waits)
 
     def flush(self) -> None:
         """fsync every log and advance their recovery points."""

@@ -30,11 +30,11 @@ import os
 import sys
 from typing import Callable, Mapping, Sequence
 
+from logstore.cleaner.log_cleaner import PrebuiltMap
+from logstore.cleaner.offset_map import OffsetMap
 from logstore.clock import SYSTEM_CLOCK
 from logstore.errors import LogStoreError, StorageError
-from logstore.cleaner.log_cleaner import PrebuiltMap
 from logstore.manager.log_manager import LogManager
-from logstore.cleaner.offset_map import OffsetMap
 
 TopicPartition = tuple[str, int]
 UNBOUNDED_MAP_BYTES = 2**62  # the map's accounting bound, never reached: Spark did the deduplication

@@ -51,8 +51,7 @@ from typing import Callable
 from ..bench.compact import (BATCH_RECORDS, DEFAULT_DEDUPE_BUFFER_BYTES, LOAD_FACTOR, TOPIC as COMPACT_TOPIC,
                             CompactBenchmarkError, CompactWorkload, _child, build_log, build_sqlite, verify_log)
 from ..bench.core import pretouch
-from ..bench.report import MB
-from ..bench.report import text_table
+from ..bench.report import MB, text_table
 from ..cleaner.offset_map import ENTRY_OVERHEAD_BYTES
 from ..clock import Stopwatch
 from ..manager.log_manager import LogManager
