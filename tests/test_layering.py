@@ -21,7 +21,7 @@ PACKAGE = Path(logstore.__file__).parent
 
 FOUNDATIONS = {"errors", "clock", "fs", "config", "testing"}
 RANKS = {"foundations": 0, "records": 1, "timer": 2, "log": 3, "cleaner": 4, "manager": 5,
-         "tools": 6, "bench": 6, "spark": 7, "cli": 8}
+         "tools": 6, "bench": 6, "server": 7, "spark": 8, "cli": 9}
 ALLOWED_FOUNDATIONS = {"records": {"errors", "config"}, "timer": {"errors", "clock"}}
 """Layers that may use only some of the foundations."""
 
@@ -147,7 +147,7 @@ def test_the_checker_sees_the_imports_that_are_there():
 def test_importing_logstore_loads_no_tool_benchmark_spark_or_cli_module():
     code = ("import sys, logstore; "
             "bad = sorted(m for m in sys.modules if m.split('.')[:2] in (['logstore', 'tools'], ['logstore', 'bench'], "
-            "['logstore', 'spark'], ['logstore', 'cli']) or m.split('.')[0] in ('click', 'pyspark', 'pyarrow', 'sqlite3')); "
+            "['logstore', 'spark'], ['logstore', 'cli'], ['logstore', 'server']) or m.split('.')[0] in ('click', 'pyspark', 'pyarrow', 'sqlite3')); "
             "assert not bad, bad; "
             "assert {'logstore.log.log', 'logstore.manager.log_manager', 'logstore.timer.scheduler'} <= set(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True)
