@@ -36,6 +36,7 @@ from logstore.tools.demo import run_demo
 from logstore.tools.dump import dump_file
 
 from .perf import perf
+from .serve import serve
 from .records_io import (ENCODINGS, INPUT_FORMATS, OUTPUT_FORMATS, InputRecord, RecordDefaults, check_against_topic,
                          decode_field, format_jsonl, format_value, parse_header_options, parse_input)
 
@@ -135,6 +136,7 @@ def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], v
 
 
 main.add_command(perf)
+main.add_command(serve)
 
 
 # --- topics --------------------------------------------------------------------------------------

@@ -14,3 +14,27 @@ and consume from it (DESIGN.md §9). It owns:
 
 It is one more user of the engine's public API, like the CLI: it may import every layer below it
 (the engine, tools, bench), never spark or cli.
+"""
+
+import importlib.util
+
+EXTRA_MODULES = ("google_crc32c", "cramjam")
+INSTALL_HINT = "pip install 'logstore[server]'"
+
+
+def missing_extra() -> list[str]:
+    """The server extra's modules that are not installed (the server refuses to start without them:
+    a pure-Python CRC-32C is a thousand times slower, and without cramjam snappy, lz4 and zstd
+    batches could not be read)."""
+    return [name for name in EXTRA_MODULES if importlib.util.find_spec(name) is None]
+
+
+def __getattr__(name: str):
+    # KafkaServer is loaded on first use, so `missing_extra()` works without importing the codec.
+    if name == "KafkaServer":
+        from .server import KafkaServer
+        return KafkaServer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["EXTRA_MODULES", "INSTALL_HINT", "KafkaServer", "missing_extra"]

@@ -1,0 +1,234 @@
+"""Idempotent producers: producer ids, and the last batches of each producer on each partition, so a
+retried batch is answered with its original offsets instead of being appended twice.
+
+Kafka keeps a producer's id, epoch and base sequence in every batch and rebuilds this state from
+the log. Our batch format has no such fields (docs/FORMAT.md), so the server keeps the state beside
+the store, in one journal file, ``producer-state.journal``, in the first data dir:
+
+- one line per idempotent batch appended, **written before the batch is appended**:
+  ``B topic partition producer_id epoch first_sequence last_sequence first_offset last_offset``;
+- one line per block of producer ids handed out: ``P next_free_id`` (fsynced before any id of the
+  block is used, so an id is never handed out twice, even after a power loss).
+
+Both writes go to the OS like an ``acks=1`` append: they survive a kill -9 of the server. At start-up
+the journal is replayed and each batch line is checked against the log it names: a line whose
+``last_offset`` is not below that partition's log end offset describes a batch that never made it
+into the log (the process died between the two writes, or recovery cut a torn tail) and is dropped,
+so a retry of that batch is appended, as it must be. The replayed state (the last five batches per
+producer and partition, as in Kafka) is then written back as a new journal (temp file, fsync,
+rename, fsync of the dir), which keeps the file small; it is rewritten the same way while serving
+once it has grown past ``COMPACT_AFTER_LINES`` lines.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..fs import OS_FILE_SYSTEM, FileSystem
+from . import errors
+
+logger = logging.getLogger("logstore.server.producer_state")
+
+JOURNAL_NAME = "producer-state.journal"
+BATCHES_TO_RETAIN = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+PRODUCER_ID_BLOCK = 1000
+COMPACT_AFTER_LINES = 100_000
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass
+class BatchMetadata:
+    """One appended batch of a producer: its sequence range and the offsets it was given."""
+
+    first_sequence: int
+    last_sequence: int
+    first_offset: int
+    last_offset: int
+
+
+@dataclass
+class ProducerEntry:
+    """What the server knows of one producer on one partition: its epoch and last batches."""
+
+    epoch: int
+    batches: collections.deque = field(default_factory=lambda: collections.deque(maxlen=BATCHES_TO_RETAIN))
+
+
+class SequenceCheck:
+    """The verdict on an incoming batch: append it, answer it as a duplicate, or refuse it."""
+
+    __slots__ = ("error_code", "duplicate", "message")
+
+    def __init__(self, error_code: int = errors.NONE, duplicate: BatchMetadata | None = None,
+                 message: str | None = None) -> None:
+        self.error_code = error_code
+        self.duplicate = duplicate
+        self.message = message
+
+
+def next_sequence(sequence: int) -> int:
+    """Kafka's sequences wrap from 2**31 - 1 to 0."""
+    return 0 if sequence == _INT32_MAX else sequence + 1
+
+
+class ProducerStateManager:
+    """Producer ids and per-partition producer state, with the journal that keeps them."""
+
+    def __init__(self, dir_path: str, *, fs: FileSystem | None = None) -> None:
+        self.path = os.path.join(dir_path, JOURNAL_NAME)
+        self.dir_path = dir_path
+        self._fs = fs or OS_FILE_SYSTEM
+        self._lock = threading.RLock()
+        self._entries: dict[tuple[str, int, int], ProducerEntry] = {}
+        self._next_id = 0
+        self._reserved_until = 0  # ids below this are covered by a journal line
+        self._lines = 0
+        self._file = None
+
+    # --- start-up --------------------------------------------------------------------------------
+
+    def load(self, log_end_offset: Callable[[str, int], int | None]) -> None:
+        """Replay the journal, keeping the batches the logs hold (``log_end_offset(topic, partition)``
+        gives a partition's end offset, None for a partition that no longer exists), then rewrite it."""
+        dropped = 0
+        if os.path.exists(self.path):
+            with open(self.path, "rb") as journal:
+                data = journal.read()
+            for number, raw in enumerate(data.split(b"\n"), 1):
+                if not raw:
+                    continue
+                try:
+                    dropped += self._replay(raw.decode("utf-8").split(" "), log_end_offset)
+                except (ValueError, IndexError, UnicodeDecodeError):
+                    # A torn last line after a crash; anything else is damage worth a word.
+                    if number < data.count(b"\n"):
+                        logger.warning("%s line %d is damaged and ignored: %r", self.path, number, raw[:80])
+        if dropped:
+            logger.info("producer state: %d batch(es) past their log's end were dropped (not appended "
+                        "before the last stop)", dropped)
+        self._next_id = max(self._next_id, self._reserved_until)
+        self._rewrite()
+
+    def _replay(self, fields: list[str], log_end_offset: Callable[[str, int], int | None]) -> int:
+        kind = fields[0]
+        if kind == "P":
+            self._reserved_until = max(self._reserved_until, int(fields[1]))
+            return 0
+        if kind != "B" or len(fields) != 9:
+            raise ValueError(f"unknown journal line kind {kind!r}")
+        topic, partition = fields[1], int(fields[2])
+        producer_id, epoch, first_sequence, last_sequence, first_offset, last_offset = map(int, fields[3:])
+        self._reserved_until = max(self._reserved_until, producer_id + 1)
+        end = log_end_offset(topic, partition)
+        if end is None or last_offset >= end:
+            return 1
+        self._remember(topic, partition, producer_id, epoch, BatchMetadata(first_sequence, last_sequence,
+                                                                           first_offset, last_offset))
+        return 0
+
+    # --- producer ids ----------------------------------------------------------------------------
+
+    def new_producer_id(self) -> int:
+        """A producer id never handed out before by this store."""
+        with self._lock:
+            if self._next_id >= self._reserved_until:
+                self._reserved_until = self._next_id + PRODUCER_ID_BLOCK
+                self._write(f"P {self._reserved_until}\n", sync=True)
+            producer_id = self._next_id
+            self._next_id += 1
+            return producer_id
+
+    # --- batches ---------------------------------------------------------------------------------
+
+    def check(self, topic: str, partition: int, producer_id: int, epoch: int, first_sequence: int,
+              last_sequence: int) -> SequenceCheck:
+        """Kafka's sequence rules for a batch about to be appended (call under the partition's lock)."""
+        entry = self._entries.get((topic, partition, producer_id))
+        if entry is None:
+            return SequenceCheck()  # a producer new to this partition (or whose state expired)
+        if epoch < entry.epoch:
+            return SequenceCheck(errors.INVALID_PRODUCER_EPOCH,
+                                 message=f"producer {producer_id} epoch {epoch} is older than {entry.epoch}")
+        if epoch > entry.epoch:
+            if first_sequence != 0:
+                return SequenceCheck(errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                     message=f"a new epoch must start at sequence 0, got {first_sequence}")
+            return SequenceCheck()
+        for batch in entry.batches:
+            if batch.first_sequence == first_sequence and batch.last_sequence == last_sequence:
+                return SequenceCheck(duplicate=batch)
+        if entry.batches:
+            expected = next_sequence(entry.batches[-1].last_sequence)
+            if first_sequence != expected:
+                return SequenceCheck(errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                     message=f"expected sequence {expected} from producer {producer_id}, "
+                                             f"got {first_sequence}")
+        return SequenceCheck()
+
+    def will_append(self, topic: str, partition: int, producer_id: int, epoch: int, first_sequence: int,
+                    last_sequence: int, first_offset: int, last_offset: int) -> None:
+        """Journal a batch just before it is appended at ``first_offset .. last_offset``."""
+        self._write(f"B {topic} {partition} {producer_id} {epoch} {first_sequence} {last_sequence} "
+                    f"{first_offset} {last_offset}\n")
+        self._remember(topic, partition, producer_id, epoch,
+                       BatchMetadata(first_sequence, last_sequence, first_offset, last_offset))
+
+    def forget(self, topic: str, partition: int, producer_id: int, epoch: int, first_sequence: int) -> None:
+        """Undo ``will_append`` when the append failed (the journal line is dropped at the next load,
+        its offsets being past the log's end, or replaced by the batch that takes those offsets)."""
+        entry = self._entries.get((topic, partition, producer_id))
+        if entry is not None and entry.batches and entry.batches[-1].first_sequence == first_sequence:
+            entry.batches.pop()
+
+    def forget_topic(self, topic: str) -> None:
+        """A deleted topic's producers start afresh if the name is created again."""
+        with self._lock:
+            for key in [key for key in self._entries if key[0] == topic]:
+                del self._entries[key]
+
+    def _remember(self, topic: str, partition: int, producer_id: int, epoch: int, batch: BatchMetadata) -> None:
+        key = (topic, partition, producer_id)
+        entry = self._entries.get(key)
+        if entry is None or epoch > entry.epoch:
+            entry = self._entries[key] = ProducerEntry(epoch)
+        entry.batches.append(batch)
+
+    # --- the journal -----------------------------------------------------------------------------
+
+    def _write(self, line: str, sync: bool = False) -> None:
+        with self._lock:
+            if self._file is None:
+                self._file = open(self.path, "ab", buffering=0)
+            self._file.write(line.encode("utf-8"))
+            self._lines += 1
+            if sync:
+                self._fs.fsync(self._file.fileno())
+            if self._lines > COMPACT_AFTER_LINES:
+                self._rewrite()
+
+    def _rewrite(self) -> None:
+        lines = [f"P {self._reserved_until}\n"]
+        for (topic, partition, producer_id), entry in self._entries.items():
+            for batch in entry.batches:
+                lines.append(f"B {topic} {partition} {producer_id} {entry.epoch} {batch.first_sequence} "
+                             f"{batch.last_sequence} {batch.first_offset} {batch.last_offset}\n")
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self._fs.write_file_atomic(self.path, "".join(lines).encode("utf-8"))
+        self._lines = len(lines)
+
+    def close(self) -> None:
+        """Write the journal back compacted and close it."""
+        with self._lock:
+            try:
+                self._rewrite()
+            finally:
+                if self._file is not None:
+                    self._file.close()
+                    self._file = None

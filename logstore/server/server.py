@@ -1,0 +1,253 @@
+"""``KafkaServer``: a store served over Kafka's wire protocol, and the broker identity it keeps in
+each data dir (``meta.properties``).
+
+The server either owns its store (given data dirs, it opens a ``LogManager``, which takes the dirs'
+locks and runs the background jobs and the cleaner, and closes it on stop: flush, checkpoints, the
+clean-shutdown marker) or borrows one (given a ``LogManager``, so an application serves the store
+it appends to itself; the application closes it). Either way it wires the request handlers to the
+network layer and answers on ``bootstrap_servers`` once ``start()`` (or ``with``) returns.
+
+Stopping is orderly: no new connections, requests in flight get a few seconds to finish (a parked
+fetch ends at its ``max_wait_ms``, a parked produce when the fsync it waits for is done), then the
+connections close, the producer state is written back, and an owned store is closed.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import threading
+import time
+import uuid
+from typing import Any, Mapping, Sequence
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import InvalidConfigError, ReadOnlyError, StorageError
+from ..fs import OS_FILE_SYSTEM
+from ..manager.log_manager import LogManager
+from .admin import AdminHandler
+from .apis import Broker, KafkaApis
+from .fetch import FetchHandler
+from .messages import API_KEYS
+from .network import SocketServer, parse_host_port
+from .produce import ProduceHandler
+from .producer_state import ProducerStateManager
+from .server_config import ServerConfig
+from .wire_records import FetchBatchCache
+
+logger = logging.getLogger("logstore.server")
+
+META_PROPERTIES = "meta.properties"
+DEFAULT_LISTEN = "127.0.0.1:9092"
+_DRAIN_S = 5.0
+
+
+def new_cluster_id() -> str:
+    """A cluster id as Kafka makes them: a random UUID in 22 characters of URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+
+
+def read_meta_properties(dir_path: str) -> dict[str, str] | None:
+    """The ``key=value`` lines of a data dir's meta.properties (None when it has none)."""
+    path = os.path.join(dir_path, META_PROPERTIES)
+    if not os.path.exists(path):
+        return None
+    properties = {}
+    with open(path, encoding="utf-8") as lines:
+        for line in lines:
+            line = line.strip()
+            if line and not line.startswith("#") and "=" in line:
+                key, _, value = line.partition("=")
+                properties[key.strip()] = value.strip()
+    return properties
+
+
+def broker_identity(log_dirs: Sequence[str], node_id: int | None) -> tuple[int, str]:
+    """(node id, cluster id) from the data dirs' meta.properties, created in each dir that has none.
+    Dirs that disagree, or a configured ``node.id`` that differs from the stored one, are refused:
+    they belong to another broker (Kafka refuses to start the same way)."""
+    found = {path: read_meta_properties(path) for path in log_dirs}
+    cluster_ids = {props.get("cluster.id") for props in found.values() if props}
+    node_ids = {props.get("node.id") for props in found.values() if props}
+    if len(cluster_ids) > 1 or len(node_ids) > 1:
+        raise InvalidConfigError(f"the data dirs belong to different brokers or clusters: "
+                                 f"{ {path: props for path, props in found.items() if props} }")
+    cluster_id = cluster_ids.pop() if cluster_ids else new_cluster_id()
+    stored_node = node_ids.pop() if node_ids else None
+    if stored_node is not None:
+        if node_id is not None and str(node_id) != stored_node:
+            raise InvalidConfigError(f"node.id {node_id} differs from node.id={stored_node} in the data dirs' "
+                                     f"{META_PROPERTIES}")
+        node_id = int(stored_node)
+    elif node_id is None:
+        node_id = 0
+    for path, props in found.items():
+        if props is None:
+            text = f"#Written by logstore serve\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"
+            OS_FILE_SYSTEM.write_file_atomic(os.path.join(path, META_PROPERTIES), text.encode("utf-8"))
+    return node_id, cluster_id
+
+
+class KafkaServer:
+    """Serves a store to Kafka clients. ``store_or_dirs`` is a writable ``LogManager`` (borrowed) or
+    data dirs (the server opens and owns the store, with ``config``'s store settings). ``listen`` is
+    ``HOST:PORT`` (port 0 picks a free one); ``advertised_listener`` the address clients are told to
+    connect to (default: the bound address). ``config`` takes the server's settings
+    (``server_config.SERVER_KEYS``) and, for an owned store, the store's.
+
+    Use it as a context manager, or ``start()`` and ``stop()``::
+
+        with KafkaServer(store, listen="127.0.0.1:0") as server:
+            producer = KafkaProducer(bootstrap_servers=server.bootstrap_servers)
+    """
+
+    def __init__(self, store_or_dirs: LogManager | Sequence[str] | str, *, listen: str = DEFAULT_LISTEN,
+                 advertised_listener: str | None = None, config: Mapping[str, Any] | None = None,
+                 clock: Clock | None = None) -> None:
+        from . import INSTALL_HINT, missing_extra
+        if missing_extra():
+            raise ImportError(f"the Kafka protocol server needs {', '.join(missing_extra())}: {INSTALL_HINT}")
+        self.config, self._store_config = ServerConfig.split(config)
+        if isinstance(store_or_dirs, LogManager):
+            if store_or_dirs.read_only:
+                raise ReadOnlyError("a server needs a writable store; this one was opened read_only")
+            if self._store_config:
+                raise InvalidConfigError(f"store settings {sorted(self._store_config)} belong to the LogManager "
+                                         "passed in (give them to it), not to the server")
+            self.store: LogManager | None = store_or_dirs
+            self._dirs = None
+        elif isinstance(store_or_dirs, (str, os.PathLike, list, tuple)):
+            self.store = None
+            self._dirs = [store_or_dirs] if isinstance(store_or_dirs, (str, os.PathLike)) else list(store_or_dirs)
+        else:
+            raise TypeError(f"KafkaServer serves a LogManager or data dirs, got {store_or_dirs!r}")
+        self.owns_store = self._dirs is not None
+        self.listen_host, self.listen_port = parse_host_port(listen)
+        self._advertised = parse_host_port(advertised_listener) if advertised_listener else None
+        self._clock = clock or SYSTEM_CLOCK
+        self.node_id: int | None = None
+        self.cluster_id: str | None = None
+        self.host: str | None = None
+        self.port: int | None = None
+        self.broker: Broker | None = None
+        self.apis: KafkaApis | None = None
+        self._network: SocketServer | None = None
+        self._producers: ProducerStateManager | None = None
+        self._started = False
+        self._stopped = threading.Event()
+
+    # --- life cycle ------------------------------------------------------------------------------
+
+    def start(self) -> "KafkaServer":
+        """Open the store (if owned), load the broker's state and start answering. Returns self."""
+        if self._started:
+            return self
+        self._started = True
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
+        if self.store is None:
+            self.store = LogManager(self._dirs, config=self._store_config, clock=self._clock)
+            self.store.startup()
+        store = self.store
+        live_dirs = [path for path in store.log_dirs if path not in store.offline_dirs]
+        if not live_dirs:
+            raise StorageError("every data dir is offline: nothing to serve")
+        self.node_id, self.cluster_id = broker_identity(live_dirs, self.config.node_id)
+        self._producers = ProducerStateManager(live_dirs[0])
+        self._producers.load(self._log_end_offset)
+        network = SocketServer(self.listen_host, self.listen_port, self._dispatch,
+                               max_request_bytes=self.config.socket_request_max_bytes,
+                               max_connections=self.config.max_connections,
+                               idle_ms=self.config.connections_max_idle_ms, io_threads=self.config.num_io_threads,
+                               clock=self._clock, name="logstore-server")
+        self._network = network
+        self.host, self.port = self._advertised or (self.listen_host, network.port)
+        if self.host in ("0.0.0.0", "::", ""):
+            self.host = "127.0.0.1"  # a wildcard is no address to connect to; --advertised-listener names one
+        if self.port == 0:
+            self.port = network.port
+        self.broker = Broker(store, self.node_id, self.cluster_id, self.host, self.port, self.config,
+                             self._producers, FetchBatchCache(self.config.fetch_cache_bytes), self._clock)
+        self.apis = apis = KafkaApis(self.broker)
+        produce, fetch, admin = ProduceHandler(self.broker), FetchHandler(self.broker), AdminHandler(self.broker)
+        apis.register(API_KEYS["Produce"], produce.handle)
+        apis.register(API_KEYS["Fetch"], fetch.fetch)
+        apis.register(API_KEYS["ListOffsets"], fetch.list_offsets)
+        apis.register(API_KEYS["CreateTopics"], admin.create_topics)
+        apis.register(API_KEYS["DeleteTopics"], admin.delete_topics)
+        apis.register(API_KEYS["DescribeConfigs"], admin.describe_configs)
+        apis.register(API_KEYS["IncrementalAlterConfigs"], admin.incremental_alter_configs)
+        apis.register(API_KEYS["DeleteRecords"], admin.delete_records)
+        network.start()
+        if self.listen_host not in ("127.0.0.1", "localhost", "::1"):
+            logger.warning("listening on %s:%d without authentication or TLS: anyone who can reach it can read, "
+                           "write and delete every topic", self.listen_host, network.port)
+        logger.info("listening on %s:%d (node %d, cluster %s)", self.listen_host, network.port, self.node_id,
+                    self.cluster_id)
+
+    def _dispatch(self, context) -> None:
+        self.apis.handle(context)
+
+    def _log_end_offset(self, topic: str, partition: int) -> int | None:
+        try:
+            return self.store.get_log(topic, partition).log_end_offset
+        except Exception:
+            return None
+
+    @property
+    def bound_address(self) -> tuple[str, int]:
+        """The address the server listens on (the real port when 0 was asked for)."""
+        if self._network is None:
+            raise RuntimeError("the server is not started")
+        return self.listen_host, self._network.port
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port`` for a client's ``bootstrap.servers`` (the advertised address)."""
+        if self._network is None:
+            raise RuntimeError("the server is not started")
+        return f"{self.host}:{self.port}"
+
+    def stop(self) -> None:
+        """Stop answering and release what the server owns (see the module docstring). Idempotent."""
+        if self._stopped.is_set():
+            return
+        network = self._network
+        if network is not None:
+            network.stop_accepting()
+            deadline = time.monotonic() + _DRAIN_S
+            while time.monotonic() < deadline and network.busy_connections():
+                time.sleep(0.01)
+            network.stop()
+        if self._producers is not None:
+            try:
+                self._producers.close()
+            except OSError as exc:
+                logger.error("writing the producer state back failed: %s", exc)
+        if self.owns_store and self.store is not None:
+            self.store.close()
+        self._stopped.set()
+        logger.info("stopped")
+
+    close = stop
+
+    def wait_stopped(self, timeout_s: float | None = None) -> bool:
+        """Block until ``stop()`` has finished (True) or ``timeout_s`` passed (False)."""
+        return self._stopped.wait(timeout_s)
+
+    def __enter__(self) -> "KafkaServer":
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        where = f"{self.host}:{self.port}" if self._network is not None else "not started"
+        return f"KafkaServer({where}, node {self.node_id}, cluster {self.cluster_id})"

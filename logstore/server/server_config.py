@@ -1,0 +1,95 @@
+"""The server's own settings, with Kafka's broker names and defaults, and how a settings dict is split
+between the server and the store it opens.
+
+``KafkaServer(..., config={...})`` and ``logstore --set KEY=VALUE serve`` take one dict: the keys
+below configure the server, every other key goes to ``LogManager`` (which refuses keys it does not
+know, so a typo fails the start instead of being ignored).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..errors import InvalidConfigError
+
+
+def _int(minimum: int, maximum: int = 2**31 - 1):
+    def parse(key: str, value: Any) -> int:
+        try:
+            number = int(value) if not isinstance(value, bool) else None
+        except (TypeError, ValueError):
+            number = None
+        if number is None or not minimum <= number <= maximum:
+            raise InvalidConfigError(f"invalid value {value!r} for server setting {key!r}: expected an integer "
+                                     f"in {minimum}..{maximum}")
+        return number
+    return parse
+
+
+def _bool(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise InvalidConfigError(f"invalid value {value!r} for server setting {key!r}: expected true or false")
+
+
+# key -> (field, default, parser, description)
+SERVER_KEYS: dict[str, tuple[str, Any, Any, str]] = {
+    "node.id": ("node_id", None, _int(0), "this broker's node id (default: the one in meta.properties, else 0)"),
+    "auto.create.topics.enable": ("auto_create_topics_enable", True, _bool,
+                                  "create a topic when a client's Metadata request names an unknown one"),
+    "num.partitions": ("num_partitions", 1, _int(1, 10000), "partitions of an auto-created topic"),
+    "default.replication.factor": ("default_replication_factor", 1, _int(1, 1),
+                                   "replication factor of new topics (one broker: always 1)"),
+    "socket.request.max.bytes": ("socket_request_max_bytes", 104857600, _int(1024),
+                                 "the largest request frame accepted; a larger one closes the connection"),
+    "max.connections": ("max_connections", 2**31 - 1, _int(1), "connections accepted at once; more are refused"),
+    "connections.max.idle.ms": ("connections_max_idle_ms", 600000, _int(1, 2**62),
+                                "a connection idle this long is closed"),
+    "num.io.threads": ("num_io_threads", 2, _int(1, 64), "request handler threads"),
+    "fetch.cache.bytes": ("fetch_cache_bytes", 64 << 20, _int(0, 2**62),
+                          "memory for fetched batches already converted to Kafka's format"),
+}
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """The server's settings (``SERVER_KEYS``), parsed."""
+
+    node_id: int | None = None
+    auto_create_topics_enable: bool = True
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    socket_request_max_bytes: int = 104857600
+    max_connections: int = 2**31 - 1
+    connections_max_idle_ms: int = 600000
+    num_io_threads: int = 2
+    fetch_cache_bytes: int = 64 << 20
+
+    @classmethod
+    def split(cls, settings: Mapping[str, Any] | None) -> tuple["ServerConfig", dict[str, Any]]:
+        """(the server's settings, the rest for the store)."""
+        if settings is not None and not isinstance(settings, Mapping):
+            raise TypeError(f"config must be a mapping of Kafka setting names to values, got {settings!r}")
+        own: dict[str, Any] = {}
+        rest: dict[str, Any] = {}
+        for key, value in (settings or {}).items():
+            if key in SERVER_KEYS:
+                field, _default, parse, _doc = SERVER_KEYS[key]
+                own[field] = parse(key, value)
+            elif key == "broker.id":  # Kafka's older name for node.id
+                own["node_id"] = SERVER_KEYS["node.id"][2](key, value)
+            else:
+                rest[key] = value
+        return cls(**own), rest
+
+    def to_properties(self) -> dict[str, Any]:
+        """Every server key with its value, by Kafka name (DescribeConfigs of the broker)."""
+        return {key: getattr(self, field) for key, (field, _d, _p, _doc) in SERVER_KEYS.items()}
+
+
+def describe_server_keys() -> list[tuple[str, Any, str]]:
+    """(key, default, description) for every server setting."""
+    return [(key, default, doc) for key, (_field, default, _parse, doc) in SERVER_KEYS.items()]

@@ -1,0 +1,176 @@
+"""ProducerStateManager against a plain model: Kafka's sequence rules, the last five batches per
+producer and partition, producer ids never handed out twice, and the journal surviving a crash
+(with a batch journaled but never appended dropped at the next load) and a clean close."""
+
+import os
+
+import hypothesis.strategies as st
+from hypothesis import settings
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from logstore.server import errors
+from logstore.server.producer_state import BATCHES_TO_RETAIN, JOURNAL_NAME, ProducerStateManager, next_sequence
+
+PARTITIONS = [("orders", 0), ("orders", 1), ("audit", 0)]
+
+
+def test_sequences_follow_kafkas_rules(tmp_path):
+    state = ProducerStateManager(str(tmp_path))
+    state.load(lambda topic, partition: 0)
+    pid = state.new_producer_id()
+    assert state.check("t", 0, pid, 0, 0, 4).error_code == errors.NONE
+    state.will_append("t", 0, pid, 0, 0, 4, 0, 4)
+    assert state.check("t", 0, pid, 0, 5, 9).error_code == errors.NONE
+    state.will_append("t", 0, pid, 0, 5, 9, 5, 9)
+    duplicate = state.check("t", 0, pid, 0, 0, 4)
+    assert duplicate.duplicate is not None and duplicate.duplicate.first_offset == 0
+    assert state.check("t", 0, pid, 0, 12, 13).error_code == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert state.check("t", 0, pid, 1, 3, 3).error_code == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert state.check("t", 0, pid, 1, 0, 0).error_code == errors.NONE
+    state.will_append("t", 0, pid, 1, 0, 0, 10, 10)
+    assert state.check("t", 0, pid, 0, 10, 10).error_code == errors.INVALID_PRODUCER_EPOCH
+    assert next_sequence(2**31 - 1) == 0
+    state.close()
+
+
+def test_producer_ids_are_never_reused_across_restarts_and_crashes(tmp_path):
+    seen = set()
+    for clean in (True, False, True, False):
+        state = ProducerStateManager(str(tmp_path))
+        state.load(lambda topic, partition: 0)
+        for _ in range(3):
+            producer_id = state.new_producer_id()
+            assert producer_id not in seen
+            seen.add(producer_id)
+        if clean:
+            state.close()
+        # else: dropped without close, as after kill -9 (the journal lines are in the OS already)
+
+
+def test_a_damaged_journal_line_is_ignored_not_fatal(tmp_path, caplog):
+    state = ProducerStateManager(str(tmp_path))
+    state.load(lambda topic, partition: 100)
+    state.will_append("t", 0, 7, 0, 0, 0, 0, 0)
+    state.close()
+    with open(tmp_path / JOURNAL_NAME, "ab") as journal:
+        journal.write(b"B t zero 7 0 1 1 1 1\nB t 0 7 0 1 1 1 1\n")
+    again = ProducerStateManager(str(tmp_path))
+    again.load(lambda topic, partition: 100)
+    assert "damaged" in caplog.text
+    assert again.check("t", 0, 7, 0, 1, 1).duplicate is not None
+
+
+class ProducerStateMachine(RuleBasedStateMachine):
+    """Idempotent appends, retries, out-of-order batches, epoch bumps, crashes between the journal
+    write and the append, crashes and clean restarts, against a model of what was appended."""
+
+    def __init__(self):
+        super().__init__()
+        import tempfile
+        self.dir = tempfile.mkdtemp(prefix="producer-state-")
+        self.log_end = {key: 0 for key in PARTITIONS}
+        # (topic, partition, pid) -> (epoch, [(first_seq, last_seq, first_off, last_off)])
+        self.model: dict = {}
+        self.pids: list[int] = []
+        self.state = None
+
+    def _open(self):
+        self.state = ProducerStateManager(self.dir)
+        self.state.load(lambda topic, partition: self.log_end.get((topic, partition)))
+
+    @initialize()
+    def start(self):
+        self._open()
+
+    @rule()
+    def new_producer(self):
+        pid = self.state.new_producer_id()
+        assert pid not in self.pids
+        self.pids.append(pid)
+
+    def _expected(self, key, epoch, first, last):
+        entry = self.model.get(key)
+        if entry is None:
+            return "append", None
+        known_epoch, batches = entry
+        if epoch < known_epoch:
+            return "error", errors.INVALID_PRODUCER_EPOCH
+        if epoch > known_epoch:
+            return ("append", None) if first == 0 else ("error", errors.OUT_OF_ORDER_SEQUENCE_NUMBER)
+        for batch in batches:
+            if batch[0] == first and batch[1] == last:
+                return "duplicate", batch
+        if batches and first != batches[-1][1] + 1:
+            return "error", errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+        return "append", None
+
+    @precondition(lambda self: self.pids)
+    @rule(data=st.data(), count=st.integers(1, 5), kind=st.sampled_from(["next", "retry", "gap", "bump", "old"]),
+          torn=st.booleans())
+    def produce(self, data, count, kind, torn):
+        pid = data.draw(st.sampled_from(self.pids))
+        topic, partition = data.draw(st.sampled_from(PARTITIONS))
+        key = (topic, partition, pid)
+        epoch, batches = self.model.get(key, (0, []))
+        first = batches[-1][1] + 1 if batches else 0
+        if kind == "retry" and batches:
+            first, last = data.draw(st.sampled_from([(b[0], b[1]) for b in batches]))
+            count = last - first + 1
+        elif kind == "gap":
+            first += data.draw(st.integers(1, 3))
+        elif kind == "bump":
+            epoch, first = epoch + 1, 0
+        elif kind == "old" and epoch > 0:
+            epoch -= 1
+        last = first + count - 1
+        expected, detail = self._expected(key, epoch, first, last)
+        verdict = self.state.check(topic, partition, pid, epoch, first, last)
+        if expected == "duplicate":
+            assert verdict.duplicate is not None and verdict.duplicate.first_offset == detail[2]
+            return
+        if expected == "error":
+            assert verdict.error_code == detail and verdict.duplicate is None
+            return
+        assert verdict.error_code == errors.NONE and verdict.duplicate is None
+        start = self.log_end[(topic, partition)]
+        self.state.will_append(topic, partition, pid, epoch, first, last, start, start + count - 1)
+        if torn:
+            # The process dies between the journal line and the append: the batch is not in the log.
+            self.state = None
+            self._open()
+            return
+        self.log_end[(topic, partition)] = start + count
+        if key not in self.model or epoch > self.model[key][0]:
+            self.model[key] = (epoch, [])
+        self.model[key][1].append((first, last, start, start + count - 1))
+        del self.model[key][1][:-BATCHES_TO_RETAIN]
+
+    @rule()
+    def crash(self):
+        self.state = None  # kill -9: nothing is closed, the OS keeps what was written
+        self._open()
+
+    @rule()
+    def restart_cleanly(self):
+        self.state.close()
+        self._open()
+
+    @invariant()
+    def every_retained_batch_is_recognised_as_a_retry(self):
+        if self.state is None:
+            return
+        for (topic, partition, pid), (epoch, batches) in self.model.items():
+            for first, last, first_offset, _last_offset in batches:
+                verdict = self.state.check(topic, partition, pid, epoch, first, last)
+                assert verdict.duplicate is not None and verdict.duplicate.first_offset == first_offset
+
+    def teardown(self):
+        if self.state is not None:
+            self.state.close()
+        for name in os.listdir(self.dir):
+            os.remove(os.path.join(self.dir, name))
+        os.rmdir(self.dir)
+
+
+ProducerStateMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+TestProducerState = ProducerStateMachine.TestCase

@@ -1,0 +1,335 @@
+"""The server end to end over real sockets with the server's own codec (wire_client): the APIs'
+answers and error codes, the network layer's ordering and isolation rules, the purgatories,
+idempotent producers across restarts, and the broker identity in meta.properties."""
+
+import threading
+import time
+
+import pytest
+
+from logstore import LogManager, Record
+from logstore.server import errors
+from logstore.server.server import KafkaServer, read_meta_properties
+from wire_client import WireClient
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
+API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, INIT_PRODUCER_ID = 18, 19, 20, 21, 22
+DESCRIBE_CONFIGS, ALTER_CONFIGS = 32, 44
+
+
+@pytest.fixture
+def store(tmp_path):
+    with LogManager([str(tmp_path / "data")]) as store:
+        yield store
+
+
+@pytest.fixture
+def server(store):
+    with KafkaServer(store, listen="127.0.0.1:0", config={"connections.max.idle.ms": 60000}) as server:
+        yield server
+
+
+@pytest.fixture
+def client(server):
+    client = WireClient(server.bootstrap_servers)
+    yield client
+    client.close()
+
+
+def records(count, prefix=b"v", **extra):
+    return [Record(key=b"k%d" % i, value=prefix + b"%d" % i, headers=(("h", b"x"),), timestamp_ms=1_700_000_000_000 + i,
+                   **extra) for i in range(count)]
+
+
+def test_api_versions_at_every_version_and_the_newer_client_fallback(client):
+    for version in range(5):
+        response = client.call(API_VERSIONS, version, {"client_software_name": "t", "client_software_version": "1"})
+        assert response["error_code"] == 0
+        advertised = {entry["api_key"]: (entry["min_version"], entry["max_version"]) for entry in response["api_keys"]}
+        assert advertised[PRODUCE] == (0, 8) and advertised[FETCH] == (4, 11) and advertised[API_VERSIONS] == (0, 4)
+        assert 24 not in advertised  # no transaction APIs
+    # A client newer than us asks with v7: a v0 body with UNSUPPORTED_VERSION, connection kept open.
+    client.send(API_VERSIONS, 7, {"client_software_name": "t", "client_software_version": "1"})
+    correlation_id, response = client.receive(API_VERSIONS, 0)
+    assert correlation_id == client.correlation_id and response["error_code"] == errors.UNSUPPORTED_VERSION
+    assert any(entry["api_key"] == API_VERSIONS and entry["max_version"] == 4 for entry in response["api_keys"])
+    assert client.call(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})["error_code"] == 0
+
+
+def test_metadata_auto_creates_and_describes_the_one_broker(client, server, store):
+    response = client.call(METADATA, 8, {"topics": [{"name": "auto"}], "allow_auto_topic_creation": True})
+    assert response["brokers"] == [{"node_id": server.node_id, "host": "127.0.0.1", "port": server.port, "rack": None}]
+    assert response["controller_id"] == server.node_id and response["cluster_id"] == server.cluster_id
+    (topic,) = response["topics"]
+    assert topic["error_code"] == 0 and topic["name"] == "auto" and len(topic["partitions"]) == 1
+    assert topic["partitions"][0]["leader_id"] == server.node_id and topic["partitions"][0]["isr_nodes"] == [server.node_id]
+    assert "auto" in store.topics()
+    refused = client.call(METADATA, 8, {"topics": [{"name": "nope"}], "allow_auto_topic_creation": False})
+    assert refused["topics"][0]["error_code"] == errors.UNKNOWN_TOPIC_OR_PARTITION and "nope" not in store.topics()
+    bad = client.call(METADATA, 8, {"topics": [{"name": "bad name!"}], "allow_auto_topic_creation": True})
+    assert bad["topics"][0]["error_code"] == errors.INVALID_TOPIC_EXCEPTION
+    everything = client.call(METADATA, 1, {"topics": None})
+    assert [topic["name"] for topic in everything["topics"]] == ["auto"]
+
+
+def test_produce_then_fetch_and_the_store_agree(client, store):
+    store.create_topic("t", partitions=2)
+    sent = records(10)
+    result = client.produce("t", 1, sent)
+    assert result["error_code"] == 0 and result["base_offset"] == 0
+    assert client.produce("t", 1, records(5, prefix=b"w"))["base_offset"] == 10
+    partition, fetched = client.fetch("t", 1, 0)
+    assert partition["high_watermark"] == 15 == partition["last_stable_offset"] and partition["log_start_offset"] == 0
+    stored = store.read("t", 1, 0, max_bytes=1 << 20)
+    assert [(r.offset, r.key, r.value, tuple(r.headers), r.timestamp_ms) for r in fetched] == \
+           [(r.offset, r.key, r.value, tuple(r.headers), r.timestamp_ms) for r in stored]
+    assert [r.value for r in stored[:10]] == [r.value for r in sent]
+    # Records appended through the Python API are fetched over the wire too.
+    store.append("t", [Record(key=None, value=None)], partition=1)
+    _partition, more = client.fetch("t", 1, 15)
+    assert [(r.offset, r.key, r.value) for r in more] == [(15, None, None)]
+
+
+def test_produce_errors_have_kafkas_codes(client, store):
+    store.create_topic("c", config={"cleanup.policy": "compact", "max.message.bytes": "2000"})
+    assert client.produce("missing", 0, records(1))["error_code"] == errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert client.produce("c", 0, [Record(key=None, value=b"v")])["error_code"] == errors.INVALID_RECORD
+    assert client.produce("c", 0, [Record(key=None, value=b"v")], version=7)["error_code"] == errors.CORRUPT_MESSAGE
+    assert client.produce("c", 0, [Record(key=b"k", value=b"x" * 5000)])["error_code"] == errors.MESSAGE_TOO_LARGE
+    assert client.produce("c", 0, records(1), acks=2)["error_code"] == errors.INVALID_REQUIRED_ACKS
+    assert client.produce("c", 0, records(1), version=2)["error_code"] == errors.UNSUPPORTED_VERSION
+    assert store.get_log("c", 0).log_end_offset == 0
+
+
+def test_acks_zero_gets_no_answer_and_a_failed_one_closes_the_connection(client, server, store):
+    store.create_topic("z")
+    client.produce("z", 0, records(3), acks=0)
+    assert client.call(METADATA, 8, {"topics": [{"name": "z"}]})["topics"][0]["error_code"] == 0
+    assert store.get_log("z", 0).log_end_offset == 3
+    client.produce("z", 7, records(1), acks=0)  # no such partition: the client must notice
+    assert client.is_closed_by_server()
+    other = WireClient(server.bootstrap_servers)
+    assert other.produce("z", 0, records(1))["base_offset"] == 3
+    other.close()
+
+
+def test_acks_all_is_answered_once_fsynced(client, store):
+    store.create_topic("d")
+    result = client.produce("d", 0, records(20), acks=-1)
+    assert result["error_code"] == 0
+    assert store.get_log("d", 0).recovery_point >= 20
+
+
+def test_a_parked_fetch_holds_back_its_own_connection_only_and_wakes_on_produce(server, store):
+    store.create_topic("p")
+    waiting, other = WireClient(server.bootstrap_servers), WireClient(server.bootstrap_servers)
+    try:
+        started = time.monotonic()
+        fetch_id = waiting.send(FETCH, 11, {
+            "max_wait_ms": 5000, "min_bytes": 1, "max_bytes": 1 << 20, "session_epoch": -1, "replica_id": -1,
+            "topics": [{"topic": "p", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+        metadata_id = waiting.send(METADATA, 8, {"topics": [{"name": "p"}]})  # pipelined behind the fetch
+        # Another connection is served while the fetch waits.
+        assert other.call(METADATA, 8, {"topics": [{"name": "p"}]})["topics"][0]["error_code"] == 0
+        assert other.produce("p", 0, records(2))["base_offset"] == 0
+        got_id, response = waiting.receive(FETCH, 11)
+        elapsed = time.monotonic() - started
+        assert got_id == fetch_id and elapsed < 4, elapsed
+        assert response["responses"][0]["partitions"][0]["high_watermark"] == 2
+        assert waiting.receive(METADATA, 8)[0] == metadata_id  # responses in request order
+        # A fetch with nothing to wait for expires after max_wait_ms with an empty answer.
+        started = time.monotonic()
+        partition, fetched = waiting.fetch("p", 0, 2, max_wait_ms=300)
+        assert fetched == [] and 0.25 <= time.monotonic() - started < 3
+    finally:
+        waiting.close()
+        other.close()
+
+
+def test_fetch_limits_follow_kip_74(client, store):
+    store.create_topic("big", partitions=2)
+    for partition in (0, 1):
+        for _ in range(3):
+            client.produce("big", partition, [Record(key=b"k", value=b"x" * 3000)] * 2)
+    # A partition limit below one batch still returns that first batch, whole.
+    partition, fetched = client.fetch("big", 0, 0, partition_max_bytes=100)
+    assert [r.offset for r in fetched] == [0, 1]
+    # Two batches fit in the partition limit, the third does not.
+    partition, fetched = client.fetch("big", 0, 0, partition_max_bytes=13000)
+    assert [r.offset for r in fetched] == [0, 1, 2, 3]
+    # The response limit: the first partition's first batch goes whole, the second partition gets nothing.
+    response = client.call(FETCH, 11, {
+        "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 10, "session_epoch": -1, "replica_id": -1,
+        "topics": [{"topic": "big", "partitions": [{"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+                                                   for p in (0, 1)]}]})
+    first, second = response["responses"][0]["partitions"]
+    assert len(bytes(first["records"])) > 6000 and bytes(second["records"] or b"") == b""
+    # Out of range and unknown partitions get their codes, next to good answers.
+    partition, _ = client.fetch("big", 0, 99)
+    assert partition["error_code"] == errors.OFFSET_OUT_OF_RANGE
+    partition, _ = client.fetch("big", 5, 0)
+    assert partition["error_code"] == errors.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_list_offsets_earliest_latest_and_by_time(client, store):
+    store.create_topic("l")
+    client.produce("l", 0, records(10))
+    store.get_log("l", 0).delete_records(2)
+
+    def lookup(timestamp):
+        response = client.call(LIST_OFFSETS, 5, {"replica_id": -1, "isolation_level": 1, "topics": [
+            {"name": "l", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}]}]})
+        result = response["topics"][0]["partitions"][0]
+        return result["error_code"], result["offset"], result["timestamp"]
+
+    assert lookup(-2) == (0, 2, -1)
+    assert lookup(-1) == (0, 10, -1)
+    assert lookup(1_700_000_000_005) == (0, 5, 1_700_000_000_005)
+    assert lookup(1_800_000_000_000) == (0, -1, -1)
+
+
+def test_idempotent_retries_are_answered_with_their_offsets_across_restarts(tmp_path):
+    data = str(tmp_path / "data")
+    with KafkaServer([data], listen="127.0.0.1:0") as server:
+        client = WireClient(server.bootstrap_servers)
+        client.call(CREATE_TOPICS, 4, {"topics": [{"name": "i", "num_partitions": 1, "replication_factor": 1}],
+                                       "timeout_ms": 1000})
+        producer = client.call(INIT_PRODUCER_ID, 1, {"transactional_id": None, "transaction_timeout_ms": -1})
+        pid = producer["producer_id"]
+        assert producer["error_code"] == 0 and pid >= 0
+        ids = dict(producer_id=pid, producer_epoch=0)
+        assert client.produce("i", 0, records(3), base_sequence=0, **ids)["base_offset"] == 0
+        assert client.produce("i", 0, records(2), base_sequence=3, **ids)["base_offset"] == 3
+        assert client.produce("i", 0, records(3), base_sequence=0, **ids)["base_offset"] == 0  # a retry
+        gap = client.produce("i", 0, records(1), base_sequence=9, **ids)
+        assert gap["error_code"] == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert server.store.get_log("i", 0).log_end_offset == 5
+        client.close()
+    with KafkaServer([data], listen="127.0.0.1:0") as server:
+        client = WireClient(server.bootstrap_servers)
+        assert client.produce("i", 0, records(2), base_sequence=3, **ids)["base_offset"] == 3  # still a retry
+        assert client.produce("i", 0, records(1), base_sequence=5, **ids)["base_offset"] == 5
+        assert client.call(INIT_PRODUCER_ID, 1, {"transactional_id": None})["producer_id"] > pid
+        transactional = client.call(INIT_PRODUCER_ID, 1, {"transactional_id": "tx", "transaction_timeout_ms": 1000})
+        assert transactional["error_code"] == errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert server.store.get_log("i", 0).log_end_offset == 6
+        client.close()
+
+
+def test_admin_apis(client, store):
+    created = client.call(CREATE_TOPICS, 4, {"timeout_ms": 1000, "validate_only": False, "topics": [
+        {"name": "a", "num_partitions": 3, "replication_factor": 1, "configs": [{"name": "retention.ms", "value": "1000"}]},
+        {"name": "b", "num_partitions": -1, "replication_factor": -1},
+        {"name": "rf3", "num_partitions": 1, "replication_factor": 3},
+        {"name": "cfg", "num_partitions": 1, "replication_factor": 1, "configs": [{"name": "no.such", "value": "1"}]},
+        {"name": "zero", "num_partitions": 0, "replication_factor": 1}]})
+    codes = {topic["name"]: topic["error_code"] for topic in created["topics"]}
+    assert codes == {"a": 0, "b": 0, "rf3": errors.INVALID_REPLICATION_FACTOR, "cfg": errors.INVALID_CONFIG,
+                     "zero": errors.INVALID_PARTITIONS}
+    assert store.partitions("a") == 3 and store.topic_config("a").retention_ms == 1000 and "rf3" not in store.topics()
+    again = client.call(CREATE_TOPICS, 4, {"timeout_ms": 1000, "validate_only": True, "topics": [
+        {"name": "a", "num_partitions": 1, "replication_factor": 1},
+        {"name": "v", "num_partitions": 1, "replication_factor": 1}]})
+    assert [t["error_code"] for t in again["topics"]] == [errors.TOPIC_ALREADY_EXISTS, 0] and "v" not in store.topics()
+
+    described = client.call(DESCRIBE_CONFIGS, 2, {"resources": [
+        {"resource_type": 2, "resource_name": "a", "configuration_keys": None},
+        {"resource_type": 2, "resource_name": "missing", "configuration_keys": None}], "include_synonyms": False})
+    entries = {entry["name"]: entry for entry in described["results"][0]["configs"]}
+    assert entries["retention.ms"]["value"] == "1000" and entries["retention.ms"]["config_source"] == 1
+    assert entries["cleanup.policy"]["value"] == "delete" and entries["cleanup.policy"]["config_source"] == 5
+    assert described["results"][1]["error_code"] == errors.UNKNOWN_TOPIC_OR_PARTITION
+
+    altered = client.call(ALTER_CONFIGS, 0, {"validate_only": False, "resources": [{"resource_type": 2, "resource_name": "a", "configs": [
+        {"name": "retention.ms", "config_operation": 1, "value": None},
+        {"name": "cleanup.policy", "config_operation": 2, "value": "compact"}]}]})
+    assert altered["responses"][0]["error_code"] == 0
+    assert store.topic_config("a").cleanup_policy == "compact,delete" and "retention.ms" not in store.topic_overrides("a")
+    bad = client.call(ALTER_CONFIGS, 0, {"resources": [{"resource_type": 2, "resource_name": "a", "configs": [
+        {"name": "retention.ms", "config_operation": 0, "value": "soon"}]}]})
+    assert bad["responses"][0]["error_code"] == errors.INVALID_CONFIG
+
+    client.produce("b", 0, records(10))
+    deleted = client.call(DELETE_RECORDS, 1, {"timeout_ms": 1000, "topics": [{"name": "b", "partitions": [
+        {"partition_index": 0, "offset": 4}]}]})
+    assert deleted["topics"][0]["partitions"][0] == {"partition_index": 0, "low_watermark": 4, "error_code": 0}
+    past = client.call(DELETE_RECORDS, 1, {"timeout_ms": 1000, "topics": [{"name": "b", "partitions": [
+        {"partition_index": 0, "offset": 40}]}]})
+    assert past["topics"][0]["partitions"][0]["error_code"] == errors.OFFSET_OUT_OF_RANGE
+    assert store.get_log("b", 0).log_start_offset == 4
+
+    gone = client.call(DELETE_TOPICS, 3, {"topic_names": ["b", "never"], "timeout_ms": 1000})
+    assert [(r["name"], r["error_code"]) for r in gone["responses"]] == [("b", 0), ("never", errors.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert "b" not in store.topics()
+
+
+def test_bad_input_closes_only_that_connection(server, store):
+    store.create_topic("safe")
+    good = WireClient(server.bootstrap_servers)
+    good.produce("safe", 0, records(1))
+    for bad_bytes in (b"\x7f\xff\xff\xff", b"\x00\x00\x00\x02\x00\x00", b"\x00\x00\x00\x08\x00\x63\x00\x00\x00\x00\x00\x01",
+                      b"\x00\x00\x00\x0a\x00\x00\x00\x08\x00\x00\x00\x01\xff\xff"):
+        bad = WireClient(server.bootstrap_servers)
+        bad.send_raw(bad_bytes)
+        assert bad.is_closed_by_server(), bad_bytes
+        bad.close()
+    assert good.produce("safe", 0, records(1))["base_offset"] == 1
+    good.close()
+
+
+def test_limits_max_connections_and_idle_timeout(store):
+    config = {"max.connections": 2, "connections.max.idle.ms": 300}
+    with KafkaServer(store, listen="127.0.0.1:0", config=config) as server:
+        first, second = WireClient(server.bootstrap_servers), WireClient(server.bootstrap_servers)
+        first.call(API_VERSIONS, 0, {})
+        second.call(API_VERSIONS, 0, {})
+        third = WireClient(server.bootstrap_servers)
+        assert third.is_closed_by_server()
+        assert first.is_closed_by_server(timeout_s=5)  # idle past connections.max.idle.ms
+        for client in (first, second, third):
+            client.close()
+
+
+def test_meta_properties_keep_the_broker_identity(tmp_path):
+    data = str(tmp_path / "data")
+    with KafkaServer([data], listen="127.0.0.1:0", config={"node.id": 3}) as server:
+        cluster_id, node_id = server.cluster_id, server.node_id
+    assert node_id == 3 and len(cluster_id) == 22
+    assert read_meta_properties(data) == {"version": "1", "cluster.id": cluster_id, "node.id": "3"}
+    with KafkaServer([data], listen="127.0.0.1:0") as server:
+        assert (server.cluster_id, server.node_id) == (cluster_id, 3)
+    with pytest.raises(Exception, match="node.id 4 differs"):
+        KafkaServer([data], listen="127.0.0.1:0", config={"node.id": 4}).start()
+    with pytest.raises(Exception, match="unknown store setting"):
+        KafkaServer([data], listen="127.0.0.1:0", config={"no.such.setting": 1}).start()
+
+
+def test_log_append_time_topics_stamp_the_broker_time(client, store):
+    store.create_topic("lat", config={"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    result = client.produce("lat", 0, records(3))
+    assert result["log_append_time_ms"] >= before
+    _partition, fetched = client.fetch("lat", 0, 0)
+    assert {r.timestamp_ms for r in fetched} == {result["log_append_time_ms"]}
+
+
+def test_concurrent_producers_on_many_connections(server, store):
+    store.create_topic("many", partitions=3)
+    failures = []
+
+    def produce(index):
+        try:
+            client = WireClient(server.bootstrap_servers)
+            for round_ in range(20):
+                assert client.produce("many", index % 3, records(5), acks=-1 if round_ % 2 else 1)["error_code"] == 0
+            client.close()
+        except Exception as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=produce, args=(index,)) for index in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not failures
+    assert sum(store.get_log("many", p).log_end_offset for p in range(3)) == 6 * 20 * 5
