@@ -14,3 +14,4 @@ and consume from it (DESIGN.md §9). It owns:
 
 It is one more user of the engine's public API, like the CLI: it may import every layer below it
 (the engine, tools, bench), never spark or cli.
+"""
