@@ -169,6 +169,20 @@ ZIGZAG_BYTE = tuple((byte >> 1) ^ -(byte & 1) for byte in range(128))
 """The value of a one-byte varint, by its byte (< 0x80)."""
 
 
+def _two_byte_values() -> list[int]:
+    table = [0] * (1 << 15)
+    for second in range(0x80):
+        for first in range(0x80, 0x100):
+            number = (first & 0x7F) | (second << 7)
+            table[(second << 8) | first] = (number >> 1) ^ -(number & 1)
+    return table
+
+
+ZIGZAG_PAIR = _two_byte_values()
+"""The value of a two-byte varint by ``(second << 8) | first`` (``first >= 0x80 > second``): lengths
+from 64 to 8191 bytes and offset deltas from 64 on, common enough to inline."""
+
+
 def read_varint(buffer: bytes, position: int, max_bytes: int = 5) -> tuple[int, int]:
     """Decode the varint at ``position``: ``(value, position after it)``. ``max_bytes`` is 5 for
     Kafka's varint (int32), 10 for its varlong (int64). A varint longer than that, or one cut off
