@@ -199,6 +199,8 @@ def read_varint(buffer: bytes, position: int, max_bytes: int = 5) -> tuple[int, 
         position += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
+            if result >> (32 if max_bytes <= 5 else 64):  # more bits than an int32 (int64) has
+                raise CorruptMessageError("a varint overflows its integer type")
             return (result >> 1) ^ -(result & 1), position
         shift += 7
     raise CorruptMessageError(f"a varint is longer than {max_bytes} bytes")

@@ -14,7 +14,7 @@ base_offset != 0 (clients always send 0; Kafka refuses anything else)  InvalidRe
 CRC-32C of [21, end) != crc                                            CorruptMessageError (2)
 codec id > 4, or a codec this process lacks                            UnsupportedCompressionError (76)
 control batch; transactional batch (no transactions here)              InvalidRecordError (87)
-LogAppendTime bit set by the client                                    InvalidTimestampError (32)
+LogAppendTime bit set by the client; a timestamp outside int64          InvalidTimestampError (32)
 record_count <= 0, or last_offset_delta + 1 != record_count            InvalidRecordError (87)
 producer_id >= 0 with base_sequence < 0                                InvalidRecordError (87)
 records that do not decompress or parse; count or sizes that disagree  CorruptMessageError (2)
@@ -42,6 +42,7 @@ from .wire_batch import (ATTRIBUTES_AT, CONTROL_MASK, COMPRESSION_MASK, HEADER_B
                          InvalidTimestampError, MessageTooLargeError, WireBatch, read_varint)
 
 _new_record = tuple.__new__
+_MIN_LONG, _MAX_LONG = -(2**63), 2**63 - 1
 _MIN_RECORD_BYTES = 7  # length, attributes, timestamp delta, offset delta, key, value, header count
 
 
@@ -113,6 +114,8 @@ def _check_produced_header(batch: WireBatch) -> None:
     if batch.last_offset_delta + 1 != count:
         raise InvalidRecordError(f"last offset delta {batch.last_offset_delta} does not match the record "
                                  f"count {count}")
+    if not _MIN_LONG + 64 <= batch.base_timestamp <= _MAX_LONG - 64:
+        raise InvalidTimestampError(f"base timestamp {batch.base_timestamp} is at the edge of the int64 range")
     if batch.producer_id >= 0 and batch.base_sequence < 0:
         raise InvalidRecordError(f"producer id {batch.producer_id} with an invalid base sequence {batch.base_sequence}")
 
@@ -196,6 +199,8 @@ def _parse_records(buffer: bytes, position: int, end: int, count: int, base_time
         else:
             timestamp, position = varint(buffer, position + 1, 10)
             timestamp += base_timestamp
+            if not _MIN_LONG <= timestamp <= _MAX_LONG:
+                raise InvalidTimestampError(f"record {expected} has a timestamp outside the int64 range")
         byte = buffer[position]
         if byte < 0x80:
             delta = zigzag[byte]

@@ -74,6 +74,11 @@ def test_overlong_and_cut_varints_are_corrupt():
         read_varint(b"\x80\x80\x80\x80\x80\x01", 0)
     with pytest.raises(CorruptMessageError):
         read_varint(b"\x80\x80", 0)
+    assert read_varint(encode_varint(-(2**31)), 0) == (-(2**31), 5)
+    with pytest.raises(CorruptMessageError):
+        read_varint(encode_varint(2**31), 0)  # 5 bytes, but more than an int32
+    with pytest.raises(CorruptMessageError):
+        read_varint(b"\xff" * 9 + b"\x7f", 0, 10)  # 10 bytes, more than an int64
 
 
 # --- produce -----------------------------------------------------------------------------------------
@@ -142,6 +147,9 @@ def test_validation_errors_and_codes():
     assert (kind, code) == (InvalidRecordError, 87) and "transactions are not supported" in message
     assert codes_of(rewrite(GOOD, 21, "h", 0x08))[:2] == (InvalidTimestampError, 32)  # LogAppendTime
     assert codes_of(rewrite(GOOD, 21, "h", 5))[:2] == (UnsupportedCompressionError, 76)  # codec 5
+    assert codes_of(rewrite(GOOD, 27, "q", 2**63 - 1))[:2] == (InvalidTimestampError, 32)  # base at int64's edge
+    late = encode_produce_batch([Record(b"k", b"v", (), 2**63 - 100), Record(b"k", b"v", (), -(2**62))])
+    assert codes_of(rewrite(late, 27, "q", 2**63 - 100))[:2] == (CorruptMessageError, 2)  # delta overflows int64
     assert codes_of(rewrite(GOOD, 23, "i", 5))[:2] == (InvalidRecordError, 87)  # last offset delta != count - 1
     zero = rewrite(rewrite(GOOD, 57, "i", 0), 23, "i", -1)
     assert codes_of(zero)[:2] == (InvalidRecordError, 87)  # no records
