@@ -41,7 +41,20 @@ class _VarintCache(dict):
         return encoded
 
 
+class _AttributesAndStampCache(dict):
+    """A record's attributes byte (0) and timestamp delta varint, by delta, filled on first use:
+    producers' deltas take few values (milliseconds within a linger), so this is one C-level
+    lookup per record instead of a lookup and a concatenation."""
+
+    def __missing__(self, delta: int) -> bytes:
+        if len(self) > 65536:
+            self.clear()
+        encoded = self[delta] = _ZERO + encode_varint(delta)
+        return encoded
+
+
 _VARINT_CACHE = _VarintCache()
+_ATTRIBUTES_AND_STAMPS = _AttributesAndStampCache()
 _FIELD_SIZES = [len(encoded) + length for length, encoded in enumerate(NONNEGATIVE_VARINTS)]
 """``_FIELD_SIZES[n]``: bytes of a length-prefixed field of ``n`` bytes (varint + data)."""
 # Dense offsets with timestamp delta 0: a record's attributes, timestamp delta and offset delta
@@ -109,8 +122,9 @@ def encode_records(keys: Sequence[bytes | None], values: Sequence[bytes | None],
     else:
         offsets = _varints(range(count) if offset_deltas is None else offset_deltas,
                            count if offset_deltas is None else offset_deltas[-1] + 1)
-        stamps = repeat(_ZERO, count) if timestamp_deltas is None else _varints(timestamp_deltas, None)
-        prefixes = list(map(add, map(add, repeat(_ZERO, count), stamps), offsets))
+        stamps = (repeat(_ZERO + _ZERO, count) if timestamp_deltas is None
+                  else map(_ATTRIBUTES_AND_STAMPS.__getitem__, timestamp_deltas))
+        prefixes = list(map(add, stamps, offsets))
         prefix_sizes = list(map(len, prefixes))
     if headers is None:
         header_blocks = repeat(_ZERO, count)
