@@ -246,6 +246,14 @@ class RecordBatch:
             return ()
         return columns._byte_values(_KEYS, _KEY_ENDS, 0, columns.count, columns.null_keys)
 
+    def values(self) -> Sequence[bytes | None]:
+        """Every record's value (None for a tombstone), cut from the value column in one pass: what
+        the Kafka server's fetch path re-encodes, without building records."""
+        columns = self.columns
+        if not columns.count:
+            return ()
+        return columns._byte_values(_VALUES, _VALUE_ENDS, 0, columns.count, columns.null_values)
+
     def null_values(self) -> Sequence[bool] | None:
         """Per record, whether its value is null (a tombstone); None when the batch has none."""
         columns = self.columns

@@ -1,0 +1,126 @@
+"""Records on the wire: Kafka's RecordBatch v2 converted to and from logstore's records and batches.
+
+This is the module the request handlers import. It gathers the public API of the wire-records
+modules and owns ``FetchBatchCache``:
+
+- ``decode_produce(data, *, max_message_bytes)`` -> ``[(WireBatch, [Record])]``: a Produce request's
+  batches, validated as Kafka validates a client's (``wire_decode``);
+- ``encode_fetch_batch(batch, *, partition_leader_epoch=0)`` -> bytes: one stored ``RecordBatch`` as
+  one uncompressed v2 batch for a Fetch response (``wire_encode``);
+- ``FetchBatchCache``: encoded fetch batches by a caller's key, so several consumers of the same
+  data pay the conversion once;
+- ``encode_produce_batch(records, ...)`` and ``decode_fetch(data)``: the client's side, for tests,
+  the fuzzer and our own client;
+- ``WireBatch`` and the errors (``WireRecordError`` and its subclasses, each with Kafka's
+  ``error_code``) from ``wire_batch``.
+
+How the pieces fit, and what they cost, is in the modules' docstrings; the layout of a v2 batch is
+in ``wire_batch`` and reference/kafka-wire-protocol.md §3.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Hashable
+
+from ..records.decoder import RecordBatch
+from .compression import AVAILABLE_CODECS, DEFAULT_MAX_DECOMPRESSED_BYTES
+from .wire_batch import (CREATE_TIME, LOG_APPEND_TIME, CorruptMessageError, InvalidRecordError, InvalidTimestampError,
+                         MessageTooLargeError, UnsupportedCompressionError, WireBatch, WireRecordError)
+from .wire_decode import decode_fetch, decode_produce
+from .wire_encode import encode_fetch_batch, encode_produce_batch, encode_records
+
+__all__ = [
+    "AVAILABLE_CODECS", "CREATE_TIME", "DEFAULT_MAX_DECOMPRESSED_BYTES", "LOG_APPEND_TIME", "CorruptMessageError",
+    "FetchBatchCache", "InvalidRecordError", "InvalidTimestampError", "MessageTooLargeError",
+    "UnsupportedCompressionError", "WireBatch", "WireRecordError", "decode_fetch", "decode_produce",
+    "encode_fetch_batch", "encode_produce_batch", "encode_records",
+]
+
+DEFAULT_CACHE_BYTES = 64 << 20
+
+
+class FetchBatchCache:
+    """A bounded, thread-safe LRU of encoded fetch batches: ``get_or_encode(key, batch)``.
+
+    The caller chooses the key; it must change whenever the stored bytes could differ, so the
+    handlers use ``(topic, partition, base_offset, stored crc)``: a batch rewritten by compaction
+    or by a truncation and re-append has another CRC (or another base offset), and a stale entry is
+    never returned; it just ages out. Batches larger than a quarter of the capacity are encoded
+    but not kept (one huge batch would evict everything else). Encoding runs outside the lock, so
+    two threads missing on the same key may both encode it (same result; the second insert wins),
+    and a slow encode never blocks readers of other entries.
+
+    ``hits``, ``misses`` and ``evictions`` count since creation; ``size_bytes`` is what is held."""
+
+    def __init__(self, capacity_bytes: int = DEFAULT_CACHE_BYTES, *,
+                 partition_leader_epoch: int = 0) -> None:
+        if capacity_bytes < 0:
+            raise ValueError(f"capacity_bytes must be >= 0, got {capacity_bytes!r}")
+        self.capacity_bytes = capacity_bytes
+        self.partition_leader_epoch = partition_leader_epoch
+        self._entries: OrderedDict[Hashable, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+        self.size_bytes = 0
+        self.hits = 0
+        self.misses = 0
+        self.evictions = 0
+
+    def get_or_encode(self, key: Hashable, batch: RecordBatch) -> bytes:
+        """The encoded fetch batch (``encode_fetch_batch``) of ``batch``, from the cache when ``key``
+        is in it."""
+        with self._lock:
+            encoded = self._entries.get(key)
+            if encoded is not None:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return encoded
+            self.misses += 1
+        encoded = encode_fetch_batch(batch, partition_leader_epoch=self.partition_leader_epoch)
+        self.put(key, encoded)
+        return encoded
+
+    def get(self, key: Hashable) -> bytes | None:
+        """The cached bytes for ``key`` (counted as a hit or a miss), or None."""
+        with self._lock:
+            encoded = self._entries.get(key)
+            if encoded is None:
+                self.misses += 1
+                return None
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return encoded
+
+    def put(self, key: Hashable, encoded: bytes) -> None:
+        """Keep ``encoded`` under ``key`` (unless it is too large to cache), evicting the least
+        recently used entries beyond the capacity."""
+        size = len(encoded)
+        if size * 4 > self.capacity_bytes:
+            return
+        with self._lock:
+            previous = self._entries.pop(key, None)
+            if previous is not None:
+                self.size_bytes -= len(previous)
+            self._entries[key] = encoded
+            self.size_bytes += size
+            while self.size_bytes > self.capacity_bytes:
+                _, evicted = self._entries.popitem(last=False)
+                self.size_bytes -= len(evicted)
+                self.evictions += 1
+
+    def clear(self) -> None:
+        """Drop every entry (the counters stay)."""
+        with self._lock:
+            self._entries.clear()
+            self.size_bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._entries
+
+    def __repr__(self) -> str:
+        return (f"FetchBatchCache({len(self._entries)} batches, {self.size_bytes}/{self.capacity_bytes} bytes, "
+                f"{self.hits} hits, {self.misses} misses)")
