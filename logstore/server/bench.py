@@ -64,7 +64,7 @@ class BrokerProcess:
         started = time.monotonic()
         if kind == "logstore":
             data = os.path.join(work_dir, "serve-data")
-            self.process = subprocess.Popen([sys.executable, "-m", "logstore.cli", "--dir", data, "serve", "--listen",
+            self.process = subprocess.Popen([sys.executable, "-P", "-m", "logstore.cli", "--dir", data, "serve", "--listen",
                                              "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             line = self.process.stdout.readline()
             if "listening on" not in line:

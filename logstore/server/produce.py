@@ -121,11 +121,8 @@ class ProduceHandler:
         try:
             batches = decode_produce(records, max_message_bytes=log.config.max_message_bytes)
         except WireRecordError as exc:
-            code = exc.error_code
-            if code == errors.INVALID_RECORD and version < 8:
-                code = errors.CORRUPT_MESSAGE  # INVALID_RECORD exists from Produce v8 only
             logger.info("produce to %s-%d refused: %s", topic, partition, exc)
-            return _partition_response(partition, code, str(exc)), log
+            return _partition_response(partition, _for_version(exc.error_code, version), str(exc)), log
         if not batches:
             return _partition_response(partition, errors.CORRUPT_MESSAGE, "no record batch"), log
         first_offset = None
@@ -145,11 +142,10 @@ class ProduceHandler:
                 last_offset = last
                 log_append_time_ms = append_time_ms
         except LogStoreError as exc:
-            if first_offset is None:
-                return _partition_response(partition, errors.error_code_for(exc), str(exc)), log
-            logger.warning("produce to %s-%d failed after appending from offset %d: %s", topic, partition,
-                           first_offset, exc)
-            return _partition_response(partition, errors.error_code_for(exc), str(exc)), log
+            if first_offset is not None:
+                logger.warning("produce to %s-%d failed after appending from offset %d: %s", topic, partition,
+                               first_offset, exc)
+            return _partition_response(partition, _for_version(errors.error_code_for(exc), version), str(exc)), log
         result = _partition_response(partition, errors.NONE)
         result["base_offset"] = first_offset
         result["log_append_time_ms"] = log_append_time_ms
@@ -188,6 +184,11 @@ class ProduceHandler:
                 producers.will_append(topic, partition, batch.producer_id, batch.producer_epoch, first_sequence,
                                       last_sequence, info.first_offset, info.last_offset)
             return info.first_offset, info.last_offset, info.log_append_time_ms
+
+
+def _for_version(error_code: int, version: int) -> int:
+    """INVALID_RECORD exists from Produce v8 only; older clients get CORRUPT_MESSAGE for it."""
+    return errors.CORRUPT_MESSAGE if error_code == errors.INVALID_RECORD and version < 8 else error_code
 
 
 def _partition_response(index: int, error_code: int, message: str | None = None) -> dict:

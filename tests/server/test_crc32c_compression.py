@@ -14,17 +14,37 @@ from __future__ import annotations
 
 import zlib
 
+import cramjam  # the server extra: CI installs it, a missing one fails
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from logstore.server import compression
-from logstore.server.compression import (AVAILABLE_CODECS, CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_SNAPPY,
-                                         CODEC_ZSTD, XERIAL_MAGIC, compress, decompress)
-from logstore.server.crc32c import CHECK_VALUE, HARDWARE, IMPLEMENTATION, crc32c, crc32c_python
-from logstore.server.wire_records import (CorruptMessageError, MessageTooLargeError, UnsupportedCompressionError,
-                                          WireRecordError)
+from logstore.server.compression import (
+    AVAILABLE_CODECS,
+    CODEC_GZIP,
+    CODEC_LZ4,
+    CODEC_NONE,
+    CODEC_SNAPPY,
+    CODEC_ZSTD,
+    XERIAL_MAGIC,
+    compress,
+    decompress,
+)
+from logstore.server.crc32c import (
+    CHECK_VALUE,
+    HARDWARE,
+    IMPLEMENTATION,
+    crc32c,
+    crc32c_python,
+)
+from logstore.server.wire_records import (
+    CorruptMessageError,
+    MessageTooLargeError,
+    UnsupportedCompressionError,
+    WireRecordError,
+)
 
-cramjam = pytest.importorskip("cramjam")
 CODECS = [CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD]
 COMPRESSED = CODECS[1:]
 
@@ -151,7 +171,7 @@ def test_codecs_without_cramjam_and_unknown_codecs_are_unsupported(monkeypatch):
 
 
 def test_our_output_reads_with_the_clients_codecs_and_theirs_with_ours():
-    aiocodec = pytest.importorskip("aiokafka.codec")
+    import aiokafka.codec as aiocodec  # the clients extra: installed by CI
     data = b"".join(b"value %d " % i for i in range(10_000))
     ours = {CODEC_GZIP: aiocodec.gzip_decode, CODEC_SNAPPY: aiocodec.snappy_decode, CODEC_LZ4: aiocodec.lz4_decode,
             CODEC_ZSTD: aiocodec.zstd_decode}

@@ -9,6 +9,7 @@ import pytest
 
 from logstore import LogManager, Record
 from logstore.server import errors
+from logstore.server.codec import encode_request
 from logstore.server.server import KafkaServer, read_meta_properties
 from wire_client import WireClient
 
@@ -49,9 +50,12 @@ def test_api_versions_at_every_version_and_the_newer_client_fallback(client):
         assert advertised[PRODUCE] == (0, 8) and advertised[FETCH] == (4, 11) and advertised[API_VERSIONS] == (0, 4)
         assert 24 not in advertised  # no transaction APIs
     # A client newer than us asks with v7: a v0 body with UNSUPPORTED_VERSION, connection kept open.
-    client.send(API_VERSIONS, 7, {"client_software_name": "t", "client_software_version": "1"})
+    frame = bytearray(encode_request(API_VERSIONS, 4, 99, "t", {"client_software_name": "t",
+                                                                "client_software_version": "1"}))
+    frame[6:8] = (7).to_bytes(2, "big")  # the same request, as a client that speaks v7 sends it
+    client.send_raw(bytes(frame))
     correlation_id, response = client.receive(API_VERSIONS, 0)
-    assert correlation_id == client.correlation_id and response["error_code"] == errors.UNSUPPORTED_VERSION
+    assert correlation_id == 99 and response["error_code"] == errors.UNSUPPORTED_VERSION
     assert any(entry["api_key"] == API_VERSIONS and entry["max_version"] == 4 for entry in response["api_keys"])
     assert client.call(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})["error_code"] == 0
 
