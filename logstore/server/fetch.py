@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 
-from ..errors import LogStoreError, OffsetOutOfRangeError
+from ..errors import LogStoreError, OffsetOutOfRangeError, StoreClosedError, UnknownTopicOrPartitionError
 from ..log.waits import DelayedFetch, FetchPosition
 from . import errors
 from .apis import LEADER_EPOCH, Broker
@@ -76,6 +76,9 @@ class FetchHandler:
         store = self.broker.store
 
         def answer() -> None:
+            if context.connection.closed:  # the client left (or the server is stopping): nobody to answer
+                context.no_response()
+                return
             try:
                 context.respond(self._read(wanted, max_bytes)[0])
             except Exception:
@@ -134,7 +137,7 @@ class FetchHandler:
                 result["error_code"] = errors.error_code_for(exc)
                 result["records"] = b""
                 answer_now = True
-                if not isinstance(exc, (OffsetOutOfRangeError,)) and result["error_code"] != errors.UNKNOWN_TOPIC_OR_PARTITION:
+                if not isinstance(exc, (OffsetOutOfRangeError, StoreClosedError, UnknownTopicOrPartitionError)):
                     logger.warning("fetch from %s-%d at %d failed: %s", topic, partition, fetch_offset, exc)
         body = {"throttle_time_ms": 0, "error_code": errors.NONE, "session_id": 0, "responses": topics}
         return body, (-1 if answer_now else total), positions
