@@ -93,9 +93,14 @@ class Broker:
         if self.store is not None:
             first = self.store.append(topic, list(records), partition=partition)[partition].first_offset
         else:
-            # linger.ms: the records go out as one batch, as one append makes one batch in the store
-            results = ConfluentDriver().produce(self.bootstrap_servers, topic, records, partition=partition,
-                                                config={"linger.ms": 50})
+            # One record per produce request, so one batch per record: Tansu 0.6.0 answers
+            # ListOffsets(latest) with the last batch's base offset + 1 and ListOffsets(timestamp)
+            # with the base offset of the batch holding the timestamp, both wrong for batches of
+            # several records (they would break the consume-from-latest and -timestamp tests for
+            # a reason that is not the client's).
+            sender = ConfluentDriver()
+            results = [sender.produce(self.bootstrap_servers, topic, [record], partition=partition)[0]
+                       for record in records]
             first = results[0][1]
         return [as_wire(record, first + i) for i, record in enumerate(records)]
 

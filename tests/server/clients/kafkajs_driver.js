@@ -16,6 +16,7 @@
 //   delete_topic   topic -> null
 //   delete_records topic, partition, offset -> the new low watermark
 //   list_offset    topic, partition, spec ("earliest" | "latest" | {"timestamp": ms}) -> offset
+//                  (-1 for a timestamp after every record)
 //   list_topics    -> [names]
 'use strict'
 
@@ -158,8 +159,12 @@ const commands = {
       const p = offsets.find(o => o.partition === c.partition)
       return Number(c.spec === 'earliest' ? p.low : p.high)
     }
-    const offsets = await admin.fetchTopicOffsetsByTimestamp(c.topic, c.spec.timestamp)
-    return Number(offsets.find(o => o.partition === c.partition).offset)
+    // kafkajs answers "no record at or after the timestamp" (-1 from the broker) with the high
+    // watermark; every found offset is below it, so the high watermark means -1 here.
+    const found = await admin.fetchTopicOffsetsByTimestamp(c.topic, c.spec.timestamp)
+    const high = (await admin.fetchTopicOffsets(c.topic)).find(o => o.partition === c.partition).high
+    const offset = found.find(o => o.partition === c.partition).offset
+    return offset === high ? -1 : Number(offset)
   }),
   list_topics: (kafka, c) => withAdmin(kafka, admin => admin.listTopics())
 }
