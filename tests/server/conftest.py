@@ -63,8 +63,9 @@ def tansu_gets_wrong(reason: str):
 
 
 def logstore_only(reason: str):
-    """A test about our own store or CLI: it has nothing to check against Tansu."""
-    return pytest.mark.skipif(TANSU, reason=f"needs our server's store: {reason}")
+    """A test about our own server (its store, its CLI, what it lacks): nothing to check against
+    Tansu."""
+    return pytest.mark.skipif(TANSU, reason=f"about our server only: {reason}")
 
 
 class Broker:

@@ -20,7 +20,7 @@ import os
 import shutil
 import subprocess
 
-from . import ClientError, ClientTimeout, Driver, WireRecord  # noqa: F401  (WireRecord: the interface's type)
+from . import ClientError, ClientTimeout, Driver
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "kafkajs_driver.js")

@@ -226,10 +226,13 @@ class KcatDriver(Driver):
             raise ClientError("KCAT_FAILED", answer["error"])
         return answer["offset"]
 
+    def metadata(self, bootstrap, topic: str | None = None, *, timeout_s=15.0) -> dict:
+        """``kcat -L -J``: brokers, controller id, topics with their partitions' leader, replicas, ISR."""
+        args = ["-b", bootstrap, "-L", "-J", "-m", str(max(1, int(timeout_s)))] + (["-t", topic] if topic else [])
+        return json.loads(self._run(args, timeout_s=timeout_s, what="list metadata").stdout)
+
     def list_topics(self, bootstrap, *, timeout_s=15.0):
-        done = self._run(["-b", bootstrap, "-L", "-J", "-m", str(max(1, int(timeout_s)))], timeout_s=timeout_s,
-                         what="list topics")
-        return {topic["topic"] for topic in json.loads(done.stdout)["topics"]}
+        return {topic["topic"] for topic in self.metadata(bootstrap, timeout_s=timeout_s)["topics"]}
 
 
 def version() -> str:
