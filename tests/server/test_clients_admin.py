@@ -8,7 +8,7 @@ kafka-python and confluent-kafka send IncrementalAlterConfigs, the one alter our
 """
 
 import pytest
-from conftest import ADMINS, CONSUMERS, DRIVER_CLASSES, tansu_gets_wrong
+from conftest import ADMINS, CONSUMERS, DRIVER_CLASSES, runnable, tansu_gets_wrong
 
 from clients import EARLIEST, ClientError
 from clients.checks import now_ms
@@ -24,12 +24,7 @@ CORE_KEYS = ("cleanup.policy", "retention.ms", "max.message.bytes", "message.tim
 def listed_by_everyone(broker, driver_factory, topic) -> dict[str, bool]:
     """Whether each client's topic list (Metadata) has ``topic``."""
     return {name: topic in driver_factory(name).list_topics(broker.bootstrap_servers)
-            for name in DRIVER_CLASSES if name != "kafkajs" or _has_node()}
-
-
-def _has_node() -> bool:
-    from clients.kafkajs_driver import find_node
-    return find_node() is not None
+            for name in runnable(DRIVER_CLASSES)}
 
 
 @pytest.mark.parametrize("driver", ADMINS, indirect=True)
@@ -135,9 +130,7 @@ def test_delete_records_moves_the_log_start_offset(broker, driver, driver_factor
     base = now_ms() - 60_000
     records = broker.seed(topic, [Record(f"k{i}".encode(), f"v{i}".encode(), (), base + i) for i in range(10)])
     assert driver.delete_records(broker.bootstrap_servers, topic, 0, 4) == 4
-    for name in DRIVER_CLASSES:
-        if name == "kafkajs" and not _has_node():
-            continue
+    for name in runnable(DRIVER_CLASSES):
         assert driver_factory(name).list_offset(broker.bootstrap_servers, topic, 0, EARLIEST) == 4, name
     for name in CONSUMERS:
         assert driver_factory(name).consume(broker.bootstrap_servers, topic, 0, start=EARLIEST, count=6) == \
@@ -155,8 +148,6 @@ def test_every_client_lists_exactly_the_topics_of_a_fresh_store(fresh_broker, dr
     """Metadata for all topics: a fresh broker with two topics lists those two to every client
     (internal topics, named __*, aside)."""
     names = {fresh_broker.create_topic("orders", partitions=2), fresh_broker.create_topic("audit.log")}
-    for name in DRIVER_CLASSES:
-        if name == "kafkajs" and not _has_node():
-            continue
+    for name in runnable(DRIVER_CLASSES):
         listed = driver_factory(name).list_topics(fresh_broker.bootstrap_servers)
         assert {topic for topic in listed if not topic.startswith("__")} == names, name
