@@ -159,10 +159,12 @@ class KafkaPythonDriver(Driver):
             raise _error(exc) from exc
         finally:
             admin.close()
+        # kafka-python reports each resource as "OK" or as the text of the error it built, "ClassName: message"
         outcome = result["topic"][topic]
-        if isinstance(outcome, BaseException) or (isinstance(outcome, type) and issubclass(outcome, BaseException)):
-            if getattr(outcome, "errno", 0):
-                raise _error(outcome if isinstance(outcome, BaseException) else outcome())
+        if outcome != "OK":
+            class_name = outcome.split(":", 1)[0]
+            cls = getattr(kafka.errors, class_name, None)
+            raise ClientError.from_code(getattr(cls, "errno", None), getattr(cls, "message", class_name), outcome)
 
     def delete_topic(self, bootstrap, topic, *, timeout_s=15.0):
         admin = self._admin(bootstrap, timeout_s)
