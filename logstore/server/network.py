@@ -40,7 +40,7 @@ class Connection:
     """One client connection: its socket, what was read and not yet handled, what is to be sent."""
 
     __slots__ = ("connection_id", "sock", "peer", "inbound", "outbound", "busy", "closed", "last_active_ms",
-                 "requests", "registered_for_write")
+                 "requests", "events", "eof")
 
     def __init__(self, connection_id: int, sock: socket.socket, peer: str, now_ms: int) -> None:
         self.connection_id = connection_id
@@ -52,7 +52,8 @@ class Connection:
         self.closed = False
         self.last_active_ms = now_ms
         self.requests = 0
-        self.registered_for_write = False
+        self.events = selectors.EVENT_READ  # what the selector watches for (0: not registered)
+        self.eof = False  # the client finished sending: its buffered requests are still handled
 
 
 class RequestContext:
@@ -295,7 +296,11 @@ class SocketServer:
             self._close(connection, f"read failed: {exc}")
             return
         if not data:
-            self._close(connection, None)  # the client closed: not worth a log line
+            # The client closed its side. Requests it sent before (acks=0 produces, say) may still be
+            # buffered behind a busy one: handle them all, then close (Kafka does the same).
+            connection.eof = True
+            self._update_events(connection)
+            self._next_request(connection)
             return
         connection.inbound += data
         connection.last_active_ms = self._clock.monotonic_ms()
@@ -307,6 +312,8 @@ class SocketServer:
             return
         inbound = connection.inbound
         if len(inbound) < _SIZE:
+            if connection.eof and not connection.outbound:
+                self._close(connection, None)  # the client closed and everything it sent is answered
             return
         size = int.from_bytes(inbound[:_SIZE], "big", signed=True)
         if size < 0 or size > self.max_request_bytes:
@@ -314,6 +321,8 @@ class SocketServer:
                                     f"{self.max_request_bytes})")
             return
         if len(inbound) < _SIZE + size:
+            if connection.eof:
+                self._close(connection, None if not inbound else "the client closed in the middle of a frame")
             return
         with memoryview(inbound) as view:
             frame = memoryview(bytes(view[_SIZE:_SIZE + size]))  # one copy; the buffer is reused
@@ -351,6 +360,9 @@ class SocketServer:
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as exc:
+                if connection.eof:
+                    outbound.clear()  # the client is gone: drop its answers, still handle what it sent
+                    break
                 self._close(connection, f"write failed: {exc}")
                 return
             while sent:
@@ -362,11 +374,23 @@ class SocketServer:
                     outbound[0] = memoryview(head)[sent:]
                     sent = 0
         connection.last_active_ms = self._clock.monotonic_ms()
-        want_write = bool(outbound) and not connection.closed
-        if want_write != connection.registered_for_write and not connection.closed:
-            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if want_write else 0)
+        if not connection.closed:
+            self._update_events(connection)
+            if connection.eof and not outbound and not connection.busy and len(connection.inbound) < _SIZE:
+                self._close(connection, None)
+
+    def _update_events(self, connection: Connection) -> None:
+        """Watch for reads until the client's EOF, and for writes while responses wait to be sent."""
+        events = (0 if connection.eof else selectors.EVENT_READ) | (selectors.EVENT_WRITE if connection.outbound else 0)
+        if events == connection.events:
+            return
+        if connection.events == 0:
+            self._selector.register(connection.sock, events, connection)
+        elif events == 0:
+            self._selector.unregister(connection.sock)
+        else:
             self._selector.modify(connection.sock, events, connection)
-            connection.registered_for_write = want_write
+        connection.events = events
 
     def _close_idle(self) -> None:
         if not self._connections:
@@ -383,10 +407,12 @@ class SocketServer:
         if reason is not None:
             logger.warning("closing the connection from %s: %s", connection.peer, reason)
         self._connections.pop(connection.connection_id, None)
-        try:
-            self._selector.unregister(connection.sock)
-        except (KeyError, ValueError):
-            pass
+        if connection.events:
+            try:
+                self._selector.unregister(connection.sock)
+            except (KeyError, ValueError):
+                pass
+            connection.events = 0
         try:
             connection.sock.close()
         except OSError:

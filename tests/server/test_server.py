@@ -337,3 +337,19 @@ def test_concurrent_producers_on_many_connections(server, store):
         thread.join(60)
     assert not failures
     assert sum(store.get_log("many", p).log_end_offset for p in range(3)) == 6 * 20 * 5
+
+
+def test_requests_sent_before_the_client_closed_are_all_handled(server, store):
+    """acks=0 produces queued behind a parked fetch, then the client closes: every one is appended."""
+    store.create_topic("eof")
+    client = WireClient(server.bootstrap_servers)
+    client.send(FETCH, 11, {"max_wait_ms": 300, "min_bytes": 1, "max_bytes": 1 << 20, "session_epoch": -1,
+                            "replica_id": -1, "topics": [{"topic": "eof", "partitions": [
+                                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+    for _ in range(5):
+        client.produce("eof", 0, records(2), acks=0)
+    client.close()
+    deadline = time.monotonic() + 10
+    while store.get_log("eof", 0).log_end_offset < 10 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert store.get_log("eof", 0).log_end_offset == 10
