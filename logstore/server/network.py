@@ -8,9 +8,13 @@ request exactly once with ``context.respond(body)``, ``context.respond_frame(chu
 ``context.no_response()`` (acks=0 produce) or ``context.close(reason)``, now or later (a request
 parked in a purgatory finishes on the thread that completes it).
 
-Ordering is Kafka's: after reading a request the connection is *muted* (its later frames wait in
-its buffer) until that request is finished, so responses go out in request order and a request
-parked in a purgatory holds back its own connection only. Everything that goes wrong with one
+Ordering: a connection's requests are handled one at a time, in order (the connection is *muted*
+while its request's handler runs), and its responses go out in request order. A request whose
+handler parked it in a purgatory (a fetch waiting for data, an ``acks=-1`` produce waiting for its
+fsync) no longer mutes the connection: the requests behind it are handled meanwhile (so pipelined
+durable produces share one fsync), and their responses wait behind its own in the connection's
+response slots (at most ``MAX_PARKED_PER_CONNECTION``). A parked request holds back only its own
+connection. Everything that goes wrong with one
 connection (a frame over ``socket.request.max.bytes``, a malformed header, an unknown API, an idle
 timeout, a reset) closes that connection with one log line and touches nothing else.
 """
@@ -34,13 +38,15 @@ _SIZE = 4
 _RECV_BYTES = 1 << 18
 _MAX_IOV = 512  # buffers per sendmsg (the kernel's IOV_MAX is 1024)
 _SELECT_TIMEOUT_S = 0.5
+MAX_PARKED_PER_CONNECTION = 64  # requests handled but not yet answered, per connection
+_NO_RESPONSE = object()
 
 
 class Connection:
     """One client connection: its socket, what was read and not yet handled, what is to be sent."""
 
     __slots__ = ("connection_id", "sock", "peer", "inbound", "outbound", "busy", "closed", "last_active_ms",
-                 "requests", "events", "eof")
+                 "requests", "events", "eof", "slots")
 
     def __init__(self, connection_id: int, sock: socket.socket, peer: str, now_ms: int) -> None:
         self.connection_id = connection_id
@@ -48,7 +54,8 @@ class Connection:
         self.peer = peer
         self.inbound = bytearray()
         self.outbound: collections.deque = collections.deque()
-        self.busy = False  # a request is being handled: the connection is muted until it finishes
+        self.busy = False  # a request's handler is running: the connection is muted until it returns
+        self.slots: collections.deque = collections.deque()  # requests not yet answered, in order
         self.closed = False
         self.last_active_ms = now_ms
         self.requests = 0
@@ -63,7 +70,7 @@ class RequestContext:
     handler's to answer or refuse. Finishing twice is a bug and raises ``RuntimeError``."""
 
     __slots__ = ("server", "connection", "api_key", "api_version", "correlation_id", "client_id", "frame",
-                 "body_offset", "received_ms", "_finished")
+                 "body_offset", "received_ms", "_finished", "result")
 
     def __init__(self, server: "SocketServer", connection: Connection, header: dict, frame: memoryview,
                  body_offset: int, received_ms: int) -> None:
@@ -77,6 +84,7 @@ class RequestContext:
         self.body_offset = body_offset
         self.received_ms = received_ms
         self._finished = False
+        self.result = None  # the response chunks (or _NO_RESPONSE) once finished
 
     @property
     def peer(self) -> str:
@@ -95,17 +103,17 @@ class RequestContext:
     def respond_frame(self, chunks) -> None:
         """Send an already encoded response frame (bytes or a list of byte chunks, size prefix included)."""
         self._finish()
-        self.server.complete(self.connection, chunks if isinstance(chunks, (list, tuple)) else [chunks], None)
+        self.server.complete(self, chunks if isinstance(chunks, (list, tuple)) else [chunks], None)
 
     def no_response(self) -> None:
         """Finish without a response (acks=0): the connection goes on with its next request."""
         self._finish()
-        self.server.complete(self.connection, None, None)
+        self.server.complete(self, _NO_RESPONSE, None)
 
     def close(self, reason: str) -> None:
         """Finish by closing the connection (one log line with ``reason``)."""
         self._finish()
-        self.server.complete(self.connection, None, reason)
+        self.server.complete(self, None, reason)
 
 
 class SocketServer:
@@ -197,13 +205,13 @@ class SocketServer:
 
     def busy_connections(self) -> int:
         """Connections with a request in flight (being handled, or parked in a purgatory)."""
-        return sum(1 for connection in list(self._connections.values()) if connection.busy)
+        return sum(1 for connection in list(self._connections.values()) if connection.busy or connection.slots)
 
     # --- called from any thread --------------------------------------------------------------------
 
-    def complete(self, connection: Connection, chunks, close_reason: str | None) -> None:
-        """A request of ``connection`` finished: send ``chunks`` (None: no response) or close."""
-        self._completions.append((connection, chunks, close_reason))
+    def complete(self, context: RequestContext, chunks, close_reason: str | None) -> None:
+        """A request finished: send ``chunks`` (``_NO_RESPONSE``: none) in its turn, or close."""
+        self._completions.append((context, chunks, close_reason))
         self._wake()
 
     def _wake(self) -> None:
@@ -226,6 +234,9 @@ class SocketServer:
                                  context.correlation_id, context.api_key, context.api_version, context.peer)
                 if not context._finished:
                     context.close("the request handler failed")
+            # The handler returned (the request answered, or parked): the connection may go on.
+            self._completions.append((context, None, None))
+            self._wake()
 
     # --- the network thread ------------------------------------------------------------------------
 
@@ -308,11 +319,11 @@ class SocketServer:
 
     def _next_request(self, connection: Connection) -> None:
         """Hand the next complete frame of an unmuted connection to the handlers."""
-        if connection.busy or connection.closed:
+        if connection.busy or connection.closed or len(connection.slots) >= MAX_PARKED_PER_CONNECTION:
             return
         inbound = connection.inbound
         if len(inbound) < _SIZE:
-            if connection.eof and not connection.outbound:
+            if connection.eof and not connection.outbound and not connection.slots:
                 self._close(connection, None)  # the client closed and everything it sent is answered
             return
         size = int.from_bytes(inbound[:_SIZE], "big", signed=True)
@@ -334,21 +345,31 @@ class SocketServer:
             return
         connection.busy = True
         connection.requests += 1
-        self._requests.put(RequestContext(self, connection, header, frame, body_offset, self._clock.time_ms()))
+        context = RequestContext(self, connection, header, frame, body_offset, self._clock.time_ms())
+        connection.slots.append(context)
+        self._requests.put(context)
 
     def _finish_completions(self) -> None:
         completions = self._completions
         while completions:
-            connection, chunks, close_reason = completions.popleft()
+            context, chunks, close_reason = completions.popleft()
+            connection = context.connection
             if connection.closed:
                 continue
             if close_reason is not None:
                 self._close(connection, close_reason)
                 continue
-            connection.busy = False
-            if chunks is not None:
-                connection.outbound.extend(chunks)
-                self._write(connection)
+            if chunks is None:  # the handler returned
+                connection.busy = False
+            else:
+                context.result = chunks
+                slots = connection.slots
+                while slots and slots[0].result is not None:  # answers leave in request order
+                    done = slots.popleft().result
+                    if done is not _NO_RESPONSE:
+                        connection.outbound.extend(done)
+                if connection.outbound:
+                    self._write(connection)
             self._next_request(connection)
 
     def _write(self, connection: Connection) -> None:
@@ -376,7 +397,8 @@ class SocketServer:
         connection.last_active_ms = self._clock.monotonic_ms()
         if not connection.closed:
             self._update_events(connection)
-            if connection.eof and not outbound and not connection.busy and len(connection.inbound) < _SIZE:
+            if (connection.eof and not outbound and not connection.busy and not connection.slots
+                    and len(connection.inbound) < _SIZE):
                 self._close(connection, None)
 
     def _update_events(self, connection: Connection) -> None:
@@ -397,7 +419,7 @@ class SocketServer:
             return
         now_ms = self._clock.monotonic_ms()
         for connection in list(self._connections.values()):
-            if not connection.busy and now_ms - connection.last_active_ms > self.idle_ms:
+            if not connection.busy and not connection.slots and now_ms - connection.last_active_ms > self.idle_ms:
                 self._close(connection, f"idle for more than connections.max.idle.ms ({self.idle_ms} ms)")
 
     def _close(self, connection: Connection, reason: str | None) -> None:

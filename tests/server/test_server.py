@@ -10,6 +10,7 @@ import pytest
 from logstore import LogManager, Record
 from logstore.server import errors
 from logstore.server.codec import encode_request
+from logstore.server.wire_records import encode_produce_batch
 from logstore.server.server import KafkaServer, read_meta_properties
 from wire_client import WireClient
 
@@ -353,3 +354,32 @@ def test_requests_sent_before_the_client_closed_are_all_handled(server, store):
     while store.get_log("eof", 0).log_end_offset < 10 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert store.get_log("eof", 0).log_end_offset == 10
+
+
+def test_pipelined_durable_produces_share_fsyncs_and_are_answered_in_order(tmp_path):
+    """acks=-1 produces pipelined on one connection: each parks for its fsync without muting the
+    connection, so the later ones are appended meanwhile and one fsync covers several."""
+    from logstore.fs import FileSystem
+
+    class SlowFsync(FileSystem):
+        def fsync(self, fd):
+            time.sleep(0.05)
+            super().fsync(fd)
+
+    with LogManager([str(tmp_path / "data")], fs=SlowFsync()) as store, \
+            KafkaServer(store, listen="127.0.0.1:0") as server:
+        store.create_topic("durable")
+        client = WireClient(server.bootstrap_servers)
+        store.waits.flusher  # noqa: B018 - started before counting its rounds
+        rounds_before = store.waits.flusher.rounds
+        sent = []
+        for index in range(10):
+            body = {"acks": -1, "timeout_ms": 10000, "topic_data": [{"name": "durable", "partition_data": [
+                {"index": 0, "records": encode_produce_batch(records(3, prefix=b"%d-" % index))}]}]}
+            sent.append(client.send(PRODUCE, 8, body))
+        answers = [client.receive(PRODUCE, 8) for _ in sent]
+        assert [correlation_id for correlation_id, _ in answers] == sent
+        assert [a["responses"][0]["partition_responses"][0]["base_offset"] for _, a in answers] == list(range(0, 30, 3))
+        assert store.get_log("durable", 0).recovery_point == 30
+        assert store.waits.flusher.rounds - rounds_before <= 5
+        client.close()
