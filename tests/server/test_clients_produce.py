@@ -23,7 +23,11 @@ PRODUCER_CODECS = [(name, codec) for name, cls in DRIVER_CLASSES.items() for cod
 @pytest.mark.parametrize("driver", PRODUCERS, indirect=True)
 def test_produce_with_acks(broker, driver, acks, topic):
     """acks 0, 1 and all (-1): the producer gets the offsets (none for acks=0, which has no
-    response) and the partition holds exactly the records sent, in order, once."""
+    response) and the partition holds exactly the records sent, in order, once.
+
+    With acks=0 a client may close its connection right after writing its last request (aiokafka's
+    stop() does): the broker must still handle every complete request it received before the close,
+    as Kafka does (its Selector keeps a peer-closed channel's completed receives)."""
     broker.create_topic(topic)
     records = varied_records(driver)
     start = now_ms()

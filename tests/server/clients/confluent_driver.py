@@ -11,6 +11,7 @@ assign(): each consumer gets a throw-away one and never commits (``enable.auto.c
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 
 import confluent_kafka
@@ -21,6 +22,23 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from . import EARLIEST, LATEST, ClientError, ClientTimeout, Deadline, Driver, WireRecord, parse_start
 
 _groups = itertools.count()
+_librdkafka_log = logging.getLogger("logstore.tests.librdkafka")
+_librdkafka_log.setLevel(logging.DEBUG)
+_librdkafka_log.propagate = False  # debug lines are for NOT_COMPRESSING only, not for the test log
+# What librdkafka logs (debug "msg") when it decides from the broker's ApiVersions that the broker
+# cannot take a codec, and then sends the batch uncompressed (src/rdkafka_msgset_writer.c; the
+# NOTICE version of the line is rate-limited and does not come on the first batch): a produce "with
+# lz4" that sent no lz4 must not pass as one.
+NOT_COMPRESSING = "not compressing batch"
+
+
+class _Lines(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
 
 
 def _error(err) -> ClientError:
@@ -51,8 +69,18 @@ class ConfluentDriver(Driver):
         deadline = Deadline(timeout_s)
         settings = {"bootstrap.servers": bootstrap, "acks": str(acks), "compression.type": compression,
                     "message.timeout.ms": int(timeout_s * 1000)}
+        if compression != "none":
+            settings["debug"] = "msg"  # to see NOT_COMPRESSING (the lines go to the logger, not stderr)
         settings.update(config or {})
-        producer = Producer(settings)
+        logged = _Lines()
+        _librdkafka_log.addHandler(logged)
+        try:
+            return self._produce(Producer(settings, logger=_librdkafka_log), topic, records, partition, deadline,
+                                 logged)
+        finally:
+            _librdkafka_log.removeHandler(logged)
+
+    def _produce(self, producer, topic, records, partition, deadline, logged):
         results: list = [None] * len(records)
 
         def delivered(index):
@@ -75,6 +103,9 @@ class ConfluentDriver(Driver):
         remaining = producer.flush(deadline.remaining())
         if remaining:
             raise ClientTimeout(f"confluent-kafka produce to {topic}: {remaining} messages not delivered")
+        refused = [line for line in logged.lines if NOT_COMPRESSING in line]
+        if refused:
+            raise ClientError("CODEC_NOT_USED", refused[0])
         for result in results:
             if isinstance(result, ClientError):
                 raise result

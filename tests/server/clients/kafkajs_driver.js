@@ -148,6 +148,9 @@ const commands = {
     return null
   }),
   delete_records: (kafka, c) => withAdmin(kafka, async admin => {
+    // deleteTopicRecords looks the leaders up in metadata it does not load itself
+    // (KafkaJSTopicMetadataNotLoaded otherwise)
+    await admin.fetchTopicMetadata({ topics: [c.topic] })
     await admin.deleteTopicRecords({ topic: c.topic, partitions: [{ partition: c.partition, offset: String(c.offset) }] })
     // kafkajs does not return the low watermark: ask for it (ListOffsets earliest)
     const offsets = await admin.fetchTopicOffsets(c.topic)

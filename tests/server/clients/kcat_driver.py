@@ -127,6 +127,8 @@ class KcatDriver(Driver):
                     "-D", MESSAGE_DELIMITER, "-v", "-v", "-m", str(max(1, int(deadline.remaining()))),
                     "-X", f"acks={acks}", "-X", f"compression.codec={compression}",
                     "-X", f"message.timeout.ms={int(max(deadline.remaining(), 1) * 1000)}"]
+            if compression != "none":
+                args += ["-d", "msg"]  # librdkafka says "not compressing batch" at debug level only
             if null_mode:
                 args.append("-Z")
             for name, value in headers:
@@ -138,6 +140,11 @@ class KcatDriver(Driver):
                 args += ["-X", f"{key}={value}"]
             stdin = b"".join(self._line(record, bool(null_mode)) + MESSAGE_DELIMITER for record in members)
             done = self._run(args, stdin=stdin, timeout_s=deadline.remaining(), what=f"produce to {topic}")
+            # librdkafka logs this (debug "msg") when the broker's ApiVersions lack what it requires
+            # for the codec and sends the batch uncompressed: that is not a produce with the codec.
+            refused = [line for line in done.stderr.splitlines() if b"not compressing batch" in line]
+            if refused:
+                raise ClientError("CODEC_NOT_USED", refused[0].decode(errors="replace"))
             failed = _FAILED.findall(done.stderr)
             if failed:
                 raise ClientError("DELIVERY_FAILED", failed[0].decode(errors="replace"))
