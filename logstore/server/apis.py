@@ -78,6 +78,7 @@ class KafkaApis:
         self.register(API_KEYS["Metadata"], self.metadata)
         self.register(API_KEYS["InitProducerId"], self.init_producer_id)
         self.register(API_KEYS["OffsetForLeaderEpoch"], self.offset_for_leader_epoch)
+        self.register(API_KEYS["FindCoordinator"], self.find_coordinator)
 
     def register(self, api_key: int, handler: Handler) -> None:
         """Serve ``api_key`` with ``handler(context, request_body)``; it must be in SUPPORTED_VERSIONS."""
@@ -200,6 +201,21 @@ class KafkaApis:
             return
         context.respond({"throttle_time_ms": 0, "error_code": errors.NONE, "producer_id": producer_id,
                          "producer_epoch": 0})
+
+    # --- FindCoordinator -------------------------------------------------------------------------
+
+    def find_coordinator(self, context: RequestContext, request: dict) -> None:
+        """No group coordinator yet: COORDINATOR_NOT_AVAILABLE (retriable), so clients that look one
+        up keep working with assign() and their own offsets. (Advertising the API at all is what makes
+        librdkafka use lz4.) The group coordinator replaces this handler."""
+        if request.get("key_type", 0) == 1:
+            # A transaction coordinator: transactions are not supported, and a retriable error would
+            # leave a transactional producer retrying until its timeout instead of failing at once.
+            error, message = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported"
+        else:
+            error, message = errors.COORDINATOR_NOT_AVAILABLE, "consumer groups are not supported by this server yet"
+        context.respond({"throttle_time_ms": 0, "error_code": error, "error_message": message, "node_id": -1,
+                         "host": "", "port": -1})
 
     # --- OffsetForLeaderEpoch --------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ It imports only ``schema`` and the sibling table modules.
 
 from __future__ import annotations
 
-from . import messages_admin
+from . import messages_admin, messages_groups
 from .schema import ApiSpec, api, field, in_range
 
 f = field
@@ -221,7 +221,7 @@ LIST_OFFSETS = api(2, "ListOffsets", "1-5", "6+", request=[
 # --- the registry --------------------------------------------------------------------------------
 
 APIS: dict[int, ApiSpec] = {spec.key: spec for spec in (
-    PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, *messages_admin.SPECS)}
+    PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, *messages_admin.SPECS, *messages_groups.SPECS)}
 """Every API the server speaks, by key."""
 
 API_KEYS: dict[str, int] = {spec.name: key for key, spec in sorted(APIS.items())}

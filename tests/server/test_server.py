@@ -383,3 +383,35 @@ def test_pipelined_durable_produces_share_fsyncs_and_are_answered_in_order(tmp_p
         assert store.get_log("durable", 0).recovery_point == 30
         assert store.waits.flusher.rounds - rounds_before <= 5
         client.close()
+
+
+def test_a_durable_produce_that_outlives_its_timeout_gets_request_timed_out(tmp_path):
+    from logstore.fs import FileSystem
+
+    release = threading.Event()
+    release.set()  # fsyncs pass until the topic exists
+
+    class StuckFsync(FileSystem):
+        def fsync(self, fd):
+            release.wait(10)
+            super().fsync(fd)
+
+    with LogManager([str(tmp_path / "data")], fs=StuckFsync()) as store, \
+            KafkaServer(store, listen="127.0.0.1:0") as server:
+        store.create_topic("slow")
+        client = WireClient(server.bootstrap_servers)
+        release.clear()
+        started = time.monotonic()
+        result = client.produce("slow", 0, records(2), acks=-1, timeout_ms=200)
+        assert result["error_code"] == errors.REQUEST_TIMED_OUT and time.monotonic() - started < 5
+        assert store.get_log("slow", 0).log_end_offset == 2  # appended, not yet durable (as in Kafka)
+        release.set()
+        client.close()
+
+
+def test_find_coordinator_says_groups_and_transactions_are_not_served(client):
+    group = client.call(10, 2, {"key": "g", "key_type": 0})
+    assert group["error_code"] == errors.COORDINATOR_NOT_AVAILABLE and group["node_id"] == -1
+    transaction = client.call(10, 1, {"key": "tx", "key_type": 1})
+    assert transaction["error_code"] == errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert client.call(10, 0, {"key": "g"})["error_code"] == errors.COORDINATOR_NOT_AVAILABLE

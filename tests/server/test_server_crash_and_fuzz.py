@@ -40,29 +40,49 @@ def start_serve(data_dir):
 
 @pytest.mark.slow
 def test_kill_9_during_acks_all_produces_loses_no_acknowledged_record(tmp_path):
+    """Idempotent producers (one per partition) send numbered batches with acks=all while the
+    server is killed at random moments; after each restart every producer first retries the batch
+    that was in flight (same producer id, epoch and sequence). Every acknowledged record is there,
+    and no record is there twice: a retried batch that had made it into the log before the kill is
+    answered from the producer state, not appended again."""
     data = str(tmp_path / "data")
     with LogManager([data]) as store:
         store.create_topic("crash", partitions=2)
     acknowledged: dict[int, set] = {0: set(), 1: set()}
-    sequence = [0]
+    producers = {}  # partition -> [producer_id, next_sequence, in-flight values or None]
     deadline = time.monotonic() + CRASH_BUDGET_S
-    cycles = 0
+    cycles = retried = 0
+    failures = []
     while time.monotonic() < deadline or cycles < 2:
         process, address = start_serve(data)
         stop = threading.Event()
+        if not producers:
+            setup = WireClient(address)
+            for partition in (0, 1):
+                pid = setup.call(22, 1, {"transactional_id": None, "transaction_timeout_ms": -1})["producer_id"]
+                producers[partition] = [pid, 0, None]
+            setup.close()
 
         def produce(partition):
+            state = producers[partition]
             try:
                 client = WireClient(address, timeout_s=5)
                 while not stop.is_set():
-                    sequence[0] += 1
-                    values = [b"%d-%d" % (sequence[0], i) for i in range(5)]
-                    result = client.produce("crash", partition, [Record(key=b"k", value=v) for v in values], acks=-1)
-                    if result["error_code"] == 0:
-                        acknowledged[partition].update(values)
-            except (OSError, ConnectionError, AssertionError):
-                return  # the server died under us: what was acknowledged before counts
+                    if state[2] is None:
+                        state[2] = [b"%d-%d-%d" % (partition, state[1], i) for i in range(5)]
+                    values = state[2]
+                    result = client.produce("crash", partition, [Record(key=b"k", value=v) for v in values], acks=-1,
+                                            producer_id=state[0], producer_epoch=0, base_sequence=state[1])
+                    assert result["error_code"] == 0, result
+                    acknowledged[partition].update(values)
+                    state[1] += len(values)
+                    state[2] = None
+            except (OSError, ConnectionError):
+                return  # the server died under us: the batch in flight is retried after the restart
+            except Exception as exc:  # noqa: BLE001 - a refused batch fails the test below
+                failures.append(exc)
 
+        retried += sum(1 for state in producers.values() if state[2] is not None)
         threads = [threading.Thread(target=produce, args=(p,)) for p in (0, 1)]
         for thread in threads:
             thread.start()
@@ -75,12 +95,13 @@ def test_kill_9_during_acks_all_produces_loses_no_acknowledged_record(tmp_path):
         process.stdout.close()
         process.stderr.close()
         cycles += 1
+    assert not failures, failures
     with LogManager([data]) as store:
         for partition in (0, 1):
             values = [r.value for r in store.get_log("crash", partition).iter_records()]
             assert acknowledged[partition] <= set(values), partition
             assert len(values) == len(set(values))  # nothing appended twice
-    assert sum(len(values) for values in acknowledged.values()) > 0
+    assert sum(len(values) for values in acknowledged.values()) > 0 and retried > 0
     with LogManager([data], read_only=True) as view:
         report = verify_store(view)
     assert report.ok, report
