@@ -484,8 +484,8 @@ def decode_response(api_key: int, version: int, buf) -> tuple[int, dict]:
     returns ``(correlation_id, body)``. The header is v0 for ApiVersions and non-flexible versions,
     v1 otherwise. Raises ``ProtocolError`` for bad bytes."""
     buf = _view(buf)
-    decoder, label = _RESPONSE_HEADER_DECODERS[api_key != _API_VERSIONS and is_flexible(api_key, version)]
-    header, offset = _decode(decoder, label, buf, 0, whole=False)
     decoder, label = _codec("response-decode", api_key, version)
+    header_decoder, header_label = _RESPONSE_HEADER_DECODERS[api_key != _API_VERSIONS and is_flexible(api_key, version)]
+    header, offset = _decode(header_decoder, f"{label} ({header_label})", buf, 0, whole=False)
     return header["correlation_id"], _decode(decoder, label, buf, offset, whole=True)[0]
 
