@@ -313,9 +313,30 @@ def _records(out: list, b: bytearray, value, compact: bool) -> bytearray:
     return b
 
 
+_ARRAY_STRUCTS_CACHED = 64
+"""Arrays of fixed-width elements are packed and unpacked by one Struct per element count, kept for
+counts up to this (counts from the network must not grow the caches without bound)."""
+
+
+def _array_unpacker(cache: dict, code: str, count: int):
+    """The ``unpack_from`` of ``count`` elements of struct ``code``, cached in ``cache`` by count."""
+    unpack = struct.Struct(f">{count}{code}").unpack_from
+    if count <= _ARRAY_STRUCTS_CACHED:
+        cache[count] = unpack
+    return unpack
+
+
+def _array_packer(cache: dict, code: str, count: int, counted: bool):
+    """The ``pack`` of ``count`` elements of struct ``code``, after an int32 count if ``counted``."""
+    pack = struct.Struct(f">{'i' if counted else ''}{count}{code}").pack
+    if count <= _ARRAY_STRUCTS_CACHED:
+        cache[count] = pack
+    return pack
+
+
 _INT32 = struct.Struct(">i").pack
 _HELPERS = {"_uvarint": _uvarint, "_uvarint_bytes": _uvarint_bytes, "_records": _records, "_Error": ProtocolError,
-            "_UUID": uuid.UUID, "_pack": struct.pack, "_unpack_from": struct.unpack_from}
+            "_UUID": uuid.UUID, "_array_unpacker": _array_unpacker, "_array_packer": _array_packer}
 
 
 def compile_codec(kind: str, label: str, fields: tuple[Field, ...], version: int, flexible) -> object:
@@ -343,6 +364,7 @@ _ENCODE_ERRORS = (struct.error, TypeError, AttributeError, ValueError, OverflowE
 
 
 def _view(buf) -> memoryview:
+    """``buf`` as a one-dimensional memoryview of bytes (callers skip this when it already is one)."""
     if type(buf) is not memoryview:
         buf = memoryview(buf)
     if buf.format != "B" or buf.ndim != 1:
@@ -350,13 +372,18 @@ def _view(buf) -> memoryview:
     return buf
 
 
-_codecs: dict[tuple[str, int, int], tuple] = {}
-"""(direction, api key, version) -> (function, label), compiled on first use."""
+_CODECS: dict[str, dict[int, tuple]] = {"request-decode": {}, "request-encode": {}, "response-decode": {},
+                                        "response-encode": {}}
+"""Per direction, ``api_key << 16 | version`` -> (function, label), compiled on first use. The int key
+keeps the per-message lookup to one dict probe."""
+_REQUEST_DECODERS = _CODECS["request-decode"]
+_RESPONSE_ENCODERS = _CODECS["response-encode"]
 
 
 def _codec(direction: str, api_key: int, version: int) -> tuple:
-    """The cached codec of one direction (``request-decode``...) of an API version."""
-    entry = _codecs.get((direction, api_key, version))
+    """The codec of one direction (``request-decode``...) of an API version, compiled if need be."""
+    cache = _CODECS[direction]
+    entry = cache.get((api_key << 16) | (version & 0xFFFF))
     if entry is None:
         spec = APIS.get(api_key)
         if spec is None:
@@ -367,7 +394,7 @@ def _codec(direction: str, api_key: int, version: int) -> tuple:
         message, kind = direction.split("-")
         label = f"{spec.name}{message.capitalize()} v{version}"
         fields = spec.request if message == "request" else spec.response
-        entry = _codecs[(direction, api_key, version)] = (
+        entry = cache[(api_key << 16) | (version & 0xFFFF)] = (
             compile_codec(kind, label, fields, version, spec.flexible), label)
     return entry
 
@@ -397,15 +424,15 @@ def _encode(encoder, label: str, out: list, b: bytearray, body: dict) -> None:
 
 # --- headers -------------------------------------------------------------------------------------
 
-_HEADER_DECODERS = {
-    flexible: (compile_codec("decode", f"RequestHeader v{2 if flexible else 1}", REQUEST_HEADER, 2 if flexible else 1,
-                             parse_range(REQUEST_HEADER_FLEXIBLE)), f"RequestHeader v{2 if flexible else 1}")
-    for flexible in (False, True)}
+_REQUEST_HEADER_V1, _REQUEST_HEADER_V2 = (
+    compile_codec("decode", "RequestHeader", REQUEST_HEADER, version, parse_range(REQUEST_HEADER_FLEXIBLE))
+    for version in (1, 2))
+"""Header v0 (no client_id) is only for ControlledShutdown v0, which no client we serve sends."""
 _RESPONSE_HEADER_DECODERS = {
     flexible: (compile_codec("decode", f"ResponseHeader v{int(flexible)}", RESPONSE_HEADER, int(flexible),
                              parse_range(RESPONSE_HEADER_FLEXIBLE)), f"ResponseHeader v{int(flexible)}")
     for flexible in (False, True)}
-_API_KEY_AND_VERSION = struct.Struct(">hh").unpack_from
+_FIRST_FLEXIBLE_VERSION = {key: spec.flexible[0] for key, spec in APIS.items() if spec.flexible}
 _SIZE_AND_CORRELATION_ID = struct.Struct(">ii").pack
 _REQUEST_HEADER_START = struct.Struct(">ihhi").pack
 _API_VERSIONS = API_KEYS["ApiVersions"]
@@ -419,13 +446,17 @@ def decode_request_header(buf) -> tuple[dict, int]:
     versions and APIs we do not support (unknown API keys: v1), so the caller can always answer or
     at least name the request; only ``decode_request`` refuses those. ApiVersions above v4 gets
     header v2 as KIP-511 says. Raises ``ProtocolError`` if the header is truncated or malformed."""
-    buf = _view(buf)
+    if type(buf) is not memoryview or buf.format != "B":
+        buf = _view(buf)
+    # Header v1 is a prefix of v2: read it, and read again as v2 only for a flexible version.
     try:
-        api_key, api_version = _API_KEY_AND_VERSION(buf, 0)
-    except struct.error:
-        raise ProtocolError(f"RequestHeader: truncated: {len(buf)} bytes") from None
-    decoder, label = _HEADER_DECODERS[is_flexible(api_key, api_version)]
-    return _decode(decoder, label, buf, 0, whole=False)
+        header, offset = _REQUEST_HEADER_V1(buf, 0)
+        first_flexible = _FIRST_FLEXIBLE_VERSION.get(header["api_key"])
+        if first_flexible is not None and header["api_version"] >= first_flexible:
+            header, offset = _REQUEST_HEADER_V2(buf, 0)
+    except _DECODE_ERRORS as error:
+        raise ProtocolError(f"RequestHeader: {_describe(error)}") from error
+    return header, offset
 
 
 def decode_request(api_key: int, version: int, buf, offset: int) -> dict:
@@ -435,8 +466,17 @@ def decode_request(api_key: int, version: int, buf, offset: int) -> dict:
     Raises ``UnsupportedVersionError`` for an API or version not in ``SUPPORTED_VERSIONS`` (for
     ApiVersions, answer it with ``api_versions_fallback_response``), ``ProtocolError`` for bad bytes.
     Records fields are memoryview slices of ``buf``: copy them to keep them past ``buf``'s life."""
-    decoder, label = _codecs.get(("request-decode", api_key, version)) or _codec("request-decode", api_key, version)
-    return _decode(decoder, label, _view(buf), offset, whole=True)[0]
+    decoder, label = (_REQUEST_DECODERS.get((api_key << 16) | (version & 0xFFFF))
+                      or _codec("request-decode", api_key, version))
+    if type(buf) is not memoryview or buf.format != "B":
+        buf = _view(buf)
+    try:
+        body, end = decoder(buf, offset)
+    except _DECODE_ERRORS as error:
+        raise ProtocolError(f"{label}: {_describe(error)}") from error
+    if end != len(buf):
+        raise ProtocolError(f"{label}: {len(buf) - end} bytes left after the body (at byte {end})")
+    return body
 
 
 def encode_response(api_key: int, version: int, correlation_id: int, body: dict) -> list:
@@ -447,7 +487,8 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: dict)
     so a fetch response never copies its data. The header is v1 for flexible versions, v0 otherwise,
     and always v0 for ApiVersions (KIP-511). Keys missing from ``body`` take the field's default.
     Raises ``ValueError`` if a value cannot be encoded (wrong type, out of range)."""
-    encoder, label = _codecs.get(("response-encode", api_key, version)) or _codec("response-encode", api_key, version)
+    encoder, label = (_RESPONSE_ENCODERS.get((api_key << 16) | (version & 0xFFFF))
+                      or _codec("response-encode", api_key, version))
     b = bytearray(_SIZE_AND_CORRELATION_ID(0, correlation_id))
     if api_key != _API_VERSIONS and is_flexible(api_key, version):
         b.append(0)  # the header's empty tagged-fields section
