@@ -38,8 +38,8 @@ from .schema import Field, parse_range
 
 __all__ = [
     "API_KEYS", "API_NAMES", "SUPPORTED_VERSIONS", "ProtocolError", "UnsupportedVersionError",
-    "api_versions_fallback_response", "decode_request", "decode_request_header", "decode_response",
-    "encode_request", "encode_response", "is_flexible",
+    "api_versions_fallback_response", "decode_message", "decode_request", "decode_request_header",
+    "decode_response", "encode_request", "encode_response", "is_flexible",
 ]
 
 UNSUPPORTED_VERSION = 35
@@ -376,8 +376,9 @@ _CODECS: dict[str, dict[int, tuple]] = {"request-decode": {}, "request-encode": 
                                         "response-encode": {}}
 """Per direction, ``api_key << 16 | version`` -> (function, label), compiled on first use. The int key
 keeps the per-message lookup to one dict probe."""
-_REQUEST_DECODERS = _CODECS["request-decode"]
 _RESPONSE_ENCODERS = _CODECS["response-encode"]
+_SERVED_REQUEST_DECODERS: dict[int, tuple] = {}
+"""The request decoders of the versions in SUPPORTED_VERSIONS (what ``decode_request`` accepts)."""
 
 
 def _codec(direction: str, api_key: int, version: int) -> tuple:
@@ -389,8 +390,8 @@ def _codec(direction: str, api_key: int, version: int) -> tuple:
         if spec is None:
             raise UnsupportedVersionError(f"unknown API key {api_key}", api_key, version)
         if not spec.versions[0] <= version <= spec.versions[1]:
-            raise UnsupportedVersionError(f"{spec.name} v{version} is not supported (versions {spec.versions[0]}-"
-                                          f"{spec.versions[1]} are)", api_key, version)
+            raise UnsupportedVersionError(f"{spec.name} v{version} is not supported (its table has versions "
+                                          f"{spec.versions[0]}-{spec.versions[1]})", api_key, version)
         message, kind = direction.split("-")
         label = f"{spec.name}{message.capitalize()} v{version}"
         fields = spec.request if message == "request" else spec.response
@@ -463,11 +464,21 @@ def decode_request(api_key: int, version: int, buf, offset: int) -> dict:
     """Decode the body of a request that starts at ``offset`` of ``buf`` (the frame without its
     size prefix, as given to ``decode_request_header``) and must end where ``buf`` ends.
 
-    Raises ``UnsupportedVersionError`` for an API or version not in ``SUPPORTED_VERSIONS`` (for
-    ApiVersions, answer it with ``api_versions_fallback_response``), ``ProtocolError`` for bad bytes.
-    Records fields are memoryview slices of ``buf``: copy them to keep them past ``buf``'s life."""
-    decoder, label = (_REQUEST_DECODERS.get((api_key << 16) | (version & 0xFFFF))
-                      or _codec("request-decode", api_key, version))
+    Raises ``UnsupportedVersionError`` for an API or version not in ``SUPPORTED_VERSIONS``, which
+    includes APIs that have a table but are not advertised (for ApiVersions, answer it with
+    ``api_versions_fallback_response``), ``ProtocolError`` for bad bytes. Records fields are
+    memoryview slices of ``buf``: copy them to keep them past ``buf``'s life."""
+    entry = _SERVED_REQUEST_DECODERS.get((api_key << 16) | (version & 0xFFFF))
+    if entry is None:
+        versions = SUPPORTED_VERSIONS.get(api_key)
+        if versions is None or not versions[0] <= version <= versions[1]:
+            name = API_NAMES.get(api_key)
+            raise UnsupportedVersionError(
+                f"unknown API key {api_key}" if name is None else
+                f"{name} v{version} is not supported (we serve {_served(api_key)})", api_key, version)
+        entry = _SERVED_REQUEST_DECODERS[(api_key << 16) | (version & 0xFFFF)] = _codec("request-decode", api_key,
+                                                                                          version)
+    decoder, label = entry
     if type(buf) is not memoryview or buf.format != "B":
         buf = _view(buf)
     try:
@@ -477,6 +488,20 @@ def decode_request(api_key: int, version: int, buf, offset: int) -> dict:
     if end != len(buf):
         raise ProtocolError(f"{label}: {len(buf) - end} bytes left after the body (at byte {end})")
     return body
+
+
+def _served(api_key: int) -> str:
+    versions = SUPPORTED_VERSIONS.get(api_key)
+    return "none of its versions yet" if versions is None else f"versions {versions[0]}-{versions[1]}"
+
+
+def decode_message(api_key: int, version: int, message: str, buf, offset: int = 0) -> dict:
+    """Decode the body of the ``"request"`` or ``"response"`` (``message``) of any API with a table,
+    advertised or not (for tests and clients; the server uses ``decode_request``), from ``offset``
+    to the end of ``buf``. Raises ``UnsupportedVersionError`` if there is no table for that version,
+    ``ProtocolError`` for bad bytes."""
+    decoder, label = _codec(f"{message}-decode", api_key, version)
+    return _decode(decoder, label, _view(buf), offset, whole=True)[0]
 
 
 def encode_response(api_key: int, version: int, correlation_id: int, body: dict) -> list:
@@ -528,5 +553,5 @@ def decode_response(api_key: int, version: int, buf) -> tuple[int, dict]:
     decoder, label = _codec("response-decode", api_key, version)
     header_decoder, header_label = _RESPONSE_HEADER_DECODERS[api_key != _API_VERSIONS and is_flexible(api_key, version)]
     header, offset = _decode(header_decoder, f"{label} ({header_label})", buf, 0, whole=False)
-    return header["correlation_id"], _decode(decoder, label, buf, offset, whole=True)[0]
+    return header["correlation_id"], decode_message(api_key, version, "response", buf, offset)
 

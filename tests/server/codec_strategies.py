@@ -54,12 +54,16 @@ def message_strategy(api_key: int, version: int, direction: str) -> st.SearchStr
     return struct_strategy(spec.request if direction == "request" else spec.response, version)
 
 
-EVERY_VERSION = [(key, version) for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())
-                 for version in range(low, high + 1)]
-"""(api key, version) of every version we advertise."""
+EVERY_VERSION = [(key, version) for key, spec in sorted(APIS.items())
+                 for version in range(spec.versions[0], spec.versions[1] + 1)]
+"""(api key, version) of every version with a table: what we advertise, and the group APIs."""
 
 EVERY_MESSAGE = [(key, version, direction) for key, version in EVERY_VERSION for direction in ("request", "response")]
-"""(api key, version, "request" or "response") of every message we speak."""
+"""(api key, version, "request" or "response") of every message we can encode and decode."""
+
+ADVERTISED_VERSIONS = [(key, version) for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())
+                       for version in range(low, high + 1)]
+"""(api key, version) of every version we advertise (what ``decode_request`` accepts)."""
 
 
 def message_id(param) -> str:

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codec_strategies import EVERY_MESSAGE, EVERY_VERSION, message_id, message_strategy
+from codec_strategies import ADVERTISED_VERSIONS, EVERY_MESSAGE, EVERY_VERSION, message_id, message_strategy
 from logstore.server import codec
-from logstore.server.codec import (ProtocolError, decode_request, decode_request_header, decode_response,
-                                   encode_request, encode_response)
+from logstore.server.codec import (ProtocolError, decode_message, decode_request, decode_request_header,
+                                   decode_response, encode_request, encode_response)
 from logstore.server.messages import APIS
 
 
@@ -29,7 +29,7 @@ def response_after_size(key, version, body) -> bytes:
 
 def decode(direction, key, version, data):
     if direction == "request":
-        return decode_request(key, version, data, 0)
+        return decode_message(key, version, "request", data, 0)
     return decode_response(key, version, data)
 
 
@@ -72,6 +72,20 @@ def test_mutated_messages_decode_or_raise_protocol_error(message, data):
         encoded[position] = data.draw(st.sampled_from([0x00, 0x01, 0x7F, 0x80, 0xFE, 0xFF]))
     try:
         decode(direction, key, version, bytes(encoded))
+    except ProtocolError:
+        pass
+
+
+@pytest.mark.parametrize("key, version", ADVERTISED_VERSIONS, ids=lambda p: str(p))
+@settings(max_examples=40)
+@given(garbage=st.binary(max_size=64))
+def test_the_server_entry_point_only_ever_raises_protocol_error(key, version, garbage):
+    try:
+        decode_request(key, version, garbage, 0)
+    except ProtocolError:
+        pass
+    try:
+        decode_request(key, version, b"\x00" * 10 + garbage, 10)
     except ProtocolError:
         pass
 

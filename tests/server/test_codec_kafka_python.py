@@ -21,8 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codec_strategies import EVERY_MESSAGE, message_id, message_strategy
-from logstore.server.codec import (API_KEYS, decode_request, decode_request_header, decode_response,
-                                   encode_request, encode_response)
+from logstore.server.codec import (API_KEYS, SUPPORTED_VERSIONS, decode_message, decode_request,
+                                   decode_request_header, decode_response, encode_request, encode_response)
 from logstore.server.messages import APIS
 from logstore.server.schema import fields_at, type_default
 
@@ -118,7 +118,9 @@ def their_decoded_response(api_key, version, frame: bytes) -> tuple[int, dict]:
 
 def our_decoded_request(frame: bytes):
     header, offset = decode_request_header(frame[4:])
-    return header, decode_request(header["api_key"], header["api_version"], frame[4:], offset)
+    if header["api_key"] in SUPPORTED_VERSIONS:
+        return header, decode_request(header["api_key"], header["api_version"], frame[4:], offset)
+    return header, decode_message(header["api_key"], header["api_version"], "request", frame[4:], offset)
 
 
 def normalised(value):
