@@ -10,8 +10,12 @@ What it owns:
   ``messages``, compiled once per (API, version, direction) and cached;
 - the public framing API the network layer and the handlers use: ``decode_request_header``,
   ``decode_request``, ``encode_response``, ``api_versions_fallback_response``, and for tests and
-  clients ``encode_request`` and ``decode_response``. ``API_KEYS``, ``API_NAMES``,
-  ``SUPPORTED_VERSIONS`` and ``is_flexible`` are re-exported from ``messages``.
+  clients ``encode_request``, ``decode_response`` and ``decode_message``. ``API_KEYS``,
+  ``API_NAMES``, ``SUPPORTED_VERSIONS`` and ``is_flexible`` are re-exported from ``messages``.
+
+The server side (``decode_request``) accepts only what we advertise (``SUPPORTED_VERSIONS``); the
+other functions work for every API with a table (``messages.APIS``, which also has the consumer-group
+APIs we do not advertise yet).
 
 Values are plain dicts keyed by the snake_case of the spec's field names; arrays are lists, nested
 structs dicts, null is None. A field absent at a version is absent from a decoded dict and ignored
@@ -511,7 +515,8 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: dict)
     Usually one chunk; records chunks of 32 KiB or more are passed through as chunks of their own
     so a fetch response never copies its data. The header is v1 for flexible versions, v0 otherwise,
     and always v0 for ApiVersions (KIP-511). Keys missing from ``body`` take the field's default.
-    Raises ``ValueError`` if a value cannot be encoded (wrong type, out of range)."""
+    Raises ``ValueError`` if a value cannot be encoded (wrong type, out of range), and
+    ``UnsupportedVersionError`` if the API has no table for that version."""
     encoder, label = (_RESPONSE_ENCODERS.get((api_key << 16) | (version & 0xFFFF))
                       or _codec("response-encode", api_key, version))
     b = bytearray(_SIZE_AND_CORRELATION_ID(0, correlation_id))
