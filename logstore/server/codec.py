@@ -10,8 +10,12 @@ What it owns:
   ``messages``, compiled once per (API, version, direction) and cached;
 - the public framing API the network layer and the handlers use: ``decode_request_header``,
   ``decode_request``, ``encode_response``, ``api_versions_fallback_response``, and for tests and
-  clients ``encode_request`` and ``decode_response``. ``API_KEYS``, ``API_NAMES``,
-  ``SUPPORTED_VERSIONS`` and ``is_flexible`` are re-exported from ``messages``.
+  clients ``encode_request``, ``decode_response`` and ``decode_message``. ``API_KEYS``,
+  ``API_NAMES``, ``SUPPORTED_VERSIONS`` and ``is_flexible`` are re-exported from ``messages``.
+
+The server side (``decode_request``) accepts only what we advertise (``SUPPORTED_VERSIONS``); the
+other functions work for every API with a table (``messages.APIS``, which also has the consumer-group
+APIs we do not advertise yet).
 
 Values are plain dicts keyed by the snake_case of the spec's field names; arrays are lists, nested
 structs dicts, null is None. A field absent at a version is absent from a decoded dict and ignored
@@ -38,8 +42,8 @@ from .schema import Field, parse_range
 
 __all__ = [
     "API_KEYS", "API_NAMES", "SUPPORTED_VERSIONS", "ProtocolError", "UnsupportedVersionError",
-    "api_versions_fallback_response", "decode_request", "decode_request_header", "decode_response",
-    "encode_request", "encode_response", "is_flexible",
+    "api_versions_fallback_response", "decode_message", "decode_request", "decode_request_header",
+    "decode_response", "encode_request", "encode_response", "is_flexible",
 ]
 
 UNSUPPORTED_VERSION = 35
@@ -313,9 +317,30 @@ def _records(out: list, b: bytearray, value, compact: bool) -> bytearray:
     return b
 
 
+_ARRAY_STRUCTS_CACHED = 64
+"""Arrays of fixed-width elements are packed and unpacked by one Struct per element count, kept for
+counts up to this (counts from the network must not grow the caches without bound)."""
+
+
+def _array_unpacker(cache: dict, code: str, count: int):
+    """The ``unpack_from`` of ``count`` elements of struct ``code``, cached in ``cache`` by count."""
+    unpack = struct.Struct(f">{count}{code}").unpack_from
+    if count <= _ARRAY_STRUCTS_CACHED:
+        cache[count] = unpack
+    return unpack
+
+
+def _array_packer(cache: dict, code: str, count: int, counted: bool):
+    """The ``pack`` of ``count`` elements of struct ``code``, after an int32 count if ``counted``."""
+    pack = struct.Struct(f">{'i' if counted else ''}{count}{code}").pack
+    if count <= _ARRAY_STRUCTS_CACHED:
+        cache[count] = pack
+    return pack
+
+
 _INT32 = struct.Struct(">i").pack
 _HELPERS = {"_uvarint": _uvarint, "_uvarint_bytes": _uvarint_bytes, "_records": _records, "_Error": ProtocolError,
-            "_UUID": uuid.UUID, "_pack": struct.pack, "_unpack_from": struct.unpack_from}
+            "_UUID": uuid.UUID, "_array_unpacker": _array_unpacker, "_array_packer": _array_packer}
 
 
 def compile_codec(kind: str, label: str, fields: tuple[Field, ...], version: int, flexible) -> object:
@@ -343,6 +368,7 @@ _ENCODE_ERRORS = (struct.error, TypeError, AttributeError, ValueError, OverflowE
 
 
 def _view(buf) -> memoryview:
+    """``buf`` as a one-dimensional memoryview of bytes (callers skip this when it already is one)."""
     if type(buf) is not memoryview:
         buf = memoryview(buf)
     if buf.format != "B" or buf.ndim != 1:
@@ -350,24 +376,30 @@ def _view(buf) -> memoryview:
     return buf
 
 
-_codecs: dict[tuple[str, int, int], tuple] = {}
-"""(direction, api key, version) -> (function, label), compiled on first use."""
+_CODECS: dict[str, dict[int, tuple]] = {"request-decode": {}, "request-encode": {}, "response-decode": {},
+                                        "response-encode": {}}
+"""Per direction, ``api_key << 16 | version`` -> (function, label), compiled on first use. The int key
+keeps the per-message lookup to one dict probe."""
+_RESPONSE_ENCODERS = _CODECS["response-encode"]
+_SERVED_REQUEST_DECODERS: dict[int, tuple] = {}
+"""The request decoders of the versions in SUPPORTED_VERSIONS (what ``decode_request`` accepts)."""
 
 
 def _codec(direction: str, api_key: int, version: int) -> tuple:
-    """The cached codec of one direction (``request-decode``...) of an API version."""
-    entry = _codecs.get((direction, api_key, version))
+    """The codec of one direction (``request-decode``...) of an API version, compiled if need be."""
+    cache = _CODECS[direction]
+    entry = cache.get((api_key << 16) | (version & 0xFFFF))
     if entry is None:
         spec = APIS.get(api_key)
         if spec is None:
             raise UnsupportedVersionError(f"unknown API key {api_key}", api_key, version)
         if not spec.versions[0] <= version <= spec.versions[1]:
-            raise UnsupportedVersionError(f"{spec.name} v{version} is not supported (versions {spec.versions[0]}-"
-                                          f"{spec.versions[1]} are)", api_key, version)
+            raise UnsupportedVersionError(f"{spec.name} v{version} is not supported (its table has versions "
+                                          f"{spec.versions[0]}-{spec.versions[1]})", api_key, version)
         message, kind = direction.split("-")
         label = f"{spec.name}{message.capitalize()} v{version}"
         fields = spec.request if message == "request" else spec.response
-        entry = _codecs[(direction, api_key, version)] = (
+        entry = cache[(api_key << 16) | (version & 0xFFFF)] = (
             compile_codec(kind, label, fields, version, spec.flexible), label)
     return entry
 
@@ -397,15 +429,15 @@ def _encode(encoder, label: str, out: list, b: bytearray, body: dict) -> None:
 
 # --- headers -------------------------------------------------------------------------------------
 
-_HEADER_DECODERS = {
-    flexible: (compile_codec("decode", f"RequestHeader v{2 if flexible else 1}", REQUEST_HEADER, 2 if flexible else 1,
-                             parse_range(REQUEST_HEADER_FLEXIBLE)), f"RequestHeader v{2 if flexible else 1}")
-    for flexible in (False, True)}
+_REQUEST_HEADER_V1, _REQUEST_HEADER_V2 = (
+    compile_codec("decode", "RequestHeader", REQUEST_HEADER, version, parse_range(REQUEST_HEADER_FLEXIBLE))
+    for version in (1, 2))
+"""Header v0 (no client_id) is only for ControlledShutdown v0, which no client we serve sends."""
 _RESPONSE_HEADER_DECODERS = {
     flexible: (compile_codec("decode", f"ResponseHeader v{int(flexible)}", RESPONSE_HEADER, int(flexible),
                              parse_range(RESPONSE_HEADER_FLEXIBLE)), f"ResponseHeader v{int(flexible)}")
     for flexible in (False, True)}
-_API_KEY_AND_VERSION = struct.Struct(">hh").unpack_from
+_FIRST_FLEXIBLE_VERSION = {key: spec.flexible[0] for key, spec in APIS.items() if spec.flexible}
 _SIZE_AND_CORRELATION_ID = struct.Struct(">ii").pack
 _REQUEST_HEADER_START = struct.Struct(">ihhi").pack
 _API_VERSIONS = API_KEYS["ApiVersions"]
@@ -419,23 +451,60 @@ def decode_request_header(buf) -> tuple[dict, int]:
     versions and APIs we do not support (unknown API keys: v1), so the caller can always answer or
     at least name the request; only ``decode_request`` refuses those. ApiVersions above v4 gets
     header v2 as KIP-511 says. Raises ``ProtocolError`` if the header is truncated or malformed."""
-    buf = _view(buf)
+    if type(buf) is not memoryview or buf.format != "B":
+        buf = _view(buf)
+    # Header v1 is a prefix of v2: read it, and read again as v2 only for a flexible version.
     try:
-        api_key, api_version = _API_KEY_AND_VERSION(buf, 0)
-    except struct.error:
-        raise ProtocolError(f"RequestHeader: truncated: {len(buf)} bytes") from None
-    decoder, label = _HEADER_DECODERS[is_flexible(api_key, api_version)]
-    return _decode(decoder, label, buf, 0, whole=False)
+        header, offset = _REQUEST_HEADER_V1(buf, 0)
+        first_flexible = _FIRST_FLEXIBLE_VERSION.get(header["api_key"])
+        if first_flexible is not None and header["api_version"] >= first_flexible:
+            header, offset = _REQUEST_HEADER_V2(buf, 0)
+    except _DECODE_ERRORS as error:
+        raise ProtocolError(f"RequestHeader: {_describe(error)}") from error
+    return header, offset
 
 
 def decode_request(api_key: int, version: int, buf, offset: int) -> dict:
     """Decode the body of a request that starts at ``offset`` of ``buf`` (the frame without its
     size prefix, as given to ``decode_request_header``) and must end where ``buf`` ends.
 
-    Raises ``UnsupportedVersionError`` for an API or version not in ``SUPPORTED_VERSIONS`` (for
-    ApiVersions, answer it with ``api_versions_fallback_response``), ``ProtocolError`` for bad bytes.
-    Records fields are memoryview slices of ``buf``: copy them to keep them past ``buf``'s life."""
-    decoder, label = _codecs.get(("request-decode", api_key, version)) or _codec("request-decode", api_key, version)
+    Raises ``UnsupportedVersionError`` for an API or version not in ``SUPPORTED_VERSIONS``, which
+    includes APIs that have a table but are not advertised (for ApiVersions, answer it with
+    ``api_versions_fallback_response``), ``ProtocolError`` for bad bytes. Records fields are
+    memoryview slices of ``buf``: copy them to keep them past ``buf``'s life."""
+    entry = _SERVED_REQUEST_DECODERS.get((api_key << 16) | (version & 0xFFFF))
+    if entry is None:
+        versions = SUPPORTED_VERSIONS.get(api_key)
+        if versions is None or not versions[0] <= version <= versions[1]:
+            name = API_NAMES.get(api_key)
+            raise UnsupportedVersionError(
+                f"unknown API key {api_key}" if name is None else
+                f"{name} v{version} is not supported (we serve {_served(api_key)})", api_key, version)
+        entry = _SERVED_REQUEST_DECODERS[(api_key << 16) | (version & 0xFFFF)] = _codec("request-decode", api_key,
+                                                                                          version)
+    decoder, label = entry
+    if type(buf) is not memoryview or buf.format != "B":
+        buf = _view(buf)
+    try:
+        body, end = decoder(buf, offset)
+    except _DECODE_ERRORS as error:
+        raise ProtocolError(f"{label}: {_describe(error)}") from error
+    if end != len(buf):
+        raise ProtocolError(f"{label}: {len(buf) - end} bytes left after the body (at byte {end})")
+    return body
+
+
+def _served(api_key: int) -> str:
+    versions = SUPPORTED_VERSIONS.get(api_key)
+    return "none of its versions yet" if versions is None else f"versions {versions[0]}-{versions[1]}"
+
+
+def decode_message(api_key: int, version: int, message: str, buf, offset: int = 0) -> dict:
+    """Decode the body of the ``"request"`` or ``"response"`` (``message``) of any API with a table,
+    advertised or not (for tests and clients; the server uses ``decode_request``), from ``offset``
+    to the end of ``buf``. Raises ``UnsupportedVersionError`` if there is no table for that version,
+    ``ProtocolError`` for bad bytes."""
+    decoder, label = _codec(f"{message}-decode", api_key, version)
     return _decode(decoder, label, _view(buf), offset, whole=True)[0]
 
 
@@ -446,8 +515,10 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: dict)
     Usually one chunk; records chunks of 32 KiB or more are passed through as chunks of their own
     so a fetch response never copies its data. The header is v1 for flexible versions, v0 otherwise,
     and always v0 for ApiVersions (KIP-511). Keys missing from ``body`` take the field's default.
-    Raises ``ValueError`` if a value cannot be encoded (wrong type, out of range)."""
-    encoder, label = _codecs.get(("response-encode", api_key, version)) or _codec("response-encode", api_key, version)
+    Raises ``ValueError`` if a value cannot be encoded (wrong type, out of range), and
+    ``UnsupportedVersionError`` if the API has no table for that version."""
+    encoder, label = (_RESPONSE_ENCODERS.get((api_key << 16) | (version & 0xFFFF))
+                      or _codec("response-encode", api_key, version))
     b = bytearray(_SIZE_AND_CORRELATION_ID(0, correlation_id))
     if api_key != _API_VERSIONS and is_flexible(api_key, version):
         b.append(0)  # the header's empty tagged-fields section
@@ -484,8 +555,8 @@ def decode_response(api_key: int, version: int, buf) -> tuple[int, dict]:
     returns ``(correlation_id, body)``. The header is v0 for ApiVersions and non-flexible versions,
     v1 otherwise. Raises ``ProtocolError`` for bad bytes."""
     buf = _view(buf)
-    decoder, label = _RESPONSE_HEADER_DECODERS[api_key != _API_VERSIONS and is_flexible(api_key, version)]
-    header, offset = _decode(decoder, label, buf, 0, whole=False)
     decoder, label = _codec("response-decode", api_key, version)
-    return header["correlation_id"], _decode(decoder, label, buf, offset, whole=True)[0]
+    header_decoder, header_label = _RESPONSE_HEADER_DECODERS[api_key != _API_VERSIONS and is_flexible(api_key, version)]
+    header, offset = _decode(header_decoder, f"{label} ({header_label})", buf, 0, whole=False)
+    return header["correlation_id"], decode_message(api_key, version, "response", buf, offset)
 

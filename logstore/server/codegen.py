@@ -11,8 +11,10 @@ given version into the source of two straight-line functions, which ``codec`` co
   ``b`` started after them.
 
 How the generated code keeps per-field work small:
-- consecutive fixed-width fields are read or written by one precompiled ``struct.Struct`` call
-  (a Fetch partition's five numbers are one ``unpack_from``);
+- consecutive fixed-width fields, with the classic length prefix of the variable-length field after
+  them, are read or written by one precompiled ``struct.Struct`` call (a Fetch partition's five
+  numbers are one ``unpack_from``; a Produce partition's index and records size are another), and an
+  array of numbers is one call too (a Struct per element count, cached);
 - nested structs and arrays are inlined as loops in the same function (no call per element);
 - truncation inside fixed-width reads is left to ``struct.error``/``IndexError``, which the caller
   turns into ``ProtocolError`` once: only lengths are checked explicitly (a slice past the end of a
@@ -20,7 +22,7 @@ How the generated code keeps per-field work small:
   make a decoder allocate a huge list.
 
 Helpers the generated code calls (``_uvarint``, ``_uvarint_bytes``, ``_records``, ``_Error``,
-``_UUID``, ``_pack``, ``_unpack_from``) are supplied by ``codec`` when it compiles the source; this
+``_UUID``, ``_array_unpacker``, ``_array_packer``) are supplied by ``codec`` when it compiles the source; this
 module returns the source and the ``struct`` constants it needs and imports only the standard
 library and ``schema``.
 """
@@ -110,8 +112,10 @@ def _read_uvarint(src: _Source, indent: int, target: str) -> None:
     src.emit(indent, f"if {target} > 127: {target}, p = _uvarint(buf, p - 1)")
 
 
-def _read_length(src: _Source, indent: int, f: Field, code: str) -> str:
-    """Emit the read of a length or count; returns the variable, which is -1 for null."""
+def _read_length(src: _Source, indent: int, f: Field, code: str, length: str | None) -> str:
+    """Emit the read of a length or count (-1 for null), unless it was already read (``length``)."""
+    if length is not None:
+        return length
     length = src.var("n")
     if src.compact(f):
         _read_uvarint(src, indent, length)
@@ -120,6 +124,14 @@ def _read_length(src: _Source, indent: int, f: Field, code: str) -> str:
         src.emit(indent, f"{length} = {src.unpacker(code)}(buf, p)[0]")
         src.emit(indent, f"p += {_SIZE[code]}")
     return length
+
+
+def _length_code(src: _Source, f: Field) -> str | None:
+    """The struct code of the classic length prefix of ``f``, None if it has none (fixed width,
+    a single struct, or compact)."""
+    if f.type in FIXED_FORMATS or (f.is_struct and not f.is_array) or src.compact(f):
+        return None
+    return "h" if f.type == "string" else "i"
 
 
 def _decode_null_or_fail(src: _Source, indent: int, f: Field, length: str, target: str) -> None:
@@ -131,20 +143,22 @@ def _decode_null_or_fail(src: _Source, indent: int, f: Field, length: str, targe
         src.fail(indent, f"{f.key}: null or negative length {{{length}}} in a non-nullable field at byte {{p}}")
 
 
-def _decode_fixed_run(src: _Source, indent: int, run: list[Field], values: dict[str, str]) -> None:
-    codes = "".join(FIXED_FORMATS[f.type] for f in run)
-    names = [src.var("v") for _ in run]
-    src.emit(indent, f"{', '.join(names)}, = {src.unpacker(codes)}(buf, p)")
+def _flush_reads(src: _Source, indent: int, run: list[tuple[str, str, bool]]) -> None:
+    """Emit one ``unpack_from`` of the pending fixed-width reads: (struct code, variable, is a uuid)."""
+    if not run:
+        return
+    codes = "".join(code for code, _, _ in run)
+    src.emit(indent, f"{', '.join(name for _, name, _ in run)}, = {src.unpacker(codes)}(buf, p)")
     src.emit(indent, f"p += {struct.calcsize('>' + codes)}")
-    for f, name in zip(run, names):
-        if f.type == "uuid":
+    for _, name, is_uuid in run:
+        if is_uuid:
             src.emit(indent, f"{name} = _UUID(bytes={name})")
-        values[f.key] = name
+    run.clear()
 
 
-def _decode_sized(src: _Source, indent: int, f: Field, type_: str, target: str) -> None:
+def _decode_sized(src: _Source, indent: int, f: Field, type_: str, target: str, length: str | None) -> None:
     """string, bytes or records: a length, then that many bytes."""
-    length = _read_length(src, indent, f, "h" if type_ == "string" else "i")
+    length = _read_length(src, indent, f, "h" if type_ == "string" else "i", length)
     src.emit(indent, f"if {length} < 0:")
     _decode_null_or_fail(src, indent + 1, f, length, target)
     src.emit(indent, "else:")
@@ -158,8 +172,8 @@ def _decode_sized(src: _Source, indent: int, f: Field, type_: str, target: str) 
     src.emit(indent + 1, f"p = {end}")
 
 
-def _decode_array(src: _Source, indent: int, f: Field, target: str) -> None:
-    count = _read_length(src, indent, f, "i")
+def _decode_array(src: _Source, indent: int, f: Field, target: str, count: str | None) -> None:
+    count = _read_length(src, indent, f, "i", count)
     src.emit(indent, f"if {count} < 0:")
     _decode_null_or_fail(src, indent + 1, f, count, target)
     src.emit(indent, "else:")
@@ -171,7 +185,8 @@ def _decode_array(src: _Source, indent: int, f: Field, target: str) -> None:
     element = f.element_type
     if element in FIXED_FORMATS and element != "uuid":
         code = FIXED_FORMATS[element]
-        src.emit(inner, f"{target} = list(_unpack_from('>%d{code}' % {count}, buf, p))")
+        cache = src.constant("a", ("unpack", code), dict)
+        src.emit(inner, f"{target} = list(({cache}.get({count}) or _array_unpacker({cache}, '{code}', {count}))(buf, p))")
         src.emit(inner, f"p += {count} * {_SIZE[code]}")
         return
     src.emit(inner, f"{target} = []")
@@ -184,20 +199,19 @@ def _decode_array(src: _Source, indent: int, f: Field, target: str) -> None:
     src.emit(inner + 1, f"{target}.append({item})")
 
 
-def _decode_value(src: _Source, indent: int, f: Field, target: str) -> None:
-    """Emit the decode of one field's value into the variable ``target``."""
+def _decode_value(src: _Source, indent: int, f: Field, target: str, length: str | None = None) -> None:
+    """Emit the decode of one field's value into the variable ``target``; ``length`` names the
+    variable holding its length prefix when that was read with the fields before it."""
     if f.is_array:
-        _decode_array(src, indent, f, target)
+        _decode_array(src, indent, f, target, length)
     elif f.is_struct:
         if is_nullable(f, src.version):
             raise NotImplementedError(f"{src.label}: nullable struct {f.key}")
         src.emit(indent, f"{target} = {_decode_struct(src, indent, f.fields)}")
     elif f.type in FIXED_FORMATS:
-        values: dict[str, str] = {}
-        _decode_fixed_run(src, indent, [f], values)
-        src.emit(indent, f"{target} = {values[f.key]}")
+        _flush_reads(src, indent, [(FIXED_FORMATS[f.type], target, f.type == "uuid")])
     else:
-        _decode_sized(src, indent, f, f.type, target)
+        _decode_sized(src, indent, f, f.type, target, length)
 
 
 def _decode_tagged(src: _Source, indent: int, tagged: list[Field], values: dict[str, str]) -> None:
@@ -228,23 +242,25 @@ def _decode_tagged(src: _Source, indent: int, tagged: list[Field], values: dict[
 
 
 def _decode_struct(src: _Source, indent: int, fields: tuple[Field, ...]) -> str:
-    """Emit the decode of a struct's fields; returns the variable holding its dict."""
+    """Emit the decode of a struct's fields; returns the variable holding its dict. Fixed-width
+    fields, and the classic length prefix of the variable field after them, are read together."""
     present = fields_at(fields, src.version)
     values: dict[str, str] = {}
-    run: list[Field] = []
+    run: list[tuple[str, str, bool]] = []
     for f in present:
         if is_tagged(f, src.version):
             continue
-        if f.type in FIXED_FORMATS:
-            run.append(f)
-            continue
-        if run:
-            _decode_fixed_run(src, indent, run, values)
-            run = []
         values[f.key] = src.var("v")
-        _decode_value(src, indent, f, values[f.key])
-    if run:
-        _decode_fixed_run(src, indent, run, values)
+        if f.type in FIXED_FORMATS:
+            run.append((FIXED_FORMATS[f.type], values[f.key], f.type == "uuid"))
+            continue
+        code, length = _length_code(src, f), None
+        if code:
+            length = src.var("n")
+            run.append((code, length, False))
+        _flush_reads(src, indent, run)
+        _decode_value(src, indent, f, values[f.key], length)
+    _flush_reads(src, indent, run)
     if src.flexible:
         _decode_tagged(src, indent, [f for f in present if is_tagged(f, src.version)], values)
     result = src.var("d")
@@ -266,14 +282,11 @@ def decoder_source(label: str, fields: tuple[Field, ...], version: int, flexible
 # --- encoding ------------------------------------------------------------------------------------
 
 
-def _write_length(src: _Source, indent: int, f: Field, buf: str, length: str, code: str) -> None:
-    if src.compact(f):
-        size = src.var("m")
-        src.emit(indent, f"{size} = {length} + 1")
-        src.emit(indent, f"if {size} < 128: {buf}.append({size})")
-        src.emit(indent, f"else: {buf} += _uvarint_bytes({size})")
-    else:
-        src.emit(indent, f"{buf} += {src.packer(code)}({length})")
+def _write_uvarint_length(src: _Source, indent: int, buf: str, length: str) -> None:
+    size = src.var("m")
+    src.emit(indent, f"{size} = {length} + 1")
+    src.emit(indent, f"if {size} < 128: {buf}.append({size})")
+    src.emit(indent, f"else: {buf} += _uvarint_bytes({size})")
 
 
 def _null_marker(src: _Source, f: Field, code: str) -> str:
@@ -292,45 +305,68 @@ def _getter(src: _Source, f: Field, value: str) -> str:
     return f"{value}.get({f.key!r}, {text})"
 
 
-def _encode_fixed_run(src: _Source, indent: int, run: list[Field], value: str, buf: str) -> None:
-    codes = "".join(FIXED_FORMATS[f.type] for f in run)
-    args = [_getter(src, f, value) + (".bytes" if f.type == "uuid" else "") for f in run]
-    src.emit(indent, f"{buf} += {src.packer(codes)}({', '.join(args)})")
+def _flush_writes(src: _Source, indent: int, pending: list[tuple[str, str]], buf: str) -> None:
+    """Emit one ``pack`` of the pending fixed-width writes: (struct code, expression)."""
+    if pending == [("B", "0")]:
+        src.emit(indent, f"{buf}.append(0)")
+    elif pending:
+        codes = "".join(code for code, _ in pending)
+        src.emit(indent, f"{buf} += {src.packer(codes)}({', '.join(expr for _, expr in pending)})")
+    pending.clear()
 
 
-def _encode_value(src: _Source, indent: int, f: Field, expr: str, buf: str) -> None:
-    """Emit the encode of the value given by the expression ``expr`` of field ``f`` onto ``buf``."""
+def _encode_value(src: _Source, indent: int, f: Field, expr: str, buf: str, pending: list[tuple[str, str]]) -> None:
+    """Emit the encode of field ``f``, whose value the expression ``expr`` gives, onto ``buf``.
+    ``pending`` holds fixed-width writes not emitted yet: a classic length prefix joins them, and
+    they are all emitted before any variable-length data; it is left empty."""
     type_ = f.type
     if type_ in FIXED_FORMATS:
-        suffix = ".bytes" if type_ == "uuid" else ""
-        src.emit(indent, f"{buf} += {src.packer(FIXED_FORMATS[type_])}({expr}{suffix})")
+        pending.append((FIXED_FORMATS[type_], expr + (".bytes" if type_ == "uuid" else "")))
+        _flush_writes(src, indent, pending, buf)
         return
     if type_ == "records":
         if buf != "b":
             raise NotImplementedError(f"{src.label}: records field {f.key} inside a tagged field")
+        _flush_writes(src, indent, pending, buf)
         src.emit(indent, f"b = _records(out, b, {expr}, {src.compact(f)})")
         return
-    value = src.var("w")
-    src.emit(indent, f"{value} = {expr}")
-    code = "h" if type_ == "string" else "i"
     if f.is_struct and not f.is_array and is_nullable(f, src.version):
         raise NotImplementedError(f"{src.label}: nullable struct {f.key}")
+    value = src.var("w")
+    src.emit(indent, f"{value} = {expr}")
+    if f.is_struct and not f.is_array:
+        _flush_writes(src, indent, pending, buf)
+        _encode_struct(src, indent, f.fields, value, buf)
+        return
+    code = "h" if type_ == "string" else "i"
     if is_nullable(f, src.version):
+        _flush_writes(src, indent, pending, buf)
         src.emit(indent, f"if {value} is None: {buf} += {_null_marker(src, f, code)}")
         src.emit(indent, "else:")
         indent += 1
-    if f.is_struct and not f.is_array:
-        _encode_struct(src, indent, f.fields, value, buf)
-        return
     if type_ == "string":
         src.emit(indent, f"{value} = {value}.encode()")
-    _write_length(src, indent, f, buf, f"len({value})", code)
+    element = f.element_type if f.is_array else None
+    if element in FIXED_FORMATS and element != "uuid":
+        # The count and the elements in one pack, from a Struct cached per count.
+        _flush_writes(src, indent, pending, buf)
+        count, compact = src.var("k"), src.compact(f)
+        src.emit(indent, f"{count} = len({value})")
+        if compact:
+            _write_uvarint_length(src, indent, buf, count)
+        cache = src.constant("a", ("pack", element, compact), dict)
+        counted = "" if compact else f"{count}, "
+        src.emit(indent, f"{buf} += ({cache}.get({count}) or _array_packer({cache}, '{FIXED_FORMATS[element]}', "
+                         f"{count}, {not compact}))({counted}*{value})")
+        return
+    if src.compact(f):
+        _flush_writes(src, indent, pending, buf)
+        _write_uvarint_length(src, indent, buf, f"len({value})")
+    else:
+        pending.append((code, f"len({value})"))
+        _flush_writes(src, indent, pending, buf)
     if not f.is_array:
         src.emit(indent, f"{buf} += {value}")
-        return
-    element = f.element_type
-    if element in FIXED_FORMATS and element != "uuid":
-        src.emit(indent, f"{buf} += _pack('>%d{FIXED_FORMATS[element]}' % len({value}), *{value})")
         return
     item = src.var("x")
     src.emit(indent, f"for {item} in {value}:")
@@ -338,13 +374,10 @@ def _encode_value(src: _Source, indent: int, f: Field, expr: str, buf: str) -> N
         _encode_struct(src, indent + 1, f.fields, item, buf)
     else:
         _encode_value(src, indent + 1, Field(key=f.key, type=element, versions=f.versions, flexible=f.flexible),
-                      item, buf)
+                      item, buf, [])
 
 
 def _encode_tagged(src: _Source, indent: int, tagged: list[Field], value: str, buf: str) -> None:
-    if not tagged:
-        src.emit(indent, f"{buf}.append(0)")
-        return
     # A tagged field is written only when it differs from its default (Kafka's rule), so the size of
     # each must be known first: each is encoded into its own small buffer.
     found = src.var("f")
@@ -355,7 +388,7 @@ def _encode_tagged(src: _Source, indent: int, tagged: list[Field], value: str, b
         src.emit(indent, f"{item} = {value}.get({f.key!r}, {src.literal(default)})")
         src.emit(indent, f"if {item} != {src.literal(default)}:")
         src.emit(indent + 1, f"{inner} = bytearray()")
-        _encode_value(src, indent + 1, f, item, inner)
+        _encode_value(src, indent + 1, f, item, inner, [])
         src.emit(indent + 1, f"{found}.append(({f.tag}, {inner}))")
     tag, data = src.var("g"), src.var("tb")
     src.emit(indent, f"{buf} += _uvarint_bytes(len({found}))")
@@ -364,22 +397,23 @@ def _encode_tagged(src: _Source, indent: int, tagged: list[Field], value: str, b
 
 
 def _encode_struct(src: _Source, indent: int, fields: tuple[Field, ...], value: str, buf: str) -> None:
+    """Emit the encode of the struct held by the variable ``value``. Fixed-width fields, and the
+    classic length prefix of the variable field after them, are written by one pack."""
     present = fields_at(fields, src.version)
-    run: list[Field] = []
+    pending: list[tuple[str, str]] = []
     for f in present:
         if is_tagged(f, src.version):
             continue
         if f.type in FIXED_FORMATS:
-            run.append(f)
-            continue
-        if run:
-            _encode_fixed_run(src, indent, run, value, buf)
-            run = []
-        _encode_value(src, indent, f, _getter(src, f, value), buf)
-    if run:
-        _encode_fixed_run(src, indent, run, value, buf)
-    if src.flexible:
-        _encode_tagged(src, indent, [f for f in present if is_tagged(f, src.version)], value, buf)
+            pending.append((FIXED_FORMATS[f.type], _getter(src, f, value) + (".bytes" if f.type == "uuid" else "")))
+        else:
+            _encode_value(src, indent, f, _getter(src, f, value), buf, pending)
+    tagged = [f for f in present if is_tagged(f, src.version)]
+    if src.flexible and not tagged:
+        pending.append(("B", "0"))  # an empty tagged-fields section
+    _flush_writes(src, indent, pending, buf)
+    if tagged and src.flexible:
+        _encode_tagged(src, indent, tagged, value, buf)
 
 
 def encoder_source(label: str, fields: tuple[Field, ...], version: int, flexible: Range) -> tuple[str, dict]:

@@ -10,13 +10,16 @@ Python dicts the codec produces are keyed by the snake_case of each name (``Topi
 What it owns:
 - the request and response header tables (the header field names are ours: ``api_key``,
   ``api_version`` rather than the spec's ``RequestApiKey``...);
-- ApiVersions, Metadata, Produce, Fetch and ListOffsets (this module) and the admin APIs
-  (``messages_admin``), collected in ``APIS``;
+- ApiVersions, Metadata, Produce, Fetch and ListOffsets (this module), the admin APIs
+  (``messages_admin``) and the consumer-group APIs (``messages_groups``), collected in ``APIS``;
+- which of them the server advertises (``ADVERTISED``: all but the group APIs, until the group
+  coordinator serves them);
 - ``API_KEYS``, ``API_NAMES``, ``SUPPORTED_VERSIONS`` (what ApiVersions advertises) and
   ``is_flexible``.
 
-To add an API: write its table with ``api(key, name, versions, flexible, request, response)`` and
-list it in ``APIS`` below; the codec generates its encoders and decoders on first use.
+To add an API: write its table with ``api(key, name, versions, flexible, request, response)``, list
+it in ``ADVERTISED`` below (or in a module's ``SPECS``); the codec generates its encoders and
+decoders on first use.
 
 It imports only ``schema`` and the sibling table modules.
 """
@@ -220,18 +223,26 @@ LIST_OFFSETS = api(2, "ListOffsets", "1-5", "6+", request=[
 
 # --- the registry --------------------------------------------------------------------------------
 
-APIS: dict[int, ApiSpec] = {spec.key: spec for spec in (
-    PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, *messages_admin.SPECS, *messages_groups.SPECS)}
-"""Every API the server speaks, by key."""
+# FindCoordinator is advertised before the group coordinator exists: librdkafka uses lz4 only with a
+# broker that advertises it (the handler answers COORDINATOR_NOT_AVAILABLE meanwhile).
+ADVERTISED: tuple[ApiSpec, ...] = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, *messages_admin.SPECS,
+                                   messages_groups.FIND_COORDINATOR)
+"""The APIs the server serves and advertises. The consumer-group APIs (``messages_groups``) have
+tables but join this list only when the group coordinator serves them."""
 
-API_KEYS: dict[str, int] = {spec.name: key for key, spec in sorted(APIS.items())}
-"""API name -> key (``"Produce"`` -> 0)."""
+APIS: dict[int, ApiSpec] = {spec.key: spec for spec in sorted((*ADVERTISED, *messages_groups.SPECS),
+                                                                key=lambda spec: spec.key)}
+"""Every API with a table, by key: what the codec can encode and decode."""
 
-API_NAMES: dict[int, str] = {key: spec.name for key, spec in sorted(APIS.items())}
-"""API key -> name."""
+API_KEYS: dict[str, int] = {spec.name: key for key, spec in APIS.items()}
+"""API name -> key (``"Produce"`` -> 0), for every API with a table."""
 
-SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {key: spec.versions for key, spec in sorted(APIS.items())}
-"""API key -> (min, max) version: what ApiVersions advertises."""
+API_NAMES: dict[int, str] = {key: spec.name for key, spec in APIS.items()}
+"""API key -> name, for every API with a table."""
+
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {spec.key: spec.versions for spec in
+                                                  sorted(ADVERTISED, key=lambda spec: spec.key)}
+"""API key -> (min, max) version: what ApiVersions advertises and ``decode_request`` accepts."""
 
 
 def is_flexible(api_key: int, version: int) -> bool:

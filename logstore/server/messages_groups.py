@@ -1,9 +1,13 @@
-"""The field tables of the group coordinator's APIs. For now FindCoordinator alone: librdkafka
-enables lz4 (and its group features) only when a broker advertises FindCoordinator v0, so the server
-advertises it and answers COORDINATOR_NOT_AVAILABLE until consumer groups exist (the next step adds
-JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch and the rest here).
+"""The field tables of the consumer-group APIs: coordinator lookup, membership, offsets, listing.
 
-Transcribed from Kafka's JSON message specs like ``messages``. It imports only ``schema``.
+Transcribed from Kafka's JSON message specs like ``messages`` (same names, versions, nullable
+versions, defaults and order; fields that exist only above our highest version are left out). The
+versions are the ones the server is to advertise (reference/kafka-wire-protocol.md §2.3), none of
+them flexible: OffsetCommit 2-7, OffsetFetch 1-5, FindCoordinator 0-2, JoinGroup 0-5, Heartbeat 0-3,
+LeaveGroup 0-3, SyncGroup 0-3, DescribeGroups 0-4, ListGroups 0-2. Member metadata and assignments
+are opaque ``bytes``: the coordinator stores and returns them as they came.
+
+It imports only ``schema``; ``messages`` collects ``SPECS`` into the registry.
 """
 
 from __future__ import annotations
@@ -12,18 +16,191 @@ from .schema import api, field
 
 f = field
 
+# --- OffsetCommit (8) ----------------------------------------------------------------------------
+
+OFFSET_COMMIT = api(8, "OffsetCommit", "2-7", "8+", request=[
+    f("GroupId", "string", "0+"),
+    # Kafka's spec named this GenerationId before KIP-848; -1 with an empty member id is a "simple"
+    # commit (no group membership), which confluent-kafka's assign() mode sends.
+    f("GenerationIdOrMemberEpoch", "int32", "1+", default="-1"),
+    f("MemberId", "string", "1+"),
+    f("GroupInstanceId", "string", "7+", nullable="7+", default="null"),
+    f("RetentionTimeMs", "int64", "2-4", default="-1"),
+    f("Topics", "[]OffsetCommitRequestTopic", "0+", fields=[
+        f("Name", "string", "0-9"),
+        f("Partitions", "[]OffsetCommitRequestPartition", "0+", fields=[
+            f("PartitionIndex", "int32", "0+"),
+            f("CommittedOffset", "int64", "0+"),
+            f("CommittedLeaderEpoch", "int32", "6+", default="-1"),
+            # Kept exactly as sent and returned by OffsetFetch.
+            f("CommittedMetadata", "string", "0+", nullable="0+"),
+        ]),
+    ]),
+], response=[
+    f("ThrottleTimeMs", "int32", "3+"),
+    f("Topics", "[]OffsetCommitResponseTopic", "0+", fields=[
+        f("Name", "string", "0-9"),
+        f("Partitions", "[]OffsetCommitResponsePartition", "0+", fields=[
+            f("PartitionIndex", "int32", "0+"),
+            f("ErrorCode", "int16", "0+"),
+        ]),
+    ]),
+])
+
+# --- OffsetFetch (9) -----------------------------------------------------------------------------
+
+OFFSET_FETCH = api(9, "OffsetFetch", "1-5", "6+", request=[
+    f("GroupId", "string", "0-7"),
+    # v2+: null means every committed offset of the group.
+    f("Topics", "[]OffsetFetchRequestTopic", "0-7", nullable="2-7", fields=[
+        f("Name", "string", "0-7"),
+        f("PartitionIndexes", "[]int32", "0-7"),
+    ]),
+], response=[
+    f("ThrottleTimeMs", "int32", "3+"),
+    f("Topics", "[]OffsetFetchResponseTopic", "0-7", fields=[
+        f("Name", "string", "0-7"),
+        f("Partitions", "[]OffsetFetchResponsePartition", "0-7", fields=[
+            f("PartitionIndex", "int32", "0-7"),
+            # -1 (with metadata "" and no error) for a partition with no committed offset.
+            f("CommittedOffset", "int64", "0-7"),
+            f("CommittedLeaderEpoch", "int32", "5-7", default="-1"),
+            f("Metadata", "string", "0-7", nullable="0-7"),
+            f("ErrorCode", "int16", "0-7"),
+        ]),
+    ]),
+    f("ErrorCode", "int16", "2-7", default="0"),
+])
+
 # --- FindCoordinator (10) ------------------------------------------------------------------------
 
 FIND_COORDINATOR = api(10, "FindCoordinator", "0-2", "3+", request=[
-    f("Key", "string", "0+"),
-    f("KeyType", "int8", "1+", default=0),
+    f("Key", "string", "0-3"),
+    # 0 group, 1 transaction.
+    f("KeyType", "int8", "1+", default="0"),
+], response=[
+    f("ThrottleTimeMs", "int32", "1+"),
+    f("ErrorCode", "int16", "0-3"),
+    f("ErrorMessage", "string", "1-3", nullable="1-3"),
+    f("NodeId", "int32", "0-3"),
+    f("Host", "string", "0-3"),
+    f("Port", "int32", "0-3"),
+])
+
+# --- JoinGroup (11) ------------------------------------------------------------------------------
+
+JOIN_GROUP = api(11, "JoinGroup", "0-5", "6+", request=[
+    f("GroupId", "string", "0+"),
+    f("SessionTimeoutMs", "int32", "0+"),
+    f("RebalanceTimeoutMs", "int32", "1+", default="-1"),
+    f("MemberId", "string", "0+"),
+    f("GroupInstanceId", "string", "5+", nullable="5+", default="null"),
+    f("ProtocolType", "string", "0+"),
+    f("Protocols", "[]JoinGroupRequestProtocol", "0+", fields=[
+        f("Name", "string", "0+"),
+        f("Metadata", "bytes", "0+"),
+    ]),
+], response=[
+    f("ThrottleTimeMs", "int32", "2+"),
+    f("ErrorCode", "int16", "0+"),
+    f("GenerationId", "int32", "0+", default="-1"),
+    f("ProtocolName", "string", "0+", nullable="7+"),
+    f("Leader", "string", "0+"),
+    f("MemberId", "string", "0+"),
+    # The leader gets every member with its metadata; followers get an empty list.
+    f("Members", "[]JoinGroupResponseMember", "0+", fields=[
+        f("MemberId", "string", "0+"),
+        f("GroupInstanceId", "string", "5+", nullable="5+", default="null"),
+        f("Metadata", "bytes", "0+"),
+    ]),
+])
+
+# --- Heartbeat (12) ------------------------------------------------------------------------------
+
+HEARTBEAT = api(12, "Heartbeat", "0-3", "4+", request=[
+    f("GroupId", "string", "0+"),
+    f("GenerationId", "int32", "0+"),
+    f("MemberId", "string", "0+"),
+    f("GroupInstanceId", "string", "3+", nullable="3+", default="null"),
 ], response=[
     f("ThrottleTimeMs", "int32", "1+"),
     f("ErrorCode", "int16", "0+"),
-    f("ErrorMessage", "string", "1+", nullable="1+"),
-    f("NodeId", "int32", "0+"),
-    f("Host", "string", "0+"),
-    f("Port", "int32", "0+"),
 ])
 
-SPECS = (FIND_COORDINATOR,)
+# --- LeaveGroup (13) -----------------------------------------------------------------------------
+
+LEAVE_GROUP = api(13, "LeaveGroup", "0-3", "4+", request=[
+    f("GroupId", "string", "0+"),
+    f("MemberId", "string", "0-2"),
+    f("Members", "[]MemberIdentity", "3+", fields=[
+        f("MemberId", "string", "3+"),
+        f("GroupInstanceId", "string", "3+", nullable="3+", default="null"),
+    ]),
+], response=[
+    f("ThrottleTimeMs", "int32", "1+"),
+    f("ErrorCode", "int16", "0+"),
+    f("Members", "[]MemberResponse", "3+", fields=[
+        f("MemberId", "string", "3+"),
+        f("GroupInstanceId", "string", "3+", nullable="3+"),
+        f("ErrorCode", "int16", "3+"),
+    ]),
+])
+
+# --- SyncGroup (14) ------------------------------------------------------------------------------
+
+SYNC_GROUP = api(14, "SyncGroup", "0-3", "4+", request=[
+    f("GroupId", "string", "0+"),
+    f("GenerationId", "int32", "0+"),
+    f("MemberId", "string", "0+"),
+    f("GroupInstanceId", "string", "3+", nullable="3+", default="null"),
+    # Sent by the leader only: every member's assignment.
+    f("Assignments", "[]SyncGroupRequestAssignment", "0+", fields=[
+        f("MemberId", "string", "0+"),
+        f("Assignment", "bytes", "0+"),
+    ]),
+], response=[
+    f("ThrottleTimeMs", "int32", "1+"),
+    f("ErrorCode", "int16", "0+"),
+    f("Assignment", "bytes", "0+"),
+])
+
+# --- DescribeGroups (15) -------------------------------------------------------------------------
+
+DESCRIBE_GROUPS = api(15, "DescribeGroups", "0-4", "5+", request=[
+    f("Groups", "[]string", "0+"),
+    f("IncludeAuthorizedOperations", "bool", "3+"),
+], response=[
+    f("ThrottleTimeMs", "int32", "1+"),
+    f("Groups", "[]DescribedGroup", "0+", fields=[
+        f("ErrorCode", "int16", "0+"),
+        f("GroupId", "string", "0+"),
+        # Empty, PreparingRebalance, CompletingRebalance, Stable or Dead.
+        f("GroupState", "string", "0+"),
+        f("ProtocolType", "string", "0+"),
+        f("ProtocolData", "string", "0+"),
+        f("Members", "[]DescribedGroupMember", "0+", fields=[
+            f("MemberId", "string", "0+"),
+            f("GroupInstanceId", "string", "4+", nullable="4+", default="null"),
+            f("ClientId", "string", "0+"),
+            f("ClientHost", "string", "0+"),
+            f("MemberMetadata", "bytes", "0+"),
+            f("MemberAssignment", "bytes", "0+"),
+        ]),
+        f("AuthorizedOperations", "int32", "3+", default="-2147483648"),
+    ]),
+])
+
+# --- ListGroups (16) -----------------------------------------------------------------------------
+
+LIST_GROUPS = api(16, "ListGroups", "0-2", "3+", request=[], response=[
+    f("ThrottleTimeMs", "int32", "1+"),
+    f("ErrorCode", "int16", "0+"),
+    f("Groups", "[]ListedGroup", "0+", fields=[
+        f("GroupId", "string", "0+"),
+        f("ProtocolType", "string", "0+"),
+    ]),
+])
+
+SPECS = (OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP,
+         DESCRIBE_GROUPS, LIST_GROUPS)
+"""The consumer-group APIs, for the registry in ``messages``."""
