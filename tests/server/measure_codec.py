@@ -36,7 +36,7 @@ try:
     from kio.schema.request_header.v1.header import RequestHeader as KioRequestHeader
     from kio.schema.response_header.v0.header import ResponseHeader as KioResponseHeader
     from kio.serial import entity_reader, entity_writer
-    from kio.static.primitive import i16, i32, i64
+    from kio.static.primitive import i32, i64
 except ImportError:  # pragma: no cover - a message, not a crash
     sys.exit("kio is not installed: pip install kio")
 

@@ -239,11 +239,11 @@ def test_encoding_a_bad_value_names_the_message():
 
 
 def test_advertised_versions_are_profile_a():
-    assert SUPPORTED_VERSIONS == {0: (0, 8), 1: (4, 11), 2: (1, 5), 3: (0, 8), 18: (0, 4), 19: (0, 4), 20: (0, 3),
-                                  21: (0, 1), 22: (0, 1), 23: (2, 3), 32: (0, 2), 44: (0, 1)}
+    assert SUPPORTED_VERSIONS == {0: (0, 8), 1: (4, 11), 2: (1, 5), 3: (0, 8), 10: (0, 2), 18: (0, 4), 19: (0, 4),
+                                  20: (0, 3), 21: (0, 1), 22: (0, 1), 23: (2, 3), 32: (0, 2), 44: (0, 1)}
     assert {API_NAMES[key]: key for key in API_NAMES} == API_KEYS
     assert API_KEYS["Produce"] == 0 and API_KEYS["ApiVersions"] == 18 and API_NAMES[44] == "IncrementalAlterConfigs"
-    # The group APIs have tables (ranges of Profile A) but are not advertised yet.
+    # The group APIs have tables (ranges of Profile A) but only FindCoordinator is advertised yet.
     assert {key: APIS[key].versions for key in range(8, 17)} == {
         8: (2, 7), 9: (1, 5), 10: (0, 2), 11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 4), 16: (0, 2)}
     assert API_KEYS["JoinGroup"] == 11 and API_NAMES[16] == "ListGroups"
