@@ -43,6 +43,7 @@ if BROKER_KIND not in ("logstore", "tansu"):
     raise pytest.UsageError(f"LOGSTORE_TEST_BROKER must be 'logstore' (the default) or 'tansu', got {BROKER_KIND!r}")
 TANSU = BROKER_KIND == "tansu"
 
+
 def tansu_gets_wrong(reason: str):
     """Exclude a test (or a parameter) under Tansu only: ``reason`` says what Tansu gets wrong. The
     test runs against our server in every other mode."""
