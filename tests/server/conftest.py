@@ -12,8 +12,11 @@ Servers: ``broker`` is one server for the whole session (every test uses its own
 ``topic``); ``fresh_broker`` is a new one per test, for tests that need an empty store. Every process
 started here is stopped by the fixture's finalizer.
 
-Clients: ``driver(name)`` gives the driver of one client (``clients/``). A missing Python client or
-kcat fails (the import or ``find_kcat`` raises); only a missing ``node`` skips the kafkajs tests.
+Clients: ``driver_factory(name)`` (and the ``driver`` fixture, parametrized indirectly) gives the
+driver of one client (``clients/``). A missing Python client or kcat fails: the test modules import
+``clients.registry``, which imports every client library, and ``find_kcat`` raises; only a missing
+``node`` skips the kafkajs tests. This module imports no client library at its top, so the server's
+own tests in this folder do not need the clients extra.
 """
 
 from __future__ import annotations
@@ -33,40 +36,24 @@ from pathlib import Path
 import pytest
 
 from clients import WireRecord, as_wire
-from clients.aiokafka_driver import AiokafkaDriver
-from clients.confluent_driver import ConfluentDriver
-from clients.kafka_python_driver import KafkaPythonDriver
-from clients.kafkajs_driver import KafkajsDriver, find_node
-from clients.kcat_driver import KcatDriver
+from clients.kafkajs_driver import find_node
 
 BROKER_KIND = os.environ.get("LOGSTORE_TEST_BROKER", "logstore")
 if BROKER_KIND not in ("logstore", "tansu"):
     raise pytest.UsageError(f"LOGSTORE_TEST_BROKER must be 'logstore' (the default) or 'tansu', got {BROKER_KIND!r}")
 TANSU = BROKER_KIND == "tansu"
 
-# The clients by name, in the order tests are parametrized; their classes carry the capabilities.
-DRIVER_CLASSES = {
-    "kafka-python": KafkaPythonDriver,
-    "confluent-kafka": ConfluentDriver,
-    "aiokafka": AiokafkaDriver,
-    "kcat": KcatDriver,
-    "kafkajs": KafkajsDriver,
-}
-CONSUMERS = [name for name, cls in DRIVER_CLASSES.items() if cls.can_consume]
-ADMINS = [name for name, cls in DRIVER_CLASSES.items() if cls.admin]
-
-
-def runnable(names) -> list[str]:
-    """``names`` without kafkajs where it cannot run (no ``node``, and LOGSTORE_REQUIRE_NODE unset),
-    for tests that check every client in a loop: the others are still checked."""
-    skip_kafkajs = find_node() is None and not os.environ.get("LOGSTORE_REQUIRE_NODE")
-    return [name for name in names if not (name == "kafkajs" and skip_kafkajs)]
-
 
 def tansu_gets_wrong(reason: str):
     """Exclude a test (or a parameter) under Tansu only: ``reason`` says what Tansu gets wrong. The
     test runs against our server in every other mode."""
     return pytest.mark.skipif(TANSU, reason=f"Tansu gets this wrong: {reason}")
+
+
+def skip_if_tansu(reason: str) -> None:
+    """``tansu_gets_wrong`` for one combination of parameters, from inside the test."""
+    if TANSU:
+        pytest.skip(f"Tansu gets this wrong: {reason}")
 
 
 def logstore_only(reason: str):
@@ -91,6 +78,7 @@ class Broker:
         if self.store is not None:
             self.store.create_topic(name, partitions=partitions, config=config)
         else:
+            from clients.confluent_driver import ConfluentDriver
             ConfluentDriver().create_topic(self.bootstrap_servers, name, partitions=partitions, config=config)
         return name
 
@@ -106,6 +94,7 @@ class Broker:
             # with the base offset of the batch holding the timestamp, both wrong for batches of
             # several records (they would break the consume-from-latest and -timestamp tests for
             # a reason that is not the client's).
+            from clients.confluent_driver import ConfluentDriver
             sender = ConfluentDriver()
             results = [sender.produce(self.bootstrap_servers, topic, [record], partition=partition)[0]
                        for record in records]
@@ -117,6 +106,7 @@ class Broker:
         all of the store's on our server (so a duplicate shows; waiting for acks=0 records to land),
         the first ``count`` with confluent-kafka under Tansu."""
         if self.store is None:
+            from clients.confluent_driver import ConfluentDriver
             return ConfluentDriver().consume(self.bootstrap_servers, topic, partition, count=count, timeout_s=timeout_s)
         deadline = time.monotonic() + timeout_s
         while True:
@@ -240,6 +230,9 @@ def driver_factory(_librdkafka_for_kcat):
     """name -> the client's driver (one per session). kafkajs skips when ``node`` is absent (unless
     LOGSTORE_REQUIRE_NODE is set, as CI does) and fails when kafkajs itself is not installed; every
     other missing client fails."""
+    from clients.registry import DRIVER_CLASSES  # the client libraries: only client tests import them
+    from clients.kafkajs_driver import KafkajsDriver
+    from clients.kcat_driver import KcatDriver
     made = {}
 
     def make(name: str):

@@ -8,10 +8,11 @@ kafka-python and confluent-kafka send IncrementalAlterConfigs, the one alter our
 """
 
 import pytest
-from conftest import ADMINS, CONSUMERS, DRIVER_CLASSES, runnable, tansu_gets_wrong
+from conftest import tansu_gets_wrong
 
 from clients import EARLIEST, ClientError
 from clients.checks import now_ms
+from clients.registry import ADMINS, CONSUMERS, DRIVER_CLASSES, runnable
 from logstore import Record
 
 pytestmark = pytest.mark.kafka_clients

@@ -11,10 +11,11 @@ server), so a consumer test does not depend on any producer.
 import time
 
 import pytest
-from conftest import CONSUMERS, DRIVER_CLASSES, logstore_only, tansu_gets_wrong
+from conftest import logstore_only, tansu_gets_wrong
 
 from clients import EARLIEST, LATEST, as_wire
 from clients.checks import assert_same, now_ms, varied_records
+from clients.registry import CONSUMERS, DRIVER_CLASSES
 from logstore import Record
 
 pytestmark = pytest.mark.kafka_clients

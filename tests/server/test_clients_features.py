@@ -4,11 +4,12 @@ error (the server has no transactions), and the single broker as kcat's metadata
 """
 
 import pytest
-from conftest import DRIVER_CLASSES, logstore_only, tansu_gets_wrong
+from conftest import logstore_only, tansu_gets_wrong
 from kafka import KafkaProducer
 
 from clients import ClientError
 from clients.checks import assert_same, expected_records, now_ms
+from clients.registry import DRIVER_CLASSES
 from logstore import Record
 
 pytestmark = pytest.mark.kafka_clients

@@ -99,7 +99,10 @@ class ConfluentDriver(Driver):
                 kwargs["timestamp"] = record.timestamp_ms
             if partition is not None:
                 kwargs["partition"] = partition
-            producer.produce(topic, **kwargs)
+            try:
+                producer.produce(topic, **kwargs)
+            except KafkaException as exc:  # refused at once, e.g. a partition its metadata lacks
+                raise _error(exc) from exc
         remaining = producer.flush(deadline.remaining())
         if remaining:
             raise ClientTimeout(f"confluent-kafka produce to {topic}: {remaining} messages not delivered")
