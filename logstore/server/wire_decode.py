@@ -1,5 +1,5 @@
 """Decoding Kafka RecordBatch v2 bytes into logstore ``Record``s: ``decode_produce`` (the server's
-produce hot path, with Kafka's validation) and ``decode_fetch`` (what a consumer does with a fetch
+produce hot path, with Kafka's validation; ``decode_produce_columns`` gives the records as columns) and ``decode_fetch`` (what a consumer does with a fetch
 response; used by tests and by our own client).
 
 ``decode_produce`` mirrors the checks Kafka applies to a client's batch (reference/kafka-wire-protocol.md
@@ -36,6 +36,7 @@ from __future__ import annotations
 from itertools import repeat
 from typing import Sequence
 
+from ..records.batching import RecordColumns
 from ..records.decoder import Record
 from .compression import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress
 from .crc32c import crc32c
@@ -77,6 +78,16 @@ def decode_produce(data, *, max_message_bytes: int,
     with ``offset`` None; ``timestamp_ms`` is ``base_timestamp + timestamp_delta`` (CreateTime).
     Empty or None ``data`` gives ``[]``. Raises a ``WireRecordError`` subclass carrying Kafka's
     error code; nothing else, whatever the bytes."""
+    return [(batch, list(records)) for batch, records in
+            decode_produce_columns(data, max_message_bytes=max_message_bytes,
+                                   max_decompressed_bytes=max_decompressed_bytes)]
+
+
+def decode_produce_columns(data, *, max_message_bytes: int, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+                           ) -> list[tuple[WireBatch, RecordColumns]]:
+    """``decode_produce`` with each batch's records as ``RecordColumns`` (a sequence of the same
+    records, held as columns): what the produce handler appends, so that no ``Record`` is built
+    per record only to be taken apart again by the append."""
     if not data:
         return []
     buffer = _as_bytes(data)
@@ -97,8 +108,9 @@ def decode_produce(data, *, max_message_bytes: int,
         if crc32c(buffer[position + ATTRIBUTES_AT : end]) != batch.crc:
             raise CorruptMessageError(f"record batch CRC mismatch at position {position}")
         _check_produced_header(batch)
-        records = _records_of(buffer, position + HEADER_BYTES, end, batch, None, max_decompressed_bytes)
-        out.append((batch, records))
+        keys, values, headers, timestamps, _offsets = _columns_of(buffer, position + HEADER_BYTES, end, batch, None,
+                                                                  max_decompressed_bytes)
+        out.append((batch, RecordColumns(keys, values, headers, timestamps)))
         position = end
     return out
 
