@@ -39,7 +39,7 @@ __all__ = [
     "decode_produce_columns", "encode_fetch_batch", "encode_produce_batch", "encode_records",
 ]
 
-DEFAULT_CACHE_BYTES = 64 << 20
+DEFAULT_CACHE_BYTES = 16 << 20  # as the server's fetch.cache.bytes
 
 
 class FetchBatchCache:
