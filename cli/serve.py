@@ -28,7 +28,9 @@ def serve(options, listen: str, advertised_listener: str | None) -> None:
     from logstore.server import INSTALL_HINT, missing_extra
     if missing_extra():
         raise click.ClickException(f"logstore serve needs the server extra: {INSTALL_HINT}")
-    from logstore.server.server import KafkaServer
+    from logstore.server.server import KafkaServer, use_one_malloc_arena
+
+    use_one_malloc_arena()  # this process is the server's: keep its RSS down
 
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -7,8 +7,8 @@ Owns:
 - ``encoder``: records to batch bytes (``encode_batch``, ``encode_batch_parts``), offsets assigned by
   rewriting the base offset (``assign_base_offset``), a batch's prefix (``encode_batch_prefix``);
 - ``batching``: one append's records to the batches a log accepts (validation against the topic's
-  config, compression, timestamp type, the split at ``max.message.bytes``), ``PreparedAppend`` and
-  ``AppendInfo``;
+  config, compression, timestamp type, the split at ``max.message.bytes``), ``RecordColumns`` (records
+  given as columns), ``PreparedAppend`` and ``AppendInfo``;
 - ``fetch``: the read budget (``max_bytes`` charged per record, Kafka's min-one rule) and the cache of
   verified batch heads that point reads use.
 

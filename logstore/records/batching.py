@@ -1,20 +1,31 @@
 """Turning the records of one append into the batches a log accepts: validation against the
 topic's config (a key on every record of a compacted topic, ``max.message.bytes``,
 ``segment.bytes``), encoding with the topic's compression and timestamp type, and splitting an
-append larger than ``max.message.bytes`` into several batches. Also the two values an append hands
-back: ``PreparedAppend`` (encoded, not yet written) and ``AppendInfo`` (what was written).
+append larger than ``max.message.bytes`` into several batches. Also the values an append takes and
+hands back: ``RecordColumns`` (records given as columns), ``PreparedAppend`` (encoded, not yet
+written) and ``AppendInfo`` (what was written).
+
+The work is column-wise: an append's records are taken apart into columns once (``RecordColumns``
+come as columns already), an uncompressed batch found too large is not checksummed before it is
+split, and the split points come from running sums of the records' estimated sizes (``bisect``),
+not from a Python loop over the records.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass
-from operator import itemgetter
+from itertools import accumulate, repeat
+from operator import add, eq, itemgetter
 from typing import Any, Sequence
 
 from ..config import LogConfig
 from ..errors import InvalidRecordError, RecordTooLargeError
 from .decoder import COMPRESSION_GZIP, COMPRESSION_NONE, HEADER_BYTES, RECORD_OVERHEAD_BYTES, Record
-from .encoder import encode_batch_parts
+from .encoder import encode_columns_parts
+
+_new_record = tuple.__new__
 
 
 @dataclass(frozen=True)
@@ -29,6 +40,47 @@ class AppendInfo:
     log_append_time_ms: int = -1
 
 
+class RecordColumns(SequenceABC):
+    """Records held as columns: ``keys``, ``values``, ``headers`` and ``timestamps`` (equally long
+    lists or tuples; a timestamp may be None). It is a read-only sequence of ``Record`` (offset None),
+    so ``Log.append`` and ``Log.prepare`` take it like a list of records, and they encode its columns
+    as they are: a caller that has columns already (the Kafka server's decoder) builds no ``Record``
+    per record, and the append takes none apart. Slicing gives ``RecordColumns``; it equals a list
+    or tuple of the same records."""
+
+    __slots__ = ("keys", "values", "headers", "timestamps")
+
+    def __init__(self, keys: Sequence, values: Sequence, headers: Sequence, timestamps: Sequence) -> None:
+        if not len(keys) == len(values) == len(headers) == len(timestamps):
+            raise ValueError(f"columns of different lengths: {len(keys)} keys, {len(values)} values, "
+                             f"{len(headers)} headers, {len(timestamps)} timestamps")
+        self.keys = keys
+        self.values = values
+        self.headers = headers
+        self.timestamps = timestamps
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return RecordColumns(self.keys[index], self.values[index], self.headers[index], self.timestamps[index])
+        return Record(self.keys[index], self.values[index], self.headers[index], self.timestamps[index])
+
+    def __iter__(self):
+        return map(_new_record, repeat(Record), zip(self.keys, self.values, self.headers, self.timestamps, repeat(None)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (RecordColumns, list, tuple)):
+            return NotImplemented
+        return len(self) == len(other) and all(map(eq, self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"RecordColumns({list(self)!r})"
+
+
 def encode_records(records: Sequence[Record], config: LogConfig, now_ms: int, name: str) -> list[tuple[bytearray, list]]:
     """Validate ``records`` for a log with ``config`` and encode them into ``(header, parts)``
     batches of at most ``max.message.bytes`` (and ``segment.bytes``). Raises ``TypeError`` for a
@@ -38,25 +90,36 @@ def encode_records(records: Sequence[Record], config: LogConfig, now_ms: int, na
         raise TypeError(f"append takes a sequence of Record, got {type(records).__name__}")
     if not records:
         return []
-    if config.compact and None in map(itemgetter(0), records):
+    given = type(records) is RecordColumns
+    if config.compact and None in (records.keys if given else map(itemgetter(0), records)):
         raise InvalidRecordError(f"compacted topic {name} requires a key on every record")
     compression = COMPRESSION_GZIP if config.compression_type == "gzip" else COMPRESSION_NONE
     log_append = config.message_timestamp_type == "LogAppendTime"
     limit = min(config.max_message_bytes, config.segment_bytes)
+    # An uncompressed batch's size is known before its checksum, a compressed one's only once compressed.
+    known_early = limit if compression == COMPRESSION_NONE else None
 
-    def encode(group: Sequence[Record]) -> list[tuple[bytearray, list]]:
-        header, parts = encode_batch_parts(group, default_timestamp_ms=now_ms, compression=compression,
-                                           log_append_time=log_append)
-        size = len(header) + sum(map(len, parts))
-        if size <= limit:
-            return [(header, parts)]
-        if len(group) == 1:
+    def encode(keys: Sequence, values: Sequence, headers: Sequence, timestamps: Sequence) -> list[tuple[bytearray, list]]:
+        header, parts = encode_columns_parts(keys, values, headers, timestamps, default_timestamp_ms=now_ms,
+                                             compression=compression, log_append_time=log_append,
+                                             max_bytes=known_early)
+        if header is not None:
+            size = len(header) + sum(map(len, parts))
+            if size <= limit:
+                return [(header, parts)]
+        else:
+            size = parts  # larger than the limit: not checksummed
+        if len(keys) == 1:
             setting = "max.message.bytes" if limit == config.max_message_bytes else "segment.bytes"
             raise RecordTooLargeError(f"a record of {size - HEADER_BYTES} bytes is larger than "
                                       f"{setting}={limit} of {name}")
-        return [part for group_part in _split(group, limit) for part in encode(group_part)]
+        return [part for start, stop in _split(keys, values, headers, limit)
+                for part in encode(keys[start:stop], values[start:stop], headers[start:stop], timestamps[start:stop])]
 
-    return encode(records)
+    if given:
+        return encode(records.keys, records.values, records.headers, records.timestamps)
+    keys, values, headers, timestamps, _offsets = zip(*records)
+    return encode(keys, values, headers, timestamps)
 
 
 class PreparedAppend:
@@ -76,21 +139,38 @@ class PreparedAppend:
         return batches
 
 
-def _split(records: Sequence[Record], limit: int) -> list[Sequence[Record]]:
-    """Split ``records`` into groups whose estimated batch size stays within ``limit``."""
+def _lengths(column: Sequence) -> list[int]:
+    """``len(item or b"")`` of each item (a None counts 0)."""
+    try:
+        return list(map(len, column))
+    except TypeError:
+        if column.count(None) == len(column):
+            return [0] * len(column)
+        return [len(item or b"") for item in column]
+
+
+def _split(keys: Sequence, values: Sequence, headers: Sequence, limit: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` ranges of the records whose estimated batch size stays within ``limit``.
+
+    Greedy, in order: a range ends before the record that would take it past the budget (a range
+    has at least one record). Each record is estimated at ``RECORD_OVERHEAD_BYTES`` plus its key,
+    value and header bytes (8 per header besides its name and value), and the ranges are found by
+    bisecting the running sums of those estimates."""
     budget = max(limit - HEADER_BYTES, 1)
-    groups = []
+    sizes = map(add, map(add, _lengths(keys), _lengths(values)), repeat(RECORD_OVERHEAD_BYTES))
+    if any(headers):
+        sizes = map(add, sizes, [sum(8 + len(key.encode()) + len(value or b"") for key, value in pairs)
+                                 for pairs in headers])
+    running = [0, *accumulate(sizes)]  # running[i]: the estimates of records 0 .. i-1
+    count = len(keys)
+    ranges = []
     start = 0
-    total = 0
-    for position, record in enumerate(records):
-        size = (RECORD_OVERHEAD_BYTES + len(record.key or b"") + len(record.value or b"")
-                + sum(8 + len(key.encode()) + len(value or b"") for key, value in record.headers))
-        if total + size > budget and position > start:
-            groups.append(records[start:position])
-            start, total = position, 0
-        total += size
-    groups.append(records[start:])
-    if len(groups) == 1:  # the estimate fit but the encoding did not: halve
-        middle = len(records) // 2
-        groups = [records[:middle], records[middle:]]
-    return groups
+    while start < count:
+        # the first record i (after start) with running[i + 1] - running[start] > budget ends the range
+        stop = max(bisect_right(running, running[start] + budget, start + 1) - 1, start + 1)
+        ranges.append((start, stop))
+        start = stop
+    if len(ranges) == 1:  # the estimate fit but the encoding did not: halve
+        middle = count // 2
+        ranges = [(0, middle), (middle, count)]
+    return ranges

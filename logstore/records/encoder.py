@@ -1,5 +1,5 @@
-"""The record batch format, encoding side: ``encode_batch_parts``, ``encode_batch`` and
-``assign_base_offset``. Pure: values in, bytes out. The layout is specified in docs/FORMAT.md and
+"""The record batch format, encoding side: ``encode_batch_parts`` (and ``encode_columns_parts``, the
+same from columns), ``encode_batch`` and ``assign_base_offset``. Pure: values in, bytes out. The layout is specified in docs/FORMAT.md and
 summarised in ``records.py``.
 
 An encoded batch is a 55-byte header (a ``bytearray``, so the base offset can be assigned in place)
@@ -36,6 +36,8 @@ def _ends(items: Sequence, what: str) -> tuple[list[int], bool]:
     try:
         return list(accumulate(map(len, items))), False
     except TypeError:
+        if items.count(None) == len(items):  # all None (keyless producers): no Python-level loop
+            return [-1] * len(items), True
         ends = []
         total = 0
         for item in items:
@@ -51,6 +53,8 @@ def _ends(items: Sequence, what: str) -> tuple[list[int], bool]:
 
 def _blob_parts(items: Sequence, ends: list[int], has_nulls: bool, what: str, split: bool) -> list:
     """The concatenation of ``items`` as parts: one joined buffer, or the items themselves."""
+    if has_nulls and ends[-1] == -1 and not split and items.count(None) == len(items):
+        return [b""]  # all None (what the join of no items gives)
     present = [item for item in items if item is not None] if has_nulls else items
     if split:
         parts = list(present)
@@ -132,11 +136,27 @@ def encode_batch_parts(records: Sequence[Record], *, default_timestamp_ms: int =
     Records whose ``timestamp_ms`` is None get ``default_timestamp_ms``. ``offset_deltas`` (strictly
     increasing, for compacted batches) and ``last_offset_delta`` override the dense 0..n-1 offsets;
     with no records, ``last_offset_delta`` makes an empty batch that only carries offsets forward."""
-    count = len(records)
-    if count:
+    if len(records):
         keys, values, headers, timestamps, _offsets = zip(*records)
     else:
         keys = values = headers = timestamps = ()
+    header, parts = encode_columns_parts(keys, values, headers, timestamps, default_timestamp_ms=default_timestamp_ms,
+                                         compression=compression, log_append_time=log_append_time,
+                                         offset_deltas=offset_deltas, last_offset_delta=last_offset_delta,
+                                         delete_horizon_ms=delete_horizon_ms)
+    return header, parts
+
+
+def encode_columns_parts(keys: Sequence, values: Sequence, headers: Sequence, timestamps: Sequence, *,
+                         default_timestamp_ms: int = NO_TIMESTAMP, compression: int = COMPRESSION_NONE,
+                         log_append_time: bool = False, offset_deltas: Sequence[int] | None = None,
+                         last_offset_delta: int | None = None, delete_horizon_ms: int = -1,
+                         max_bytes: int | None = None) -> tuple[bytearray | None, list | int]:
+    """``encode_batch_parts`` of records given as columns (equally long sequences: keys, values,
+    headers, timestamps), for callers that hold columns already (``RecordColumns``, the splits of an
+    append). With ``max_bytes``, a batch larger than that is checked as fully as any other (so it
+    raises what it would raise) but not checksummed: ``(None, its size in bytes)`` is returned."""
+    count = len(keys)
     if log_append_time or not count:  # every record reads as the append time, kept once in the header
         timestamps = (default_timestamp_ms,) * count
         low = high = default_timestamp_ms
@@ -208,6 +228,8 @@ def encode_batch_parts(records: Sequence[Record], *, default_timestamp_ms: int =
         _check_timestamp_types(timestamps)
         raise ValueError(f"batch fields out of range: timestamps {low!r}..{high!r}, delete_horizon_ms "
                          f"{delete_horizon_ms!r} (int64)") from None
+    if max_bytes is not None and batch_length + LOG_OVERHEAD_BYTES > max_bytes:
+        return None, batch_length + LOG_OVERHEAD_BYTES  # the caller splits it: no need for its checksum
     crc = zlib.crc32(memoryview(header)[BODY_AT:])
     for part in parts:
         crc = zlib.crc32(part, crc)

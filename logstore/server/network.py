@@ -14,7 +14,14 @@ handler parked it in a purgatory (a fetch waiting for data, an ``acks=-1`` produ
 fsync) no longer mutes the connection: the requests behind it are handled meanwhile (so pipelined
 durable produces share one fsync), and their responses wait behind its own in the connection's
 response slots (at most ``MAX_PARKED_PER_CONNECTION``). A parked request holds back only its own
-connection. Everything that goes wrong with one
+connection.
+
+Reading: a connection is read until one complete frame waits for its turn, then not until that frame
+is handed on (Kafka mutes a channel the same way), so a client that pipelines faster than its
+requests are handled waits in TCP flow control instead of in this process's memory. Small frames are
+cut out of a read buffer; a frame of ``LARGE_FRAME_BYTES`` or more (a produce) is received straight
+into a buffer of its own size (``recv_into``), which the handlers then read in place: no growing
+buffer, no copy of the frame. Everything that goes wrong with one
 connection (a frame over ``socket.request.max.bytes``, a malformed header, an unknown API, an idle
 timeout, a reset) closes that connection with one log line and touches nothing else.
 """
@@ -35,7 +42,9 @@ from .codec import ProtocolError, decode_request_header, encode_response
 logger = logging.getLogger("logstore.server.network")
 
 _SIZE = 4
-_RECV_BYTES = 1 << 18
+_RECV_BYTES = 1 << 16
+LARGE_FRAME_BYTES = 1 << 16
+"""Frames this large are received into a buffer of their own (see the module docstring)."""
 _MAX_IOV = 512  # buffers per sendmsg (the kernel's IOV_MAX is 1024)
 _SELECT_TIMEOUT_S = 0.5
 MAX_PARKED_PER_CONNECTION = 64  # requests handled but not yet answered, per connection
@@ -45,14 +54,18 @@ _NO_RESPONSE = object()
 class Connection:
     """One client connection: its socket, what was read and not yet handled, what is to be sent."""
 
-    __slots__ = ("connection_id", "sock", "peer", "inbound", "outbound", "busy", "closed", "last_active_ms",
-                 "requests", "events", "eof", "slots")
+    __slots__ = ("connection_id", "sock", "peer", "inbound", "large", "filled", "ready", "outbound", "busy", "closed",
+                 "last_active_ms", "requests", "events", "eof", "slots")
 
     def __init__(self, connection_id: int, sock: socket.socket, peer: str, now_ms: int) -> None:
         self.connection_id = connection_id
         self.sock = sock
         self.peer = peer
-        self.inbound = bytearray()
+        self.inbound = bytearray()  # read, not yet cut into frames
+        self.large: bytearray | None = None  # a large frame being received into its own buffer
+        self.filled = 0  # bytes of ``large`` received so far
+        # the next frame, complete, waiting for its turn (reading pauses meanwhile); an int: a bad size
+        self.ready: bytes | bytearray | int | None = None
         self.outbound: collections.deque = collections.deque()
         self.busy = False  # a request's handler is running: the connection is muted until it returns
         self.slots: collections.deque = collections.deque()  # requests not yet answered, in order
@@ -299,45 +312,84 @@ class SocketServer:
             self.accepted += 1
 
     def _read(self, connection: Connection) -> None:
+        large = connection.large
         try:
-            data = connection.sock.recv(_RECV_BYTES)
+            if large is not None:
+                with memoryview(large) as view:
+                    received = connection.sock.recv_into(view[connection.filled:])
+                data = None
+            else:
+                data = connection.sock.recv(_RECV_BYTES)
+                received = len(data)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
             self._close(connection, f"read failed: {exc}")
             return
-        if not data:
+        if not received:
             # The client closed its side. Requests it sent before (acks=0 produces, say) may still be
             # buffered behind a busy one: handle them all, then close (Kafka does the same).
             connection.eof = True
             self._update_events(connection)
             self._next_request(connection)
             return
-        connection.inbound += data
         connection.last_active_ms = self._clock.monotonic_ms()
+        if large is not None:
+            connection.filled += received
+            if connection.filled == len(large):
+                connection.ready, connection.large = large, None
+        else:
+            connection.inbound += data
+            if connection.ready is None:
+                self._cut_frame(connection)
         self._next_request(connection)
+        self._update_events(connection)
+
+    def _cut_frame(self, connection: Connection) -> None:
+        """Make the next frame ``ready`` if ``inbound`` holds all of it; start receiving a large one
+        into its own buffer. A bad size becomes ``ready`` as an int (the connection closes when it
+        comes to it, after the requests before it)."""
+        inbound = connection.inbound
+        if connection.ready is not None or connection.large is not None or len(inbound) < _SIZE:
+            return
+        size = int.from_bytes(inbound[:_SIZE], "big", signed=True)
+        if size < 0 or size > self.max_request_bytes:
+            connection.ready = size
+            return
+        end = _SIZE + size
+        if len(inbound) >= end:
+            with memoryview(inbound) as view:
+                connection.ready = bytes(view[_SIZE:end])
+            del inbound[:end]
+        elif size >= LARGE_FRAME_BYTES:
+            large = bytearray(size)
+            with memoryview(inbound) as view:
+                large[:len(inbound) - _SIZE] = view[_SIZE:]
+            connection.large, connection.filled = large, len(inbound) - _SIZE
+            inbound.clear()
 
     def _next_request(self, connection: Connection) -> None:
         """Hand the next complete frame of an unmuted connection to the handlers."""
         if connection.busy or connection.closed or len(connection.slots) >= MAX_PARKED_PER_CONNECTION:
             return
-        inbound = connection.inbound
-        if len(inbound) < _SIZE:
-            if connection.eof and not connection.outbound and not connection.slots:
-                self._close(connection, None)  # the client closed and everything it sent is answered
+        if connection.ready is None:
+            self._cut_frame(connection)
+        frame = connection.ready
+        if frame is None:
+            if connection.eof and connection.large is None and len(connection.inbound) < _SIZE:
+                if not connection.outbound and not connection.slots:
+                    self._close(connection, None)  # the client closed and everything it sent is answered
+            elif connection.eof:
+                self._close(connection, "the client closed in the middle of a frame")
             return
-        size = int.from_bytes(inbound[:_SIZE], "big", signed=True)
-        if size < 0 or size > self.max_request_bytes:
-            self._close(connection, f"a frame of {size} bytes (socket.request.max.bytes is "
+        connection.ready = None
+        if type(frame) is int:
+            self._close(connection, f"a frame of {frame} bytes (socket.request.max.bytes is "
                                     f"{self.max_request_bytes})")
             return
-        if len(inbound) < _SIZE + size:
-            if connection.eof:
-                self._close(connection, None if not inbound else "the client closed in the middle of a frame")
-            return
-        with memoryview(inbound) as view:
-            frame = memoryview(bytes(view[_SIZE:_SIZE + size]))  # one copy; the buffer is reused
-        del inbound[:_SIZE + size]
+        self._cut_frame(connection)  # the next one, if it is here already: reading waits for its turn
+        self._update_events(connection)
+        frame = memoryview(frame)
         try:
             header, body_offset = decode_request_header(frame)
         except ProtocolError as exc:
@@ -398,12 +450,16 @@ class SocketServer:
         if not connection.closed:
             self._update_events(connection)
             if (connection.eof and not outbound and not connection.busy and not connection.slots
-                    and len(connection.inbound) < _SIZE):
+                    and connection.ready is None and connection.large is None and len(connection.inbound) < _SIZE):
                 self._close(connection, None)
 
     def _update_events(self, connection: Connection) -> None:
-        """Watch for reads until the client's EOF, and for writes while responses wait to be sent."""
-        events = (0 if connection.eof else selectors.EVENT_READ) | (selectors.EVENT_WRITE if connection.outbound else 0)
+        """Watch for reads until the client's EOF while no complete frame waits for its turn, and for
+        writes while responses wait to be sent."""
+        if connection.closed:
+            return
+        reading = not connection.eof and connection.ready is None
+        events = (selectors.EVENT_READ if reading else 0) | (selectors.EVENT_WRITE if connection.outbound else 0)
         if events == connection.events:
             return
         if connection.events == 0:

@@ -22,7 +22,7 @@ from ..timer.purgatory import DelayedOperation
 from . import errors
 from .apis import Broker
 from .network import RequestContext
-from .wire_records import WireRecordError, decode_produce
+from .wire_records import WireRecordError, decode_produce_columns
 
 logger = logging.getLogger("logstore.server.produce")
 
@@ -119,7 +119,7 @@ class ProduceHandler:
         except LogStoreError as exc:
             return _partition_response(partition, errors.error_code_for(exc)), None
         try:
-            batches = decode_produce(records, max_message_bytes=log.config.max_message_bytes)
+            batches = decode_produce_columns(records, max_message_bytes=log.config.max_message_bytes)
         except WireRecordError as exc:
             logger.info("produce to %s-%d refused: %s", topic, partition, exc)
             return _partition_response(partition, _for_version(exc.error_code, version), str(exc)), log

@@ -15,6 +15,7 @@ connections close, the producer state is written back, and an owned store is clo
 from __future__ import annotations
 
 import base64
+import ctypes
 import logging
 import os
 import threading
@@ -41,6 +42,28 @@ logger = logging.getLogger("logstore.server")
 META_PROPERTIES = "meta.properties"
 DEFAULT_LISTEN = "127.0.0.1:9092"
 _DRAIN_S = 5.0
+
+
+def use_one_malloc_arena() -> bool:
+    """Have glibc's malloc serve every thread from one arena. ``logstore serve`` calls this before
+    the server starts its threads: the process is the server's (an application that embeds
+    ``KafkaServer`` keeps its own allocator settings).
+
+    Why: glibc gives each thread that allocates its own arena, and memory freed in an arena stays
+    with the process; the server's handler and network threads each make and drop request-sized
+    buffers (1 MiB frames and batches) many times a second, so each arena keeps its own high-water
+    mark. Contention on one arena is small here: the threads allocate holding the GIL. Measured with
+    ``logstore perf serve --sizes 1m``: RSS after the run ~80 -> ~68 MB, produce CPU per record the
+    same. (A fixed 128 KiB mmap threshold, so that large buffers go back to the OS at once, gave
+    ~55 MB but doubled the produce CPU per record: a page fault per 4 KiB of every buffer.)
+    Returns whether it was applied (False where the C library has no ``mallopt``, e.g. macOS)."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    m_arena_max = -8  # from glibc's malloc.h
+    return bool(mallopt(m_arena_max, 1))
 
 
 def new_cluster_id() -> str:

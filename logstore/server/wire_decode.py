@@ -1,5 +1,5 @@
 """Decoding Kafka RecordBatch v2 bytes into logstore ``Record``s: ``decode_produce`` (the server's
-produce hot path, with Kafka's validation) and ``decode_fetch`` (what a consumer does with a fetch
+produce hot path, with Kafka's validation; ``decode_produce_columns`` gives the records as columns) and ``decode_fetch`` (what a consumer does with a fetch
 response; used by tests and by our own client).
 
 ``decode_produce`` mirrors the checks Kafka applies to a client's batch (reference/kafka-wire-protocol.md
@@ -23,9 +23,12 @@ offset deltas other than 0, 1, ..., n-1                                InvalidRe
 a header key that is not UTF-8, or a negative header key length        InvalidRecordError (87)
 =====================================================================  ============================
 
-The record loop is the cost that matters (one Python-level step per varint): it binds everything to
-locals, reads one-byte varints (nearly all of them) by indexing a table, calls ``read_varint`` only
-for longer ones, and slices keys and values straight out of the request's bytes.
+The record loop is the cost that matters. Runs of records that share one layout (what producers
+send: same lengths, no headers) are checked and sliced a column at a time by ``wire_runs.take_run``;
+the rest go through the general loop (one Python-level step per varint), which binds everything to
+locals, reads one- and two-byte varints (nearly all of them) by indexing a table, calls
+``read_varint`` only for longer ones, and slices keys and values straight out of the request's
+bytes. Both give the same records and the same errors (tests/server/test_wire_runs.py).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from __future__ import annotations
 from itertools import repeat
 from typing import Sequence
 
+from ..records.batching import RecordColumns
 from ..records.decoder import Record
 from .compression import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress
 from .crc32c import crc32c
@@ -40,6 +44,7 @@ from .wire_batch import (ATTRIBUTES_AT, CONTROL_MASK, COMPRESSION_MASK, HEADER_B
                          LOG_OVERHEAD_BYTES, MAGIC, MAGIC_AT, MIN_BATCH_LENGTH, TIMESTAMP_TYPE_MASK,
                          TRANSACTIONAL_MASK, ZIGZAG_BYTE, ZIGZAG_PAIR, CorruptMessageError, InvalidRecordError,
                          InvalidTimestampError, MessageTooLargeError, WireBatch, read_varint)
+from .wire_runs import take_run
 
 _new_record = tuple.__new__
 _MIN_LONG, _MAX_LONG = -(2**63), 2**63 - 1
@@ -73,6 +78,16 @@ def decode_produce(data, *, max_message_bytes: int,
     with ``offset`` None; ``timestamp_ms`` is ``base_timestamp + timestamp_delta`` (CreateTime).
     Empty or None ``data`` gives ``[]``. Raises a ``WireRecordError`` subclass carrying Kafka's
     error code; nothing else, whatever the bytes."""
+    return [(batch, list(records)) for batch, records in
+            decode_produce_columns(data, max_message_bytes=max_message_bytes,
+                                   max_decompressed_bytes=max_decompressed_bytes)]
+
+
+def decode_produce_columns(data, *, max_message_bytes: int, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+                           ) -> list[tuple[WireBatch, RecordColumns]]:
+    """``decode_produce`` with each batch's records as ``RecordColumns`` (a sequence of the same
+    records, held as columns): what the produce handler appends, so that no ``Record`` is built
+    per record only to be taken apart again by the append."""
     if not data:
         return []
     buffer = _as_bytes(data)
@@ -93,8 +108,9 @@ def decode_produce(data, *, max_message_bytes: int,
         if crc32c(buffer[position + ATTRIBUTES_AT : end]) != batch.crc:
             raise CorruptMessageError(f"record batch CRC mismatch at position {position}")
         _check_produced_header(batch)
-        records = _records_of(buffer, position + HEADER_BYTES, end, batch, None, max_decompressed_bytes)
-        out.append((batch, records))
+        keys, values, headers, timestamps, _offsets = _columns_of(buffer, position + HEADER_BYTES, end, batch, None,
+                                                                  max_decompressed_bytes)
+        out.append((batch, RecordColumns(keys, values, headers, timestamps)))
         position = end
     return out
 
@@ -154,6 +170,17 @@ def decode_fetch(data) -> list[tuple[WireBatch, list[Record]]]:
 def _records_of(buffer: bytes, start: int, end: int, batch: WireBatch, base_offset: int | None,
                 max_decompressed_bytes: int) -> list[Record]:
     """The records in ``buffer[start:end]`` (decompressed first when the batch is compressed)."""
+    keys, values, headers, timestamps, offsets = _columns_of(buffer, start, end, batch, base_offset,
+                                                             max_decompressed_bytes)
+    # Record tuples made in C from the columns: cheaper than one tuple.__new__ call per record
+    return list(map(_new_record, repeat(Record), zip(keys, values, headers, timestamps,
+                                                     repeat(None) if offsets is None else offsets)))
+
+
+def _columns_of(buffer: bytes, start: int, end: int, batch: WireBatch, base_offset: int | None,
+                max_decompressed_bytes: int) -> tuple[list, list, list, list, list | None]:
+    """The records in ``buffer[start:end]`` as columns (see ``_parse_records``), decompressed first
+    when the batch is compressed."""
     codec = batch.attributes & COMPRESSION_MASK
     if codec:
         buffer = decompress(codec, memoryview(buffer)[start:end], max_decompressed_bytes)
@@ -167,20 +194,51 @@ def _records_of(buffer: bytes, start: int, end: int, batch: WireBatch, base_offs
 
 
 def _parse_records(buffer: bytes, position: int, end: int, count: int, base_timestamp: int,
-                   base_offset: int | None) -> list[Record]:
-    """``count`` records from ``buffer[position:end]``. ``base_offset`` None (produce): offset deltas
-    must be 0..count-1 and records get no offset; else each gets ``base_offset + delta``.
+                   base_offset: int | None) -> tuple[list, list, list, list, list | None]:
+    """``count`` records from ``buffer[position:end]`` as columns: ``(keys, values, headers,
+    timestamps, offsets)``. ``base_offset`` None (produce): offset deltas must be 0..count-1 and
+    ``offsets`` is None; else each record's offset is ``base_offset + delta``.
 
-    The hot loop: every field is a varint, and nearly every varint is one byte, read as
-    ``zigzag[byte]`` inline; ``read_varint`` handles the rest. IndexError (bytes ending early) is
-    turned into CorruptMessageError by the caller."""
-    fields = []
-    append = fields.append
+    Runs of records that share one layout are taken by ``take_run`` (a few C-level passes per
+    column); the others by ``_parse_general``, one varint at a time. After a record no run starts
+    from, the general loop takes the next 1, 2, 4, ... (at most 256) records before the next try, so
+    a batch of records that all differ pays little for the tries. IndexError (bytes ending early)
+    is turned into CorruptMessageError by the caller."""
+    columns = ([], [], [], [], None if base_offset is None else [])
+    index = 0
+    tries = 1
+    while index < count:
+        taken, position = take_run(buffer, position, end, index, count, base_timestamp, base_offset, *columns)
+        if taken:
+            index += taken
+            tries = 1
+            continue
+        stop = min(count, index + tries)
+        position = _parse_general(buffer, position, index, stop, base_timestamp, base_offset, *columns)
+        index = stop
+        tries = min(tries * 2, 256)
+    if position != end:
+        raise CorruptMessageError(f"{end - position} bytes left over after the batch's {count} records")
+    return columns
+
+
+def _parse_general(buffer: bytes, position: int, index: int, stop: int, base_timestamp: int,
+                   base_offset: int | None, keys: list, values: list, headers: list, timestamps: list,
+                   offsets: list | None) -> int:
+    """Records ``index`` to ``stop - 1`` from ``position``, appended to the columns; returns the
+    position after them.
+
+    The general loop: every field is a varint, and nearly every varint is one byte, read as
+    ``zigzag[byte]`` inline (two-byte ones from ``pair``); ``read_varint`` handles the rest."""
     zigzag = ZIGZAG_BYTE
     pair = ZIGZAG_PAIR
     varint = read_varint
     produce = base_offset is None
-    for expected in range(count):
+    add_key = keys.append
+    add_value = values.append
+    add_headers = headers.append
+    add_timestamp = timestamps.append
+    for expected in range(index, stop):
         byte = buffer[position]
         if byte < 0x80:
             length = zigzag[byte]
@@ -243,10 +301,10 @@ def _parse_records(buffer: bytes, position: int, end: int, count: int, base_time
         else:
             raise CorruptMessageError(f"invalid value length {size}")
         if buffer[position] == 0:
-            headers = ()
+            record_headers = ()
             position += 1
         else:
-            headers, position = _parse_headers(buffer, position)
+            record_headers, position = _parse_headers(buffer, position)
         if position != record_end:
             raise CorruptMessageError(f"record {expected} has a length of {length} bytes but its fields "
                                       f"take {position - record_end + length}")
@@ -254,13 +312,13 @@ def _parse_records(buffer: bytes, position: int, end: int, count: int, base_time
             if delta != expected:
                 raise InvalidRecordError(f"record {expected} has offset delta {delta}: a produced batch "
                                          f"must number its records 0, 1, 2, ...")
-            append((key, value, headers, timestamp, None))
         else:
-            append((key, value, headers, timestamp, base_offset + delta))
-    if position != end:
-        raise CorruptMessageError(f"{end - position} bytes left over after the batch's {count} records")
-    # Record tuples made in C from the plain tuples: cheaper than one tuple.__new__ call per record
-    return list(map(_new_record, repeat(Record, count), fields))
+            offsets.append(base_offset + delta)
+        add_key(key)
+        add_value(value)
+        add_headers(record_headers)
+        add_timestamp(timestamp)
+    return position
 
 
 def _parse_headers(buffer: bytes, position: int) -> tuple[Sequence[tuple[str, bytes | None]], int]:

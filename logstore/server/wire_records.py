@@ -4,7 +4,8 @@ This is the module the request handlers import. It gathers the public API of the
 modules and owns ``FetchBatchCache``:
 
 - ``decode_produce(data, *, max_message_bytes)`` -> ``[(WireBatch, [Record])]``: a Produce request's
-  batches, validated as Kafka validates a client's (``wire_decode``);
+  batches, validated as Kafka validates a client's (``wire_decode``); ``decode_produce_columns`` gives
+  each batch's records as ``RecordColumns`` (what the produce handler appends);
 - ``encode_fetch_batch(batch, *, partition_leader_epoch=0)`` -> bytes: one stored ``RecordBatch`` as
   one uncompressed v2 batch for a Fetch response (``wire_encode``);
 - ``FetchBatchCache``: encoded fetch batches by a caller's key, so several consumers of the same
@@ -28,17 +29,17 @@ from ..records.decoder import RecordBatch
 from .compression import AVAILABLE_CODECS, DEFAULT_MAX_DECOMPRESSED_BYTES
 from .wire_batch import (CREATE_TIME, LOG_APPEND_TIME, CorruptMessageError, InvalidRecordError, InvalidTimestampError,
                          MessageTooLargeError, UnsupportedCompressionError, WireBatch, WireRecordError)
-from .wire_decode import decode_fetch, decode_produce
+from .wire_decode import decode_fetch, decode_produce, decode_produce_columns
 from .wire_encode import encode_fetch_batch, encode_produce_batch, encode_records
 
 __all__ = [
     "AVAILABLE_CODECS", "CREATE_TIME", "DEFAULT_MAX_DECOMPRESSED_BYTES", "LOG_APPEND_TIME", "CorruptMessageError",
     "FetchBatchCache", "InvalidRecordError", "InvalidTimestampError", "MessageTooLargeError",
     "UnsupportedCompressionError", "WireBatch", "WireRecordError", "decode_fetch", "decode_produce",
-    "encode_fetch_batch", "encode_produce_batch", "encode_records",
+    "decode_produce_columns", "encode_fetch_batch", "encode_produce_batch", "encode_records",
 ]
 
-DEFAULT_CACHE_BYTES = 64 << 20
+DEFAULT_CACHE_BYTES = 16 << 20  # as the server's fetch.cache.bytes
 
 
 class FetchBatchCache:
