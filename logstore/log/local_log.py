@@ -160,12 +160,13 @@ class LocalLog:
         return record if record is not None and record.offset == offset else None
 
     @staticmethod
-    def iter_batch_slices(view: View, start: int, stop: int) -> Iterator:
-        """``(batch, first, stop)`` per verified batch of ``view`` holding offsets in [start, stop)."""
+    def iter_batch_slices(view: View, start: int, stop: int, include_empty: bool = False) -> Iterator:
+        """``(batch, first, stop)`` per verified batch of ``view`` holding offsets in [start, stop)
+        (``include_empty``: those without a record in range too)."""
         segments, bases = view
         sizes = [segment.size_bytes for segment in segments]
         first = max(bisect.bisect_right(bases, start) - 1, 0)
-        return chain.from_iterable(segments[slot].iter_batch_slices(start, stop, sizes[slot])
+        return chain.from_iterable(segments[slot].iter_batch_slices(start, stop, sizes[slot], include_empty)
                                    for slot in range(first, len(segments)))
 
     @staticmethod

@@ -365,16 +365,16 @@ class Log:
         return chain.from_iterable(batch.iter_records(first, stop)
                                    for batch, first, stop in self.iter_batch_slices(offset, end_offset))
 
-    def iter_batch_slices(self, offset: int | None = None, end_offset: int | None = None) -> Iterator:
+    def iter_batch_slices(self, offset: int | None = None, end_offset: int | None = None, *, include_empty=False) -> Iterator:
         """``(batch, first, stop)`` per batch over the same range as ``iter_records``: records
-        [first, stop) of each verified ``RecordBatch`` are in range. Column-wise consumers (the Spark
-        source's Arrow path) take the batch's raw columns instead of building records."""
+        [first, stop) of each verified ``RecordBatch`` are in range (Spark's Arrow path takes its raw
+        columns). ``include_empty``: also batches with offsets but no record in range (first == stop)."""
         view = self._local.view
         start = self.log_start_offset if offset is None else offset
         stop = self.log_end_offset if end_offset is None else min(end_offset, self.log_end_offset)
         if start < self.log_start_offset or start > self.log_end_offset:
             raise self._out_of_range(start, self.log_start_offset, self.log_end_offset)
-        return LocalLog.iter_batch_slices(view, start, stop)
+        return LocalLog.iter_batch_slices(view, start, stop, include_empty)
 
     def _repair_indexes(self, segments: Sequence[LogSegment], exc: CorruptIndexError) -> None:
         """A read found an index entry that lies: ``LocalLog.repair_indexes``."""

@@ -355,21 +355,27 @@ class LogSegment:
                 return records, charged, True
         return records, charged, False
 
-    def iter_batch_slices(self, start_offset: int, stop_offset: int, end: int | None = None) -> Iterator:
+    def iter_batch_slices(self, start_offset: int, stop_offset: int, end: int | None = None,
+                          include_empty: bool = False) -> Iterator:
         """``(batch, first, stop)`` for every non-empty verified batch holding offsets in
         [start_offset, stop_offset) within the first ``end`` bytes: records [first, stop) of the
-        batch are the ones in range. For column-wise consumers (Arrow) that take whole columns."""
+        batch are the ones in range. For column-wise consumers (Arrow) that take whole columns.
+        ``include_empty``: also the batches holding offsets in range but no record in it (an empty
+        batch, or a compacted one whose records in range were removed), with first == stop."""
         position = self.offset_index.lookup(start_offset).position
         for batch_position, header, buffer, at in self.scan_headers(position, end, _LARGE_CHUNK_BYTES):
             if header.base_offset >= stop_offset:
                 return
-            if header.last_offset < start_offset or header.record_count == 0:
+            if header.last_offset < start_offset or (header.record_count == 0 and not include_empty):
                 continue
             batch = self.load_batch(batch_position, header, buffer, at)
+            if header.record_count == 0:
+                yield batch, 0, 0
+                continue
             first = batch.index_of(start_offset) if header.base_offset < start_offset else 0
             stop = batch.index_of(stop_offset) if header.last_offset >= stop_offset else header.record_count
-            if first < stop:
-                yield batch, first, stop
+            if first < stop or include_empty:
+                yield batch, first, max(first, stop)
 
     def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int) -> tuple[int, int] | None:
         """The first record with timestamp >= ``timestamp_ms`` and offset >= ``starting_offset``,

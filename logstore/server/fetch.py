@@ -3,8 +3,10 @@ the fetch purgatory, and offsets looked up by time.
 
 A fetch reads each partition in request order from ``Log.iter_batch_slices`` and converts whole
 stored batches (``wire_records.encode_fetch_batch``, through the ``FetchBatchCache``, so several
-consumers of the same data pay the conversion once). Limits follow KIP-74: a batch that would take
-the response past ``max_bytes`` or its partition past ``partition_max_bytes`` ends that partition,
+consumers of the same data pay the conversion once), the ones compaction emptied included: Kafka
+sends them too, so a consumer moves past their offsets instead of waiting at them forever. Limits
+follow KIP-74: a batch that would take the response past ``max_bytes`` or its partition past
+``partition_max_bytes`` ends that partition,
 except the first batch of the first partition with data, which is sent whole whatever its size so
 a consumer always makes progress. Batches are never cut.
 
@@ -118,7 +120,7 @@ class FetchHandler:
                     raise OffsetOutOfRangeError(f"offset {fetch_offset} is out of range", fetch_offset,
                                                 log.log_start_offset, end_offset)
                 if fetch_offset < end_offset:
-                    for batch, _first, _stop in log.iter_batch_slices(fetch_offset, end_offset):
+                    for batch, _first, _stop in log.iter_batch_slices(fetch_offset, end_offset, include_empty=True):
                         header = batch.header
                         data = cache.get_or_encode((topic, partition, header.base_offset, header.crc), batch)
                         size = len(data)

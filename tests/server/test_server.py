@@ -415,3 +415,35 @@ def test_find_coordinator_says_groups_and_transactions_are_not_served(client):
     transaction = client.call(10, 1, {"key": "tx", "key_type": 1})
     assert transaction["error_code"] == errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert client.call(10, 0, {"key": "g"})["error_code"] == errors.COORDINATOR_NOT_AVAILABLE
+
+
+def test_offsets_compaction_emptied_are_served_so_consumers_move_past_them(client, server, store):
+    """A batch that compaction left without records (it only carries offsets forward) is sent as
+    Kafka's empty batch, as Kafka sends it, so a consumer's position moves past its offsets."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from logstore.records.encoder import assign_base_offset, encode_batch_parts
+    from logstore.server.wire_records import decode_fetch
+
+    store.create_topic("emptied", config={"cleanup.policy": "compact"})
+    log = store.get_log("emptied", 0)
+    log.append([Record(key=b"k%d" % i, value=b"v") for i in range(5)])
+    log.roll()
+    # What the cleaner writes when every record of a segment's last batch was superseded.
+    cleaned = log.new_cleaned_segment(0)
+    header, parts = encode_batch_parts([], last_offset_delta=4, default_timestamp_ms=1000)
+    assign_base_offset(header, 0)
+    cleaned.append(0, 4, 1000, [header, *parts])
+    cleaned.flush()
+    assert log.replace_segments([cleaned], [log.segments[0]])
+    assert store.read("emptied", 0, 0) == [] and log.log_end_offset == 5
+    partition, fetched = client.fetch("emptied", 0, 0)
+    assert fetched == [] and partition["high_watermark"] == 5
+    ((batch, batch_records),) = decode_fetch(bytes(partition["records"]))
+    assert (batch.base_offset, batch.last_offset_delta, batch.record_count, batch_records) == (0, 4, 0, [])
+    consumer = KafkaConsumer(bootstrap_servers=server.bootstrap_servers, consumer_timeout_ms=1000)
+    topic_partition = TopicPartition("emptied", 0)
+    consumer.assign([topic_partition])
+    consumer.seek(topic_partition, 0)
+    assert list(consumer) == [] and consumer.position(topic_partition) == 5
+    consumer.close()
