@@ -125,6 +125,10 @@ class ProduceHandler:
             return _partition_response(partition, _for_version(exc.error_code, version), str(exc)), log
         if not batches:
             return _partition_response(partition, errors.CORRUPT_MESSAGE, "no record batch"), log
+        if len(batches) > 1:
+            # Kafka takes exactly one v2 batch per partition of a request; no client sends more.
+            return _partition_response(partition, _for_version(errors.INVALID_RECORD, version),
+                                       f"{len(batches)} record batches for one partition (one is allowed)"), log
         first_offset = None
         last_offset = None
         log_append_time_ms = -1

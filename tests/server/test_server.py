@@ -103,6 +103,10 @@ def test_produce_errors_have_kafkas_codes(client, store):
     assert client.produce("c", 0, [Record(key=b"k", value=b"x" * 5000)])["error_code"] == errors.MESSAGE_TOO_LARGE
     assert client.produce("c", 0, records(1), acks=2)["error_code"] == errors.INVALID_REQUIRED_ACKS
     assert client.produce("c", 0, records(1), version=2)["error_code"] == errors.UNSUPPORTED_VERSION
+    two_batches = encode_produce_batch(records(1)) + encode_produce_batch(records(1))
+    response = client.call(PRODUCE, 8, {"acks": 1, "timeout_ms": 1000, "topic_data": [
+        {"name": "c", "partition_data": [{"index": 0, "records": two_batches}]}]})
+    assert response["responses"][0]["partition_responses"][0]["error_code"] == errors.INVALID_RECORD
     assert store.get_log("c", 0).log_end_offset == 0
 
 
