@@ -17,7 +17,7 @@ def server_section() -> str:
 
 
 def test_the_python_snippet_runs_and_both_sides_see_both_records(tmp_path, monkeypatch):
-    (snippet,) = re.findall(r"```python\n(.*?)```", server_section(), re.S)
+    snippet = re.findall(r"```python\n(.*?)```", server_section(), re.S)[0]
     monkeypatch.chdir(tmp_path)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
@@ -33,3 +33,27 @@ def test_the_documented_settings_are_the_servers():
     section = server_section()
     for key in SERVER_KEYS:
         assert f"`{key}`" in section, key
+
+
+def test_the_other_clients_snippets_run_against_a_server(tmp_path):
+    """The confluent-kafka, aiokafka and kcat snippets, with the server's address for 127.0.0.1:9092."""
+    import subprocess
+
+    from logstore import LogManager
+    from logstore.server import KafkaServer
+    python_snippet = re.findall(r"```python\n(.*?)```", server_section(), re.S)[1]
+    shell_snippet = re.findall(r"```sh\n(.*?)```", server_section(), re.S)[1]
+    with LogManager([str(tmp_path / "data")]) as store, KafkaServer(store, listen="127.0.0.1:0") as server:
+        store.create_topic("events")
+        address = server.bootstrap_servers
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(compile(python_snippet.replace("127.0.0.1:9092", address), "README.md", "exec"), {})
+        assert printed.getvalue().splitlines() == ["b'from-librdkafka'"]
+        shell = subprocess.run(["bash", "-euo", "pipefail", "-c", shell_snippet.replace("127.0.0.1:9092", address)],
+                               capture_output=True, text=True, timeout=60)
+        assert shell.returncode == 0, shell.stderr
+        assert "1 brokers:" in shell.stdout and "leader 0" in shell.stdout
+        assert shell.stdout.splitlines()[-3:] == ["0 k from-librdkafka", "1 k from-aiokafka", "2 k from-kcat"]
+        assert [record.value for record in store.read("events", 0, 0)] == [b"from-librdkafka", b"from-aiokafka",
+                                                                           b"from-kcat"]
