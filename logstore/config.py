@@ -59,6 +59,15 @@ def _boolean(key: str, value: Any) -> bool:
     raise InvalidConfigError(f"invalid value {value!r} for config {key!r}: expected true or false")
 
 
+def integer_setting(minimum: int, maximum: int = LONG_MAX) -> Callable[[str, Any], int]:
+    """The parser of an integer setting in ``minimum..maximum`` (errors name the key and value),
+    for layers above that keep settings of their own (the server's)."""
+    return _integer(minimum, maximum)
+
+
+boolean_setting = _boolean  # the parser of a true/false setting, for layers above
+
+
 def _number(key: str, value: Any) -> float:
     try:
         if isinstance(value, bool):

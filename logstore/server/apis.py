@@ -128,12 +128,13 @@ class KafkaApis:
             requested = None  # v0: an empty list means every topic
         allow_create = request.get("allow_auto_topic_creation", True) and broker.config.auto_create_topics_enable
         if requested is None:
-            names = [name for name in store.topics()]
+            names = store.topics()
         else:
             names = [topic["name"] for topic in requested]
-        topics = []
-        for name in dict.fromkeys(names):
-            topics.append(self._topic_metadata(name, allow_create and requested is not None))
+        known = set(store.topics())
+        missing = set(store.missing_partitions)
+        topics = [self._topic_metadata(name, allow_create and requested is not None, known, missing)
+                  for name in dict.fromkeys(names)]
         context.respond({
             "throttle_time_ms": 0,
             "brokers": [broker.broker_entry()],
@@ -143,12 +144,12 @@ class KafkaApis:
             "cluster_authorized_operations": NOT_REQUESTED,
         })
 
-    def _topic_metadata(self, name: str, allow_create: bool) -> dict:
+    def _topic_metadata(self, name: str, allow_create: bool, known: set[str], missing: set) -> dict:
         broker = self.broker
         store = broker.store
         entry = {"error_code": errors.NONE, "name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": [],
                  "topic_authorized_operations": NOT_REQUESTED}
-        if name not in store.topics():
+        if name not in known:
             if not allow_create:
                 entry["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
                 return entry
@@ -169,7 +170,6 @@ class KafkaApis:
         except LogStoreError as exc:  # deleted meanwhile
             entry["error_code"] = errors.error_code_for(exc)
             return entry
-        missing = set(store.missing_partitions)
         node = broker.node_id
         for partition in range(count):
             offline = (name, partition) in missing

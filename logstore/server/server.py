@@ -19,12 +19,11 @@ import ctypes
 import logging
 import os
 import threading
-import time
 import uuid
 from typing import Any, Mapping, Sequence
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import InvalidConfigError, ReadOnlyError, StorageError
+from ..errors import InvalidConfigError, ReadOnlyError, StorageError, UnknownTopicOrPartitionError
 from ..fs import OS_FILE_SYSTEM
 from ..manager.log_manager import LogManager
 from .admin import AdminHandler
@@ -41,7 +40,7 @@ logger = logging.getLogger("logstore.server")
 
 META_PROPERTIES = "meta.properties"
 DEFAULT_LISTEN = "127.0.0.1:9092"
-_DRAIN_S = 5.0
+_DRAIN_MS = 5000
 
 
 def use_one_malloc_arena() -> bool:
@@ -221,8 +220,8 @@ class KafkaServer:
     def _log_end_offset(self, topic: str, partition: int) -> int | None:
         try:
             return self.store.get_log(topic, partition).log_end_offset
-        except Exception:
-            return None
+        except (UnknownTopicOrPartitionError, StorageError):
+            return None  # deleted, or its dir offline: its producers' batches are not in a log we serve
 
     @property
     def bound_address(self) -> tuple[str, int]:
@@ -245,9 +244,9 @@ class KafkaServer:
         network = self._network
         if network is not None:
             network.stop_accepting()
-            deadline = time.monotonic() + _DRAIN_S
-            while time.monotonic() < deadline and network.busy_connections():
-                time.sleep(0.01)
+            deadline_ms = self._clock.monotonic_ms() + _DRAIN_MS
+            while self._clock.monotonic_ms() < deadline_ms and network.busy_connections():
+                self._clock.sleep_ms(10)
             network.stop()
         if self._producers is not None:
             try:

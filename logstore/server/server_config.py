@@ -11,47 +11,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..errors import InvalidConfigError
-
-
-def _int(minimum: int, maximum: int = 2**31 - 1):
-    def parse(key: str, value: Any) -> int:
-        try:
-            number = int(value) if not isinstance(value, bool) else None
-        except (TypeError, ValueError):
-            number = None
-        if number is None or not minimum <= number <= maximum:
-            raise InvalidConfigError(f"invalid value {value!r} for server setting {key!r}: expected an integer "
-                                     f"in {minimum}..{maximum}")
-        return number
-    return parse
-
-
-def _bool(key: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise InvalidConfigError(f"invalid value {value!r} for server setting {key!r}: expected true or false")
+from ..config import boolean_setting, integer_setting
 
 
 # key -> (field, default, parser, description)
 SERVER_KEYS: dict[str, tuple[str, Any, Any, str]] = {
-    "node.id": ("node_id", None, _int(0), "this broker's node id (default: the one in meta.properties, else 0)"),
-    "auto.create.topics.enable": ("auto_create_topics_enable", True, _bool,
+    "node.id": ("node_id", None, integer_setting(0, 2**31 - 1),
+                "this broker's node id (default: the one in meta.properties, else 0)"),
+    "auto.create.topics.enable": ("auto_create_topics_enable", True, boolean_setting,
                                   "create a topic when a client's Metadata request names an unknown one"),
-    "num.partitions": ("num_partitions", 1, _int(1, 10000), "partitions of an auto-created topic"),
-    "default.replication.factor": ("default_replication_factor", 1, _int(1, 1),
+    "num.partitions": ("num_partitions", 1, integer_setting(1, 10000), "partitions of an auto-created topic"),
+    "default.replication.factor": ("default_replication_factor", 1, integer_setting(1, 1),
                                    "replication factor of new topics (one broker: always 1)"),
-    "socket.request.max.bytes": ("socket_request_max_bytes", 104857600, _int(1024),
+    "socket.request.max.bytes": ("socket_request_max_bytes", 104857600, integer_setting(1024, 2**31 - 1),
                                  "the largest request frame accepted; a larger one closes the connection"),
-    "max.connections": ("max_connections", 2**31 - 1, _int(1), "connections accepted at once; more are refused"),
-    "connections.max.idle.ms": ("connections_max_idle_ms", 600000, _int(1, 2**62),
+    "max.connections": ("max_connections", 2**31 - 1, integer_setting(1, 2**31 - 1),
+                        "connections accepted at once; more are refused"),
+    "connections.max.idle.ms": ("connections_max_idle_ms", 600000, integer_setting(1, 2**62),
                                 "a connection idle this long is closed"),
-    "num.io.threads": ("num_io_threads", 2, _int(1, 64), "request handler threads"),
+    "num.io.threads": ("num_io_threads", 2, integer_setting(1, 64), "request handler threads"),
     # 16 MiB: the latest ~150k records of 100 bytes, what consumers near the end of a log share; a
     # server's RSS after `logstore perf serve --sizes 1m` is ~67 MB with it, ~112 MB with 64 MiB.
-    "fetch.cache.bytes": ("fetch_cache_bytes", 16 << 20, _int(0, 2**62),
+    "fetch.cache.bytes": ("fetch_cache_bytes", 16 << 20, integer_setting(0, 2**62),
                           "memory for fetched batches already converted to Kafka's format"),
 }
 

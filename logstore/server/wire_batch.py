@@ -209,14 +209,7 @@ def read_varint(buffer: bytes, position: int, max_bytes: int = 5) -> tuple[int, 
 def encode_varint(value: int) -> bytes:
     """The varint (zigzag, base 128) of ``value``; small ones come ready-made from ``VARINTS``."""
     number = value << 1 if value >= 0 else ((-value) << 1) - 1
-    if number < VARINT_TABLE_SIZE:
-        return VARINTS[number]
-    out = bytearray()
-    while number > 0x7F:
-        out.append((number & 0x7F) | 0x80)
-        number >>= 7
-    out.append(number)
-    return bytes(out)
+    return VARINTS[number] if number < VARINT_TABLE_SIZE else _varint_of_zigzag(number)
 
 
 def _varint_of_zigzag(number: int) -> bytes:

@@ -13,11 +13,11 @@ consumer without codec plugins cannot read snappy, lz4 or zstd (reference §3.6)
 
 from __future__ import annotations
 
-import time
 from itertools import chain, repeat
 from operator import add, sub
 from typing import Sequence
 
+from ..clock import SYSTEM_CLOCK
 from ..records.decoder import TIMESTAMP_TYPE_LOG_APPEND, Record, RecordBatch, columns_struct
 from .compression import compress
 from .crc32c import crc32c
@@ -212,7 +212,7 @@ def encode_produce_batch(records: Sequence[Record], *, compression: int = 0, bas
     else:
         keys = values = headers = timestamps = ()
     if None in timestamps:
-        now_ms = int(time.time() * 1000)
+        now_ms = SYSTEM_CLOCK.time_ms()
         timestamps = tuple(now_ms if timestamp is None else timestamp for timestamp in timestamps)
     if base_timestamp is None:
         base_timestamp = timestamps[0] if count else NO_TIMESTAMP
