@@ -423,3 +423,51 @@ def serve(sizes, value_bytes, kafka_python_records, latency_producers, latency_s
         return
     header, table = side_by_side(rows)
     click.echo("\n".join(text_table(header, table)))
+
+
+def _member_counts(_ctx, _param, value: str) -> list[int]:
+    try:
+        counts = [int(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter(f"not a comma-separated list of member counts: {value!r}") from None
+    if min(counts, default=0) < 1:
+        raise click.BadParameter(f"give member counts >= 1, got {value!r}")
+    return counts
+
+
+@perf.command("groups")
+@click.option("--members", default="2,10,50", show_default=True, callback=_member_counts,
+              help="Group sizes whose rebalance is timed (comma-separated).")
+@click.option("--committers", default=8, show_default=True, type=click.IntRange(0, 64),
+              help="Members committing offsets concurrently, one commit in flight each (0: skip).")
+@click.option("--seconds", default=3.0, show_default=True, type=click.FloatRange(0.1),
+              help="How long each commit run lasts.")
+@click.option("--fetch", is_flag=True, help="Over the wire, a Fetch of the committer's partitions between commits.")
+@click.option("--against", "against", type=click.Choice(["tansu", "none"]), default="tansu", show_default=True,
+              help="The peer measured over the wire in the same run.")
+@click.option("--no-wire", is_flag=True, help="Only the in-process measurements (no server is started).")
+@click.option("--memory-groups", default=10, show_default=True, type=click.IntRange(0),
+              help="Groups built for the memory measurement (0: skip it).")
+@click.option("--memory-members", default=50, show_default=True, type=click.IntRange(1),
+              help="Members per group in the memory measurement.")
+@click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
+              help="Parent dir of the temporary work dir (default: the system temp dir).")
+@_output
+def groups(members, committers, seconds, fetch, against, no_wire, memory_groups, memory_members, work_dir, as_json,
+           progress) -> None:
+    """The consumer-group coordinator: rebalance time of new groups (last JoinGroup to last SyncGroup
+    answer, group.initial.rebalance.delay.ms=0), durable offset commits/s from members committing
+    after every poll, and coordinator memory per member (and that it is returned). In-process, then
+    over the wire against `logstore serve` and Tansu side by side. Needs the server extra."""
+    from logstore.server import INSTALL_HINT, missing_extra
+    if missing_extra():
+        raise click.ClickException(f"perf groups needs the server extra: {INSTALL_HINT}")
+    from logstore.server.bench_groups import BenchmarkError, bench_groups, render_groups
+    try:
+        result = bench_groups(members=tuple(members), committers=committers, seconds=seconds,
+                              against=() if against == "none" or no_wire else (against,), wire=not no_wire,
+                              fetch=fetch, memory_groups=memory_groups, memory_members=memory_members,
+                              work_dir=work_dir, say=_say(progress, "perf groups"))
+    except (BenchmarkError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(json.dumps(result, indent=2) if as_json else render_groups(result))

@@ -1,0 +1,69 @@
+"""``logstore perf groups`` (``logstore.server.bench_groups``) at tiny sizes: the result's structure
+and sanity (figures above zero, every member holding its partitions, memory given back, empty
+purgatories), never its speed: performance is a benchmark, not a timed test (DESIGN.md §7)."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from logstore.server import bench_groups
+from logstore.server.bench_groups import PARTITIONS, bench_groups as run_bench
+
+
+def _rows(result: dict, target: str) -> dict:
+    return {row["workload"]: row for row in result["rows"] if row["broker"] == target}
+
+
+def _check_target(rows: dict, members: tuple[int, ...], committers: int) -> None:
+    for count in members:
+        rebalance = rows[f"rebalance, {count} members"]
+        assert rebalance["value"] > 0 and rebalance["unit"] == "ms"
+        assert rebalance["members"] == count and rebalance["generation"] >= 0
+        assert rebalance["assigned_partitions"] == PARTITIONS  # every partition went to some member
+        assert 0 < rebalance["join_phase_ms"] <= rebalance["ms"]
+    commits = rows[f"commits/s, {committers} committers"]
+    assert commits["commits"] > 0 and commits["value"] > 0 and commits["unit"] == "commits/s"
+    assert 0 < rows["commit latency p50"]["value"] <= rows["commit latency p99"]["value"]
+
+
+def test_in_process_rebalance_commits_and_memory(tmp_path):
+    result = run_bench(members=(1, 3), committers=2, seconds=0.2, wire=False, against=(), memory_groups=2,
+                       memory_members=3, work_dir=str(tmp_path))
+    assert {row["broker"] for row in result["rows"]} == {"in-process"}
+    rows = _rows(result, "in-process")
+    _check_target(rows, (1, 3), 2)
+    assert rows["commits/s, 2 committers"]["fsync_rounds"] > 0
+    memory = result["memory"]
+    assert memory["bytes_per_member"] > 0 and memory["built_bytes"] > 0
+    # Expired members and deleted groups leave nothing behind but container capacity.
+    assert memory["left_bytes"] < memory["built_bytes"] / 2, memory
+    assert memory["left_after_second_cycle_bytes"] < memory["built_bytes"] / 2, memory
+    assert memory["with_members"]["groups"] == 2 and memory["with_members"]["heartbeat_delayed"] == 6
+    assert memory["after"] == {"rebalance_watched": 0, "rebalance_delayed": 0, "heartbeat_watched": 0,
+                               "heartbeat_delayed": 0, "groups": 0}
+    assert list(tmp_path.iterdir()) == []  # the work dir is removed
+    text = bench_groups.render_groups(result)
+    assert "rebalance, 3 members" in text and "memory per member" in text and "'heartbeat_watched': 0" in text
+
+
+def test_over_the_wire_against_logstore_serve(tmp_path):
+    result = run_bench(members=(2,), committers=2, seconds=0.3, wire=True, against=(), fetch=True,
+                       memory_groups=0, work_dir=str(tmp_path))
+    _check_target(_rows(result, "in-process"), (2,), 2)
+    wire = {row["workload"].replace(" + fetch", ""): row for row in result["rows"] if row["broker"] == "logstore"}
+    _check_target(wire, (2,), 2)
+    assert wire["RSS after the run"]["value"] > 0
+    assert result["memory"] is None and result["settings"]["fetch"] is True
+
+
+def test_cli_prints_json(tmp_path):
+    from logstore.cli.main import main
+    outcome = CliRunner().invoke(main, ["perf", "groups", "--no-wire", "--members", "2", "--committers", "1",
+                                        "--seconds", "0.1", "--memory-groups", "1", "--memory-members", "2",
+                                        "--dir", str(tmp_path), "--json"])
+    assert outcome.exit_code == 0, outcome.output
+    result = json.loads(outcome.output)
+    assert result["goals"] == {"rebalance_ms": 100.0, "commits_per_s": 20000.0}
+    assert _rows(result, "in-process")["rebalance, 2 members"]["members"] == 2
