@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import weakref
 from typing import Any, Callable, Collection, Mapping
 
 from ..clock import SYSTEM_CLOCK, Clock
@@ -44,7 +43,7 @@ class GroupCoordinator:
     """The consumer-group coordinator of one store. Use ``GroupCoordinator.of(store)`` to share one
     per store in a process (the server and in-process consumers then see the same groups)."""
 
-    _instances: "weakref.WeakKeyDictionary[LogManager, GroupCoordinator]" = weakref.WeakKeyDictionary()
+    _instances: dict[int, "GroupCoordinator"] = {}  # id(store) -> its coordinator, until either closes
     _instances_lock = threading.Lock()
 
     def __init__(self, store: LogManager, *, config: GroupConfig | Mapping[str, Any] | None = None,
@@ -73,11 +72,11 @@ class GroupCoordinator:
            clock: Clock | None = None) -> "GroupCoordinator":
         """The started coordinator of ``store`` in this process, created on first use (with ``config``)."""
         with cls._instances_lock:
-            coordinator = cls._instances.get(store)
-            if coordinator is None or not coordinator._active:
+            coordinator = cls._instances.get(id(store))
+            if coordinator is None or coordinator.store is not store or not coordinator._active:
                 coordinator = cls(store, config=config, clock=clock)
                 coordinator.startup()
-                cls._instances[store] = coordinator
+                cls._instances[id(store)] = coordinator
             return coordinator
 
     # --- life cycle -------------------------------------------------------------------------------
@@ -91,6 +90,7 @@ class GroupCoordinator:
                 for member in group.members.values():
                     self.complete_and_schedule_next_heartbeat(group, member)
             self._active = True
+        self.store.on_close(self.shutdown)  # stop before the store's logs close
         if self.threaded and not self.store.read_only:
             interval = self.config.offsets_retention_check_interval_ms
             self._retention_task = self.store.scheduler.schedule("group-offsets-retention",
@@ -108,8 +108,8 @@ class GroupCoordinator:
         self.rebalance_purgatory.shutdown()
         self.heartbeat_purgatory.shutdown()
         with self._instances_lock:
-            if self._instances.get(self.store) is self:
-                del self._instances[self.store]
+            if self._instances.get(id(self.store)) is self:
+                del self._instances[id(self.store)]
 
     def __enter__(self) -> "GroupCoordinator":
         if not self._active:
