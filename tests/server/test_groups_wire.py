@@ -465,3 +465,11 @@ def test_a_stopped_servers_consumer_offsets_come_back(tmp_path):
             assert (partition["committed_offset"], partition["metadata"]) == (42, "meta")
         finally:
             client.close()
+
+
+def test_logstore_serve_documents_every_group_setting():
+    from cli.serve import serve
+    from logstore.group.config import GROUP_KEYS
+
+    documented = " ".join(serve.help.split())
+    assert [key for key in GROUP_KEYS if key not in documented] == []
