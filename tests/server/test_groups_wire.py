@@ -468,7 +468,7 @@ def test_a_stopped_servers_consumer_offsets_come_back(tmp_path):
 
 
 def test_logstore_serve_documents_every_group_setting():
-    from cli.serve import serve
+    from logstore.cli.serve import serve
     from logstore.group.config import GROUP_KEYS
 
     documented = " ".join(serve.help.split())
