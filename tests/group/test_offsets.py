@@ -168,3 +168,8 @@ def test_a_record_that_does_not_decode_is_skipped_and_reported_not_fatal(env):
     assert env.fetch("g", None)[1].keys() == {T0}
     (problem,) = env.coordinator.storage.problems
     assert f"{formats.OFFSETS_TOPIC}-{partition}" in problem and "skipped" in problem
+
+
+def test_a_commit_to_unknown_partitions_only_creates_no_group(env):
+    assert env.commit("ghost", {("no-such-topic", 0): 1}) == {("no-such-topic", 0): errors.UNKNOWN_TOPIC_OR_PARTITION}
+    assert env.coordinator.list_groups()[1] == []
