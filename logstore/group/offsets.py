@@ -75,6 +75,9 @@ class OffsetManager:
                 valid[key] = commit
             else:
                 results[key] = errors.UNKNOWN_TOPIC_OR_PARTITION
+        if not valid:  # nothing to commit: no group is created for it (Kafka never asks its coordinator)
+            callback(results)
+            return
         with coordinator.lock:
             group = coordinator.groups.get(group_id)
             if group is None:

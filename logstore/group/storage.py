@@ -16,7 +16,7 @@ import threading
 from typing import Callable, Iterable
 
 from ..clock import Clock
-from ..errors import LogStoreError, RecordTooLargeError, StorageError
+from ..errors import CorruptRecordError, LogStoreError, RecordTooLargeError, StorageError
 from ..log.waits import DelayedProduce
 from ..manager.log_manager import LogManager
 from ..records.decoder import Record
@@ -62,6 +62,7 @@ class GroupMetadataManager:
         self.groups: dict[str, GroupMetadata] = {}
         self.num_partitions = config.offsets_topic_num_partitions
         self.skipped_records = 0  # records of kinds this coordinator does not know (KIP-848 keys)
+        self.problems: list[str] = []  # records the replay could not decode
 
     # --- the topic -------------------------------------------------------------------------------
 
@@ -100,7 +101,13 @@ class GroupMetadataManager:
                 logger.error("%s-%d cannot be loaded: %s", OFFSETS_TOPIC, partition, exc)
                 continue
             for record in log.iter_records():
-                self._replay(record, group_values, offsets)
+                try:
+                    self._replay(record, group_values, offsets)
+                except CorruptRecordError as exc:
+                    # One bad record must not take every group down: it is skipped, and reported.
+                    problem = f"{OFFSETS_TOPIC}-{partition} offset {record.offset}: skipped: {exc}"
+                    logger.error("%s", problem)
+                    self.problems.append(problem)
         now_ms = self.clock.time_ms()
         self.groups.clear()
         for group_id, value in group_values.items():

@@ -156,3 +156,20 @@ def test_the_group_to_partition_mapping_is_kafkas(env):
     key = formats.decode_key(record.key)
     assert (key.group, key.topic, key.partition) == ("my-group", "t", 0)
     assert formats.decode_offset_value(record.value).offset == 4
+
+
+def test_a_record_that_does_not_decode_is_skipped_and_reported_not_fatal(env):
+    from logstore.records.decoder import Record
+    env.commit("g", {T0: 5})
+    partition = env.coordinator.partition_for("g")
+    env.store.append(formats.OFFSETS_TOPIC, [Record(key=formats.encode_offset_key("g", "t", 1), value=b"\x00\x09junk")],
+                     partition=partition)
+    env.restart()
+    assert env.fetch("g", None)[1].keys() == {T0}
+    (problem,) = env.coordinator.storage.problems
+    assert f"{formats.OFFSETS_TOPIC}-{partition}" in problem and "skipped" in problem
+
+
+def test_a_commit_to_unknown_partitions_only_creates_no_group(env):
+    assert env.commit("ghost", {("no-such-topic", 0): 1}) == {("no-such-topic", 0): errors.UNKNOWN_TOPIC_OR_PARTITION}
+    assert env.coordinator.list_groups()[1] == []
