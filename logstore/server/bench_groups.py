@@ -1,25 +1,21 @@
 """``logstore perf groups``: the consumer-group coordinator measured in-process and over the wire.
 
-This module owns the group benchmarks (the engine never imports it):
+It owns the group benchmarks (the engine never imports it), each run in-process on a threaded
+``GroupCoordinator`` (``InProcessTransport``: the coordinator's own time) and over the wire against
+``logstore serve`` and Tansu, one connection per member speaking raw requests with the server's
+codec (``WireTransport``):
 
-- rebalance time of a new group of N consumers (``group.initial.rebalance.delay.ms=0``, JoinGroup v4):
-  each member first gets its id (MEMBER_ID_REQUIRED), then all send JoinGroup back to back; the time
-  runs from the last JoinGroup sent to the last SyncGroup answer of the generation all end in. The
-  leader assigns with the range assignor; members answer every answer at once (sync after a join,
-  rejoin after an error), and one holding an assignment while others have not settled heartbeats
-  every ``HEARTBEAT_INTERVAL_S`` so a later rebalance reaches it. In-process, ``RebalanceDriver``
-  calls a threaded ``GroupCoordinator`` (``InProcessTransport``: the coordinator's own time); over
-  the wire, one connection per member sends raw requests with the server's codec (``WireTransport``);
+- rebalance time of a new group of N consumers (``group.initial.rebalance.delay.ms=0``, JoinGroup
+  v4): each member gets its id (MEMBER_ID_REQUIRED), then all send JoinGroup back to back; timed from
+  the last JoinGroup sent to the last SyncGroup answer of the generation they all end in. The leader
+  assigns with the range assignor; ``RebalanceDriver`` answers every answer at once;
 - durable offset commits/s: the members of one Stable group each commit 1-4 of their partitions,
   wait for the answer (fsynced before it) and commit again, like consumers committing after every
-  poll (``fetch``: a Fetch of their partitions in between). In-process, a thread per committer;
-  over the wire, one selector loop with one request in flight per connection;
-- coordinator memory per member (tracemalloc; ``threaded=False`` on a ``ManualClock``): groups built,
-  then half of them left and the others' sessions expired, every group deleted: what stays behind,
-  and the purgatories' ``watched()``/``delayed()``.
+  poll (``fetch``: a Fetch in between), with the CPU time each commit costs the server;
+- coordinator memory per member (tracemalloc, ``threaded=False`` on a ``ManualClock``): groups built,
+  then left, expired and deleted; what stays behind, and the purgatories' watched()/delayed().
 
-Brokers run in their own processes; Tansu (``BrokerProcess``) stores in memory: its commits are not
-durable, which the table says.
+Tansu (``BrokerProcess``) stores in memory: its commits are not durable, which the table says.
 """
 
 from __future__ import annotations
@@ -51,14 +47,13 @@ from ..timer.scheduler import Scheduler
 from .bench import BrokerProcess, tansu_binary
 from .codec import decode_response, encode_request
 
-TOPIC = "perf-groups"
-PARTITIONS = 32  # of TOPIC: with 8 committers, 4 each
+TOPIC, PARTITIONS = "perf-groups", 32  # with 8 committers, 4 partitions each
 SESSION_TIMEOUT_MS = 10_000  # Tansu's join phase lasts half of it (Kafka's ends once all rejoined)
 REBALANCE_TIMEOUT_MS = 60_000
 HEARTBEAT_INTERVAL_S = 0.005  # of members holding an assignment while a rebalance settles
 CONSUMER_HEARTBEAT_INTERVAL_S = 3.0  # of committers (Kafka's heartbeat.interval.ms)
+JOIN, SYNC, HEARTBEAT, COMMIT, FETCH, CREATE_TOPICS = 11, 14, 12, 8, 1, 19  # API keys, and versions sent:
 JOIN_V, SYNC_V, HEARTBEAT_V, COMMIT_V, FETCH_V = 4, 3, 3, 7, 11
-JOIN, SYNC, HEARTBEAT, COMMIT, FETCH, CREATE_TOPICS = 11, 14, 12, 8, 1, 19
 GOALS = {"rebalance_ms": 100.0, "commits_per_s": 20_000.0}
 
 
@@ -76,11 +71,9 @@ class RebalanceDriver:
 
     def __init__(self, transport, members: int, partitions: int = PARTITIONS) -> None:
         self.t, self.n, self.partitions = transport, members, partitions
-        self.member_ids = [""] * members
-        self.generation = [-1] * members
-        self.held = [None] * members  # generation whose assignment the member holds
+        self.member_ids, self.generation, self.busy = [""] * members, [-1] * members, [False] * members
+        self.held: list[int | None] = [None] * members  # generation whose assignment the member holds
         self.assignment: list[list[tuple[str, int]]] = [[] for _ in range(members)]
-        self.busy = [False] * members
         self.leader_members: dict[int, int] = {}  # generation -> members the leader saw
         self.last_join_answer = self.last_sync_answer = 0.0
         self.rejoins = 0
@@ -110,8 +103,7 @@ class RebalanceDriver:
         last_heartbeat = time.monotonic()
         while not self._settled():
             if time.monotonic() > deadline:
-                raise BenchmarkError(f"the {self.n}-member group did not settle within {timeout_s:g} s: "
-                                     f"holding {self.held}")
+                raise BenchmarkError(f"{self.n} members did not settle in {timeout_s:g} s, holding {self.held}")
             for kind, i, answer, at in self.t.events(HEARTBEAT_INTERVAL_S):
                 self._on_answer(kind, i, answer, at)
             if time.monotonic() - last_heartbeat >= HEARTBEAT_INTERVAL_S and len(set(self.held)) > 1:
@@ -188,13 +180,13 @@ class InProcessTransport:
         if not self.c.threaded:  # a manual clock: run what is due, then take the answers there are
             self.c.advance_clock()
             timeout_s = 0
+        got: list = []
         try:
-            got = [self.answers.get(timeout=timeout_s)]
+            got.append(self.answers.get(timeout=timeout_s))
+            while True:
+                got.append(self.answers.get_nowait())
         except queue.Empty:
-            return []
-        while not self.answers.empty():
-            got.append(self.answers.get())
-        return got
+            return got
 
 
 class _Store:
@@ -202,8 +194,7 @@ class _Store:
 
     def __init__(self, root: str, name: str, *, clock: ManualClock | None = None) -> None:
         self.path = tempfile.mkdtemp(prefix=f"{name}-", dir=root)
-        scheduler = Scheduler(clock, threaded=False) if clock is not None else None
-        self.store = LogManager([self.path], clock=clock, scheduler=scheduler)
+        self.store = LogManager([self.path], clock=clock, scheduler=clock and Scheduler(clock, threaded=False))
         self.store.startup()
         self.store.create_topic(TOPIC, partitions=PARTITIONS)
         self.coordinator = GroupCoordinator(self.store, config={"group.initial.rebalance.delay.ms": 0},
@@ -225,15 +216,25 @@ def rebalance_in_process(members: int, root: str) -> dict:
         env.close()
 
 
-def _choose(rng: random.Random, partitions: list) -> list:
+def _choose(rng: random.Random, partitions: list) -> list:  # 1-4 of them, as a poll's worth
     return rng.sample(partitions, rng.randint(1, min(4, len(partitions))))
 
 
-def _summary(counts: int, elapsed_s: float, latencies: list) -> dict:
+def _cpu_s(pid: int | None = None) -> float:
+    """CPU seconds (user + system) of this process, or of process ``pid`` (Linux)."""
+    if pid is None:
+        return time.process_time()
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _summary(counts: int, elapsed_s: float, latencies: list, cpu_s: float) -> dict:
     latencies.sort()
     p50, p99 = (latencies[min(len(latencies) - 1, int(len(latencies) * q))] * 1000 if latencies else float("nan")
                 for q in (0.5, 0.99))
-    return {"commits": counts, "seconds": elapsed_s, "per_s": counts / elapsed_s, "p50_ms": p50, "p99_ms": p99}
+    return {"commits": counts, "seconds": elapsed_s, "per_s": counts / elapsed_s, "p50_ms": p50, "p99_ms": p99,
+            "server_cpu_us_per_commit": cpu_s / max(1, counts) * 1e6}
 
 
 def commits_in_process(committers: int, seconds: float, root: str) -> dict:
@@ -247,12 +248,9 @@ def commits_in_process(committers: int, seconds: float, root: str) -> dict:
         failures: list = []
 
         def committer(i: int) -> None:
-            rng, answered, box = random.Random(i), threading.Event(), []
-            deadline = time.monotonic() + seconds
+            rng, deadline = random.Random(i), time.monotonic() + seconds
             while time.monotonic() < deadline:
-                answered.clear()
-                box.clear()
-                started = time.perf_counter()
+                answered, box, started = threading.Event(), [], time.perf_counter()
                 coordinator.commit_offsets("perf-commits", generation, driver.member_ids[i], {
                     key: OffsetCommit(counts[i] + 1) for key in _choose(rng, driver.assignment[i])},
                     callback=lambda result: (box.append(result), answered.set()))
@@ -263,7 +261,7 @@ def commits_in_process(committers: int, seconds: float, root: str) -> dict:
                 counts[i] += 1
 
         threads = [threading.Thread(target=committer, args=(i,), name=f"perf-commit-{i}") for i in range(committers)]
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), _cpu_s()
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -271,8 +269,8 @@ def commits_in_process(committers: int, seconds: float, root: str) -> dict:
         elapsed = time.perf_counter() - started
         if failures:
             raise BenchmarkError(f"in-process commit failed: {failures[0]}")
-        flusher = env.store.waits.flusher
-        return _summary(sum(counts), elapsed, [x for mine in latencies for x in mine]) | {
+        flusher = env.store.waits.flusher  # rounds: fsync rounds; flushes: log fsyncs
+        return _summary(sum(counts), elapsed, [x for mine in latencies for x in mine], _cpu_s() - cpu) | {
             "fsync_rounds": flusher.rounds, "commits_per_fsync": sum(counts) / max(1, flusher.flushes)}
     finally:
         env.close()
@@ -311,23 +309,23 @@ def coordinator_memory(groups: int, members: int, root: str) -> dict:
             ("rebalance", coordinator.rebalance_purgatory), ("heartbeat", coordinator.heartbeat_purgatory))
             for what in ("watched", "delayed")} | {"groups": len(coordinator.groups)}
 
+    def traced() -> int:
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0]
+
     try:
         tear_down(build("warm-up"))  # first-use allocations (segments, index entries, caches) happen here
         gc.collect()
         tracemalloc.start()
         try:
-            baseline = tracemalloc.get_traced_memory()[0]
+            baseline = traced()
             made = build("measured")
-            gc.collect()
-            built = tracemalloc.get_traced_memory()[0]
-            with_members = counts()
+            built, with_members = traced(), counts()
             tear_down(made)
             del made
-            gc.collect()
-            after = tracemalloc.get_traced_memory()[0]
+            after = traced()
             tear_down(build("again"))  # a second cycle: a leak would grow, capacity would not
-            gc.collect()
-            after_second = tracemalloc.get_traced_memory()[0]
+            after_second = traced()
         finally:
             tracemalloc.stop()
         return {"groups": groups, "members": members, "bytes_per_member": (built - baseline) / (groups * members),
@@ -425,9 +423,11 @@ def rebalance_over_wire(address: str, members: int, group_id: str) -> dict:
         transport.close()
 
 
-def commits_over_wire(address: str, committers: int, seconds: float, fetch: bool = False) -> dict:
+def commits_over_wire(address: str, committers: int, seconds: float, fetch: bool = False,
+                      server_pid: int | None = None) -> dict:
     """``committers`` members of one group (formed first), each on its own connection: OffsetCommit
-    of 1-4 of its partitions, wait for the answer, repeat (a Fetch of them in between with ``fetch``)."""
+    of 1-4 of its partitions, wait for the answer, repeat (a Fetch of them in between with ``fetch``).
+    With ``server_pid``, the server's CPU time is measured too; the client's always is."""
     transport = WireTransport(address, f"perf-commits-{os.getpid()}-{time.monotonic_ns()}", committers)
     try:
         driver = RebalanceDriver(transport, committers)
@@ -453,6 +453,7 @@ def commits_over_wire(address: str, committers: int, seconds: float, fetch: bool
                 "forgotten_topics_data": [], "rack_id": ""})
 
         started, stop_at = time.perf_counter(), time.monotonic() + seconds
+        cpu, server_cpu = _cpu_s(), _cpu_s(server_pid) if server_pid else 0.0
         heartbeat_at = [time.monotonic()] * committers
 
         def next_request(i: int, after: str) -> bool:
@@ -483,10 +484,11 @@ def commits_over_wire(address: str, committers: int, seconds: float, fetch: bool
                     raise BenchmarkError(f"{kind} answered error {answer['error_code']}")
                 if not next_request(i, kind):
                     open_requests -= 1
-        elapsed = time.perf_counter() - started
         if open_requests:
             raise BenchmarkError(f"{open_requests} commit(s) unanswered 30 s after the run")
-        return _summary(sum(counts), elapsed, latencies)
+        result = _summary(sum(counts), time.perf_counter() - started, latencies,
+                          _cpu_s(server_pid) - server_cpu if server_pid else 0.0)
+        return result | {"client_cpu_us_per_commit": (_cpu_s() - cpu) / max(1, sum(counts)) * 1e6}
     finally:
         transport.close()
 
@@ -495,7 +497,6 @@ class ServeProcess(BrokerProcess):
     """``logstore serve`` in its own process with ``group.initial.rebalance.delay.ms=0``."""
 
     def __init__(self, work_dir: str) -> None:
-        self.kind = "logstore"
         started = time.monotonic()
         self.process = subprocess.Popen(
             [sys.executable, "-P", "-m", "logstore.cli", "--dir", os.path.join(work_dir, "serve-data"), "--set",
@@ -531,10 +532,11 @@ def bench_groups(*, members: tuple[int, ...] = (2, 10, 50), committers: int = 8,
         if committers:
             say(f"{target}: {committers} committers for {seconds:g} s")
             result = commits()
-            row(target, f"commits/s, {committers} committers" + (" + fetch" if fetch else ""), result["per_s"],
-                "commits/s", **result)
+            suffix = " + fetch" if fetch and target != "in-process" else ""
+            row(target, f"commits/s, {committers} committers{suffix}", result["per_s"], "commits/s", **result)
             row(target, "commit latency p50", result["p50_ms"], "ms")
             row(target, "commit latency p99", result["p99_ms"], "ms")
+            row(target, "server CPU per commit", result["server_cpu_us_per_commit"] or None, "us")
 
     root = tempfile.mkdtemp(prefix="logstore-perf-groups-", dir=work_dir)
     try:
@@ -556,16 +558,15 @@ def bench_groups(*, members: tuple[int, ...] = (2, 10, 50), committers: int = 8,
                 say(f"{kind}: ready at {broker.address}")
                 create_topic(broker.address)
                 measure(kind, lambda count: rebalance_over_wire(broker.address, count, f"perf-{count}"),
-                        lambda: commits_over_wire(broker.address, committers, seconds, fetch))
+                        lambda: commits_over_wire(broker.address, committers, seconds, fetch, broker.process.pid))
                 row(kind, "RSS after the run", broker.rss_mb(), "MB")
             finally:
                 broker.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return {"settings": {"members": list(members), "committers": committers, "seconds": seconds, "fetch": fetch,
-                         "partitions": PARTITIONS, "heartbeat_interval_ms": HEARTBEAT_INTERVAL_S * 1000,
-                         "tansu_storage": "memory (not durable)"},
-            "goals": GOALS, "rows": rows, "memory": memory}
+    settings = {"members": list(members), "committers": committers, "seconds": seconds, "fetch": fetch,
+                "partitions": PARTITIONS, "session_timeout_ms": SESSION_TIMEOUT_MS, "tansu_storage": "memory"}
+    return {"settings": settings, "goals": GOALS, "rows": rows, "memory": memory}
 
 
 def render_groups(result: dict) -> str:
@@ -578,9 +579,8 @@ def render_groups(result: dict) -> str:
     for workload in dict.fromkeys(r["workload"] for r in rows if r["workload"] != "not run"):
         unit = next(r["unit"] for r in rows if r["workload"] == workload)
         cells = [_format(values.get((t, workload), {}).get("value"), unit) for t in targets]
-        ours, theirs = values.get(("logstore", workload)), values.get(("tansu", workload))
-        ratio = f"{ours['value'] / theirs['value']:.2f}x" if ours and theirs and ours["value"] and theirs["value"] \
-            else ""
+        ours, theirs = (values.get((t, workload), {}).get("value") for t in ("logstore", "tansu"))
+        ratio = f"{ours / theirs:.2f}x" if ours and theirs else ""
         goal = (f"<= {GOALS['rebalance_ms']:g} ms" if workload.startswith("rebalance") else
                 f">= {GOALS['commits_per_s']:,.0f}" if workload.startswith("commits/s") else "")
         table.append((workload, *cells, unit, ratio, goal))
