@@ -450,11 +450,13 @@ def _member_counts(_ctx, _param, value: str) -> list[int]:
               help="Groups built for the memory measurement (0: skip it).")
 @click.option("--memory-members", default=50, show_default=True, type=click.IntRange(1),
               help="Members per group in the memory measurement.")
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(1),
+              help="Rebalances timed per group size and target (each a new group; the median is shown).")
 @click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
               help="Parent dir of the temporary work dir (default: the system temp dir).")
 @_output
-def groups(members, committers, seconds, fetch, against, no_wire, memory_groups, memory_members, work_dir, as_json,
-           progress) -> None:
+def groups(members, committers, seconds, fetch, against, no_wire, memory_groups, memory_members, repeats, work_dir,
+           as_json, progress) -> None:
     """The consumer-group coordinator: rebalance time of new groups (last JoinGroup to last SyncGroup
     answer, group.initial.rebalance.delay.ms=0), durable offset commits/s from members committing
     after every poll, and coordinator memory per member (and that it is returned). In-process, then
@@ -467,7 +469,7 @@ def groups(members, committers, seconds, fetch, against, no_wire, memory_groups,
         result = bench_groups(members=tuple(members), committers=committers, seconds=seconds,
                               against=() if against == "none" or no_wire else (against,), wire=not no_wire,
                               fetch=fetch, memory_groups=memory_groups, memory_members=memory_members,
-                              work_dir=work_dir, say=_say(progress, "perf groups"))
+                              repeats=repeats, work_dir=work_dir, say=_say(progress, "perf groups"))
     except (BenchmarkError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(json.dumps(result, indent=2) if as_json else render_groups(result))

@@ -29,11 +29,12 @@ def _check_target(rows: dict, members: tuple[int, ...], committers: int) -> None
 
 
 def test_in_process_rebalance_commits_and_memory(tmp_path):
-    result = run_bench(members=(1, 3), committers=2, seconds=0.2, wire=False, against=(), memory_groups=2,
+    result = run_bench(members=(1, 3), committers=2, seconds=0.2, wire=False, against=(), memory_groups=2, repeats=2,
                        memory_members=3, work_dir=str(tmp_path))
     assert {row["broker"] for row in result["rows"]} == {"in-process"}
     rows = _rows(result, "in-process")
     _check_target(rows, (1, 3), 2)
+    assert len(rows["rebalance, 3 members"]["runs_ms"]) == 2 and rows["server CPU per commit"]["value"] > 0
     assert rows["commits/s, 2 committers"]["fsync_rounds"] > 0
     memory = result["memory"]
     assert memory["bytes_per_member"] > 0 and memory["built_bytes"] > 0
@@ -50,11 +51,11 @@ def test_in_process_rebalance_commits_and_memory(tmp_path):
 
 def test_over_the_wire_against_logstore_serve(tmp_path):
     result = run_bench(members=(2,), committers=2, seconds=0.3, wire=True, against=(), fetch=True,
-                       memory_groups=0, work_dir=str(tmp_path))
+                       memory_groups=0, repeats=1, work_dir=str(tmp_path))
     _check_target(_rows(result, "in-process"), (2,), 2)
     wire = {row["workload"].replace(" + fetch", ""): row for row in result["rows"] if row["broker"] == "logstore"}
     _check_target(wire, (2,), 2)
-    assert wire["RSS after the run"]["value"] > 0
+    assert wire["RSS after the run"]["value"] > 0 and wire["commits/s, 2 committers"]["client_cpu_us_per_commit"] > 0
     assert result["memory"] is None and result["settings"]["fetch"] is True
 
 
