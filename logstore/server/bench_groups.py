@@ -8,7 +8,7 @@ codec (``WireTransport``):
 - rebalance time of a new group of N consumers (``group.initial.rebalance.delay.ms=0``, JoinGroup
   v4): each member gets its id (MEMBER_ID_REQUIRED), then all send JoinGroup back to back; timed from
   the last JoinGroup sent to the last SyncGroup answer of the generation they all end in. The leader
-  assigns with the range assignor; ``RebalanceDriver`` answers every answer at once;
+  assigns with the range assignor; ``RebalanceDriver`` reacts to every answer at once;
 - durable offset commits/s: the members of one Stable group each commit 1-4 of their partitions,
   wait for the answer (fsynced before it) and commit again, like consumers committing after every
   poll (``fetch``: a Fetch in between), with the CPU time each commit costs the server;
@@ -52,8 +52,8 @@ SESSION_TIMEOUT_MS = 10_000  # Tansu's join phase lasts half of it (Kafka's ends
 REBALANCE_TIMEOUT_MS = 60_000
 HEARTBEAT_INTERVAL_S = 0.005  # of members holding an assignment while a rebalance settles
 CONSUMER_HEARTBEAT_INTERVAL_S = 3.0  # of committers (Kafka's heartbeat.interval.ms)
-JOIN, SYNC, HEARTBEAT, COMMIT, FETCH, CREATE_TOPICS = 11, 14, 12, 8, 1, 19  # API keys, and versions sent:
-JOIN_V, SYNC_V, HEARTBEAT_V, COMMIT_V, FETCH_V = 4, 3, 3, 7, 11
+JOIN, SYNC, HEARTBEAT, COMMIT, FETCH, CREATE_TOPICS = 11, 14, 12, 8, 1, 19  # API keys
+JOIN_V, SYNC_V, HEARTBEAT_V, COMMIT_V, FETCH_V = 4, 3, 3, 7, 11  # the versions sent
 GOALS = {"rebalance_ms": 100.0, "commits_per_s": 20_000.0}
 
 
