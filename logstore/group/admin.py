@@ -268,35 +268,42 @@ class GroupAdmin:
             raise ValueError(f"{mode} {'takes no value' if value is not None else 'needs a value'}")
         if not topics:
             raise ValueError("name at least one topic to reset")
+        # Bad topics and partitions fail first, before the coordinator starts (and, on a writable
+        # store, creates __consumer_offsets).
+        keys = [(topic, partition) for topic, wanted in sorted(topics.items())
+                for partition in self._partitions(topic, wanted)]
         self.require_no_members(group_id, "resetting its offsets")
         committed = self.committed(group_id)
         plan = []
-        for topic, wanted in sorted(topics.items()):
-            count = self.store.partitions(topic)  # an unknown topic fails here, naming it
-            partitions = range(count) if wanted is None else sorted(set(wanted))
-            for partition in partitions:
-                if not 0 <= partition < count:
-                    raise UnknownTopicOrPartitionError(
-                        f"topic {topic!r} has no partition {partition} (partitions: 0..{count - 1})")
-                log = self.store.get_log(topic, partition)
-                start, end = log.log_start_offset, log.log_end_offset
-                current = committed.get((topic, partition))
-                if mode == "to-earliest":
-                    target = start
-                elif mode == "to-latest":
-                    target = end
-                elif mode == "to-offset":
-                    target = value
-                elif mode == "to-datetime":
-                    found = log.offset_for_timestamp(value)
-                    target = end if found is None else found
-                else:
-                    if current is None:  # Kafka's tool refuses too: a shift from nothing is a guess
-                        raise RequestError(f"cannot shift {topic}-{partition}: group {group_id!r} has no "
-                                           f"committed offset there")
-                    target = current + value
-                plan.append(ResetEntry(topic, partition, current, min(max(target, start), end)))
+        for topic, partition in keys:
+            log = self.store.get_log(topic, partition)
+            start, end = log.log_start_offset, log.log_end_offset
+            current = committed.get((topic, partition))
+            if mode == "to-earliest":
+                target = start
+            elif mode == "to-latest":
+                target = end
+            elif mode == "to-offset":
+                target = value
+            elif mode == "to-datetime":
+                found = log.offset_for_timestamp(value)
+                target = end if found is None else found
+            else:
+                if current is None:  # Kafka's tool refuses too: a shift from nothing is a guess
+                    raise RequestError(f"cannot shift {topic}-{partition}: group {group_id!r} has no "
+                                       f"committed offset there")
+                target = current + value
+            plan.append(ResetEntry(topic, partition, current, min(max(target, start), end)))
         return plan
+
+    def _partitions(self, topic: str, wanted: Iterable[int] | None) -> list[int]:
+        count = self.store.partitions(topic)  # an unknown topic fails here, naming it
+        partitions = list(range(count)) if wanted is None else sorted(set(wanted))
+        for partition in partitions:
+            if not 0 <= partition < count:
+                raise UnknownTopicOrPartitionError(
+                    f"topic {topic!r} has no partition {partition} (partitions: 0..{count - 1})")
+        return partitions
 
     def execute_reset(self, group_id: str, plan: Sequence[ResetEntry]) -> None:
         """Commit a plan's new offsets (a generation -1 commit, durable before this returns)."""
@@ -326,11 +333,11 @@ class GroupAdmin:
         the committed offset, or the log start where there is none or the committed offset is no
         longer in the log (a consumer's ``auto.offset.reset=earliest``). Refused (NON_EMPTY_GROUP)
         while the group has members: the reader would commit behind their backs."""
+        partitions = self._partitions(topic, partitions)
         self.require_no_members(group_id, "reading as the group")
-        count = self.store.partitions(topic)
         committed = self.committed(group_id)
         positions = []
-        for partition in range(count) if partitions is None else partitions:
+        for partition in partitions:
             log = self.store.get_log(topic, partition)
             offset = committed.get((topic, partition))
             in_log = offset is not None and log.log_start_offset <= offset <= log.log_end_offset

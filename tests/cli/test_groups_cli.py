@@ -254,13 +254,36 @@ def test_delete_an_empty_group_then_it_is_gone(empty_group):
     one_line_error(run(empty_group, "groups", "describe", "g"), "GROUP_ID_NOT_FOUND")
 
 
-def test_delete_in_a_store_that_never_had_groups_creates_nothing(tmp_path):
+def test_refusals_in_a_store_that_never_had_groups_create_nothing(tmp_path):
     path = tmp_path / "data"
     with LogManager([str(path)]) as store:
         fill(store)
     one_line_error(run(path, "groups", "delete", "g"), "GROUP_ID_NOT_FOUND")
+    one_line_error(run(path, "groups", "reset-offsets", "g", "--topic", "nope", "--to-earliest", "--execute"), "nope")
+    one_line_error(run(path, "groups", "reset-offsets", "g", "--topic", "t:2", "--to-earliest", "--execute"),
+                   "no partition 2")
+    one_line_error(run(path, "read", "nope", "--group", "g"), "nope")
     with LogManager([str(path)], read_only=True) as store:
         assert formats.OFFSETS_TOPIC not in store.topics()
+
+
+def test_compacting_consumer_offsets_keeps_every_group_as_it_was(empty_group):
+    """__consumer_offsets is a compacted topic like any other: the store's cleaner keeps the last
+    record per key, and the replay of what is left gives the same groups."""
+    for _ in range(30):
+        ok(run(empty_group, "groups", "reset-offsets", "g", "--topic", "t", "--shift-by", -1, "--execute"))
+        ok(run(empty_group, "groups", "reset-offsets", "g", "--topic", "t", "--shift-by", 1, "--execute"))
+    ok(run(empty_group, "read", "t", "--group", "reader", "--max-records", 3))
+    before = described(empty_group), described(empty_group, "reader")
+    with LogManager([str(empty_group)], config={"log.cleaner.enable": False}) as store:
+        partition = formats.partition_for("g", 3)
+        store.alter_topic_config(formats.OFFSETS_TOPIC, {"segment.bytes": 1024})
+        log = store.get_log(formats.OFFSETS_TOPIC, partition)
+        log.roll()
+        count = sum(1 for _ in log.iter_records())
+        store.compact(formats.OFFSETS_TOPIC, partition)
+        assert sum(1 for _ in log.iter_records()) < count / 10
+    assert (described(empty_group), described(empty_group, "reader")) == before
 
 
 # --- read --group --------------------------------------------------------------------------------
