@@ -136,7 +136,9 @@ def parse_datetime_ms(text: str) -> int:
 
 
 class GroupAdmin:
-    """The groups of ``store`` for an administrator; use it as a context manager (or ``open``)."""
+    """The groups of ``store`` for an administrator; use it as a context manager (or ``open``).
+    It runs a coordinator of its own, so it refuses a store whose groups a coordinator of this
+    process already serves (``GroupCoordinator.of``, its consumers')."""
 
     def __init__(self, store: LogManager, *, config: GroupConfig | Mapping[str, Any] | None = None,
                  owns_store: bool = False) -> None:
@@ -165,6 +167,12 @@ class GroupAdmin:
         """The coordinator, started on first use (on a writable store that creates
         ``__consumer_offsets`` if missing)."""
         if self._coordinator is None:
+            running = GroupCoordinator._instances.get(id(self.store))
+            if running is not None and running.store is self.store and running.active:
+                # Two coordinators over one store would each keep their own groups and write over
+                # each other's records: the consumers' coordinator is the one to ask.
+                raise RequestError("this store's groups are served by a running coordinator in this process "
+                                   "(its consumers'): use that GroupCoordinator, not a GroupAdmin")
             self._coordinator = GroupCoordinator(self.store, config=self.config, threaded=False)
             self._coordinator.startup()
         return self._coordinator
