@@ -20,7 +20,7 @@ from logstore.group.admin import GroupAdmin, parse_datetime_ms, parse_topic_part
 
 SNAPSHOT_NOTE = ("Members are those of the group's last record in __consumer_offsets: a consumer that stopped "
                  "without leaving (killed, or a static member) stays listed until its session times out under a "
-                 "running coordinator.")
+                 "running coordinator, or `logstore groups remove-members` removes it from a stopped store.")
 
 
 def open_admin(options, read_only: bool) -> GroupAdmin:
@@ -140,6 +140,19 @@ def groups_delete(options, group: str) -> None:
     with open_admin(options, read_only=False) as admin:
         admin.delete_group(group)
     click.echo(f"Deleted group {group}.")
+
+
+@groups.command("remove-members")
+@click.argument("group")
+@click.option("--member", "members", multiple=True, metavar="MEMBER-ID",
+              help="A member to remove (repeatable; default: every member).")
+@click.pass_obj
+def groups_remove_members(options, group: str, members: tuple[str, ...]) -> None:
+    """Remove members of GROUP from a stopped store: consumers that stopped without leaving (killed,
+    or static ones) stay members until a running coordinator times their sessions out."""
+    with open_admin(options, read_only=False) as admin:
+        removed = admin.remove_members(group, members)
+    click.echo(f"Removed {len(removed)} member{'s' if len(removed) != 1 else ''} from group {group}.")
 
 
 def _partitions_text(partitions: list[tuple[str, int]] | None, size: int) -> str:

@@ -167,8 +167,7 @@ class GroupAdmin:
         """The coordinator, started on first use (on a writable store that creates
         ``__consumer_offsets`` if missing)."""
         if self._coordinator is None:
-            running = GroupCoordinator._instances.get(id(self.store))
-            if running is not None and running.store is self.store and running.active:
+            if GroupCoordinator.running(self.store) is not None:
                 # Two coordinators over one store would each keep their own groups and write over
                 # each other's records: the consumers' coordinator is the one to ask.
                 raise RequestError("this store's groups are served by a running coordinator in this process "
@@ -332,6 +331,28 @@ class GroupAdmin:
             raise GroupRequestError(f"cannot delete group {group_id!r}: it does not exist", error)
         if error != errors.NONE:
             raise GroupRequestError(f"deleting group {group_id!r}", error)
+
+    def remove_members(self, group_id: str, member_ids: Sequence[str] = ()) -> list[str]:
+        """Remove members of a group (all of them when ``member_ids`` is empty) as a LeaveGroup does:
+        a static member by its instance id, the others by member id. Meant for a stopped store,
+        where the members of the last group record are consumers that stopped without leaving
+        (killed, or static) and no coordinator runs to time their sessions out. Returns the member
+        ids removed; an unknown member id raises UNKNOWN_MEMBER_ID and removes nothing."""
+        summary = self.coordinator.describe_group(group_id)
+        if summary.state == DEAD:
+            raise GroupRequestError(f"group {group_id!r} does not exist", errors.GROUP_ID_NOT_FOUND)
+        known = {member.member_id: member.group_instance_id for member in summary.members}
+        chosen = list(member_ids) or list(known)
+        unknown = [member_id for member_id in chosen if member_id not in known]
+        if unknown:
+            raise GroupRequestError(f"group {group_id!r} has no member {unknown[0]!r}", errors.UNKNOWN_MEMBER_ID)
+        requests = [("", known[member_id]) if known[member_id] is not None else (member_id, None)
+                    for member_id in chosen]
+        error, results = self.coordinator.leave_group(group_id, requests)
+        failed = [code for code in results if code != errors.NONE]
+        if error != errors.NONE or failed:
+            raise GroupRequestError(f"removing members of group {group_id!r}", error or failed[0])
+        return chosen
 
     # --- reading as a group ----------------------------------------------------------------------
 

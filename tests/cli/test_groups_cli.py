@@ -242,6 +242,14 @@ def test_a_member_left_in_a_stopped_store_blocks_every_write(tmp_path):
     assert result.stdout == ""
     one_line_error(run(path, "groups", "delete", "g"), "cannot delete group 'g'", "NON_EMPTY_GROUP")
     assert committed(path) == {("t", 0): 4, ("t", 1): 7}
+    # The way out on a stopped store: remove the members the last record holds.
+    one_line_error(run(path, "groups", "remove-members", "g", "--member", "nobody"), "no member 'nobody'",
+                   "UNKNOWN_MEMBER_ID")
+    one_line_error(run(path, "groups", "remove-members", "nothing"), "does not exist", "GROUP_ID_NOT_FOUND")
+    assert ok(run(path, "groups", "remove-members", "g")).stdout == "Removed 1 member from group g.\n"
+    assert described(path)["state"] == "Empty" and described(path)["members"] == []
+    ok(run(path, "groups", "reset-offsets", "g", "--topic", "t", "--to-earliest", "--execute"))
+    assert committed(path) == {("t", 0): 0, ("t", 1): 0}
 
 
 # --- delete --------------------------------------------------------------------------------------
