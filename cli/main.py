@@ -35,6 +35,7 @@ from logstore.tools.check import log_size_bytes, verify_store
 from logstore.tools.demo import run_demo
 from logstore.tools.dump import dump_file
 
+from .groups import groups, open_admin
 from .perf import perf
 from .serve import serve
 from .records_io import (ENCODINGS, INPUT_FORMATS, OUTPUT_FORMATS, InputRecord, RecordDefaults, check_against_topic,
@@ -135,6 +136,7 @@ def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], v
     ctx.obj = StoreOptions(list(dirs), parse_assignments(list(settings)), given)
 
 
+main.add_command(groups)
 main.add_command(perf)
 main.add_command(serve)
 
@@ -305,18 +307,33 @@ def append(options: StoreOptions, topic: str, value: str | None, partition: int 
 @click.option("--encoding", type=click.Choice(ENCODINGS), default="utf8", show_default=True,
               help="How keys, values and header values are printed. utf8 refuses bytes that are not UTF-8 "
                    "in jsonl output (use base64 for binary data); value output prints the bytes as stored.")
+@click.option("--group", "-g", metavar="GROUP",
+              help="Read as consumer group GROUP without joining it: start at its committed offsets (the log "
+                   "start where it has none), then commit the offsets after the records printed. Writes to "
+                   "__consumer_offsets, so it needs the store to itself; refused while the group has members.")
 @click.pass_obj
 def read(options: StoreOptions, topic: str, partition: int | None, offset: int | None, from_beginning: bool,
          from_timestamp_ms: int | None, max_records: int | None, follow: bool, output_format: str,
-         encoding: str) -> None:
+         encoding: str, group: str | None) -> None:
     """Print the records of TOPIC (read-only: works while another process writes). With --follow,
     then wait for new records and print them as they arrive, like tail -f (no polling: the store's
-    files are watched)."""
+    files are watched). With --group, continue where the group's last read stopped."""
     if sum((offset is not None, from_beginning, from_timestamp_ms is not None)) > 1:
         raise click.UsageError("give at most one of --offset, --from-beginning, --from-timestamp")
     if offset is not None and partition is None:
         raise click.UsageError("--offset needs --partition")
     remaining = max_records if max_records is not None else sys.maxsize
+    if group is not None:
+        if offset is not None or from_beginning or from_timestamp_ms is not None:
+            raise click.UsageError("--group starts at the group's committed offsets: it takes no --offset, "
+                                   "--from-beginning or --from-timestamp")
+        if follow:
+            # Committing needs the store's lock, and while this process held it no other could append:
+            # a follower would wait for records that cannot come.
+            raise click.UsageError("--group cannot --follow: it holds the store's lock, so nothing else "
+                                   "could append while it waits")
+        _read_as_group(options, topic, partition, group, remaining, output_format, encoding)
+        return
     with options.open(read_only=True) as store:
         partitions = [partition] if partition is not None else range(store.partitions(topic))
         starts = []
@@ -331,15 +348,8 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: int |
             starts.append((log, start))
         positions = {}
         for log, start in starts:
-            next_offset = start
-            while remaining > 0:
-                records = log.read(next_offset, READ_CHUNK_BYTES, min(remaining, READ_CHUNK_RECORDS))
-                if not records:
-                    break
-                _print_records(topic, log.partition, records, output_format, encoding)
-                next_offset = records[-1].offset + 1
-                remaining -= len(records)
-            positions[(topic, log.partition)] = next_offset
+            positions[(topic, log.partition)] = start
+            remaining = _print_from(topic, log, positions, remaining, output_format, encoding)
         try:
             while follow and remaining > 0:
                 for (_, number), records in sorted(store.fetch(positions, max_bytes=READ_CHUNK_BYTES,
@@ -351,6 +361,36 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: int |
                         remaining -= len(records)
         except KeyboardInterrupt:
             pass  # the way to end --follow: not an error
+
+
+def _read_as_group(options: StoreOptions, topic: str, partition: int | None, group: str, remaining: int,
+                   output_format: str, encoding: str) -> None:
+    with open_admin(options, read_only=False) as admin:
+        starts = admin.start_positions(group, topic, None if partition is None else [partition])
+        positions = {(topic, start.partition): start.offset for start in starts}
+        try:
+            for start in starts:
+                remaining = _print_from(topic, admin.store.get_log(topic, start.partition), positions, remaining,
+                                        output_format, encoding)
+        finally:
+            # What reached stdout is committed, even when a later record could not be printed.
+            admin.commit(group, {(topic, start.partition): positions[(topic, start.partition)]
+                                 for start in starts if positions[(topic, start.partition)] != start.offset})
+
+
+def _print_from(topic: str, log, positions: dict[tuple[str, int], int], remaining: int, output_format: str,
+                encoding: str) -> int:
+    """Print ``log``'s records from ``positions[(topic, partition)]`` on, at most ``remaining``,
+    moving the position past each chunk once printed; returns what remains of ``remaining``."""
+    key = (topic, log.partition)
+    while remaining > 0:
+        records = log.read(positions[key], READ_CHUNK_BYTES, min(remaining, READ_CHUNK_RECORDS))
+        if not records:
+            break
+        _print_records(topic, log.partition, records, output_format, encoding)
+        positions[key] = records[-1].offset + 1
+        remaining -= len(records)
+    return remaining
 
 
 def _print_records(topic: str, partition: int, records: list[Record], output_format: str, encoding: str) -> None:

@@ -79,6 +79,15 @@ class GroupCoordinator:
                 cls._instances[id(store)] = coordinator
             return coordinator
 
+    @classmethod
+    def running(cls, store: LogManager) -> "GroupCoordinator | None":
+        """The started coordinator ``of(store)`` made in this process, if there is one."""
+        with cls._instances_lock:
+            coordinator = cls._instances.get(id(store))
+        if coordinator is not None and coordinator.store is store and coordinator._active:
+            return coordinator
+        return None
+
     # --- life cycle -------------------------------------------------------------------------------
 
     def startup(self) -> None:
