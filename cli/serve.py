@@ -27,8 +27,7 @@ def serve(options, listen: str, advertised_listener: str | None) -> None:
     connections.max.idle.ms, num.io.threads, node.id; the consumer groups' group.min.session.timeout.ms,
     group.max.session.timeout.ms, group.initial.rebalance.delay.ms, group.max.size,
     offsets.retention.minutes, offsets.retention.check.interval.ms, offsets.topic.num.partitions,
-    offsets.topic.segment.bytes, offset.metadata.max.bytes, offsets.commit.timeout.ms; the rest go to
-    the store."""
+    offsets.topic.segment.bytes, offset.metadata.max.bytes; the rest go to the store."""
     from logstore.server import INSTALL_HINT, missing_extra
     if missing_extra():
         raise click.ClickException(f"logstore serve needs the server extra: {INSTALL_HINT}")

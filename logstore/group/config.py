@@ -36,9 +36,6 @@ GROUP_KEYS: dict[str, tuple[str, Any, Any, str]] = {
                                     "segment size of __consumer_offsets"),
     "offset.metadata.max.bytes": ("offset_metadata_max_bytes", 4096, integer_setting(0, INT_MAX),
                                   "the longest metadata string a commit may carry"),
-    "offsets.commit.timeout.ms": ("offsets_commit_timeout_ms", 5000, integer_setting(1, INT_MAX),
-                                  "how long a commit waits for its fsync before it is answered "
-                                  "REQUEST_TIMED_OUT"),
 }
 
 
@@ -55,7 +52,6 @@ class GroupConfig:
     offsets_topic_num_partitions: int = 50
     offsets_topic_segment_bytes: int = 104857600
     offset_metadata_max_bytes: int = 4096
-    offsets_commit_timeout_ms: int = 5000
 
     @property
     def offsets_retention_ms(self) -> int:

@@ -114,6 +114,7 @@ class GroupCoordinator:
             self._active = False
         if self._retention_task is not None:
             self._retention_task.cancel()
+        self.storage.shutdown()  # what committers queued is written and answered first
         self.rebalance_purgatory.shutdown()
         self.heartbeat_purgatory.shutdown()
         with self._instances_lock:

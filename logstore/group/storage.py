@@ -16,8 +16,7 @@ import threading
 from typing import Callable, Iterable
 
 from ..clock import Clock
-from ..errors import CorruptRecordError, LogStoreError, RecordTooLargeError, StorageError
-from ..log.waits import DelayedProduce
+from ..errors import CorruptRecordError, LogStoreError, RecordTooLargeError
 from ..manager.log_manager import LogManager
 from ..records.decoder import Record
 from . import errors, formats
@@ -27,26 +26,6 @@ from .metadata import EMPTY, STABLE, GroupMetadata, MemberMetadata, OffsetAndMet
 logger = logging.getLogger("logstore.group.storage")
 
 OFFSETS_TOPIC = formats.OFFSETS_TOPIC
-
-
-class DurableAppend(DelayedProduce):
-    """Waits in the store's produce purgatory until an append to ``__consumer_offsets`` is fsynced,
-    then calls ``done(error)``: NONE, REQUEST_TIMED_OUT, or KAFKA_STORAGE_ERROR."""
-
-    def __init__(self, delay_ms: int, log, required_offset: int, done: Callable[[int], None]) -> None:
-        super().__init__(delay_ms, log, required_offset)
-        self.callback = done
-
-    def on_complete(self) -> None:
-        super().on_complete()
-        log = self.log
-        if log.recovery_point >= self.required_offset:
-            error = errors.NONE
-        elif log.failed or log.closed:
-            error = errors.KAFKA_STORAGE_ERROR
-        else:
-            error = errors.REQUEST_TIMED_OUT
-        self.callback(error)
 
 
 class GroupMetadataManager:
@@ -63,6 +42,7 @@ class GroupMetadataManager:
         self.num_partitions = config.offsets_topic_num_partitions
         self.skipped_records = 0  # records of kinds this coordinator does not know (KIP-848 keys)
         self.problems: list[str] = []  # records the replay could not decode
+        self._writer: OffsetsWriter | None = None
 
     # --- the topic -------------------------------------------------------------------------------
 
@@ -210,30 +190,43 @@ class GroupMetadataManager:
         self.append(self.partition_for(group_id), records, callback)
 
     def append(self, partition: int, records: list[Record], callback: Callable[[int, int], None]) -> None:
-        """Append ``records`` to one partition; ``callback(error, first offset)`` once they are fsynced
-        (at once on a failed append). Threaded: the fsync is waited for in the produce purgatory, not
-        on this thread; otherwise the append blocks until durable (deterministic tests)."""
+        """Append ``records`` to one partition; ``callback(error, first offset)`` once they are fsynced.
+        Threaded: the coordinator's ``OffsetsWriter`` thread appends what every committer queued
+        meanwhile as one batch per partition and covers it with one fsync; otherwise the append and
+        its fsync happen on this thread (deterministic tests)."""
+        if self.threaded:
+            if self._writer is None:
+                self._writer = OffsetsWriter(self)
+            self._writer.submit(partition, records, callback)
+            return
         try:
             log = self.store.get_log(OFFSETS_TOPIC, partition)
             info = log.append(records)
-        except RecordTooLargeError as exc:
-            logger.warning("%s-%d: %s", OFFSETS_TOPIC, partition, exc)
-            callback(errors.INVALID_COMMIT_OFFSET_SIZE, -1)
-            return
-        except (StorageError, LogStoreError) as exc:
-            logger.error("%s-%d: append failed: %s", OFFSETS_TOPIC, partition, exc)
-            callback(errors.KAFKA_STORAGE_ERROR, -1)
-            return
-        first_offset = info.first_offset
-        timeout_ms = self.config.offsets_commit_timeout_ms
-        waits = self.store.waits
-        operation = DurableAppend(timeout_ms, log, info.last_offset + 1, lambda error: callback(error, first_offset))
-        if self.threaded:
-            waits.flusher.request(log)
-            waits.produce.try_complete_else_watch(operation, [log.key])
-        else:
             log.flush()
-            operation.force_complete()
+        except LogStoreError as exc:
+            callback(self.append_error(partition, exc), -1)
+            return
+        callback(errors.NONE, info.first_offset)
+
+    def append_error(self, partition: int, exc: LogStoreError) -> int:
+        """The error code for a failed append or fsync of ``__consumer_offsets`` (logged)."""
+        if isinstance(exc, RecordTooLargeError):
+            logger.warning("%s-%d: %s", OFFSETS_TOPIC, partition, exc)
+            return errors.INVALID_COMMIT_OFFSET_SIZE
+        logger.error("%s-%d: append failed: %s", OFFSETS_TOPIC, partition, exc)
+        return errors.KAFKA_STORAGE_ERROR
+
+    def writer_stats(self) -> dict[str, int]:
+        """The writer thread's rounds, fsyncs and appends so far (zeros before its first write)."""
+        writer = self._writer
+        if writer is None:
+            return {"rounds": 0, "fsyncs": 0, "appends": 0}
+        return {"rounds": writer.rounds, "fsyncs": writer.fsyncs, "appends": writer.appends}
+
+    def shutdown(self) -> None:
+        """Write and fsync what is queued, then stop the writer thread."""
+        if self._writer is not None:
+            self._writer.shutdown()
 
     def write_tombstones(self, partition: int, keys: Iterable[bytes]) -> None:
         """Append tombstones for ``keys`` (deleted groups, expired offsets); the flusher makes them
@@ -249,3 +242,104 @@ class GroupMetadataManager:
                 self.store.waits.flusher.request(log)
         except LogStoreError as exc:
             logger.error("%s-%d: writing %d tombstone(s) failed: %s", OFFSETS_TOPIC, partition, len(records), exc)
+
+
+class OffsetsWriter:
+    """The thread that writes ``__consumer_offsets`` for a threaded coordinator: group commit.
+
+    Committers queue their records (``submit``) and go on; the thread takes everything queued,
+    appends it as one batch per partition, fsyncs each partition touched once, and then answers
+    every callback of the round. While it fsyncs, the next round's commits queue up, so the number
+    of fsyncs and appends per commit falls as the load grows, and no per-commit wait object, timer
+    entry or purgatory watch is made. An append or fsync failure answers the round's callbacks of
+    that partition with the error (an fsync failure also fails the log: fail-stop).
+    """
+
+    def __init__(self, manager: GroupMetadataManager) -> None:
+        self.manager = manager
+        self._queue: list[tuple[int, list[Record], Callable[[int, int], None]]] = []
+        self._cond = threading.Condition(threading.Lock())
+        self._stopped = False
+        self.rounds = self.fsyncs = self.appends = 0  # counters for benchmarks and tests
+        self._thread = threading.Thread(target=self._run, name="logstore-group-offsets-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, partition: int, records: list[Record], callback: Callable[[int, int], None]) -> None:
+        with self._cond:
+            if self._stopped:
+                stopped = True
+            else:
+                stopped = False
+                self._queue.append((partition, records, callback))
+                if len(self._queue) == 1:
+                    self._cond.notify()
+        if stopped:
+            callback(errors.COORDINATOR_NOT_AVAILABLE, -1)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopped:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                work, self._queue = self._queue, []
+            self.rounds += 1
+            self.appends += len(work)
+            try:
+                self._write(work)
+            except Exception:  # a bug: answer the round rather than leave committers waiting forever
+                logger.exception("writing %d queued __consumer_offsets append(s) failed", len(work))
+                for _partition, _records, callback in work:
+                    callback(errors.UNKNOWN_SERVER_ERROR, -1)
+
+    def _write(self, work: list[tuple[int, list[Record], Callable[[int, int], None]]]) -> None:
+        by_partition: dict[int, list[tuple[list[Record], Callable[[int, int], None]]]] = {}
+        for partition, records, callback in work:
+            by_partition.setdefault(partition, []).append((records, callback))
+        store = self.manager.store
+        written = []
+        for partition, items in by_partition.items():
+            records = [record for item_records, _callback in items for record in item_records]
+            try:
+                log = store.get_log(OFFSETS_TOPIC, partition)
+                info = log.append(records)
+            except LogStoreError as exc:
+                error = self.manager.append_error(partition, exc)
+                if isinstance(exc, RecordTooLargeError) and len(items) > 1:
+                    # One oversized commit must not fail the others of the round: one by one.
+                    written.extend(self._one_by_one(log, partition, items))
+                    continue
+                for _records, callback in items:
+                    callback(error, -1)
+                continue
+            written.append((log, partition, info.first_offset, items))
+        for log, partition, first_offset, items in written:
+            try:
+                log.flush()
+                self.fsyncs += 1
+                error = errors.NONE
+            except LogStoreError as exc:
+                error = self.manager.append_error(partition, exc)
+            offset = first_offset
+            for records, callback in items:
+                callback(error, offset if error == errors.NONE else -1)
+                offset += len(records)
+
+    def _one_by_one(self, log, partition: int, items) -> list:
+        written = []
+        for records, callback in items:
+            try:
+                info = log.append(records)
+            except LogStoreError as exc:
+                callback(self.manager.append_error(partition, exc), -1)
+                continue
+            written.append((log, partition, info.first_offset, [(records, callback)]))
+        return written
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)

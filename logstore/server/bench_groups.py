@@ -268,9 +268,9 @@ def commits_in_process(committers: int, seconds: float, root: str) -> dict:
         elapsed = time.perf_counter() - started
         if failures:
             raise BenchmarkError(f"in-process commit failed: {failures[0]}")
-        flusher = env.store.waits.flusher  # rounds: fsync rounds; flushes: log fsyncs
+        writer = coordinator.storage.writer_stats()  # rounds: write rounds; fsyncs: log fsyncs
         return _summary(sum(counts), elapsed, [x for mine in latencies for x in mine], _cpu_s() - cpu) | {
-            "fsync_rounds": flusher.rounds, "commits_per_fsync": sum(counts) / max(1, flusher.flushes)}
+            "fsync_rounds": writer["rounds"], "commits_per_fsync": sum(counts) / max(1, writer["fsyncs"])}
     finally:
         env.close()
 
