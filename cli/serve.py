@@ -24,7 +24,11 @@ def serve(options, listen: str, advertised_listener: str | None) -> None:
     """Serve the store to Kafka clients (kafka-python, confluent-kafka, aiokafka, kcat, kafkajs, ...)
     over Kafka's own protocol, until SIGTERM or SIGINT. Server settings (--set) use Kafka's broker
     names: auto.create.topics.enable, num.partitions, socket.request.max.bytes, max.connections,
-    connections.max.idle.ms, num.io.threads, node.id; the rest go to the store."""
+    connections.max.idle.ms, num.io.threads, node.id; the consumer groups' group.min.session.timeout.ms,
+    group.max.session.timeout.ms, group.initial.rebalance.delay.ms, group.max.size,
+    offsets.retention.minutes, offsets.retention.check.interval.ms, offsets.topic.num.partitions,
+    offsets.topic.segment.bytes, offset.metadata.max.bytes, offsets.commit.timeout.ms; the rest go to
+    the store."""
     from logstore.server import INSTALL_HINT, missing_extra
     if missing_extra():
         raise click.ClickException(f"logstore serve needs the server extra: {INSTALL_HINT}")

@@ -93,6 +93,7 @@ class LogManager:
         self._round_robin: dict[str, Iterator[int]] = {}
         self._round_robin_starts: dict[str, int] = {}
         self.problems: list[str] = []  # what the open found wrong (the dirs and the topics add to it)
+        self._close_callbacks: list[Callable[[], None]] = []
         self._closed = False
         # A read-only view of a few partitions (a Spark task) loads only those (load_only).
         self._dirs = LogDirs(self.log_dirs, read_only=read_only, fs=self._fs, clock=self._clock,
@@ -475,9 +476,23 @@ class LogManager:
         at the end as a ``StorageError``) without stopping the others. A second call does nothing."""
         self.close()
 
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` when the store starts closing, before its logs close: the layers
+        built on a store (a group coordinator) stop their work while it is still open. A callback's
+        error is logged and does not stop the close."""
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, got {callback!r}")
+        self._close_callbacks.append(callback)
+
     def close(self) -> None:
         """The same as ``shutdown()``."""
         if not self._closed:
+            callbacks, self._close_callbacks = self._close_callbacks, []
+            for callback in callbacks:
+                try:
+                    callback()
+                except Exception:
+                    logger.exception("a close callback of the store failed: %r", callback)
             self._jobs.stop()  # before closing: a job in progress finishes on an open store
         with self._lock:
             if self._closed:

@@ -4,8 +4,10 @@ Metadata, InitProducerId and OffsetForLeaderEpoch.
 ``KafkaApis.handle`` runs on a handler thread for every request the network layer reads: it answers
 the ApiVersions special cases, closes the connection for an API or version we do not speak (as Kafka
 does), decodes the body and calls the API's handler. Handlers are registered per API key
-(``register``), so the data APIs (``produce``, ``fetch``), the admin APIs (``admin``) and later the
-group coordinator's plug in without this module knowing them.
+(``register``), so the data APIs (``produce``, ``fetch``), the admin APIs (``admin``) and the
+consumer-group APIs (``groups``) plug in without this module knowing them. An API that has a table
+but is never served nor advertised can be given a fixed error answer instead (``refuse``: KIP-848's
+ConsumerGroupHeartbeat gets UNSUPPORTED_VERSION, as from a Kafka with that protocol off).
 
 ``Broker`` is what every handler shares: the store, who this broker is (node id, cluster id, the
 advertised address), the server's settings, the producer state and the fetch cache.
@@ -23,7 +25,7 @@ from ..errors import InvalidTopicError, LogStoreError, TopicExistsError
 from ..manager.log_manager import LogManager
 from . import errors
 from .codec import ProtocolError, api_versions_fallback_response, decode_request
-from .messages import API_KEYS, API_NAMES, SUPPORTED_VERSIONS
+from .messages import API_KEYS, API_NAMES, APIS, SUPPORTED_VERSIONS
 from .network import RequestContext
 from .producer_state import ProducerStateManager
 from .server_config import ServerConfig
@@ -74,17 +76,25 @@ class KafkaApis:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.handlers: dict[int, Handler] = {}
+        self.refusals: dict[int, dict] = {}
         self.register(API_VERSIONS, self.api_versions)
         self.register(API_KEYS["Metadata"], self.metadata)
         self.register(API_KEYS["InitProducerId"], self.init_producer_id)
         self.register(API_KEYS["OffsetForLeaderEpoch"], self.offset_for_leader_epoch)
-        self.register(API_KEYS["FindCoordinator"], self.find_coordinator)
 
     def register(self, api_key: int, handler: Handler) -> None:
         """Serve ``api_key`` with ``handler(context, request_body)``; it must be in SUPPORTED_VERSIONS."""
         if api_key not in SUPPORTED_VERSIONS:
             raise ValueError(f"api key {api_key} has no advertised versions (messages.SUPPORTED_VERSIONS)")
         self.handlers[api_key] = handler
+
+    def refuse(self, api_key: int, body: dict) -> None:
+        """Answer every request of ``api_key``, at any version its table has, with ``body`` (an error
+        answer), without decoding the request. For an API with a table that is neither advertised nor
+        served (``messages_groups.UNSERVED``), so that a client that sends it anyway learns why."""
+        if api_key not in APIS or api_key in SUPPORTED_VERSIONS:
+            raise ValueError(f"api key {api_key} is not an unserved API with a table (messages_groups.UNSERVED)")
+        self.refusals[api_key] = body
 
     def advertised(self) -> list[dict]:
         return [{"api_key": key, "min_version": low, "max_version": high}
@@ -95,7 +105,12 @@ class KafkaApis:
         api_key, version = context.api_key, context.api_version
         handler = self.handlers.get(api_key)
         if handler is None:
-            context.close(f"api key {api_key} is not supported")
+            refusal = self.refusals.get(api_key)
+            if refusal is not None and APIS[api_key].versions[0] <= version <= APIS[api_key].versions[1]:
+                logger.info("refused %s v%d from %s (not supported)", API_NAMES[api_key], version, context.peer)
+                context.respond(refusal)
+            else:
+                context.close(f"api key {api_key} is not supported")
             return
         low, high = SUPPORTED_VERSIONS[api_key]
         if not low <= version <= high:
@@ -201,21 +216,6 @@ class KafkaApis:
             return
         context.respond({"throttle_time_ms": 0, "error_code": errors.NONE, "producer_id": producer_id,
                          "producer_epoch": 0})
-
-    # --- FindCoordinator -------------------------------------------------------------------------
-
-    def find_coordinator(self, context: RequestContext, request: dict) -> None:
-        """No group coordinator yet: COORDINATOR_NOT_AVAILABLE (retriable), so clients that look one
-        up keep working with assign() and their own offsets. (Advertising the API at all is what makes
-        librdkafka use lz4.) The group coordinator replaces this handler."""
-        if request.get("key_type", 0) == 1:
-            # A transaction coordinator: transactions are not supported, and a retriable error would
-            # leave a transactional producer retrying until its timeout instead of failing at once.
-            error, message = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported"
-        else:
-            error, message = errors.COORDINATOR_NOT_AVAILABLE, "consumer groups are not supported by this server yet"
-        context.respond({"throttle_time_ms": 0, "error_code": error, "error_message": message, "node_id": -1,
-                         "host": "", "port": -1})
 
     # --- OffsetForLeaderEpoch --------------------------------------------------------------------
 

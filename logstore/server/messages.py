@@ -12,8 +12,9 @@ What it owns:
   ``api_version`` rather than the spec's ``RequestApiKey``...);
 - ApiVersions, Metadata, Produce, Fetch and ListOffsets (this module), the admin APIs
   (``messages_admin``) and the consumer-group APIs (``messages_groups``), collected in ``APIS``;
-- which of them the server advertises (``ADVERTISED``: all but the group APIs, until the group
-  coordinator serves them);
+- which of them the server may advertise (``ADVERTISED``; ``KafkaApis`` lists in ApiVersions only
+  those it has a handler for, so the group APIs appear once ``server.groups`` is registered) and
+  which have a table only to be refused (``messages_groups.UNSERVED``, KIP-848's heartbeat);
 - ``API_KEYS``, ``API_NAMES``, ``SUPPORTED_VERSIONS`` (what ApiVersions advertises) and
   ``is_flexible``.
 
@@ -223,14 +224,12 @@ LIST_OFFSETS = api(2, "ListOffsets", "1-5", "6+", request=[
 
 # --- the registry --------------------------------------------------------------------------------
 
-# FindCoordinator is advertised before the group coordinator exists: librdkafka uses lz4 only with a
-# broker that advertises it (the handler answers COORDINATOR_NOT_AVAILABLE meanwhile).
 ADVERTISED: tuple[ApiSpec, ...] = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, *messages_admin.SPECS,
-                                   messages_groups.FIND_COORDINATOR)
-"""The APIs the server serves and advertises. The consumer-group APIs (``messages_groups``) have
-tables but join this list only when the group coordinator serves them."""
+                                   *messages_groups.SPECS)
+"""The APIs the server may serve and advertise: ApiVersions lists those of them that have a handler
+registered (``KafkaApis.advertised``)."""
 
-APIS: dict[int, ApiSpec] = {spec.key: spec for spec in sorted((*ADVERTISED, *messages_groups.SPECS),
+APIS: dict[int, ApiSpec] = {spec.key: spec for spec in sorted((*ADVERTISED, *messages_groups.UNSERVED),
                                                                 key=lambda spec: spec.key)}
 """Every API with a table, by key: what the codec can encode and decode."""
 
@@ -242,7 +241,8 @@ API_NAMES: dict[int, str] = {key: spec.name for key, spec in APIS.items()}
 
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {spec.key: spec.versions for spec in
                                                   sorted(ADVERTISED, key=lambda spec: spec.key)}
-"""API key -> (min, max) version: what ApiVersions advertises and ``decode_request`` accepts."""
+"""API key -> (min, max) version: what ApiVersions advertises (for the APIs with a handler) and
+``decode_request`` accepts."""
 
 
 def is_flexible(api_key: int, version: int) -> bool:

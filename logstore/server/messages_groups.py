@@ -1,13 +1,22 @@
-"""The field tables of the consumer-group APIs: coordinator lookup, membership, offsets, listing.
+"""The field tables of the consumer-group APIs: coordinator lookup, membership, offsets, listing,
+deletion; and the one KIP-848 API that has a table only so that it can be refused.
 
 Transcribed from Kafka's JSON message specs like ``messages`` (same names, versions, nullable
 versions, defaults and order; fields that exist only above our highest version are left out). The
-versions are the ones the server is to advertise (reference/kafka-wire-protocol.md §2.3), none of
-them flexible: OffsetCommit 2-7, OffsetFetch 1-5, FindCoordinator 0-2, JoinGroup 0-5, Heartbeat 0-3,
-LeaveGroup 0-3, SyncGroup 0-3, DescribeGroups 0-4, ListGroups 0-2. Member metadata and assignments
-are opaque ``bytes``: the coordinator stores and returns them as they came.
+versions are the ones the server advertises once ``server.groups`` serves them: the classic
+protocol's non-flexible versions that every client in reference/kafka-group-coordinator.md §8
+negotiates down to (JoinGroup 0-5, SyncGroup 0-3, Heartbeat 0-3, LeaveGroup 0-3, OffsetCommit 2-7,
+OffsetFetch 1-5, DescribeGroups 0-4), plus the flexible versions whose shape changed and which
+clients do send: FindCoordinator 0-4 (v4: batched keys, KIP-699; kafka-python 3.x sends it),
+ListGroups 0-4 (v4: the states filter; librdkafka and kafka-python send it), DeleteGroups 0-2 and
+OffsetDelete 0. Member metadata and assignments are opaque ``bytes``: the coordinator stores and
+returns them as they came.
 
-It imports only ``schema``; ``messages`` collects ``SPECS`` into the registry.
+``SPECS`` are served; ``UNSERVED`` (ConsumerGroupHeartbeat, KIP-848) is never advertised, and its
+table exists so that a client that sends it anyway is answered UNSUPPORTED_VERSION, as Kafka answers
+it with the new protocol disabled, instead of having its connection closed.
+
+It imports only ``schema``; ``messages`` collects ``SPECS`` and ``UNSERVED`` into the registry.
 """
 
 from __future__ import annotations
@@ -74,10 +83,12 @@ OFFSET_FETCH = api(9, "OffsetFetch", "1-5", "6+", request=[
 
 # --- FindCoordinator (10) ------------------------------------------------------------------------
 
-FIND_COORDINATOR = api(10, "FindCoordinator", "0-2", "3+", request=[
+FIND_COORDINATOR = api(10, "FindCoordinator", "0-4", "3+", request=[
     f("Key", "string", "0-3"),
-    # 0 group, 1 transaction.
+    # 0 group, 1 transaction (2 share, from v6).
     f("KeyType", "int8", "1+", default="0"),
+    # v4+ (KIP-699): several keys of one type in one request, each answered in Coordinators.
+    f("CoordinatorKeys", "[]string", "4+"),
 ], response=[
     f("ThrottleTimeMs", "int32", "1+"),
     f("ErrorCode", "int16", "0-3"),
@@ -85,6 +96,14 @@ FIND_COORDINATOR = api(10, "FindCoordinator", "0-2", "3+", request=[
     f("NodeId", "int32", "0-3"),
     f("Host", "string", "0-3"),
     f("Port", "int32", "0-3"),
+    f("Coordinators", "[]Coordinator", "4+", fields=[
+        f("Key", "string", "4+"),
+        f("NodeId", "int32", "4+"),
+        f("Host", "string", "4+"),
+        f("Port", "int32", "4+"),
+        f("ErrorCode", "int16", "4+"),
+        f("ErrorMessage", "string", "4+", nullable="4+"),
+    ]),
 ])
 
 # --- JoinGroup (11) ------------------------------------------------------------------------------
@@ -192,15 +211,87 @@ DESCRIBE_GROUPS = api(15, "DescribeGroups", "0-4", "5+", request=[
 
 # --- ListGroups (16) -----------------------------------------------------------------------------
 
-LIST_GROUPS = api(16, "ListGroups", "0-2", "3+", request=[], response=[
+LIST_GROUPS = api(16, "ListGroups", "0-4", "3+", request=[
+    # v4+: the states to list (Empty, Stable...); empty means every group.
+    f("StatesFilter", "[]string", "4+"),
+], response=[
     f("ThrottleTimeMs", "int32", "1+"),
     f("ErrorCode", "int16", "0+"),
     f("Groups", "[]ListedGroup", "0+", fields=[
         f("GroupId", "string", "0+"),
         f("ProtocolType", "string", "0+"),
+        f("GroupState", "string", "4+"),
     ]),
 ])
 
+# --- DeleteGroups (42) ---------------------------------------------------------------------------
+
+DELETE_GROUPS = api(42, "DeleteGroups", "0-2", "2+", request=[
+    f("GroupsNames", "[]string", "0+"),
+], response=[
+    f("ThrottleTimeMs", "int32", "0+"),
+    f("Results", "[]DeletableGroupResult", "0+", fields=[
+        f("GroupId", "string", "0+"),
+        f("ErrorCode", "int16", "0+"),
+    ]),
+])
+
+# --- OffsetDelete (47) ---------------------------------------------------------------------------
+
+OFFSET_DELETE = api(47, "OffsetDelete", "0", "none", request=[
+    f("GroupId", "string", "0+"),
+    f("Topics", "[]OffsetDeleteRequestTopic", "0+", fields=[
+        f("Name", "string", "0+"),
+        f("Partitions", "[]OffsetDeleteRequestPartition", "0+", fields=[
+            f("PartitionIndex", "int32", "0+"),
+        ]),
+    ]),
+], response=[
+    # The spec puts the top-level error before the throttle time here.
+    f("ErrorCode", "int16", "0+"),
+    f("ThrottleTimeMs", "int32", "0+"),
+    f("Topics", "[]OffsetDeleteResponseTopic", "0+", fields=[
+        f("Name", "string", "0+"),
+        f("Partitions", "[]OffsetDeleteResponsePartition", "0+", fields=[
+            f("PartitionIndex", "int32", "0+"),
+            f("ErrorCode", "int16", "0+"),
+        ]),
+    ]),
+])
+
+# --- ConsumerGroupHeartbeat (68, KIP-848): a table to refuse it with, never advertised -----------
+
+CONSUMER_GROUP_HEARTBEAT = api(68, "ConsumerGroupHeartbeat", "0-1", "0+", request=[
+    f("GroupId", "string", "0+"),
+    f("MemberId", "string", "0+"),
+    f("MemberEpoch", "int32", "0+"),
+    f("InstanceId", "string", "0+", nullable="0+", default="null"),
+    f("RackId", "string", "0+", nullable="0+", default="null"),
+    f("RebalanceTimeoutMs", "int32", "0+", default="-1"),
+    f("SubscribedTopicNames", "[]string", "0+", nullable="0+", default="null"),
+    f("SubscribedTopicRegex", "string", "1+", nullable="1+", default="null"),
+    f("ServerAssignor", "string", "0+", nullable="0+", default="null"),
+    f("TopicPartitions", "[]TopicPartitions", "0+", nullable="0+", default="null", fields=[
+        f("TopicId", "uuid", "0+"),
+        f("Partitions", "[]int32", "0+"),
+    ]),
+], response=[
+    f("ThrottleTimeMs", "int32", "0+"),
+    f("ErrorCode", "int16", "0+"),
+    f("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+    f("MemberId", "string", "0+", nullable="0+", default="null"),
+    f("MemberEpoch", "int32", "0+"),
+    f("HeartbeatIntervalMs", "int32", "0+"),
+    # The spec's Assignment is a nullable struct (TopicPartitions[TopicId, Partitions]), which the
+    # codec does not do; only the refusal is ever sent, whose Assignment is null, and a null struct
+    # is its int8 presence marker -1 alone. So the table holds just that marker.
+    f("Assignment", "int8", "0+", default="-1"),
+])
+
 SPECS = (OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP,
-         DESCRIBE_GROUPS, LIST_GROUPS)
-"""The consumer-group APIs, for the registry in ``messages``."""
+         DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE)
+"""The consumer-group APIs the server serves, for the registry in ``messages``."""
+
+UNSERVED = (CONSUMER_GROUP_HEARTBEAT,)
+"""APIs with a table that are never advertised nor served: requests for them are refused with an
+error answer (``KafkaApis.refuse``), the way Kafka answers them when the feature is off."""

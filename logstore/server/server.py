@@ -4,12 +4,19 @@ each data dir (``meta.properties``).
 The server either owns its store (given data dirs, it opens a ``LogManager``, which takes the dirs'
 locks and runs the background jobs and the cleaner, and closes it on stop: flush, checkpoints, the
 clean-shutdown marker) or borrows one (given a ``LogManager``, so an application serves the store
-it appends to itself; the application closes it). Either way it wires the request handlers to the
-network layer and answers on ``bootstrap_servers`` once ``start()`` (or ``with``) returns.
+it appends to itself; the application closes it). Either way it gets the store's group coordinator
+(``GroupCoordinator.of``: created with the ``group.*``/``offsets.*`` settings and started, which
+loads ``__consumer_offsets``, unless the process already has one for that store), wires the request
+handlers to the network layer and answers on ``bootstrap_servers`` once ``start()`` (or ``with``)
+returns.
 
-Stopping is orderly: no new connections, requests in flight get a few seconds to finish (a parked
-fetch ends at its ``max_wait_ms``, a parked produce when the fsync it waits for is done), then the
-connections close, the producer state is written back, and an owned store is closed.
+Stopping is orderly: no new connections, JoinGroups and SyncGroups parked in a rebalance have their
+connections closed (as a stopping Kafka broker drops them), other requests in flight get a few
+seconds to finish (a parked fetch ends at its ``max_wait_ms``, a parked produce or offset commit
+when the fsync it waits for is done), then the connections close, the producer state is written
+back, and an owned store's coordinator is shut down and the store closed. A borrowed store's
+coordinator keeps running (the application's in-process consumers may share it); it stops when
+that store closes (``LogManager.on_close``).
 """
 
 from __future__ import annotations
@@ -25,10 +32,12 @@ from typing import Any, Mapping, Sequence
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import InvalidConfigError, ReadOnlyError, StorageError, UnknownTopicOrPartitionError
 from ..fs import OS_FILE_SYSTEM
+from ..group.coordinator import GroupCoordinator
 from ..manager.log_manager import LogManager
 from .admin import AdminHandler
 from .apis import Broker, KafkaApis
 from .fetch import FetchHandler
+from .groups import GroupHandlers
 from .messages import API_KEYS
 from .network import SocketServer, parse_host_port
 from .produce import ProduceHandler
@@ -156,6 +165,8 @@ class KafkaServer:
         self.apis: KafkaApis | None = None
         self._network: SocketServer | None = None
         self._producers: ProducerStateManager | None = None
+        self.coordinator: GroupCoordinator | None = None
+        self._groups: GroupHandlers | None = None
         self._started = False
         self._stopped = threading.Event()
 
@@ -184,6 +195,12 @@ class KafkaServer:
         self.node_id, self.cluster_id = broker_identity(live_dirs, self.config.node_id)
         self._producers = ProducerStateManager(live_dirs[0])
         self._producers.load(self._log_end_offset)
+        # Started (``__consumer_offsets`` created and replayed) before the server listens, so that no
+        # group request finds it loading.
+        self.coordinator = coordinator = GroupCoordinator.of(store, config=self.config.group, clock=self._clock)
+        if coordinator.config != self.config.group:
+            logger.warning("the store's group coordinator was started before this server, with other group "
+                           "settings; the server's group.*/offsets.* settings are not applied")
         network = SocketServer(self.listen_host, self.listen_port, self._dispatch,
                                max_request_bytes=self.config.socket_request_max_bytes,
                                max_connections=self.config.max_connections,
@@ -207,6 +224,8 @@ class KafkaServer:
         apis.register(API_KEYS["DescribeConfigs"], admin.describe_configs)
         apis.register(API_KEYS["IncrementalAlterConfigs"], admin.incremental_alter_configs)
         apis.register(API_KEYS["DeleteRecords"], admin.delete_records)
+        self._groups = GroupHandlers(self.broker, coordinator)
+        self._groups.register(apis)
         network.start()
         if self.listen_host not in ("127.0.0.1", "localhost", "::1"):
             logger.warning("listening on %s:%d without authentication or TLS: anyone who can reach it can read, "
@@ -244,10 +263,14 @@ class KafkaServer:
         network = self._network
         if network is not None:
             network.stop_accepting()
+            if self._groups is not None:
+                self._groups.close()  # a parked JoinGroup could otherwise hold the drain until its end
             deadline_ms = self._clock.monotonic_ms() + _DRAIN_MS
             while self._clock.monotonic_ms() < deadline_ms and network.busy_connections():
                 self._clock.sleep_ms(10)
             network.stop()
+        if self.owns_store and self.coordinator is not None:
+            self.coordinator.shutdown()  # before the store closes: its commits and timers use it
         if self._producers is not None:
             try:
                 self._producers.close()

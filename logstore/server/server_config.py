@@ -1,17 +1,20 @@
 """The server's own settings, with Kafka's broker names and defaults, and how a settings dict is split
-between the server and the store it opens.
+between the server, its group coordinator and the store it opens.
 
 ``KafkaServer(..., config={...})`` and ``logstore --set KEY=VALUE serve`` take one dict: the keys
-below configure the server, every other key goes to ``LogManager`` (which refuses keys it does not
-know, so a typo fails the start instead of being ignored).
+below configure the server, the group coordinator's keys (``logstore.group.config.GROUP_KEYS``:
+``group.initial.rebalance.delay.ms``, ``offsets.retention.minutes``...) go to the coordinator, every
+other key goes to ``LogManager`` (which refuses keys it does not know, so a typo fails the start
+instead of being ignored).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..config import boolean_setting, integer_setting
+from ..group.config import GroupConfig
 
 
 # key -> (field, default, parser, description)
@@ -39,7 +42,7 @@ SERVER_KEYS: dict[str, tuple[str, Any, Any, str]] = {
 
 @dataclass(frozen=True)
 class ServerConfig:
-    """The server's settings (``SERVER_KEYS``), parsed."""
+    """The server's settings (``SERVER_KEYS``), parsed, and its group coordinator's (``group``)."""
 
     node_id: int | None = None
     auto_create_topics_enable: bool = True
@@ -50,18 +53,21 @@ class ServerConfig:
     connections_max_idle_ms: int = 600000
     num_io_threads: int = 2
     fetch_cache_bytes: int = 16 << 20
+    group: GroupConfig = field(default_factory=GroupConfig)
+    """The group coordinator's settings (``GROUP_KEYS``), given to ``GroupCoordinator.of``."""
 
     @classmethod
     def split(cls, settings: Mapping[str, Any] | None) -> tuple["ServerConfig", dict[str, Any]]:
-        """(the server's settings, the rest for the store)."""
+        """(the server's and its coordinator's settings, the rest for the store)."""
         if settings is not None and not isinstance(settings, Mapping):
             raise TypeError(f"config must be a mapping of Kafka setting names to values, got {settings!r}")
-        own: dict[str, Any] = {}
+        group, others = GroupConfig.split(settings)
+        own: dict[str, Any] = {"group": group}
         rest: dict[str, Any] = {}
-        for key, value in (settings or {}).items():
+        for key, value in others.items():
             if key in SERVER_KEYS:
-                field, _default, parse, _doc = SERVER_KEYS[key]
-                own[field] = parse(key, value)
+                name, _default, parse, _doc = SERVER_KEYS[key]
+                own[name] = parse(key, value)
             elif key == "broker.id":  # Kafka's older name for node.id
                 own["node_id"] = SERVER_KEYS["node.id"][2](key, value)
             else:
@@ -69,8 +75,9 @@ class ServerConfig:
         return cls(**own), rest
 
     def to_properties(self) -> dict[str, Any]:
-        """Every server key with its value, by Kafka name (DescribeConfigs of the broker)."""
-        return {key: getattr(self, field) for key, (field, _d, _p, _doc) in SERVER_KEYS.items()}
+        """Every server and group key with its value, by Kafka name (DescribeConfigs of the broker)."""
+        own = {key: getattr(self, name) for key, (name, _d, _p, _doc) in SERVER_KEYS.items()}
+        return {**own, **self.group.to_properties()}
 
 
 def describe_server_keys() -> list[tuple[str, Any, str]]:

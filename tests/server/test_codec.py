@@ -238,30 +238,51 @@ def test_encoding_a_bad_value_names_the_message():
 # --- the registry --------------------------------------------------------------------------------
 
 
-def test_advertised_versions_are_profile_a():
-    assert SUPPORTED_VERSIONS == {0: (0, 8), 1: (4, 11), 2: (1, 5), 3: (0, 8), 10: (0, 2), 18: (0, 4), 19: (0, 4),
-                                  20: (0, 3), 21: (0, 1), 22: (0, 1), 23: (2, 3), 32: (0, 2), 44: (0, 1)}
+def test_advertised_versions_are_profile_a_and_the_group_apis():
+    assert SUPPORTED_VERSIONS == {0: (0, 8), 1: (4, 11), 2: (1, 5), 3: (0, 8), 8: (2, 7), 9: (1, 5), 10: (0, 4),
+                                  11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 4), 16: (0, 4), 18: (0, 4),
+                                  19: (0, 4), 20: (0, 3), 21: (0, 1), 22: (0, 1), 23: (2, 3), 32: (0, 2), 42: (0, 2),
+                                  44: (0, 1), 47: (0, 0)}
     assert {API_NAMES[key]: key for key in API_NAMES} == API_KEYS
     assert API_KEYS["Produce"] == 0 and API_KEYS["ApiVersions"] == 18 and API_NAMES[44] == "IncrementalAlterConfigs"
-    # The group APIs have tables (ranges of Profile A) but only FindCoordinator is advertised yet.
-    assert {key: APIS[key].versions for key in range(8, 17)} == {
-        8: (2, 7), 9: (1, 5), 10: (0, 2), 11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 4), 16: (0, 2)}
-    assert API_KEYS["JoinGroup"] == 11 and API_NAMES[16] == "ListGroups"
+    assert API_KEYS["JoinGroup"] == 11 and API_NAMES[16] == "ListGroups" and API_NAMES[42] == "DeleteGroups"
+    # KIP-848's heartbeat has a table (to be refused with) but is never advertised.
+    assert APIS[68].name == "ConsumerGroupHeartbeat" and 68 not in SUPPORTED_VERSIONS
 
 
 def test_decode_request_refuses_apis_that_are_not_advertised():
-    frame = encode_request(API_KEYS["Heartbeat"], 3, 8, "c", {"group_id": "g", "generation_id": 2, "member_id": "m"})
+    frame = encode_request(68, 0, 8, "c", {"group_id": "g", "member_id": "m", "member_epoch": 0})
     header, offset = decode_request_header(frame[4:])
-    with pytest.raises(UnsupportedVersionError, match="Heartbeat v3 is not supported .*none of its versions yet"):
+    assert offset == 2 + 2 + 4 + 3 + 1  # a flexible request header (v2): its tag byte read as the header's
+    with pytest.raises(UnsupportedVersionError, match="ConsumerGroupHeartbeat v0 is not supported .*none of its "
+                                                      "versions yet"):
         decode_request(header["api_key"], header["api_version"], frame[4:], offset)
-    assert decode_message(12, 3, "request", frame[4:], offset) == {
-        "group_id": "g", "generation_id": 2, "member_id": "m", "group_instance_id": None}
+    assert decode_message(68, 0, "request", frame[4:], offset) == {
+        "group_id": "g", "member_id": "m", "member_epoch": 0, "instance_id": None, "rack_id": None,
+        "rebalance_timeout_ms": -1, "subscribed_topic_names": None, "server_assignor": None, "topic_partitions": None}
+
+
+def test_consumer_group_heartbeat_refusal_has_the_null_assignment_of_kafkas_layout():
+    body = {"throttle_time_ms": 0, "error_code": 35, "error_message": "no", "member_id": None, "member_epoch": 0,
+            "heartbeat_interval_ms": 0}
+    frame = response_frame(68, 0, body, correlation_id=3)
+    expected = (b"\x00\x00\x00\x03" + b"\x00"    # correlation id, header tagged fields (header v1)
+                + b"\x00\x00\x00\x00" + b"\x00\x23"  # throttle, error 35
+                + b"\x03no" + b"\x00"                # compact nullable error message, null member id
+                + b"\x00\x00\x00\x00" * 2            # member epoch, heartbeat interval
+                + b"\xff"                             # Assignment: a null struct (presence -1)
+                + b"\x00")                            # the body's tagged fields
+    assert frame == struct.pack(">i", len(expected)) + expected
 
 
 def test_is_flexible():
     assert [is_flexible(18, v) for v in range(6)] == [False, False, False, True, True, True]
-    assert not any(is_flexible(key, version) for key in (0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 19, 20, 21, 22, 23, 32)
+    assert not any(is_flexible(key, version) for key in (0, 1, 2, 3, 8, 9, 11, 12, 13, 14, 15, 19, 20, 21, 22, 23, 32, 47)
                    for version in range(APIS[key].versions[0], APIS[key].versions[1] + 1))
+    assert [is_flexible(10, v) for v in range(5)] == [False, False, False, True, True]
+    assert [is_flexible(16, v) for v in range(5)] == [False, False, False, True, True]
+    assert [is_flexible(42, v) for v in range(3)] == [False, False, True]
+    assert is_flexible(68, 0) and is_flexible(68, 1)
     assert [is_flexible(44, 0), is_flexible(44, 1), is_flexible(1, 12), is_flexible(999, 0)] == [False, True, True, False]
 
 

@@ -1,0 +1,138 @@
+"""The coordinator's delayed operations, completed through the timer layer's purgatory.
+
+This module owns ``DelayedJoin`` (a join phase: completes when every member has rejoined, or after
+the group's rebalance timeout), ``InitialDelayedJoin`` (the first join of an empty group waits
+``group.initial.rebalance.delay.ms`` and extends itself while members keep arriving, KIP-134),
+``DelayedSync`` (the sync phase: completes when every member has synced, expires after the rebalance
+timeout and removes those that did not) and ``DelayedHeartbeat`` (one per member: a member whose
+session passes without a liveness event is removed), and the purgatory keys they are watched under.
+
+The decisions are the coordinator's; these classes only connect them to the purgatory's rules
+(``try_complete`` under the coordinator's lock, ``on_complete`` exactly once, on expiry too), which
+is why each takes the coordinator and calls back into it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..timer.purgatory import DelayedOperation
+
+if TYPE_CHECKING:  # the coordinator imports this module; only type checkers import it back
+    from .coordinator import GroupCoordinator
+    from .metadata import GroupMetadata
+
+
+def join_key(group_id: str) -> tuple[str, str]:
+    return ("join", group_id)
+
+
+def sync_key(group_id: str) -> tuple[str, str]:
+    return ("sync", group_id)
+
+
+def member_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return ("heartbeat", group_id, member_id)
+
+
+class DelayedJoin(DelayedOperation):
+    """The join phase of a rebalance (reference §4.3)."""
+
+    def __init__(self, coordinator: "GroupCoordinator", group: "GroupMetadata", rebalance_timeout_ms: int) -> None:
+        super().__init__(rebalance_timeout_ms, lock=coordinator.lock)
+        self.coordinator = coordinator
+        self.group = group
+
+    def try_complete(self) -> bool:
+        if self.coordinator.can_complete_join(self.group):
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        self.coordinator.on_complete_join(self.group, self)
+
+    def __repr__(self) -> str:
+        return f"DelayedJoin({self.group.group_id!r}, {self.delay_ms} ms)"
+
+
+class InitialDelayedJoin(DelayedJoin):
+    """The first join phase of an empty group (KIP-134): never completes early; when its delay ends
+    and a member arrived meanwhile, it is followed by another, up to the rebalance timeout."""
+
+    def __init__(self, coordinator: "GroupCoordinator", group: "GroupMetadata", configured_delay_ms: int,
+                 delay_ms: int, remaining_ms: int) -> None:
+        super().__init__(coordinator, group, delay_ms)
+        self.configured_delay_ms = configured_delay_ms
+        self.remaining_ms = remaining_ms
+
+    def try_complete(self) -> bool:
+        return False
+
+    def on_complete(self) -> None:
+        coordinator, group = self.coordinator, self.group
+        with coordinator.lock:
+            if group.new_member_added and self.remaining_ms != 0:
+                group.new_member_added = False
+                delay_ms = min(self.configured_delay_ms, self.remaining_ms)
+                remaining_ms = max(self.remaining_ms - self.delay_ms, 0)
+                follow_up = InitialDelayedJoin(coordinator, group, self.configured_delay_ms, delay_ms, remaining_ms)
+                group.join_op = follow_up
+                coordinator.rebalance_purgatory.try_complete_else_watch(follow_up, [join_key(group.group_id)])
+            else:
+                coordinator.on_complete_join(group, self)
+
+    def __repr__(self) -> str:
+        return f"InitialDelayedJoin({self.group.group_id!r}, {self.delay_ms} ms, {self.remaining_ms} ms left)"
+
+
+class DelayedSync(DelayedOperation):
+    """The sync phase after a join (reference §5.1, Kafka 3.0+): removes the members that never sent
+    SyncGroup once the rebalance timeout passes, so a silent leader cannot stall the group."""
+
+    def __init__(self, coordinator: "GroupCoordinator", group: "GroupMetadata", generation_id: int,
+                 rebalance_timeout_ms: int) -> None:
+        super().__init__(rebalance_timeout_ms, lock=coordinator.lock)
+        self.coordinator = coordinator
+        self.group = group
+        self.generation_id = generation_id
+
+    def try_complete(self) -> bool:
+        if self.coordinator.can_complete_sync(self.group, self.generation_id):
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        pass
+
+    def on_expiration(self) -> None:
+        self.coordinator.on_expire_sync(self.group, self.generation_id)
+
+    def __repr__(self) -> str:
+        return f"DelayedSync({self.group.group_id!r}, generation {self.generation_id})"
+
+
+class DelayedHeartbeat(DelayedOperation):
+    """A member's session (or a pending member id's wait to rejoin): completed by a liveness event,
+    expired when none came; the coordinator then removes the member (reference §5.2)."""
+
+    def __init__(self, coordinator: "GroupCoordinator", group: "GroupMetadata", member_id: str, is_pending: bool,
+                 timeout_ms: int) -> None:
+        super().__init__(timeout_ms, lock=coordinator.lock)
+        self.coordinator = coordinator
+        self.group = group
+        self.member_id = member_id
+        self.is_pending = is_pending
+
+    def try_complete(self) -> bool:
+        if self.coordinator.heartbeat_satisfied(self.group, self.member_id, self.is_pending):
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        pass
+
+    def on_expiration(self) -> None:
+        self.coordinator.on_expire_heartbeat(self.group, self.member_id, self.is_pending)
+
+    def __repr__(self) -> str:
+        return f"DelayedHeartbeat({self.group.group_id!r}, {self.member_id!r}, {self.delay_ms} ms)"

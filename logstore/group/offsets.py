@@ -1,0 +1,276 @@
+"""``OffsetManager``: committed offsets — commit, fetch, delete, and their retention (reference §6).
+
+This module owns the offset APIs of the coordinator: OffsetCommit's validation (members of the
+current generation, and generation -1 commits of ``assign()`` consumers into groups without
+members), the durable write before the answer (the cache is updated only once the record is
+fsynced), OffsetFetch (one partition, several, or all of a group), DeleteGroups and OffsetDelete
+(tombstones), and the periodic expiry of ``offsets.retention.minutes`` with Kafka's KIP-211 rules:
+an Empty group's offsets expire counted from when it became Empty, a group that never had members
+counts from each commit, a Stable consumer group keeps the offsets of topics it subscribes to. A
+group left Empty without offsets is removed (Dead) and its group record tombstoned.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Callable, Mapping
+
+from ..errors import LogStoreError
+from . import errors, formats
+from .consumer_protocol import decode_subscription
+from .metadata import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, GroupMetadata, OffsetAndMetadata
+from .results import OffsetCommit
+
+if TYPE_CHECKING:
+    from .coordinator import GroupCoordinator
+
+logger = logging.getLogger("logstore.group.offsets")
+
+TopicPartition = tuple[str, int]
+
+
+def subscribed_topics(group: GroupMetadata) -> set[str] | None:
+    """The topics a consumer group's members subscribe to, from their metadata; None when unknown
+    (not a consumer group, no protocol chosen, or metadata that does not parse)."""
+    if group.protocol_type != "consumer" or not group.protocol_name or not group.members:
+        return None
+    topics: set[str] = set()
+    try:
+        for member in group.members.values():
+            topics.update(decode_subscription(member.metadata(group.protocol_name)).topics)
+    except Exception:  # a client's opaque bytes that are not ConsumerProtocol: nothing is known
+        return None
+    return topics
+
+
+class OffsetManager:
+    """The offset side of a ``GroupCoordinator`` (shares its lock, groups and storage)."""
+
+    def __init__(self, coordinator: "GroupCoordinator") -> None:
+        self.coordinator = coordinator
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        store = self.coordinator.store
+        try:
+            return 0 <= partition < store.partitions(topic)
+        except LogStoreError:
+            return False
+
+    # --- OffsetCommit ----------------------------------------------------------------------------
+
+    def commit(self, group_id: str, generation_id: int, member_id: str,
+               offsets: Mapping[TopicPartition, OffsetCommit], *, group_instance_id: str | None = None,
+               retention_ms: int = -1, callback: Callable[[dict[TopicPartition, int]], None]) -> None:
+        """Commit ``offsets`` for a group; ``callback`` gets an error per partition once the commit
+        is durable (or refused). ``retention_ms`` is OffsetCommit v2–v4's (-1: the broker's)."""
+        coordinator = self.coordinator
+        results: dict[TopicPartition, int] = {}
+        error = coordinator._status_error(group_id, allow_empty_id=True)
+        if error != errors.NONE:
+            callback({key: error for key in offsets})
+            return
+        valid: dict[TopicPartition, OffsetCommit] = {}
+        for key, commit in offsets.items():
+            if self._partition_exists(*key):
+                valid[key] = commit
+            else:
+                results[key] = errors.UNKNOWN_TOPIC_OR_PARTITION
+        if not valid:  # nothing to commit: no group is created for it (Kafka never asks its coordinator)
+            callback(results)
+            return
+        with coordinator.lock:
+            group = coordinator.groups.get(group_id)
+            if group is None:
+                if generation_id >= 0:
+                    error = errors.ILLEGAL_GENERATION
+                else:  # an assign() consumer's (or an admin's) commit: a group without members
+                    group = coordinator.storage.add_group(GroupMetadata(group_id, coordinator.clock.time_ms()))
+            if group is not None:
+                error = self._validate_commit(group, generation_id, member_id, group_instance_id)
+            if error == errors.NONE and group.is_state(COMPLETING_REBALANCE):
+                error = errors.REBALANCE_IN_PROGRESS
+            if error != errors.NONE:
+                results.update({key: error for key in valid})
+                callback(results)
+                return
+            member = group.members.get(member_id)
+            if member is not None and group.state in (STABLE, PREPARING_REBALANCE):
+                coordinator.complete_and_schedule_next_heartbeat(group, member)
+            now_ms = coordinator.clock.time_ms()
+            limit = coordinator.config.offset_metadata_max_bytes
+            to_store: dict[TopicPartition, OffsetAndMetadata] = {}
+            for key, commit in valid.items():
+                if commit.metadata is not None and len(commit.metadata.encode("utf-8")) > limit:
+                    results[key] = errors.OFFSET_METADATA_TOO_LARGE
+                    continue
+                to_store[key] = OffsetAndMetadata(
+                    commit.offset, commit.leader_epoch, commit.metadata,
+                    commit.commit_timestamp_ms if commit.commit_timestamp_ms != -1 else now_ms,
+                    now_ms + retention_ms if retention_ms != -1 else None)
+            if not to_store:
+                callback(results)
+                return
+
+            def stored(error: int, first_position: int) -> None:
+                with coordinator.lock:
+                    if error == errors.NONE and not group.is_state(DEAD):
+                        for position, (key, value) in enumerate(to_store.items(), first_position):
+                            # Fsyncs can complete out of order: the later record must win.
+                            if group.offset_positions.get(key, -1) < position:
+                                group.offsets[key] = value
+                                group.offset_positions[key] = position
+                    mapped = {errors.KAFKA_STORAGE_ERROR: errors.NOT_COORDINATOR}.get(error, error)
+                    results.update({key: mapped for key in to_store})
+                callback(results)
+
+            coordinator.storage.store_offsets(group_id, to_store, stored)
+
+    def _validate_commit(self, group: GroupMetadata, generation_id: int, member_id: str,
+                         group_instance_id: str | None) -> int:
+        if group.is_state(DEAD):
+            return errors.COORDINATOR_NOT_AVAILABLE
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            error = self.coordinator.validate_member(group, member_id, group_instance_id)
+            if error != errors.NONE:
+                return error
+            return errors.ILLEGAL_GENERATION if generation_id != group.generation_id else errors.NONE
+        # generation -1 without a member: only while the group has no members
+        return errors.NONE if group.is_state(EMPTY) else errors.UNKNOWN_MEMBER_ID
+
+    # --- OffsetFetch -----------------------------------------------------------------------------
+
+    def fetch(self, group_id: str, partitions: list[TopicPartition] | None
+              ) -> tuple[int, dict[TopicPartition, OffsetAndMetadata | None]]:
+        """(error, committed offset per partition: None where nothing is committed); ``partitions``
+        None asks for every committed partition of the group. Answered whatever the group's state."""
+        coordinator = self.coordinator
+        error = coordinator._status_error(group_id, allow_empty_id=True)
+        if error != errors.NONE:
+            return error, {}
+        with coordinator.lock:
+            group = coordinator.groups.get(group_id)
+            if group is None or group.is_state(DEAD):
+                return errors.NONE, {} if partitions is None else {key: None for key in partitions}
+            if partitions is None:
+                return errors.NONE, dict(group.offsets)
+            return errors.NONE, {key: group.offsets.get(key) for key in partitions}
+
+    # --- deleting --------------------------------------------------------------------------------
+
+    def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
+        """Delete Empty groups (their offsets and record tombstoned): NONE, NON_EMPTY_GROUP for a
+        group with members, GROUP_ID_NOT_FOUND for an unknown one."""
+        coordinator = self.coordinator
+        results: dict[str, int] = {}
+        for group_id in group_ids:
+            error = coordinator._status_error(group_id, allow_empty_id=True)
+            if error != errors.NONE:
+                results[group_id] = error
+                continue
+            with coordinator.lock:
+                group = coordinator.groups.get(group_id)
+                if group is None or group.is_state(DEAD):
+                    results[group_id] = errors.GROUP_ID_NOT_FOUND
+                elif not group.is_state(EMPTY):
+                    results[group_id] = errors.NON_EMPTY_GROUP
+                else:
+                    removed = list(group.offsets)
+                    group.offsets.clear()
+                    group.offset_positions.clear()
+                    group.transition_to(DEAD, coordinator.clock.time_ms())
+                    coordinator.storage.remove_group(group_id)
+                    self._tombstone(group, removed, group_key=group.generation_id > 0)
+                    logger.info("group %s deleted (%d committed offset(s))", group_id, len(removed))
+                    results[group_id] = errors.NONE
+        return results
+
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]
+                       ) -> tuple[int, dict[TopicPartition, int]]:
+        """OffsetDelete: remove a group's offsets for ``partitions`` unless an active consumer group
+        subscribes to their topic (GROUP_SUBSCRIBED_TO_TOPIC)."""
+        coordinator = self.coordinator
+        error = coordinator._status_error(group_id, allow_empty_id=True)
+        if error != errors.NONE:
+            return error, {}
+        with coordinator.lock:
+            group = coordinator.groups.get(group_id)
+            if group is None or group.is_state(DEAD):
+                return errors.GROUP_ID_NOT_FOUND, {}
+            if not group.is_state(EMPTY) and group.protocol_type != "consumer":
+                return errors.NON_EMPTY_GROUP, {}
+            subscribed = None if group.is_state(EMPTY) else subscribed_topics(group)
+            results: dict[TopicPartition, int] = {}
+            removed = []
+            for key in partitions:
+                if not self._partition_exists(*key):
+                    results[key] = errors.UNKNOWN_TOPIC_OR_PARTITION
+                elif not group.is_state(EMPTY) and (subscribed is None or key[0] in subscribed):
+                    results[key] = errors.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    if group.offsets.pop(key, None) is not None:
+                        group.offset_positions.pop(key, None)
+                        removed.append(key)
+                    results[key] = errors.NONE
+            self._tombstone(group, removed, group_key=False)
+            return errors.NONE, results
+
+    def _tombstone(self, group: GroupMetadata, removed: list[TopicPartition], group_key: bool) -> None:
+        keys = [formats.encode_offset_key(group.group_id, topic, partition) for topic, partition in removed]
+        if group_key:
+            keys.append(formats.encode_group_key(group.group_id))
+        self.coordinator.storage.write_tombstones(self.coordinator.partition_for(group.group_id), keys)
+
+    # --- retention -------------------------------------------------------------------------------
+
+    def remove_expired(self, now_ms: int | None = None) -> int:
+        """One retention round (``offsets.retention.check.interval.ms``): expire offsets by KIP-211's
+        rules, tombstone them, and remove Empty groups left without offsets. Returns how many
+        offsets expired."""
+        coordinator = self.coordinator
+        if not coordinator.active or coordinator.store.read_only:
+            return 0
+        now_ms = coordinator.clock.time_ms() if now_ms is None else now_ms
+        retention_ms = coordinator.config.offsets_retention_ms
+        expired_total = 0
+        with coordinator.lock:
+            for group in list(coordinator.groups.values()):
+                expired = self._expired_offsets(group, now_ms, retention_ms)
+                for key in expired:
+                    group.offsets.pop(key, None)
+                    group.offset_positions.pop(key, None)
+                gone = group.is_state(EMPTY) and not group.offsets
+                if gone:
+                    group.transition_to(DEAD, now_ms)
+                    coordinator.storage.remove_group(group.group_id)
+                if expired or gone:
+                    self._tombstone(group, expired, group_key=gone and group.generation_id > 0)
+                    logger.info("group %s: %d offset(s) expired%s", group.group_id, len(expired),
+                                "; group removed" if gone else "")
+                expired_total += len(expired)
+        return expired_total
+
+    @staticmethod
+    def _expired_offsets(group: GroupMetadata, now_ms: int, retention_ms: int) -> list[TopicPartition]:
+        def expired(base_of: Callable[[OffsetAndMetadata], int], keep: set[str] = frozenset()) -> list:
+            found = []
+            for key, value in group.offsets.items():
+                if key[0] in keep:
+                    continue
+                if value.expire_timestamp_ms is not None:  # OffsetCommit v2-v4 set its own expiry
+                    if now_ms >= value.expire_timestamp_ms:
+                        found.append(key)
+                elif now_ms - base_of(value) >= retention_ms:
+                    found.append(key)
+            return found
+
+        if group.protocol_type and group.is_state(EMPTY):
+            state_ms = group.state_timestamp_ms
+            return expired(lambda value: state_ms if state_ms is not None else value.commit_timestamp_ms)
+        if group.protocol_type == "consumer" and group.is_state(STABLE):
+            topics = subscribed_topics(group)
+            if topics is not None:
+                return expired(lambda value: value.commit_timestamp_ms, topics)
+            return []
+        if not group.protocol_type:
+            return expired(lambda value: value.commit_timestamp_ms)
+        return []

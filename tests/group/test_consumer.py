@@ -1,0 +1,99 @@
+"""The in-process ``Consumer``: group membership through the same coordinator the server uses, the
+partitions shared between members, positions from committed offsets, commits that survive a reopen.
+
+These run a threaded coordinator on the real clock (a consumer is a client with a heartbeat thread),
+so each wait is bounded in time."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from logstore.group.consumer import Consumer, GroupRequestError
+from logstore.group.coordinator import GroupCoordinator
+from logstore.manager.log_manager import LogManager
+from logstore.records.decoder import Record
+
+FAST = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 3}
+CONSUMER = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 100, "rebalance_timeout_ms": 10000}
+
+
+@pytest.fixture
+def store(tmp_path):
+    with LogManager([str(tmp_path / "store")]) as opened:
+        opened.create_topic("t", partitions=4)
+        for partition in range(4):
+            opened.append("t", [Record(key=b"k", value=f"{partition}-{i}".encode()) for i in range(10)],
+                          partition=partition)
+        yield opened
+
+
+def poll_until(consumers, condition, timeout_s=20.0):
+    """Poll every consumer (each on its own thread, as applications do) until ``condition()``."""
+    deadline = time.monotonic() + timeout_s
+    got = {id(consumer): [] for consumer in consumers}
+    while time.monotonic() < deadline:
+        threads = [threading.Thread(target=lambda c=c: got[id(c)].extend(c.poll(100))) for c in consumers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        if condition():
+            return got
+    raise AssertionError(f"not reached in {timeout_s} s: {[c.assignment() for c in consumers]}")
+
+
+def test_two_consumers_split_four_partitions_and_one_takes_all_after_the_other_leaves(store):
+    coordinator = GroupCoordinator.of(store, FAST)
+    first = Consumer(store, "g", ["t"], coordinator=coordinator, **CONSUMER)
+    second = Consumer(store, "g", ["t"], coordinator=coordinator, **CONSUMER)
+    try:
+        got = poll_until([first, second], lambda: len(first.assignment()) == len(second.assignment()) == 2)
+        assert sorted(first.assignment() + second.assignment()) == [("t", p) for p in range(4)]
+        consumed = got[id(first)] + got[id(second)]
+        assert len({(r.partition, r.offset) for r in consumed}) <= 40
+        second.close()
+        poll_until([first], lambda: len(first.assignment()) == 4)
+    finally:
+        first.close()
+        second.close()
+
+
+def test_positions_start_at_the_committed_offsets_and_commits_survive_a_reopen(tmp_path):
+    path = str(tmp_path / "store")
+    with LogManager([path]) as store:
+        store.create_topic("t", partitions=1)
+        store.append("t", [Record(value=str(i).encode()) for i in range(100)], partition=0)
+        with Consumer(store, "g", ["t"], coordinator_config=FAST, **CONSUMER) as consumer:
+            records = []
+            while len(records) < 30:
+                records.extend(consumer.poll(200))
+            consumer.commit({("t", 0): 30})
+            assert consumer.committed("t", 0) == 30
+    with LogManager([path]) as store:
+        with Consumer(store, "g", ["t"], coordinator_config=FAST, **CONSUMER) as consumer:
+            records = consumer.poll(2000)
+            assert records and records[0].offset == 30 and records[0].value == b"30"
+
+
+def test_a_commit_by_a_stale_generation_is_refused_and_the_consumer_rejoins(store):
+    coordinator = GroupCoordinator.of(store, FAST)
+    with Consumer(store, "g", ["t"], coordinator=coordinator, **CONSUMER) as consumer:
+        consumer.poll(100)
+        consumer.generation_id -= 1  # as if a rebalance happened behind its back
+        with pytest.raises(GroupRequestError, match="ILLEGAL_GENERATION"):
+            consumer.commit({("t", 0): 1})
+        consumer.poll(100)  # rejoins
+        consumer.commit({("t", 0): 1})
+        assert consumer.committed("t", 0) == 1
+
+
+def test_bad_arguments_name_the_value(store):
+    with pytest.raises(ValueError, match="auto_offset_reset"):
+        Consumer(store, "g", ["t"], auto_offset_reset="middle")
+    with pytest.raises(ValueError, match="group_id"):
+        Consumer(store, "", ["t"])
+    with pytest.raises(ValueError, match="assignors"):
+        Consumer(store, "g", ["t"], assignors=["sticky"])
