@@ -146,6 +146,13 @@ def member_id(member: GroupMember) -> str:
     return member.of("assigned")[-1]["member_id"]
 
 
+def generation(member: GroupMember, since: int = 0) -> int | None:
+    """The generation of its last assignment from ``since`` on, where the client tells it
+    (kafka-python, aiokafka); None otherwise."""
+    assigned = [e for e in member.events[since:] if e["event"] == "assigned"]
+    return assigned[-1].get("generation") if assigned else None
+
+
 # --- a. two members split the partitions ----------------------------------------------------------
 
 @pytest.mark.parametrize("client", EVERY_CLIENT)
@@ -162,6 +169,7 @@ def test_two_members_split_four_partitions(group_broker, members, group, topic, 
         strays = {(p, v) for p, _, v in member.consumed() if (p, v) in sent and p not in held[member.name]}
         assert not strays, f"{member.name} consumed records of partitions it does not hold: {sorted(strays)}"
     check_described(described(bootstrap, group, 2), topic, held, {a.name: member_id(a), b.name: member_id(b)})
+    assert generation(a) == generation(b), "the two members hold assignments of different generations"
 
 
 # --- b. a member leaves -----------------------------------------------------------------------------
@@ -174,12 +182,15 @@ def test_member_that_closes_hands_its_partitions_over(group_broker, members, gro
     make_topic(bootstrap, topic)
     a, b = start_pair(members, client, client, bootstrap, group, topic)
     mark = a.mark()
+    before = generation(a)
     closed_at = time.monotonic()
     b.close()
     got_all = a.wait_assignment(ALL, REBALANCE_S, since=mark)
     waited = got_all["at"] - closed_at
     assert waited < SESSION_MS / 1000 - 1, \
         f"A got B's partitions {waited:.1f}s after B closed: by session expiry, not by LeaveGroup\n{a.report()}"
+    if before is not None:
+        assert generation(a, mark) == before + 1, f"one rebalance, one generation more\n{a.report()}"
     check_described(described(bootstrap, group, 1), topic, {a.name: ALL}, {a.name: member_id(a)})
 
 
@@ -193,8 +204,12 @@ def test_killed_member_is_evicted_after_the_session_timeout(group_broker, member
     make_topic(bootstrap, topic)
     a, b = start_pair(members, client, client, bootstrap, group, topic)
     mark = a.mark()
+    before = generation(a)
     b.kill()
     killed_at = time.monotonic()
+    # until B's session expires the group is as it was: Stable, B still a member
+    check_described(described(bootstrap, group, 2, timeout_s=0), topic, {a.name: a.assignment, b.name: b.assignment},
+                    {a.name: member_id(a), b.name: member_id(b)})
     got_all = a.wait_assignment(ALL, SESSION_MS / 1000 + REBALANCE_S, since=mark)
     waited = got_all["at"] - killed_at
     # B's last heartbeat was at most one interval before the kill; a little slack for scheduling.
@@ -203,6 +218,9 @@ def test_killed_member_is_evicted_after_the_session_timeout(group_broker, member
                                 f"({SESSION_MS} ms) could expire\n{a.report()}")
     early = [e for e in a.events[mark:] if e["event"] in ("revoked", "lost") and e["at"] < killed_at + earliest]
     assert not early, f"A saw a rebalance before B's session expired: {early}"
+    if before is not None:
+        assert generation(a, mark) == before + 1, f"one rebalance, one generation more\n{a.report()}"
+    check_described(described(bootstrap, group, 1), topic, {a.name: ALL}, {a.name: member_id(a)})
 
 
 # --- d. committed offsets survive a restart ---------------------------------------------------------
@@ -237,6 +255,10 @@ def test_committed_offsets_survive_a_server_restart(serve_process, members, grou
     if how != "none":
         serve_process.restart(how)
         bootstrap = serve_process.bootstrap_servers
+    # the group (its last member left) is there, Empty: loaded from __consumer_offsets, not unknown ("Dead")
+    description = describe_group(bootstrap, group)
+    assert description["state"] == "Empty" and not description["members"], \
+        f"after a {how} restart: {description}\n--- server log:\n{serve_process.log_tail()}"
     second = members(client, bootstrap, group, topic, name=f"{client}-second")
     try:
         wait_consumed(second, sent - {(p, v) for p, _, v in before}, REBALANCE_S + 10, f"after a {how} restart")
@@ -343,6 +365,7 @@ def test_static_member_restarts_without_a_rebalance(group_broker, members, group
     check_described(description, topic, {a.name: a.assignment, again.name: again.assignment},
                     {a.name: member_id(a), again.name: member_id(again)})
     assert member_id(again) != old_member_id, "the restarted static member kept its old member id"
+    assert generation(again) == generation(b), "the static member came back in another generation"
     if not TANSU_DESCRIBE:
         instances = {m["group_instance_id"]: m["member_id"] for m in description["members"]}
         assert instances == {f"{group}-a": member_id(a), f"{group}-b": member_id(again)}, description
