@@ -27,8 +27,11 @@ import importlib.util
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -177,7 +180,7 @@ def _tansu(workdir: Path):
 
 
 @contextlib.contextmanager
-def _logstore(workdir: Path):
+def _logstore(workdir: Path, settings: dict | None = None):
     # Imported here, not at the top: until the server lands these imports fail, and then only the
     # tests that use a broker error (the drivers and Tansu mode keep working).
     from logstore import LogManager
@@ -185,12 +188,122 @@ def _logstore(workdir: Path):
 
     data = workdir / "data"
     with LogManager([str(data)]) as store, \
-            KafkaServer(store, listen="127.0.0.1:0", config={"num.partitions": 1}) as server:
+            KafkaServer(store, listen="127.0.0.1:0", config={"num.partitions": 1, **(settings or {})}) as server:
         yield Broker("logstore", server.bootstrap_servers, store=server.store, data_dirs=[str(data)])
 
 
-def start_broker(workdir: Path):
-    return _tansu(workdir) if TANSU else _logstore(workdir)
+def start_broker(workdir: Path, settings: dict | None = None):
+    """A broker in ``workdir``: ours with the server ``settings`` (Kafka's broker names) added, or
+    Tansu (which takes no settings: they are ignored)."""
+    return _tansu(workdir) if TANSU else _logstore(workdir, settings)
+
+
+# The group coordinator's settings for the consumer-group tests: no initial rebalance delay (Kafka's
+# default of 3 s would be paid by every group's first join). Tansu 0.6.0 has no such setting (its
+# groups wait about 3 s for their first join anyway).
+GROUP_SETTINGS = {"group.initial.rebalance.delay.ms": 0}
+
+
+class ServeProcess:
+    """``logstore serve`` as a process on one data dir, for tests that restart the server: ``start()``,
+    ``stop()`` (SIGTERM: a clean shutdown), ``kill9()``, ``restart(how)`` with how "clean" or "kill9";
+    ``bootstrap_servers`` is the current address (a restart may bind another port); each run's
+    stderr (the server's log) goes to ``log_path``. Under Tansu the broker is Tansu's memory engine,
+    which keeps nothing across a restart, so ``can_restart`` is False there."""
+
+    def __init__(self, workdir: Path, settings: dict | None = None):
+        self.workdir = workdir
+        self.data = workdir / "data"
+        self.settings = dict(settings or {})
+        self.log_path = workdir / "serve.log"
+        self.can_restart = not TANSU
+        self.process: subprocess.Popen | None = None
+        self._tansu = None
+        self.bootstrap_servers = ""
+        self.port = 0
+
+    def start(self) -> "ServeProcess":
+        if TANSU:
+            self._tansu = _tansu(self.workdir)
+            self.bootstrap_servers = self._tansu.__enter__().bootstrap_servers
+            return self
+        command = [sys.executable, "-P", "-m", "logstore.cli", "-v", "--dir", str(self.data)]
+        for key, value in self.settings.items():
+            command += ["--set", f"{key}={value}"]
+        # The same port across restarts when it can be had again (a client that outlives the
+        # restart reconnects to it), else a free one.
+        command += ["serve", "--listen", f"127.0.0.1:{self.port}"]
+        with open(self.log_path, "ab") as log:
+            log.write(f"=== {' '.join(command)}\n".encode())
+            log.flush()
+            self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
+                                            text=True)
+        line = self._first_line(30)
+        if not line.startswith("logstore serve: listening on "):
+            self.process.kill()
+            self.process.wait(10)
+            raise RuntimeError(f"logstore serve did not start: {line!r}\n{self.log_tail()}")
+        self.bootstrap_servers = line.split("listening on ", 1)[1].split()[0]
+        self.port = int(self.bootstrap_servers.rsplit(":", 1)[1])
+        return self
+
+    def _first_line(self, timeout_s: float) -> str:
+        got: list[str] = []
+        reader = threading.Thread(target=lambda: got.append(self.process.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(timeout_s)
+        return got[0] if got else ""
+
+    def log_tail(self, chars: int = 6000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def stop(self, timeout_s: float = 20.0) -> int | None:
+        """SIGTERM and wait (SIGKILL after ``timeout_s``); the exit code."""
+        if self._tansu is not None:
+            self._tansu.__exit__(None, None, None)
+            self._tansu = None
+            return 0
+        if self.process is None or self.process.poll() is not None:
+            return None if self.process is None else self.process.returncode
+        self.process.terminate()
+        try:
+            return self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+            raise AssertionError(f"logstore serve ignored SIGTERM for {timeout_s}s\n{self.log_tail()}") from None
+        finally:
+            self.process.stdout.close()
+
+    def kill9(self) -> None:
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.send_signal(signal.SIGKILL)
+                self.process.wait(10)
+            self.process.stdout.close()
+
+    def restart(self, how: str) -> None:
+        assert self.can_restart, "Tansu's memory engine keeps nothing across a restart"
+        if how == "clean":
+            code = self.stop()
+            assert code == 0, f"logstore serve exited {code} on SIGTERM\n{self.log_tail()}"
+        elif how == "kill9":
+            self.kill9()
+        else:
+            raise ValueError(f"restart how? {how!r}")
+        for attempt in range(12):  # bounded: the old port may linger a moment after a kill
+            try:
+                self.start()
+                return
+            except RuntimeError:
+                if attempt == 11:
+                    raise
+                if attempt == 7:
+                    self.port = 0  # give up on the old port
+                time.sleep(0.25)
 
 
 @pytest.fixture(scope="session")
@@ -205,6 +318,28 @@ def fresh_broker(tmp_path):
     """A broker of its own for one test (an empty store)."""
     with start_broker(tmp_path) as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def group_broker(tmp_path_factory):
+    """One broker for the session's consumer-group tests, with ``GROUP_SETTINGS`` (each test uses its
+    own groups and topics)."""
+    with start_broker(tmp_path_factory.mktemp("group-broker"), GROUP_SETTINGS) as running:
+        yield running
+
+
+@pytest.fixture
+def serve_process(tmp_path):
+    """``logstore serve`` as a process of its own (``ServeProcess``, with ``GROUP_SETTINGS``), for
+    tests that restart it; stopped by the finalizer."""
+    served = ServeProcess(tmp_path, GROUP_SETTINGS)
+    try:
+        yield served.start()
+    finally:
+        if served.process is not None:
+            served.kill9()
+        else:
+            served.stop()
 
 
 @pytest.fixture(scope="session")
