@@ -21,11 +21,14 @@ Every wait is bounded; every member process is killed in the fixture's finalizer
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 import uuid
 
 import pytest
-from conftest import TANSU, tansu_gets_wrong
+from conftest import TANSU, logstore_only, tansu_gets_wrong
 
 from clients.confluent_driver import ConfluentDriver
 from clients.groups import GroupMember, describe_group, wait_split
@@ -395,3 +398,47 @@ def test_consumer_group_protocol_fails_clearly_and_the_server_stays_healthy(grou
     modern.close()
     classic = members("confluent-kafka", bootstrap, f"{group}-classic", topic, name="classic")
     classic.wait_assignment(ALL, REBALANCE_S)
+
+
+# --- logstore groups describe beside the server --------------------------------------------------
+
+@logstore_only("the CLI reads our server's data dir")
+def test_groups_describe_beside_the_server_shows_what_real_clients_did(serve_process, members, group, topic):
+    """While `logstore serve` runs, `logstore groups describe` (a read-only view of its data dir)
+    shows a real client's group: the member and its four partitions while it is in the group, then,
+    after another committed 15 of 40 records and left, its committed offsets and the lag per partition."""
+    bootstrap = serve_process.bootstrap_servers
+    make_topic(bootstrap, topic)
+    produce(bootstrap, topic, PER_PARTITION, "lag")
+
+    def describe() -> dict:
+        command = [sys.executable, "-P", "-m", "logstore.cli", "--dir", str(serve_process.data),
+                   "groups", "describe", group, "--json"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    live = members("kafka-python", bootstrap, group, topic, name="live")
+    live.wait_for(lambda e: e["event"] == "assigned" and len(e.get("assignment") or ()) == 4, REBALANCE_S, "assigned")
+    deadline = time.monotonic() + 20  # the group record is written when the leader's assignment is stored
+    while True:
+        described = describe()
+        if described["state"] == "Stable" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert described["state"] == "Stable" and len(described["members"]) == 1, described
+    assert sorted(map(tuple, described["members"][0]["partitions"])) == [(topic, p) for p in PARTITIONS]
+    live.close()
+
+    first = members("kafka-python", bootstrap, group, topic, name="first", stop_after=15)
+    first.wait_for(lambda e: e["event"] in ("committed", "error"), REBALANCE_S + 10, "commit")
+    first.wait_exit(20)
+    committed = first.committed()
+    described = describe()
+    assert described["state"] == "Empty" and described["members"] == []
+    by_partition = {entry["partition"]: entry for entry in described["partitions"] if entry["topic"] == topic}
+    for partition, offset in committed.items():
+        entry = by_partition[int(partition)]
+        assert (entry["committed_offset"], entry["log_end_offset"], entry["lag"]) == \
+            (offset, PER_PARTITION, PER_PARTITION - offset), described
+    assert sum(committed.values()) == 15  # what it consumed, committed: the rest is the lag shown
