@@ -289,3 +289,25 @@ def test_a_new_member_parked_too_long_is_dropped(env):
         env.heartbeat("g", 1, a)  # a and b keep heartbeating but never rejoin
         env.heartbeat("g", 1, b)
     assert newcomer[-1].error_code == errors.UNKNOWN_MEMBER_ID
+
+
+def test_describe_shows_metadata_and_assignments_only_when_stable(env):
+    a, b = env.form(protocols=[("range", b"subscription")])
+    summary = env.coordinator.describe_group("g")
+    assert (summary.state, summary.protocol_type, summary.protocol_name) == ("Stable", "consumer", "range")
+    assert {(m.member_id, m.metadata, m.assignment) for m in summary.members} == \
+        {(a, b"subscription", a.encode()), (b, b"subscription", b.encode())}
+    env.join(member_id=a, protocols=[("range", b"subscription")])  # a rebalance starts
+    summary = env.coordinator.describe_group("g")
+    assert summary.state == "PreparingRebalance" and summary.protocol_name == ""
+    assert all(m.metadata == b"" and m.assignment == b"" for m in summary.members) and len(summary.members) == 2
+    unknown = env.coordinator.describe_group("nothing")
+    assert (unknown.error_code, unknown.state, unknown.members) == (0, "Dead", [])
+
+
+def test_list_groups_filters_by_state(env):
+    env.form(group="stable-one")
+    env.commit("simple", {("t", 0): 1})
+    _, stable = env.coordinator.list_groups(["Stable"])
+    _, empty = env.coordinator.list_groups(["empty"])  # case-insensitive, as Kafka parses states
+    assert [g.group_id for g in stable] == ["stable-one"] and [g.group_id for g in empty] == ["simple"]
