@@ -226,7 +226,8 @@ class GroupCoordinator:
             # retries a lost JoinGroup does not leave a ghost member behind.
             group.pending_members.add(new_member_id)
             self.heartbeat_purgatory.try_complete_else_watch(
-                DelayedHeartbeat(self, group, new_member_id, True, session_timeout_ms),
+                DelayedHeartbeat(self, group, new_member_id, True, session_timeout_ms,
+                                 self.clock.monotonic_ms() + session_timeout_ms),
                 [member_key(group.group_id, new_member_id)])
             callback(JoinResult.error(errors.MEMBER_ID_REQUIRED, new_member_id))
             return
@@ -316,6 +317,7 @@ class GroupCoordinator:
         previous_leader = group.leader_id
         member = group.replace_static_member(instance_id, old_member_id, new_member_id)
         self.heartbeat_purgatory.cancel_for_key(member_key(group.group_id, old_member_id))
+        member.heartbeat_op = None  # that timer watched the old id
         self.complete_and_schedule_next_heartbeat(group, member)
         group.update_protocols(member, protocols)
         member.session_timeout_ms = session_timeout_ms
@@ -537,35 +539,48 @@ class GroupCoordinator:
 
     def complete_and_schedule_next_heartbeat(self, group: GroupMetadata, member: MemberMetadata,
                                              timeout_ms: int | None = None) -> None:
-        """A liveness event: end the member's current session timer and start the next one."""
-        key = member_key(group.group_id, member.member_id)
-        member.heartbeat_satisfied = True
-        self.heartbeat_purgatory.check_and_complete(key)
-        member.heartbeat_satisfied = False
-        timeout_ms = member.session_timeout_ms if timeout_ms is None else timeout_ms
-        member.heartbeat_deadline_ms = self.clock.monotonic_ms() + timeout_ms
-        self.heartbeat_purgatory.try_complete_else_watch(
-            DelayedHeartbeat(self, group, member.member_id, False, timeout_ms), [key])
+        """A liveness event: the member's session now ends ``timeout_ms`` (its session timeout) from now.
 
-    def heartbeat_satisfied(self, group: GroupMetadata, member_id: str, is_pending: bool) -> bool:
+        The member keeps one DelayedHeartbeat on the timing wheel. A liveness event only moves the
+        deadline when that timer fires no later than the new deadline: when it fires it finds the
+        later deadline and re-arms for the rest (so a heartbeat or a commit costs no timer work). A
+        deadline earlier than the live timer's (a new member's 5 minutes becoming its session
+        timeout) replaces the timer."""
+        timeout_ms = member.session_timeout_ms if timeout_ms is None else timeout_ms
+        deadline_ms = self.clock.monotonic_ms() + timeout_ms
+        member.heartbeat_deadline_ms = deadline_ms
+        live = member.heartbeat_op
+        if live is not None and not live.is_completed():
+            if live.deadline_ms <= deadline_ms:
+                return
+            live.force_complete()  # superseded: completed (not just cancelled) so the purgatory purges it
+        self._arm_heartbeat(group, member, timeout_ms)
+
+    def _arm_heartbeat(self, group: GroupMetadata, member: MemberMetadata, delay_ms: int) -> None:
+        operation = DelayedHeartbeat(self, group, member.member_id, False, delay_ms,
+                                     self.clock.monotonic_ms() + delay_ms)
+        member.heartbeat_op = operation
+        self.heartbeat_purgatory.try_complete_else_watch(operation, [member_key(group.group_id, member.member_id)])
+
+    def heartbeat_obsolete(self, operation: DelayedHeartbeat) -> bool:
+        """Whether a heartbeat timer has nothing left to watch (the member or pending id is gone)."""
+        group = operation.group
         if group.is_state(DEAD):
             return True
-        if is_pending:
-            return member_id in group.members or member_id not in group.pending_members
-        member = group.members.get(member_id)
-        return member is None or self._is_alive(member)
+        if operation.is_pending:
+            return operation.member_id in group.members or operation.member_id not in group.pending_members
+        member = group.members.get(operation.member_id)
+        return member is None or member.heartbeat_op is not operation
 
-    @staticmethod
-    def _is_alive(member: MemberMetadata) -> bool:
-        if member.is_new:
-            return member.heartbeat_satisfied
-        return member.awaiting_join is not None or member.awaiting_sync is not None or member.heartbeat_satisfied
-
-    def on_expire_heartbeat(self, group: GroupMetadata, member_id: str, is_pending: bool) -> None:
+    def on_expire_heartbeat(self, operation: DelayedHeartbeat) -> None:
+        """A heartbeat timer fired: re-arm if the session was extended meanwhile; otherwise remove the
+        member unless it is parked in a JoinGroup or SyncGroup (which counts as alive, except for a
+        new member: it has 5 minutes to complete its first join)."""
+        group, member_id = operation.group, operation.member_id
         with self.lock:
             if group.is_state(DEAD):
                 return
-            if is_pending:
+            if operation.is_pending:
                 if member_id in group.pending_members:
                     logger.info("group %s: pending member %s did not rejoin in time", group.group_id, member_id)
                     group.pending_members.discard(member_id)
@@ -573,10 +588,18 @@ class GroupCoordinator:
                         self.rebalance_purgatory.check_and_complete(join_key(group.group_id))
                 return
             member = group.members.get(member_id)
-            if member is not None and not self._is_alive(member):
-                logger.info("group %s: member %s missed its session (%d ms), removing it", group.group_id,
-                            member_id, member.session_timeout_ms)
-                self.remove_member_and_update_group(group, member, "session timeout")
+            if member is None or member.heartbeat_op is not operation:
+                return
+            member.heartbeat_op = None
+            remaining_ms = member.heartbeat_deadline_ms - self.clock.monotonic_ms()
+            if remaining_ms > 0:
+                self._arm_heartbeat(group, member, remaining_ms)
+                return
+            if not member.is_new and (member.awaiting_join is not None or member.awaiting_sync is not None):
+                return  # parked: alive; the join or sync completion starts its next session
+            logger.info("group %s: member %s missed its session (%d ms), removing it", group.group_id,
+                        member_id, member.session_timeout_ms)
+            self.remove_member_and_update_group(group, member, "session timeout")
 
     def remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
         """Remove ``member`` (answering its parked JoinGroup UNKNOWN_MEMBER_ID so it rejoins) and

@@ -112,19 +112,22 @@ class DelayedSync(DelayedOperation):
 
 
 class DelayedHeartbeat(DelayedOperation):
-    """A member's session (or a pending member id's wait to rejoin): completed by a liveness event,
-    expired when none came; the coordinator then removes the member (reference §5.2)."""
+    """A member's session (or a pending member id's wait to rejoin), ending at ``deadline_ms``
+    (monotonic). It completes early only when there is nothing left to watch (the member left);
+    on expiry the coordinator re-arms it if a liveness event moved the member's deadline, and
+    otherwise removes the member (reference §5.2)."""
 
     def __init__(self, coordinator: "GroupCoordinator", group: "GroupMetadata", member_id: str, is_pending: bool,
-                 timeout_ms: int) -> None:
+                 timeout_ms: int, deadline_ms: int) -> None:
         super().__init__(timeout_ms, lock=coordinator.lock)
         self.coordinator = coordinator
         self.group = group
         self.member_id = member_id
         self.is_pending = is_pending
+        self.deadline_ms = deadline_ms
 
     def try_complete(self) -> bool:
-        if self.coordinator.heartbeat_satisfied(self.group, self.member_id, self.is_pending):
+        if self.coordinator.heartbeat_obsolete(self):
             return self.force_complete()
         return False
 
@@ -132,7 +135,7 @@ class DelayedHeartbeat(DelayedOperation):
         pass
 
     def on_expiration(self) -> None:
-        self.coordinator.on_expire_heartbeat(self.group, self.member_id, self.is_pending)
+        self.coordinator.on_expire_heartbeat(self)
 
     def __repr__(self) -> str:
         return f"DelayedHeartbeat({self.group.group_id!r}, {self.member_id!r}, {self.delay_ms} ms)"

@@ -68,6 +68,11 @@ _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _UNIT = struct.Struct(">H")
 _BITS = {_INT16: 16, _INT32: 32, _INT64: 64}
+# The hot records (one per partition of every commit) packed in one call each; anything these
+# cannot pack (a wrong type, a value out of range) goes through ``Writer``, which names the field.
+_OFFSET_KEY_PARTITION = struct.Struct(">i")
+_OFFSET_VALUE_HEAD = struct.Struct(">hqih")  # version, offset, leader epoch, metadata length
+_STRING_LENGTH = struct.Struct(">hh")  # version (or a length) and a length
 
 
 # --- the partition of a group ---------------------------------------------------------------------
@@ -276,6 +281,14 @@ class GroupKey:
 
 def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
     """The offset commit key, version 1 (identical to version 0, the version Kafka writes)."""
+    try:
+        if type(partition) is int and type(group) is str and type(topic) is str:
+            group_bytes, topic_bytes = group.encode("utf-8"), topic.encode("utf-8")
+            if len(group_bytes) <= 0x7FFF and len(topic_bytes) <= 0x7FFF:
+                return b"".join((_STRING_LENGTH.pack(OFFSET_KEY_VERSION, len(group_bytes)), group_bytes,
+                                 _INT16.pack(len(topic_bytes)), topic_bytes, _OFFSET_KEY_PARTITION.pack(partition)))
+    except (UnicodeEncodeError, struct.error):
+        pass  # Writer below says what is wrong
     out = Writer()
     out.int16("version", OFFSET_KEY_VERSION)
     out.string("group", group)
@@ -349,6 +362,15 @@ def encode_offset_value(value: OffsetValue) -> bytes:
     if not isinstance(value, OffsetValue):
         raise TypeError(f"value must be an OffsetValue, got {value!r}")
     metadata = "" if value.metadata is None else value.metadata
+    if value.expire_timestamp_ms is None and type(metadata) is str and type(value.offset) is int \
+            and type(value.leader_epoch) is int and type(value.commit_timestamp_ms) is int:
+        try:
+            data = metadata.encode("utf-8")
+            if len(data) <= 0x7FFF:
+                return b"".join((_OFFSET_VALUE_HEAD.pack(OFFSET_VALUE_VERSION, value.offset, value.leader_epoch,
+                                                         len(data)), data, _INT64.pack(value.commit_timestamp_ms)))
+        except (UnicodeEncodeError, struct.error):
+            pass  # Writer below says what is wrong
     out = Writer()
     if value.expire_timestamp_ms is not None:
         out.int16("version", OFFSET_VALUE_EXPIRE_VERSION)

@@ -51,7 +51,7 @@ class MemberMetadata:
 
     __slots__ = ("member_id", "group_instance_id", "client_id", "client_host", "rebalance_timeout_ms",
                  "session_timeout_ms", "protocol_type", "supported_protocols", "assignment", "awaiting_join",
-                 "awaiting_sync", "is_new", "heartbeat_satisfied", "heartbeat_deadline_ms")
+                 "awaiting_sync", "is_new", "heartbeat_deadline_ms", "heartbeat_op")
 
     def __init__(self, member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
                  rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
@@ -68,8 +68,8 @@ class MemberMetadata:
         self.awaiting_join: Callable | None = None
         self.awaiting_sync: Callable | None = None
         self.is_new = False
-        self.heartbeat_satisfied = False
-        self.heartbeat_deadline_ms = 0
+        self.heartbeat_deadline_ms = 0  # monotonic ms when its session ends (moved by liveness events)
+        self.heartbeat_op = None  # its DelayedHeartbeat on the timing wheel
 
     @property
     def is_static(self) -> bool:
