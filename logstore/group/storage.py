@@ -136,17 +136,14 @@ class GroupMetadataManager:
         group.generation_id = value.generation
         group.protocol_type = value.protocol_type or None
         group.protocol_name = value.protocol
-        group.leader_id = value.leader
         for entry in value.members:
             member = MemberMetadata(entry.member_id, entry.group_instance_id, entry.client_id, entry.client_host,
                                     entry.rebalance_timeout_ms, entry.session_timeout_ms, group.protocol_type or "",
                                     [(value.protocol or "", entry.subscription)])
             member.assignment = entry.assignment
-            group.members[member.member_id] = member
-            if member.group_instance_id is not None:
-                group.static_members[member.group_instance_id] = member.member_id
-            for name in member.protocol_names:
-                group.supported_protocols[name] = group.supported_protocols.get(name, 0) + 1
+            group.add(member)  # not parked: a loaded member has no request waiting
+        group.leader_id = value.leader  # as recorded (add() would pick one for a leaderless group)
+        group.protocol_type = value.protocol_type or None
         return group
 
     # --- writes ----------------------------------------------------------------------------------
