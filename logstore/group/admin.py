@@ -164,8 +164,7 @@ class GroupAdmin:
 
     @property
     def coordinator(self) -> GroupCoordinator:
-        """The coordinator, started on first use (on a writable store that creates
-        ``__consumer_offsets`` if missing)."""
+        """The coordinator, started on first use (its first write creates ``__consumer_offsets``)."""
         if self._coordinator is None:
             if GroupCoordinator.running(self.store) is not None:
                 # Two coordinators over one store would each keep their own groups and write over
@@ -275,8 +274,7 @@ class GroupAdmin:
             raise ValueError(f"{mode} {'takes no value' if value is not None else 'needs a value'}")
         if not topics:
             raise ValueError("name at least one topic to reset")
-        # Bad topics and partitions fail first, before the coordinator starts (and, on a writable
-        # store, creates __consumer_offsets).
+        # Bad topics and partitions fail first, before the coordinator starts.
         keys = [(topic, partition) for topic, wanted in sorted(topics.items())
                 for partition in self._partitions(topic, wanted)]
         self.require_no_members(group_id, "resetting its offsets")

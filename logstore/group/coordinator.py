@@ -289,9 +289,12 @@ class GroupCoordinator:
         member.is_new = True
         if group.is_state(PREPARING_REBALANCE) and group.generation_id == 0:
             group.new_member_added = True  # extends the initial delay (KIP-134)
+        was_pending = member_id in group.pending_members
         group.add(member, callback)
         # A new member parked in a join phase that never completes is dropped after 5 minutes.
         self.complete_and_schedule_next_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        if was_pending:  # its wait as a pending id is over: that timer leaves the wheel now
+            self.heartbeat_purgatory.check_and_complete(member_key(group.group_id, member_id))
         self._maybe_prepare_rebalance(group, f"member {member_id} joined")
 
     def _update_member_and_rebalance(self, group: GroupMetadata, member: MemberMetadata, protocols,

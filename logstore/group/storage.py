@@ -16,7 +16,7 @@ import threading
 from typing import Callable, Iterable
 
 from ..clock import Clock
-from ..errors import CorruptRecordError, LogStoreError, RecordTooLargeError
+from ..errors import CorruptRecordError, LogStoreError, RecordTooLargeError, TopicExistsError
 from ..manager.log_manager import LogManager
 from ..records.decoder import Record
 from . import errors, formats
@@ -47,17 +47,24 @@ class GroupMetadataManager:
     # --- the topic -------------------------------------------------------------------------------
 
     def startup(self) -> None:
-        """Create the topic (a writable store) and replay it into ``groups``."""
+        """Replay the topic into ``groups`` if the store has it. It is created on the first write (a
+        store whose server never sees a group does not hold 50 partitions' files open for nothing)."""
         store = self.store
         if OFFSETS_TOPIC in store.topics():
             self.num_partitions = store.partitions(OFFSETS_TOPIC)
-        elif not store.read_only:
+            self.load()
+
+    def ensure_topic(self) -> None:
+        """Create ``__consumer_offsets`` (compacted) unless it exists; ``ReadOnlyError`` in a view."""
+        store = self.store
+        if OFFSETS_TOPIC in store.topics():
+            return
+        try:
             store.create_topic(OFFSETS_TOPIC, partitions=self.num_partitions, config={
                 "cleanup.policy": "compact", "segment.bytes": self.config.offsets_topic_segment_bytes})
             logger.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
-        else:
-            return  # a read-only view of a store that never had groups
-        self.load()
+        except TopicExistsError:
+            pass  # created meanwhile by another writer of this store
 
     def partition_for(self, group_id: str) -> int:
         return formats.partition_for(group_id, self.num_partitions)
@@ -191,6 +198,11 @@ class GroupMetadataManager:
         Threaded: the coordinator's ``OffsetsWriter`` thread appends what every committer queued
         meanwhile as one batch per partition and covers it with one fsync; otherwise the append and
         its fsync happen on this thread (deterministic tests)."""
+        try:
+            self.ensure_topic()
+        except LogStoreError as exc:
+            callback(self.append_error(partition, exc), -1)
+            return
         if self.threaded:
             if self._writer is None:
                 self._writer = OffsetsWriter(self)
@@ -233,6 +245,7 @@ class GroupMetadataManager:
         if not records:
             return
         try:
+            self.ensure_topic()
             log = self.store.get_log(OFFSETS_TOPIC, partition)
             log.append(records)
             if self.threaded:

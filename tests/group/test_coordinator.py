@@ -311,3 +311,18 @@ def test_list_groups_filters_by_state(env):
     _, stable = env.coordinator.list_groups(["Stable"])
     _, empty = env.coordinator.list_groups(["empty"])  # case-insensitive, as Kafka parses states
     assert [g.group_id for g in stable] == ["stable-one"] and [g.group_id for g in empty] == ["simple"]
+
+
+def test_each_member_keeps_one_session_timer_and_leaving_members_leave_none(env):
+    purgatory = env.coordinator.heartbeat_purgatory
+    first = env.join(v4=True)[-1].member_id  # a pending id: one timer
+    assert purgatory.delayed() == 1
+    env.join(member_id=first, v4=True)
+    env.advance(0)
+    assert purgatory.delayed() == 1  # the pending wait ended; one session timer
+    for _ in range(5):
+        env.advance(1000)
+        assert env.heartbeat("g", 1, first) == 0
+    assert purgatory.delayed() == 1  # heartbeats move the deadline, they add no timers
+    env.coordinator.leave_group("g", [(first, None)])
+    assert purgatory.delayed() == 0  # its timer left the wheel with it

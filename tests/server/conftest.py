@@ -199,9 +199,11 @@ def start_broker(workdir: Path, settings: dict | None = None):
 
 
 # The group coordinator's settings for the consumer-group tests: no initial rebalance delay (Kafka's
-# default of 3 s would be paid by every group's first join). Tansu 0.6.0 has no such setting (its
-# groups wait about 3 s for their first join anyway).
-GROUP_SETTINGS = {"group.initial.rebalance.delay.ms": 0}
+# default of 3 s would be paid by every group's first join), and __consumer_offsets in 5 partitions,
+# not 50: the session-wide broker holds them open for the whole run, and a test process with too many
+# open files breaks libraries that still use select() (py4j's callback server, in the Spark tests).
+# Tansu 0.6.0 has no such settings (its groups wait about 3 s for their first join anyway).
+GROUP_SETTINGS = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 5}
 
 
 class ServeProcess:

@@ -74,7 +74,14 @@ def test_metadata_auto_creates_and_describes_the_one_broker(client, server, stor
     bad = client.call(METADATA, 8, {"topics": [{"name": "bad name!"}], "allow_auto_topic_creation": True})
     assert bad["topics"][0]["error_code"] == errors.INVALID_TOPIC_EXCEPTION
     everything = client.call(METADATA, 1, {"topics": None})
-    # The group coordinator's __consumer_offsets is listed too, as Kafka lists it: internal.
+    # __consumer_offsets is created by the first group write; once there it is listed, as Kafka lists
+    # it: internal.
+    assert [(topic["name"], topic["is_internal"]) for topic in everything["topics"]] == [("auto", False)]
+    committed = client.call(8, 2, {"group_id": "listing", "generation_id_or_member_epoch": -1, "member_id": "",
+                                   "retention_time_ms": -1, "topics": [{"name": "auto", "partitions": [
+                                       {"partition_index": 0, "committed_offset": 0, "committed_metadata": ""}]}]})
+    assert committed["topics"][0]["partitions"][0]["error_code"] == 0
+    everything = client.call(METADATA, 1, {"topics": None})
     assert [(topic["name"], topic["is_internal"]) for topic in everything["topics"]] == [
         ("__consumer_offsets", True), ("auto", False)]
 
