@@ -610,6 +610,9 @@ class GroupCoordinator:
         if member.awaiting_join is not None:
             answer, member.awaiting_join = member.awaiting_join, None
             answer(JoinResult.error(errors.UNKNOWN_MEMBER_ID))
+        if member.awaiting_sync is not None:  # its SyncGroup (sent on another connection) gets an answer too
+            answer, member.awaiting_sync = member.awaiting_sync, None
+            answer(SyncResult(errors.UNKNOWN_MEMBER_ID))
         self.heartbeat_purgatory.cancel_for_key(member_key(group.group_id, member.member_id))
         group.remove(member.member_id)
         if group.state in (STABLE, COMPLETING_REBALANCE):

@@ -326,3 +326,12 @@ def test_each_member_keeps_one_session_timer_and_leaving_members_leave_none(env)
     assert purgatory.delayed() == 1  # heartbeats move the deadline, they add no timers
     env.coordinator.leave_group("g", [(first, None)])
     assert purgatory.delayed() == 0  # its timer left the wheel with it
+
+
+def test_a_member_leaving_while_its_sync_is_parked_gets_an_answer(env):
+    first, second = env.join(), env.join()
+    env.advance(0)
+    parked = env.sync("g", 1, second[-1].member_id)
+    assert parked == []
+    env.coordinator.leave_group("g", [(second[-1].member_id, None)])
+    assert parked[-1].error_code == errors.UNKNOWN_MEMBER_ID
