@@ -322,10 +322,12 @@ def fresh_broker(tmp_path):
         yield running
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def group_broker(tmp_path_factory):
-    """One broker for the session's consumer-group tests, with ``GROUP_SETTINGS`` (each test uses its
-    own groups and topics)."""
+    """One broker for a module's consumer-group tests, with ``GROUP_SETTINGS`` (each test uses its
+    own groups and topics). Module-scoped, not session-scoped: a broker keeps every test topic's files
+    open, and the session's ``broker`` already holds hundreds; past 1024 open files in the test
+    process, libraries that still use select() break (py4j's callback server, in the Spark tests)."""
     with start_broker(tmp_path_factory.mktemp("group-broker"), GROUP_SETTINGS) as running:
         yield running
 
