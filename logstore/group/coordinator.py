@@ -3,10 +3,10 @@
 This module owns the membership protocol: JoinGroup (new members, MEMBER_ID_REQUIRED for v4+,
 static members and their fencing, the protocol vote, leader election), SyncGroup (the leader's
 assignment stored, followers parked until it is), Heartbeat (REBALANCE_IN_PROGRESS as the rebalance
-signal), LeaveGroup (single and batched), and the decisions behind the delayed operations: when a
-join phase may complete and what its completion does, what a sync timeout removes, which member a
-missed session removes. Committed offsets are ``OffsetManager``'s (``offsets``); the groups cache and
-the ``__consumer_offsets`` topic are ``GroupMetadataManager``'s (``storage``).
+signal), and the decisions behind the join and sync phases: when a join phase may complete and what
+its completion does, what a sync timeout removes. Sessions and departures (LeaveGroup, evictions)
+are ``MemberSessions``' (``sessions``), committed offsets ``OffsetManager``'s (``offsets``), the
+groups cache and the ``__consumer_offsets`` topic ``GroupMetadataManager``'s (``storage``).
 
 Threading: one re-entrant lock (``lock``) guards every group; the delayed operations use it as their
 lock, so a purgatory check runs under it and a timer expiry takes it. Answers go out through the
@@ -27,11 +27,12 @@ from ..timer.purgatory import DelayedOperationPurgatory
 from ..timer.system_timer import SystemTimer
 from . import errors
 from .config import GroupConfig
-from .delayed import DelayedHeartbeat, DelayedJoin, DelayedSync, InitialDelayedJoin, join_key, member_key, sync_key
+from .delayed import DelayedJoin, DelayedSync, InitialDelayedJoin, join_key, member_key, sync_key
 from .metadata import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, GroupMetadata,
                        MemberMetadata)
 from .offsets import OffsetManager
 from .results import GroupOverview, GroupSummary, JoinMember, JoinResult, MemberSummary, SyncResult
+from .sessions import DelayedHeartbeat, MemberSessions
 from .storage import GroupMetadataManager
 
 logger = logging.getLogger("logstore.group")
@@ -60,6 +61,7 @@ class GroupCoordinator:
         self.storage = GroupMetadataManager(store, self.config, self.clock, self.lock, threaded=threaded)
         self.groups = self.storage.groups
         self.offsets = OffsetManager(self)
+        self.sessions = MemberSessions(self)
         self._active = False
         self._retention_task = None
 
@@ -247,7 +249,7 @@ class GroupCoordinator:
             self._add_member_and_rebalance(group, member_id, protocol_type, protocols, session_timeout_ms,
                                            rebalance_timeout_ms, group_instance_id, client_id, client_host, callback)
             return
-        error = self.validate_member(group, member_id, group_instance_id)
+        error = group.validate_member(member_id, group_instance_id)
         if error != errors.NONE:
             callback(JoinResult.error(error, member_id))
             return
@@ -430,7 +432,7 @@ class GroupCoordinator:
             if group.is_state(DEAD):
                 error = errors.COORDINATOR_NOT_AVAILABLE
             else:
-                error = self.validate_member(group, member_id, group_instance_id)
+                error = group.validate_member(member_id, group_instance_id)
             if error == errors.NONE and generation_id != group.generation_id:
                 error = errors.ILLEGAL_GENERATION
             if error == errors.NONE and ((protocol_type is not None and protocol_type != group.protocol_type)
@@ -520,7 +522,7 @@ class GroupCoordinator:
                 return errors.UNKNOWN_MEMBER_ID
             if group.is_state(DEAD):
                 return errors.COORDINATOR_NOT_AVAILABLE
-            error = self.validate_member(group, member_id, group_instance_id)
+            error = group.validate_member(member_id, group_instance_id)
             if error != errors.NONE:
                 return error
             if generation_id != group.generation_id:
@@ -530,133 +532,18 @@ class GroupCoordinator:
             self.complete_and_schedule_next_heartbeat(group, group.members[member_id])
             return errors.REBALANCE_IN_PROGRESS if group.is_state(PREPARING_REBALANCE) else errors.NONE
 
-    def validate_member(self, group: GroupMetadata, member_id: str, group_instance_id: str | None) -> int:
-        """FENCED_INSTANCE_ID for a replaced static incarnation, UNKNOWN_MEMBER_ID for an unknown one."""
-        if group_instance_id is not None:
-            current = group.static_members.get(group_instance_id)
-            if current is not None and current != member_id:
-                return errors.FENCED_INSTANCE_ID
-            if current is None:
-                return errors.UNKNOWN_MEMBER_ID
-        return errors.NONE if member_id in group.members else errors.UNKNOWN_MEMBER_ID
-
     def complete_and_schedule_next_heartbeat(self, group: GroupMetadata, member: MemberMetadata,
                                              timeout_ms: int | None = None) -> None:
-        """A liveness event: the member's session now ends ``timeout_ms`` (its session timeout) from now.
-
-        The member keeps one DelayedHeartbeat on the timing wheel. A liveness event only moves the
-        deadline when that timer fires no later than the new deadline: when it fires it finds the
-        later deadline and re-arms for the rest (so a heartbeat or a commit costs no timer work). A
-        deadline earlier than the live timer's (a new member's 5 minutes becoming its session
-        timeout) replaces the timer."""
-        timeout_ms = member.session_timeout_ms if timeout_ms is None else timeout_ms
-        deadline_ms = self.clock.monotonic_ms() + timeout_ms
-        member.heartbeat_deadline_ms = deadline_ms
-        live = member.heartbeat_op
-        if live is not None and not live.is_completed():
-            if live.deadline_ms <= deadline_ms:
-                return
-            live.force_complete()  # superseded: completed (not just cancelled) so the purgatory purges it
-        self._arm_heartbeat(group, member, timeout_ms)
-
-    def _arm_heartbeat(self, group: GroupMetadata, member: MemberMetadata, delay_ms: int) -> None:
-        operation = DelayedHeartbeat(self, group, member.member_id, False, delay_ms,
-                                     self.clock.monotonic_ms() + delay_ms)
-        member.heartbeat_op = operation
-        self.heartbeat_purgatory.try_complete_else_watch(operation, [member_key(group.group_id, member.member_id)])
-
-    def heartbeat_obsolete(self, operation: DelayedHeartbeat) -> bool:
-        """Whether a heartbeat timer has nothing left to watch (the member or pending id is gone)."""
-        group = operation.group
-        if group.is_state(DEAD):
-            return True
-        if operation.is_pending:
-            return operation.member_id in group.members or operation.member_id not in group.pending_members
-        member = group.members.get(operation.member_id)
-        return member is None or member.heartbeat_op is not operation
-
-    def on_expire_heartbeat(self, operation: DelayedHeartbeat) -> None:
-        """A heartbeat timer fired: re-arm if the session was extended meanwhile; otherwise remove the
-        member unless it is parked in a JoinGroup or SyncGroup (which counts as alive, except for a
-        new member: it has 5 minutes to complete its first join)."""
-        group, member_id = operation.group, operation.member_id
-        with self.lock:
-            if group.is_state(DEAD):
-                return
-            if operation.is_pending:
-                if member_id in group.pending_members:
-                    logger.info("group %s: pending member %s did not rejoin in time", group.group_id, member_id)
-                    group.pending_members.discard(member_id)
-                    if group.is_state(PREPARING_REBALANCE):
-                        self.rebalance_purgatory.check_and_complete(join_key(group.group_id))
-                return
-            member = group.members.get(member_id)
-            if member is None or member.heartbeat_op is not operation:
-                return
-            member.heartbeat_op = None
-            remaining_ms = member.heartbeat_deadline_ms - self.clock.monotonic_ms()
-            if remaining_ms > 0:
-                self._arm_heartbeat(group, member, remaining_ms)
-                return
-            if not member.is_new and (member.awaiting_join is not None or member.awaiting_sync is not None):
-                return  # parked: alive; the join or sync completion starts its next session
-            logger.info("group %s: member %s missed its session (%d ms), removing it", group.group_id,
-                        member_id, member.session_timeout_ms)
-            self.remove_member_and_update_group(group, member, "session timeout")
+        """A liveness event of ``member`` (see ``MemberSessions.extend``)."""
+        self.sessions.extend(group, member, timeout_ms)
 
     def remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
-        """Remove ``member`` (answering its parked JoinGroup UNKNOWN_MEMBER_ID so it rejoins) and
-        start or re-check the rebalance its departure causes."""
-        if member.awaiting_join is not None:
-            answer, member.awaiting_join = member.awaiting_join, None
-            answer(JoinResult.error(errors.UNKNOWN_MEMBER_ID))
-        if member.awaiting_sync is not None:  # its SyncGroup (sent on another connection) gets an answer too
-            answer, member.awaiting_sync = member.awaiting_sync, None
-            answer(SyncResult(errors.UNKNOWN_MEMBER_ID))
-        self.heartbeat_purgatory.cancel_for_key(member_key(group.group_id, member.member_id))
-        group.remove(member.member_id)
-        if group.state in (STABLE, COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance(group, f"member {member.member_id} left ({reason})")
-        elif group.is_state(PREPARING_REBALANCE):
-            self.rebalance_purgatory.check_and_complete(join_key(group.group_id))
-
-    # --- LeaveGroup ------------------------------------------------------------------------------
+        """Remove ``member`` and start or re-check the rebalance (``MemberSessions.remove``)."""
+        self.sessions.remove(group, member, reason)
 
     def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
-        """Remove members (by member id, or by ``group.instance.id`` with an empty member id: an
-        admin's removal of a static member). Returns (top-level error, one error per member)."""
-        error = self._status_error(group_id)
-        if error != errors.NONE:
-            return error, []
-        with self.lock:
-            group = self.groups.get(group_id)
-            if group is None:
-                return errors.NONE, [errors.UNKNOWN_MEMBER_ID] * len(members)
-            if group.is_state(DEAD):
-                return errors.COORDINATOR_NOT_AVAILABLE, []
-            results = []
-            for member_id, instance_id in members:
-                if not member_id and instance_id is not None:
-                    current = group.static_member_id(instance_id)
-                    if current is None:
-                        results.append(errors.UNKNOWN_MEMBER_ID)
-                        continue
-                    member_id = current
-                elif member_id in group.pending_members:
-                    group.pending_members.discard(member_id)
-                    self.heartbeat_purgatory.cancel_for_key(member_key(group_id, member_id))
-                    if group.is_state(PREPARING_REBALANCE):
-                        self.rebalance_purgatory.check_and_complete(join_key(group_id))
-                    results.append(errors.NONE)
-                    continue
-                else:
-                    error = self.validate_member(group, member_id, instance_id)
-                    if error != errors.NONE:
-                        results.append(error)
-                        continue
-                self.remove_member_and_update_group(group, group.members[member_id], "LeaveGroup")
-                results.append(errors.NONE)
-            return errors.NONE, results
+        """LeaveGroup (``MemberSessions.leave``): (top-level error, one error per member)."""
+        return self.sessions.leave(group_id, members)
 
     # --- listing and describing ------------------------------------------------------------------
 

@@ -4,8 +4,8 @@ This module owns ``DelayedJoin`` (a join phase: completes when every member has 
 the group's rebalance timeout), ``InitialDelayedJoin`` (the first join of an empty group waits
 ``group.initial.rebalance.delay.ms`` and extends itself while members keep arriving, KIP-134),
 ``DelayedSync`` (the sync phase: completes when every member has synced, expires after the rebalance
-timeout and removes those that did not) and ``DelayedHeartbeat`` (one per member: a member whose
-session passes without a liveness event is removed), and the purgatory keys they are watched under.
+timeout and removes those that did not), and the purgatory keys of the coordinator's operations.
+The sessions' ``DelayedHeartbeat`` is ``sessions``'.
 
 The decisions are the coordinator's; these classes only connect them to the purgatory's rules
 (``try_complete`` under the coordinator's lock, ``on_complete`` exactly once, on expiry too), which
@@ -109,33 +109,3 @@ class DelayedSync(DelayedOperation):
 
     def __repr__(self) -> str:
         return f"DelayedSync({self.group.group_id!r}, generation {self.generation_id})"
-
-
-class DelayedHeartbeat(DelayedOperation):
-    """A member's session (or a pending member id's wait to rejoin), ending at ``deadline_ms``
-    (monotonic). It completes early only when there is nothing left to watch (the member left);
-    on expiry the coordinator re-arms it if a liveness event moved the member's deadline, and
-    otherwise removes the member (reference §5.2)."""
-
-    def __init__(self, coordinator: "GroupCoordinator", group: "GroupMetadata", member_id: str, is_pending: bool,
-                 timeout_ms: int, deadline_ms: int) -> None:
-        super().__init__(timeout_ms, lock=coordinator.lock)
-        self.coordinator = coordinator
-        self.group = group
-        self.member_id = member_id
-        self.is_pending = is_pending
-        self.deadline_ms = deadline_ms
-
-    def try_complete(self) -> bool:
-        if self.coordinator.heartbeat_obsolete(self):
-            return self.force_complete()
-        return False
-
-    def on_complete(self) -> None:
-        pass
-
-    def on_expiration(self) -> None:
-        self.coordinator.on_expire_heartbeat(self)
-
-    def __repr__(self) -> str:
-        return f"DelayedHeartbeat({self.group.group_id!r}, {self.member_id!r}, {self.delay_ms} ms)"

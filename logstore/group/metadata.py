@@ -13,6 +13,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from . import errors
+
 EMPTY = "Empty"
 PREPARING_REBALANCE = "PreparingRebalance"
 COMPLETING_REBALANCE = "CompletingRebalance"
@@ -204,6 +206,17 @@ class GroupMetadata:
             self.pending_sync_members.discard(old_member_id)
             self.pending_sync_members.add(new_member_id)
         return member
+
+    def validate_member(self, member_id: str, group_instance_id: str | None) -> int:
+        """0 for a current member; FENCED_INSTANCE_ID (82) for a replaced static incarnation (its
+        instance id now maps to another member id); UNKNOWN_MEMBER_ID (25) otherwise."""
+        if group_instance_id is not None:
+            current = self.static_members.get(group_instance_id)
+            if current is not None and current != member_id:
+                return errors.FENCED_INSTANCE_ID
+            if current is None:
+                return errors.UNKNOWN_MEMBER_ID
+        return errors.NONE if member_id in self.members else errors.UNKNOWN_MEMBER_ID
 
     def static_member_id(self, instance_id: str | None) -> str | None:
         return None if instance_id is None else self.static_members.get(instance_id)

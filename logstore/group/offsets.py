@@ -130,7 +130,7 @@ class OffsetManager:
         if group.is_state(DEAD):
             return errors.COORDINATOR_NOT_AVAILABLE
         if generation_id >= 0 or member_id or group_instance_id is not None:
-            error = self.coordinator.validate_member(group, member_id, group_instance_id)
+            error = group.validate_member(member_id, group_instance_id)
             if error != errors.NONE:
                 return error
             return errors.ILLEGAL_GENERATION if generation_id != group.generation_id else errors.NONE
