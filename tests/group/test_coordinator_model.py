@@ -33,8 +33,23 @@ What is checked, after every step, only from what the protocol promises:
 - A consumer that stopped talking is gone from the group once its session timeout has passed since
   the last event that may have refreshed it (its own requests, a completed join phase, a restart),
   unless a JoinGroup/SyncGroup of it is still parked.
+- No member leaves the group without a reason the protocol gives: LeaveGroup, a static member's
+  restart, a join phase that ended without it (at the earliest its rebalance timeout after the
+  rebalance began), a SyncGroup it did not send within the rebalance timeout, or a session that
+  passed since the last event that surely refreshed it, while no request of it was parked.
+- A parked JoinGroup is answered when its join phase ends, a parked SyncGroup when the leader's
+  assignment is stored or the group rebalances: a request still waiting at the end of a step means
+  the group is in PreparingRebalance (JoinGroup) or CompletingRebalance (SyncGroup).
 - ``settle``: once the running consumers behave (heartbeat every 500 ms, react at once) for 40 s,
   the group is Stable with exactly them as members, all in the current generation.
+
+One known issue is tolerated (``abandon_unanswered_syncs``, minimised in
+test_coordinator_regressions.py): a member removed by LeaveGroup while its SyncGroup is parked is
+never answered; the model's client then gives up on that request as a real one would at its request
+timeout. Remove the tolerance with the fix.
+
+Sized for CI: the profile's example count (100 in ``ci``), 50 steps each; a few seconds here.
+``HYPOTHESIS_PROFILE=soak`` runs 2000 examples.
 """
 
 from __future__ import annotations
@@ -79,7 +94,7 @@ def protocols_for(preference: tuple[str, ...], user_data: bytes) -> list[tuple[s
     return [(name, metadata) for name in preference]
 
 
-@dataclass
+@dataclass(repr=False)
 class Slot:
     """One consumer's configuration; ``client`` is its running process (None: not running)."""
 
@@ -91,8 +106,12 @@ class Slot:
     v4: bool
     client: "Client | None" = None
 
+    def __repr__(self) -> str:
+        kind = f"static {self.instance}" if self.instance else ("dynamic v4" if self.v4 else "dynamic v3")
+        return f"<consumer {self.index}: {kind}, session {self.session_ms}, rebalance {self.rebalance_ms}>"
 
-@dataclass
+
+@dataclass(repr=False)
 class Client:
     """One process of a consumer: what it knows (member id, generation) and what it waits for."""
 
@@ -111,6 +130,10 @@ class Client:
     @property
     def protocols(self) -> list[tuple[str, bytes]]:
         return protocols_for(self.preference, self.user_data)
+
+    def __repr__(self) -> str:
+        return (f"<process of consumer {self.slot.index}: {self.phase}, member {self.member_id or '-'}, "
+                f"generation {self.generation}>")
 
 
 @dataclass
@@ -154,12 +177,12 @@ class CoordinatorModel(RuleBasedStateMachine):
         self.step_left: set[str] = set()  # identities removed by LeaveGroup in this step
         self.step_replaced: set[str] = set()  # instances that got a new member id in this step
         self.skip_generation_check = False
-        self.step_start = self.now
         self.preparing_since = self.now
         # (incarnation, epoch, generation) -> when its join phase completed and who was in it; who synced
         self.completed_at: dict[tuple[int, int, int], tuple[int, frozenset[str]]] = {}
         self.synced: dict[tuple[int, int, int], set[str]] = {}
         self.before = self.describe()
+        self.seen, self.seen_at = self.before, self.now  # the group at the last look
 
     def teardown(self) -> None:
         try:
@@ -184,13 +207,21 @@ class CoordinatorModel(RuleBasedStateMachine):
         return [slot.client for slot in self.slots if slot.client is not None]
 
     def observe(self) -> None:
-        """After every request: an Empty group at a generation > 0 has just written its record."""
+        """After every request and clock move: an Empty group at a generation > 0 has just written
+        its record; no member left the group without a reason."""
         summary = self.describe()
         if summary.state == "Empty" and summary.generation_id > 0:
             self.persisted = (summary.generation_id, {})
             self.current_members = {}
             self.current_gen = summary.generation_id
             self.step_empty_gens.add(summary.generation_id)
+        remaining = {member.member_id for member in summary.members}
+        for member in self.seen.members:
+            if member.member_id not in remaining:
+                self.assert_removal_allowed(member.member_id, member.group_instance_id)
+        if summary.state == "PreparingRebalance" and self.seen.state != "PreparingRebalance":
+            self.preparing_since = self.seen_at  # it began after the last look, not before
+        self.seen, self.seen_at = summary, self.now
 
     def identity(self, member_id: str) -> str:
         info = self.ids.get(member_id)
@@ -537,6 +568,7 @@ class CoordinatorModel(RuleBasedStateMachine):
             self.committed[group] = {}
             if group == GROUP:
                 self.forget_group()
+        self.observe()
 
     @precondition(lambda self: self.with_generation())
     @rule(data=st.data(), partitions=st.sets(st.sampled_from(sorted(ALL_PARTITIONS)), min_size=1, max_size=2),
@@ -596,11 +628,18 @@ class CoordinatorModel(RuleBasedStateMachine):
         self.max_gen_seen = 0
         self.skip_generation_check = True
 
-    @rule(ms=st.sampled_from([0, 1, 499, 1000, 2999, 5999, 6000, 8000, 10_000, 30_000]))
-    def advance(self, ms):
-        """The clock jumps; nobody talks meanwhile (a pause of every client)."""
-        self.env.advance(ms)
-        self.observe()
+    @rule(ms=st.sampled_from([0, 1, 499, 1000, 2999, 5999, 6000, 8000, 10_000, 30_000]), jump=st.booleans())
+    def advance(self, ms, jump):
+        """Time passes and nobody talks (every client paused): in one jump (the coordinator paused
+        too), or in 100 ms ticks looked at one by one (when members leave is then seen closely)."""
+        if jump:
+            self.env.advance(ms)
+            self.observe()
+            return
+        while ms > 0:
+            self.env.advance(min(ms, 100))
+            ms -= min(ms, 100)
+            self.observe()
 
     @rule(ms=st.sampled_from([500, 2000, 7000]))
     def run(self, ms):
@@ -648,6 +687,7 @@ class CoordinatorModel(RuleBasedStateMachine):
             assert summary.state == "Dead", summary
             self.current_gen, self.current_members = 0, {}
         self.max_gen_seen = max(summary.generation_id, 0)
+        self.seen, self.seen_at = summary, self.now
 
     # --- invariants ------------------------------------------------------------------------------
 
@@ -696,12 +736,6 @@ class CoordinatorModel(RuleBasedStateMachine):
                 kind = "join" if client.phase == "joining" else "sync"
                 wanted = "PreparingRebalance" if kind == "join" else "CompletingRebalance"
                 assert summary.state == wanted, (kind, client.outstanding_member_id, summary.state)
-        # No member is removed without a reason the protocol gives.
-        if not self.skip_generation_check and not self.step_empty_gens:
-            remaining = {m.member_id for m in summary.members}
-            for member in self.before.members:
-                if member.member_id not in remaining:
-                    self.assert_removal_allowed(member.member_id, member.group_instance_id)
         # A member nobody speaks for is gone once its session has passed.
         members = {m.member_id for m in summary.members}
         speaking = {c.member_id for c in self.running()}
@@ -713,10 +747,7 @@ class CoordinatorModel(RuleBasedStateMachine):
             if not parked and self.now >= info.touch_ms + info.session_ms:
                 raise AssertionError(f"{member_id} outlived its session: touched at {info.touch_ms}, "
                                      f"session {info.session_ms} ms, now {self.now}")
-        if summary.state == "PreparingRebalance" and self.before.state != "PreparingRebalance":
-            self.preparing_since = self.step_start  # the rebalance began in this step, not before
         self.before = summary
-        self.step_start = self.now
         self.step_gens = set()
         self.step_empty_gens = set()
         self.step_left = set()
@@ -747,7 +778,7 @@ class CoordinatorModel(RuleBasedStateMachine):
             # A join phase ends (by its timeout, at least the member's own rebalance timeout after the
             # rebalance began) removing the dynamic members that did not rejoin, even when no member
             # rejoined at all and the phase is extended for static leftovers (no answer shows it).
-            began = self.preparing_since if self.before.state == "PreparingRebalance" else self.step_start
+            began = self.preparing_since if self.seen.state == "PreparingRebalance" else self.seen_at
             if self.now >= began + client.slot.rebalance_ms:
                 return
         assert self.now >= info.refreshed_ms + info.session_ms, \
