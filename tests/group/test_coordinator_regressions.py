@@ -1,22 +1,11 @@
 """Regressions found by the coordinator's model test (test_coordinator_model.py), minimised.
 
-Each test is the shortest sequence that showed the problem. Tests of problems not fixed yet are
-marked ``xfail(strict=True)``: they fail today, and the mark must go when the fix lands (a strict
-xfail that passes fails the run).
+Each test is the shortest sequence that showed the problem, kept after the fix.
 """
 
 from __future__ import annotations
 
-import pytest
-
 from logstore.group import errors
-
-UNANSWERED_SYNC = pytest.mark.xfail(
-    strict=True,
-    reason="a member removed by LeaveGroup while its SyncGroup is parked never gets an answer to it: "
-           "remove_member_and_update_group answers only the parked JoinGroup (Kafka 3.7's "
-           "removeMemberAndUpdateGroup does the same), and the group's next generation forms without it")
-
 
 def two_members_in_completing_rebalance(env, instance=None):
     """Generation 1 of two members; the follower's SyncGroup is parked, waiting for the leader's."""
@@ -28,7 +17,6 @@ def two_members_in_completing_rebalance(env, instance=None):
     return leader, follower, parked
 
 
-@UNANSWERED_SYNC
 def test_an_admin_removal_answers_the_removed_static_members_parked_sync(env):
     leader, follower, parked = two_members_in_completing_rebalance(env, instance="i-b")
     assert env.coordinator.leave_group("g", [("", "i-b")]) == (errors.NONE, [errors.NONE])
@@ -39,7 +27,6 @@ def test_an_admin_removal_answers_the_removed_static_members_parked_sync(env):
     assert parked[-1].error_code in (errors.UNKNOWN_MEMBER_ID, errors.REBALANCE_IN_PROGRESS)
 
 
-@UNANSWERED_SYNC
 def test_a_member_leaving_with_its_sync_parked_gets_an_answer_to_it(env):
     # A client that closes while its SyncGroup is in flight sends LeaveGroup on the same connection:
     # the server answers a connection's requests in order, so an unanswered SyncGroup would hold the
