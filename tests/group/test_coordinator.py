@@ -329,7 +329,7 @@ def test_each_member_keeps_one_session_timer_and_leaving_members_leave_none(env)
 
 
 def test_a_member_leaving_while_its_sync_is_parked_gets_an_answer(env):
-    first, second = env.join(), env.join()
+    _leader, second = env.join(), env.join()
     env.advance(0)
     parked = env.sync("g", 1, second[-1].member_id)
     assert parked == []
