@@ -30,7 +30,7 @@ def _check_target(rows: dict, members: tuple[int, ...], committers: int) -> None
 
 def test_in_process_rebalance_commits_and_memory(tmp_path):
     result = run_bench(members=(1, 3), committers=2, seconds=0.2, wire=False, against=(), memory_groups=2, repeats=2,
-                       memory_members=3, work_dir=str(tmp_path))
+                       memory_members=30, work_dir=str(tmp_path))
     assert {row["broker"] for row in result["rows"]} == {"in-process"}
     rows = _rows(result, "in-process")
     _check_target(rows, (1, 3), 2)
@@ -38,10 +38,11 @@ def test_in_process_rebalance_commits_and_memory(tmp_path):
     assert rows["commits/s, 2 committers"]["fsync_rounds"] > 0
     memory = result["memory"]
     assert memory["bytes_per_member"] > 0 and memory["built_bytes"] > 0
-    # Expired members and deleted groups leave nothing behind but container capacity.
+    # Expired members and deleted groups leave nothing behind but container capacity (a constant
+    # tens of KB, so the groups built must be large enough for the comparison to mean something).
     assert memory["left_bytes"] < memory["built_bytes"] / 2, memory
     assert memory["left_after_second_cycle_bytes"] < memory["built_bytes"] / 2, memory
-    assert memory["with_members"]["groups"] == 2 and memory["with_members"]["heartbeat_delayed"] == 6
+    assert memory["with_members"]["groups"] == 2 and memory["with_members"]["heartbeat_delayed"] == 60
     assert memory["after"] == {"rebalance_watched": 0, "rebalance_delayed": 0, "heartbeat_watched": 0,
                                "heartbeat_delayed": 0, "groups": 0}
     assert list(tmp_path.iterdir()) == []  # the work dir is removed
