@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from ..errors import LogStoreError
+from ..errors import CorruptRecordError, LogStoreError
 from . import errors, formats
 from .consumer_protocol import decode_subscription
 from .metadata import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, GroupMetadata, OffsetAndMetadata
@@ -38,7 +38,7 @@ def subscribed_topics(group: GroupMetadata) -> set[str] | None:
     try:
         for member in group.members.values():
             topics.update(decode_subscription(member.metadata(group.protocol_name)).topics)
-    except Exception:  # a client's opaque bytes that are not ConsumerProtocol: nothing is known
+    except CorruptRecordError:  # a client's opaque bytes that are not ConsumerProtocol: nothing is known
         return None
     return topics
 
