@@ -7,8 +7,13 @@ A ``LogManager`` holds one. It owns the open logs (``logs``) and which dir holds
 
 - **Opening**: each dir is created if missing and locked (``.lock``, an exclusive ``flock`` naming
   the holder's pid). Its clean-shutdown marker is taken (removed, so a crash while open counts as
-  unclean) and its recovery-point and log-start-offset checkpoints read; a damaged checkpoint is
-  treated as absent, which means a full recovery of that dir, never trusted offsets.
+  unclean; a damaged marker counts as unclean, and is reported) and its recovery-point and
+  log-start-offset checkpoints read. Each checkpoint holds two checksummed copies, so one damaged
+  copy costs nothing. A recovery-point checkpoint with no intact copy means a full recovery of that
+  dir (reported). A log-start-offset checkpoint with no intact copy is reported in ``problems`` and,
+  by a writer, kept aside as ``<name>.<ms>.damaged`` (which ``logstore check`` reports until it is
+  removed): the offsets it held are lost, so records removed by ``delete_records`` may be back, and
+  that must never become permanent without a word.
 - **Loading** (Kafka's ``loadLogs``): every dir's partitions are opened by a pool of
   ``num.recovery.threads.per.data.dir`` threads of its own, all dirs at once. After an unclean
   shutdown each log re-verifies only its segments from its recovery point on.
@@ -19,7 +24,9 @@ A ``LogManager`` holds one. It owns the open logs (``logs``) and which dir holds
 - **Placing**: a new partition goes to the live dir holding the fewest partitions; a deleted topic's
   directories are renamed ``-delete`` (durably) and then removed.
 - **Closing**: every log is flushed and closed (a pool per dir again); a dir gets its checkpoints
-  and its clean-shutdown marker only when all its logs closed cleanly.
+  and its clean-shutdown marker only when all its logs closed cleanly. A dir whose logs and topics
+  did not change since a clean open gets back the very marker it had (same bytes, same
+  ``shutdown_ms``): a writable command that failed leaves no trace.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from typing import TYPE_CHECKING, Callable, Collection
 
 from ..errors import CorruptCheckpointError, LockedError, LogStoreError, OfflineDirError, StorageError
 from ..log.checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile,
-                         take_clean_shutdown_marker, write_clean_shutdown_marker)
+                              take_clean_shutdown_marker, write_clean_shutdown_marker)
 from ..log.log import Log
 from .topics import (DELETE_DIR_SUFFIX, DELETING, STAGING_DIR, deleted_dir_name, parse_partition_dir_name,
                      partition_dir_name)
@@ -89,6 +96,8 @@ class LogDirs:
         self.dir_of: dict[tuple[str, int], str] = {}
         self.missing: list[tuple[str, int]] = []  # partitions of known topics found in no dir
         self.clean_shutdown: dict[str, bool] = {}  # whether the previous session ended cleanly
+        self._markers: dict[str, bytes] = {}  # the intact clean-shutdown marker found at open, per dir
+        self._opened_state: dict[str, tuple] = {}  # per dir, its state when the open finished
         self._locks: dict[str, int] = {}
 
     # --- opening ---------------------------------------------------------------------------------
@@ -101,19 +110,28 @@ class LogDirs:
                 if not self._fs.is_dir(dir_path):
                     raise StorageError(f"data dir {dir_path} does not exist")
                 # Only reported by status(): a read-only view recovers nothing either way.
-                self.clean_shutdown[dir_path] = take_clean_shutdown_marker(self._fs, dir_path, remove=False)
+                self._take_marker(dir_path, remove=False)
                 self.live.append(dir_path)
                 continue
             try:
                 self._fs.make_dirs(dir_path)
                 self._take_lock(dir_path)
-                self.clean_shutdown[dir_path] = take_clean_shutdown_marker(self._fs, dir_path, remove=True)
+                self._take_marker(dir_path, remove=True)
             except OSError as exc:
                 self.mark_offline(dir_path, f"cannot open data dir {dir_path}: {exc.strerror or exc}")
                 continue
             self.live.append(dir_path)
         if not self.live:
             raise StorageError("no data dir could be opened: " + "; ".join(self.offline.values()))
+
+    def _take_marker(self, dir_path: str, *, remove: bool) -> None:
+        marker = take_clean_shutdown_marker(self._fs, dir_path, remove=remove)
+        self.clean_shutdown[dir_path] = marker.clean
+        if marker.content is not None:
+            self._markers[dir_path] = marker.content
+        if marker.problem is not None:
+            logger.warning("%s", marker.problem)
+            self.problems.append(marker.problem)
 
     def _take_lock(self, dir_path: str) -> None:
         path = os.path.join(dir_path, LOCK_FILE)
@@ -132,11 +150,22 @@ class LogDirs:
         self._fs.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
 
     def _read_checkpoint(self, dir_path: str, name: str) -> dict[tuple[str, int], int]:
+        checkpoint = OffsetCheckpointFile(self._fs, os.path.join(dir_path, name))
         try:
-            return OffsetCheckpointFile(self._fs, os.path.join(dir_path, name)).read()
+            return checkpoint.read()
         except CorruptCheckpointError as exc:
-            self.problems.append(f"{exc}; treated as absent")
-            logger.warning("%s; treated as absent", exc)
+            if name != LOG_START_OFFSET_CHECKPOINT:
+                message = f"{exc}; treated as absent (the dir is fully recovered)"
+            else:
+                # The offsets below which delete_records removed records are lost: those records may
+                # be readable again. Reported, and (by a writer) the file is kept aside, so the next
+                # checkpoint write cannot make the guess permanent without a word.
+                message = (f"{exc}: the log start offsets of this dir are lost, so records removed by "
+                           "delete_records may be readable again")
+                if not self.read_only:
+                    message += f"; the damaged file is kept as {checkpoint.set_aside(self._clock.time_ms())}"
+            self.problems.append(message)
+            logger.warning("%s", message)
             return {}
 
     # --- loading ---------------------------------------------------------------------------------
@@ -352,11 +381,29 @@ class LogDirs:
 
     # --- closing ---------------------------------------------------------------------------------
 
-    def close(self, mark_clean: bool) -> list[str]:
+    def remember_state(self, topics_generation: int) -> None:
+        """Note the state of every dir that had an intact clean-shutdown marker, once the open is
+        done: if ``close`` finds it unchanged, the dir gets its old marker back."""
+        self._opened_state = {dir_path: self._state(dir_path, topics_generation)
+                              for dir_path in self._markers if dir_path in self.live}
+
+    def _state(self, dir_path: str, topics_generation: int | None) -> tuple:
+        """What a change to a dir's data changes: the topics' generation, and per log its start and
+        end offsets and its segments' base offsets and sizes (an append, truncation, deletion,
+        retention or compaction moves at least one)."""
+        return (topics_generation, sorted(
+            (key, log.log_start_offset, log.log_end_offset, [(segment.base_offset, segment.size_bytes)
+                                                             for segment in log.segments])
+            for key, log in list(self.logs.items()) if self.dir_of.get(key) == dir_path))
+
+    def close(self, mark_clean: bool, topics_generation: int | None = None) -> list[str]:
         """Close every log (a pool per dir), then write each healthy dir's checkpoints and
-        clean-shutdown marker, then release the locks. Returns the failures (never raises)."""
+        clean-shutdown marker (the one found at open when nothing changed: ``remember_state``), then
+        release the locks. Returns the failures (never raises)."""
         failures: list[str] = []
         failed_dirs: set[str] = set(self.offline)
+        unchanged = {dir_path for dir_path, state in self._opened_state.items()
+                     if state == self._state(dir_path, topics_generation)}
         guard = threading.Lock()
 
         def close(key: tuple[str, int], log: Log) -> None:
@@ -386,7 +433,8 @@ class LogDirs:
             try:
                 if mark_clean and dir_path not in failed_dirs:
                     self._write_checkpoints(dir_path)
-                    write_clean_shutdown_marker(self._fs, dir_path, self._clock.time_ms())
+                    write_clean_shutdown_marker(self._fs, dir_path, self._clock.time_ms(),
+                                                self._markers.get(dir_path) if dir_path in unchanged else None)
             except OSError as exc:
                 failures.append(f"{dir_path}: {exc}")
             finally:

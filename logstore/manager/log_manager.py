@@ -119,6 +119,7 @@ class LogManager:
                 for topic in self.topics():
                     if not any(key[0] == topic for key in self.missing_partitions):
                         self._round_robin_cycle(topic)
+                self._dirs.remember_state(self._topics.generation)
         except BaseException:
             # Leave every dir unclean: logs that were not loaded must be recovered next time.
             self._release(mark_clean=False)
@@ -504,7 +505,8 @@ class LogManager:
 
     def _release(self, mark_clean: bool) -> list[str]:
         self._jobs.stop()
-        failures = self._dirs.close(mark_clean)
+        topics = getattr(self, "_topics", None)  # None when the open failed before reading them
+        failures = self._dirs.close(mark_clean, None if topics is None else topics.generation)
         self.waits.shutdown()  # after the logs closed: every waiter was answered by then
         return failures
 

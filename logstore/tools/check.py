@@ -15,9 +15,14 @@ while another process writes). Checked:
   ends at ``O`` and ``T`` is the largest batch timestamp up to it (the rule ``LogSegment.append``
   follows); a segment that is no longer active ends with an entry for its largest timestamp;
 - index files: missing (a warning: they are rebuilt) or holding a partial entry;
-- stray files: ``.cleaned``, ``.swap``, ``.deleted``, index files without data, leftover ``-delete``
-  directories and ``.tmp`` files; damaged checkpoints; partitions missing from the data dirs
-  (``LogManager.problems``).
+- leftovers of an interrupted operation (a kill during compaction, retention, a topic deletion or a
+  checkpoint write): ``.cleaned``, ``.swap``, ``.deleted`` files, ``-delete`` directories and ``.tmp``
+  files. The next writable open completes them, so they are warnings ("interrupted operation,
+  completed at the next open"), not damage. Index files without their ``.log`` stay errors: the
+  segment is missing;
+- checkpoints: a damaged copy (the other is used) is a warning, a file with no intact copy an error,
+  as is a checkpoint that a writable open set aside as ``.damaged``; partitions missing from the data
+  dirs and the other problems the open found (``LogManager.problems``).
 
 ``verify_store`` takes an open ``LogManager``; ``verify_logs`` a list of ``Log``. Both return a
 ``VerifyReport``; ``report.ok`` is False when any problem is an error.
@@ -33,7 +38,8 @@ from typing import Callable, Iterable
 from ..clock import SYSTEM_CLOCK
 from ..errors import CorruptCheckpointError
 from ..fs import OS_FILE_SYSTEM
-from ..log.checkpoint import CLEANER_OFFSET_CHECKPOINT, parse_offsets
+from ..log.checkpoint import (CLEANER_OFFSET_CHECKPOINT, DAMAGED_SUFFIX, LOG_START_OFFSET_CHECKPOINT,
+                              RECOVERY_POINT_CHECKPOINT, parse_checkpoint)
 from ..log.loader import plan_directory
 from ..log.log import Log
 from ..log.segment import LogSegment
@@ -45,6 +51,8 @@ logger = logging.getLogger("logstore.verify")  # its name before the subpackages
 
 ERROR = "error"
 WARNING = "warning"
+INTERRUPTED = "interrupted operation, completed at the next open"
+CHECKPOINT_NAMES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 _PROGRESS_STEP_BYTES = 1 << 20
 
@@ -130,16 +138,28 @@ def _verify_data_dir(dir_path: str, report: VerifyReport) -> None:
     for name in sorted(os.listdir(dir_path)):
         path = os.path.join(dir_path, name)
         if name.endswith(DELETE_DIR_SUFFIX) and os.path.isdir(path):
-            report.add(path, "a deleted topic's partition directory was left behind; "
-                             "removed at the next writable open")
+            report.add(path, f"{INTERRUPTED}: a deleted topic's partition directory was left behind; "
+                             "removed at the next writable open", WARNING)
         elif name.endswith(".tmp"):
-            report.add(path, "stray temporary file (an interrupted checkpoint or metadata write)")
-    path = os.path.join(dir_path, CLEANER_OFFSET_CHECKPOINT)
-    if os.path.exists(path):  # the manager reads the other two checkpoints itself
+            report.add(path, f"{INTERRUPTED}: a temporary file of a checkpoint or metadata write; "
+                             "replaced at the next write", WARNING)
+        elif name.endswith(DAMAGED_SUFFIX):
+            report.add(path, "a damaged checkpoint set aside by a writable open: the offsets it held were "
+                             "lost (for a log-start-offset checkpoint, records removed by delete_records may "
+                             "be readable again); remove the file once that is dealt with")
+    for name in CHECKPOINT_NAMES:
+        path = os.path.join(dir_path, name)
+        if not os.path.exists(path):
+            continue
         try:
-            parse_offsets(OS_FILE_SYSTEM.read_file(path), path)
+            contents = parse_checkpoint(OS_FILE_SYSTEM.read_file(path), path)
         except CorruptCheckpointError as exc:
-            report.add(path, str(exc))
+            if name == CLEANER_OFFSET_CHECKPOINT:  # the manager reports the other two itself
+                report.add(path, str(exc))
+            continue
+        for damage in contents.damaged_copies:
+            report.add(path, f"{damage}; the other copy is intact and used (rewritten at the next checkpoint)",
+                       WARNING)
 
 
 def _verify_log(log: Log, report: VerifyReport, on_progress: ProgressCallback | None) -> None:
@@ -150,10 +170,11 @@ def _verify_log(log: Log, report: VerifyReport, on_progress: ProgressCallback | 
     plan = plan_directory(OS_FILE_SYSTEM, SYSTEM_CLOCK, log.dir_path, log.config)
     for name in sorted(plan.remove):
         report.add(os.path.join(log.dir_path, name),
-                   "stray file (an interrupted cleaning, split or deletion); removed at the next writable open")
+                   f"{INTERRUPTED}: a file of an interrupted cleaning, split or deletion; removed at the next "
+                   "writable open", WARNING)
     for source, _target in sorted(plan.rename):
         report.add(os.path.join(log.dir_path, source),
-                   "uncompleted segment swap; completed at the next writable open")
+                   f"{INTERRUPTED}: an uncompleted segment swap; completed at the next writable open", WARNING)
     for name in sorted(plan.orphan_indexes):
         report.add(os.path.join(log.dir_path, name),
                    "index file without its .log file; removed at the next writable open")

@@ -24,8 +24,8 @@ from typing import Iterator
 
 from ..errors import CorruptCheckpointError, CorruptRecordError
 from ..fs import OS_FILE_SYSTEM, FileSystem
-from ..log.checkpoint import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
-                         parse_offsets)
+from ..log.checkpoint import (CLEANER_OFFSET_CHECKPOINT, DAMAGED_SUFFIX, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+                              parse_checkpoint)
 from ..log.index import OffsetIndex, TimeIndex
 from ..log.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX)
 from ..records.decoder import (COMPRESSION_GZIP, COMPRESSION_MASK, HEADER_BYTES, TIMESTAMP_TYPE_LOG_APPEND, BatchHeader,
@@ -118,6 +118,8 @@ def file_kind(path: str) -> str:
     """``log``, ``offset index``, ``time index`` or ``checkpoint``, from the file name; raises
     ``ValueError`` for anything else."""
     name = os.path.basename(path)
+    if name.endswith(DAMAGED_SUFFIX):  # a checkpoint set aside by an open: <name>.<ms>.damaged
+        name = name[: -len(DAMAGED_SUFFIX)].rsplit(".", 1)[0]
     for suffix in _STATUS_SUFFIXES:
         if name.endswith(suffix):
             name = name[: -len(suffix)]
@@ -158,6 +160,9 @@ def read_index_file(path: str, kind: str, base_offset: int, fs: FileSystem = OS_
 def dump_file(path: str, records: bool = False, fs: FileSystem = OS_FILE_SYSTEM) -> Iterator[str]:
     """Human-readable lines describing the file at ``path`` (its kind comes from its name). With
     ``records``, a ``.log`` dump also shows every record of every valid batch."""
+    if fs.exists(path) and not fs.is_file(path):  # a FIFO would block the read forever
+        raise ValueError(f"{path} is not a regular file (a directory, FIFO, socket or device): "
+                         "only the store's own files can be dumped")
     kind = file_kind(path)
     if kind == LOG_FILE:
         yield from _dump_log(path, records, fs)
@@ -241,11 +246,14 @@ def _dump_index(path: str, kind: str, fs: FileSystem) -> Iterator[str]:
 def _dump_checkpoint(path: str, fs: FileSystem) -> Iterator[str]:
     data = fs.read_file(path)
     try:
-        entries = parse_offsets(data, path)
+        contents = parse_checkpoint(data, path)
     except CorruptCheckpointError as exc:
-        yield f"Dumping {path}: checkpoint, DAMAGED: {exc} (a damaged checkpoint is treated as absent)"
+        yield f"Dumping {path}: checkpoint, DAMAGED: {exc} (no intact copy)"
         yield from (f"| {line}" for line in data.decode("utf-8", "replace").splitlines())
         return
-    yield f"Dumping {path}: offset checkpoint, {len(entries)} entries"
+    entries = contents.entries
+    yield f"Dumping {path}: offset checkpoint (version {contents.version}), {len(entries)} entries"
+    for damage in contents.damaged_copies:
+        yield f"damaged copy: {damage} (the intact copy is shown; rewritten at the next checkpoint)"
     for (topic, partition), offset in sorted(entries.items()):
         yield f"topic: {topic} partition: {partition} offset: {offset}"

@@ -46,6 +46,7 @@ import time
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from checkpoint_helpers import checkpoint_text
 from logstore import InvalidConfigError, InvalidRecordError, LogManager, ManualClock, Record, SystemClock
 from logstore.cleaner.stats import Throttler
 from logstore.errors import CleaningAbortedError
@@ -261,7 +262,7 @@ def test_checkpoint_per_dir_in_kafka_format_survives_reopen(tmp_path):
         results = store.compact("c")
         assert [results[("c", p)].end_offset for p in range(2)] == [30, 31]
         for p in range(2):
-            assert read_checkpoint_text(homes[p]) == f"0\n1\nc {p} {30 + p}\n"
+            assert read_checkpoint_text(homes[p]) == checkpoint_text(f"0\n1\nc {p} {30 + p}\n")
         before = [snapshot(store.get_log("c", p)) for p in range(2)]
 
     store, clock = open_store(dirs, clock)
@@ -276,8 +277,8 @@ def test_checkpoint_per_dir_in_kafka_format_survives_reopen(tmp_path):
         log.roll()
         stats = store.cleaner.clean_filthiest_log()
         assert (stats.log, stats.first_dirty_offset, stats.end_offset) == ("c-0", 30, 90)
-        assert read_checkpoint_text(homes[0]) == "0\n1\nc 0 90\n"
-        assert read_checkpoint_text(homes[1]) == "0\n1\nc 1 31\n"
+        assert read_checkpoint_text(homes[0]) == checkpoint_text("0\n1\nc 0 90\n")
+        assert read_checkpoint_text(homes[1]) == checkpoint_text("0\n1\nc 1 31\n")
 
 
 def test_checkpoint_beyond_the_log_end_is_reset_even_when_not_chosen(tmp_path):
@@ -296,7 +297,7 @@ def test_checkpoint_beyond_the_log_end_is_reset_even_when_not_chosen(tmp_path):
         manager = store.cleaner.cleaner_manager
         assert manager.cleanable_offsets(log, 1000, clock.time_ms()) == (0, 30, True)
         assert store.cleaner.clean_filthiest_log() is None  # a ratio of 1.0 is not above 1
-        assert read_checkpoint_text(tmp_path) == "0\n1\nc 0 0\n"  # written back at once
+        assert read_checkpoint_text(tmp_path) == checkpoint_text("0\n1\nc 0 0\n")  # written back at once
         stats = store.compact("c")[("c", 0)]
         assert (stats.first_dirty_offset, stats.end_offset) == (0, 30)
         assert snapshot(log) == compacted(before, 30)
@@ -317,7 +318,7 @@ def test_checkpoint_below_the_log_start_is_reset(tmp_path):
         stats = store.cleaner.clean_filthiest_log()
         assert (stats.first_dirty_offset, stats.end_offset) == (17, 40)
         assert snapshot(log) == compacted(before, 40)
-        assert read_checkpoint_text(tmp_path) == "0\n1\nc 0 40\n"
+        assert read_checkpoint_text(tmp_path) == checkpoint_text("0\n1\nc 0 40\n")
 
 
 @pytest.mark.parametrize("damage", [b"not a checkpoint\n", b"0\n2\nc 0 30\n", b"\xff\xfe\x00", b"7\n1\nc 0 30\n"])
@@ -341,7 +342,7 @@ def test_damaged_checkpoint_counts_as_absent(tmp_path, damage):
         stats = store.cleaner.clean_filthiest_log()
         assert (stats.first_dirty_offset, stats.end_offset) == (0, 48)  # from the start again
         assert snapshot(log) == compacted(before, 48)
-        assert read_checkpoint_text(tmp_path) == "0\n1\nc 0 48\n"
+        assert read_checkpoint_text(tmp_path) == checkpoint_text("0\n1\nc 0 48\n")
 
 
 def test_truncation_below_the_checkpoint_lowers_it(tmp_path):
@@ -551,7 +552,7 @@ def test_deleting_a_topic_removes_its_checkpoint_entry(tmp_path, paused):
         store.delete_topic("c")
         assert "c" not in store.topics()
         assert manager.read_checkpoints() == {("keep", 0): 30}
-        assert read_checkpoint_text(tmp_path) == "0\n1\nkeep 0 30\n"
+        assert read_checkpoint_text(tmp_path) == checkpoint_text("0\n1\nkeep 0 30\n")
         assert manager.state(("c", 0)) is None
         # A new topic of the same name starts without a checkpoint and is cleaned from its start.
         store.create_topic("c", 1, COMPACT)

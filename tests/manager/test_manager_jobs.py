@@ -48,6 +48,7 @@ import pytest
 
 import logstore.manager.log_dirs
 from crash_helpers import read_all
+from checkpoint_helpers import checkpoint_text
 from logstore import (LogManager, ManualClock, Record, Scheduler, ShutdownError,
                       StorageError, StoreClosedError)
 from logstore.errors import OfflineDirError
@@ -184,28 +185,28 @@ def test_checkpoint_files_change_only_when_their_jobs_run(tmp_path):
         assert read_text(dirs[0], RECOVERY_POINT_CHECKPOINT) is None
         assert read_text(dirs[0], LOG_START_OFFSET_CHECKPOINT) is None
         store.scheduler.advance(1)  # T0 + 1000: both jobs
-        assert read_text(dirs[0], RECOVERY_POINT_CHECKPOINT) == "0\n3\nt 0 30\nu 0 0\nu 1 0\n"
-        assert read_text(dirs[0], LOG_START_OFFSET_CHECKPOINT) == "0\n0\n"
+        assert read_text(dirs[0], RECOVERY_POINT_CHECKPOINT) == checkpoint_text("0\n3\nt 0 30\nu 0 0\nu 1 0\n")
+        assert read_text(dirs[0], LOG_START_OFFSET_CHECKPOINT) == checkpoint_text("0\n0\n")
 
         store.get_log("u", 1).flush()
         store.scheduler.advance(1999)
-        assert read_text(dirs[0], RECOVERY_POINT_CHECKPOINT) == "0\n3\nt 0 30\nu 0 0\nu 1 0\n"
+        assert read_text(dirs[0], RECOVERY_POINT_CHECKPOINT) == checkpoint_text("0\n3\nt 0 30\nu 0 0\nu 1 0\n")
         store.scheduler.advance(1)  # T0 + 3000: the recovery-point job only
-        assert read_text(dirs[0], RECOVERY_POINT_CHECKPOINT) == "0\n3\nt 0 30\nu 0 0\nu 1 4\n"
+        assert read_text(dirs[0], RECOVERY_POINT_CHECKPOINT) == checkpoint_text("0\n3\nt 0 30\nu 0 0\nu 1 4\n")
         assert tasks["recovery-point-checkpoint"].runs == 2 and tasks["log-start-offset-checkpoint"].runs == 1
 
         # delete_records persists at once (the engine's choice, stronger than Kafka's lazy write).
         log.delete_records(16)
-        assert read_text(dirs[0], LOG_START_OFFSET_CHECKPOINT) == "0\n1\nt 0 16\n"
+        assert read_text(dirs[0], LOG_START_OFFSET_CHECKPOINT) == checkpoint_text("0\n1\nt 0 16\n")
         # Retention moves the start to a segment boundary (15 and 18 go: 21 = the first base), so
         # the entry is no longer needed; the file says so only after the job's next run.
         store.alter_topic_config("t", {"retention.bytes": sum(s.size_bytes for s in log.segments[-3:])})
         (result,) = store.cleanup_logs("t")
         assert [d.base_offset for d in result.deleted] == [15, 18] and log.log_start_offset == 21
         store.scheduler.advance(999)  # T0 + 3999
-        assert read_text(dirs[0], LOG_START_OFFSET_CHECKPOINT) == "0\n1\nt 0 16\n"
+        assert read_text(dirs[0], LOG_START_OFFSET_CHECKPOINT) == checkpoint_text("0\n1\nt 0 16\n")
         store.scheduler.advance(1)  # T0 + 4000: the log-start-offset job
-        assert read_text(dirs[0], LOG_START_OFFSET_CHECKPOINT) == "0\n0\n"
+        assert read_text(dirs[0], LOG_START_OFFSET_CHECKPOINT) == checkpoint_text("0\n0\n")
         assert tasks["log-start-offset-checkpoint"].runs == 2
 
         append_each(log, range(30, 35))
@@ -356,14 +357,17 @@ def _build_and_crash(dirs, *, records: int = 40, flushed: int = 31, lose_unsynce
 
 
 def _damage(path: str, how: str) -> None:
+    """Damage both copies of a checkpoint (one damaged copy is survived: see test_checkpoint_files)."""
     with open(path, "rb") as handle:
         data = bytearray(handle.read())
+    half = len(data) // 2
     if how == "flip":
-        data[len(data) // 2] ^= 0x80  # no longer UTF-8
+        data[half // 2] ^= 0x80  # no longer UTF-8, in each copy
+        data[half + half // 2] ^= 0x80
     elif how == "truncate":
-        data = data[: len(data) - 3]  # a cut last line
+        data = data[: half - 3]  # cut inside the first copy
     else:
-        data[0:1] = b"7"  # an unknown version
+        data[0:1] = data[half:half + 1] = b"7"  # an unknown version
     with open(path, "wb") as handle:
         handle.write(data)
 
@@ -406,7 +410,7 @@ def test_damaged_recovery_point_checkpoint_after_clean_shutdown(tmp_path, recove
 def test_unclean_shutdown_recovers_only_from_the_recovery_point(tmp_path, recovered):
     dirs = dirs_of(tmp_path, 1)
     bases = _build_and_crash(dirs, records=50, flushed=31)
-    assert read_text(dirs[0], RECOVERY_POINT_CHECKPOINT) == "0\n1\nt 0 31\n"
+    assert read_text(dirs[0], RECOVERY_POINT_CHECKPOINT) == checkpoint_text("0\n1\nt 0 31\n")
     holding = max(base for base in bases if base <= 31)
     assert holding == 30 and bases[0] == 0 and len(bases) == 17
     store, clock = open_store(dirs)

@@ -54,6 +54,7 @@ import zlib
 import pytest
 
 import logstore
+from checkpoint_helpers import checkpoint_text
 from logstore import (CorruptCheckpointError, CorruptDataError, FileSystem, InvalidConfigError, InvalidRecordError,
                       LogFailedError, LogManager, LogStoreError, OffsetOutOfRangeError, ReadOnlyError, Record,
                       RecordTooLargeError, RequestError, StorageError, StoreClosedError, TopicExistsError,
@@ -983,13 +984,13 @@ def test_checkpoint_files_after_close(tmp_path):
     for data_dir in dirs:
         assert os.path.exists(os.path.join(data_dir, CLEAN_SHUTDOWN_MARKER))
     with open(os.path.join(dirs[0], RECOVERY_POINT_CHECKPOINT)) as handle:
-        assert handle.read() == "0\n2\nt 0 10\nt 2 30\n"
+        assert handle.read() == checkpoint_text("0\n2\nt 0 10\nt 2 30\n")
     with open(os.path.join(dirs[1], RECOVERY_POINT_CHECKPOINT)) as handle:
-        assert handle.read() == "0\n1\nt 1 20\n"
+        assert handle.read() == checkpoint_text("0\n1\nt 1 20\n")
     with open(os.path.join(dirs[0], LOG_START_OFFSET_CHECKPOINT)) as handle:
-        assert handle.read() == "0\n1\nt 2 25\n"
+        assert handle.read() == checkpoint_text("0\n1\nt 2 25\n")
     with open(os.path.join(dirs[1], LOG_START_OFFSET_CHECKPOINT)) as handle:
-        assert handle.read() == "0\n0\n"
+        assert handle.read() == checkpoint_text("0\n0\n")
     with LogManager(dirs) as store:
         # The marker is taken at open (a crash from now on is unclean).
         assert not any(os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_MARKER)) for d in dirs)

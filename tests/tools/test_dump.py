@@ -84,12 +84,30 @@ def test_time_index_dump_shows_timestamps(partition_dir):
 
 def test_checkpoint_dump(partition_dir):
     path = str(partition_dir.parent / "recovery-point-offset-checkpoint")
-    assert list(dump_file(path)) == [f"Dumping {path}: offset checkpoint, 1 entries",
-                                     f"topic: t partition: 0 offset: {sum(BATCH_SIZES)}"]
-    with open(path, "a") as f:
-        f.write("garbage\n")
+    entry = f"topic: t partition: 0 offset: {sum(BATCH_SIZES)}"
+    assert list(dump_file(path)) == [f"Dumping {path}: offset checkpoint (version 1), 1 entries", entry]
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "ab") as f:
+        f.write(b"garbage\n")  # the second copy no longer matches: the first is shown
+    lines = list(dump_file(path))
+    assert lines[1].startswith("damaged copy: second copy differs") and lines[2:] == [entry]
+    with open(path, "wb") as f:
+        f.write(data[: len(data) // 2 - 3] + b"\ngarbage\n")  # both copies lost
     lines = list(dump_file(path))
     assert "DAMAGED" in lines[0] and lines[-1] == "| garbage"
+    with open(path, "wb") as f:
+        f.write(b"0\n1\nt 0 7\n")  # version 0, as earlier versions wrote it
+    assert list(dump_file(path)) == [f"Dumping {path}: offset checkpoint (version 0), 1 entries",
+                                     "topic: t partition: 0 offset: 7"]
+
+
+def test_dump_refuses_what_is_not_a_regular_file(tmp_path):
+    """D14: a FIFO named like a segment would block the read forever; it is refused at once."""
+    fifo = tmp_path / f"{SEGMENT}.log"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        list(dump_file(str(fifo)))
 
 
 def test_torn_tail_is_shown_not_raised(partition_dir):

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from logstore import LogManager, Record
 from logstore.cli.main import main
-from logstore.tools.check import ERROR, WARNING, verify_logs, verify_store
+from logstore.tools.check import INTERRUPTED, ERROR, WARNING, verify_logs, verify_store
 from logstore.tools.dump import scan_log_file
 
 PARTITIONS = 2
@@ -172,23 +172,39 @@ def test_batches_out_of_order_across_segments(store):
 @pytest.mark.parametrize("name", ["00000000000000000000.log.cleaned", "00000000000000000000.index.swap",
                                   "00000000000000000000.log.deleted", "00000000000000000000.timeindex.deleted"])
 def test_stray_files_are_reported(store, name):
+    """Leftovers of a kill during compaction or retention are an interrupted operation that the next
+    writable open completes: a warning (exit 0), not damage."""
     (store / "t-1" / name).write_bytes(b"")
     report = check(store)
-    assert [os.path.basename(p.path) for p in report.errors] == [name]
+    assert report.errors == []
+    assert [(os.path.basename(p.path), INTERRUPTED in p.message) for p in report.warnings] == [(name, True)]
     result = cli_check(store)
-    assert result.exit_code == 1 and name in result.stdout
+    assert result.exit_code == 0 and name in result.stdout and "interrupted operation" in result.stdout
+    with LogManager([str(store)]):
+        pass  # a writable open completes it
+    assert not (store / "t-1" / name).exists() and check(store).problems == []
 
 
 def test_stray_swap_segment_is_reported(store):
     shutil.copyfile(segment_files(store)[-1], store / "t-0" / "00000000000000099999.log.swap")
-    assert any(p.path.endswith("00000000000000099999.log.swap") and "swap" in p.message for p in check(store).errors)
+    assert any(p.path.endswith("00000000000000099999.log.swap") and "swap" in p.message
+               for p in check(store).warnings)
 
 
 def test_leftovers_in_the_data_dir_are_reported(store):
     (store / "t-0.0123abcd-delete").mkdir()
     (store / "recovery-point-offset-checkpoint.tmp").write_text("0\n")
-    assert sorted(os.path.basename(p.path) for p in check(store).errors) == [
+    report = check(store)
+    assert report.ok and sorted(os.path.basename(p.path) for p in report.warnings) == [
         "recovery-point-offset-checkpoint.tmp", "t-0.0123abcd-delete"]
+    assert cli_check(store).exit_code == 0
+
+
+def test_an_orphan_index_file_stays_an_error(store):
+    """An index without its .log means a missing segment (a hole), not an interrupted operation."""
+    (store / "t-1" / "00000000000000099999.index").write_bytes(b"")
+    assert [os.path.basename(p.path) for p in check(store).errors] == ["00000000000000099999.index"]
+    assert cli_check(store).exit_code == 1
 
 
 def test_missing_partition_is_reported(tmp_path):
