@@ -31,6 +31,7 @@ from logstore import LogManager, LogStoreError, Record, __version__
 from logstore.cleaner.stats import describe as describe_compaction
 from logstore.config import describe_keys, parse_assignments
 from logstore.log.retention import describe as describe_retention
+from logstore.log.waits import MAX_TIMEOUT_MS
 from logstore.tools.check import log_size_bytes, verify_store
 from logstore.tools.demo import run_demo
 from logstore.tools.dump import dump_file
@@ -253,7 +254,7 @@ def topics_delete(options: StoreOptions, name: str) -> None:
 @click.option("--acks", type=click.Choice(["1", "all"]), default="1", show_default=True,
               help="1: return once written to the OS (survives a crash of the process); all: once fsynced "
                    "(survives a power loss).")
-@click.option("--timeout-ms", type=click.IntRange(min=0), default=30000, show_default=True,
+@click.option("--timeout-ms", type=click.IntRange(0, MAX_TIMEOUT_MS), default=30000, show_default=True,
               help="With --acks all: how long to wait for the fsync before failing (the records stay appended).")
 @click.pass_obj
 def append(options: StoreOptions, topic: str, value: str | None, partition: int | None, key: str | None,

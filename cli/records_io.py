@@ -116,6 +116,8 @@ def _parse_jsonl(line: bytes, number: int, encoding: str, defaults: RecordDefaul
         raise ValueError("not valid UTF-8") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:  # json's decoder recurses once per nesting level
+        raise ValueError("invalid JSON: nested too deeply") from None
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object with fields {', '.join(JSONL_FIELDS)}, got {_kind(obj)}")
     unknown = sorted(set(obj) - set(JSONL_FIELDS))

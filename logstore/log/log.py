@@ -38,7 +38,7 @@ from .loader import load_log
 from .local_log import LocalLog
 from .retention import RetentionDecision, RetentionResult, plan_retention
 from .segment import CLEANED_SUFFIX, LogSegment
-from .waits import DEFAULT_DURABLE_TIMEOUT_MS, LogWaits, check_wait, durable_acks, read_or_wait
+from .waits import DEFAULT_DURABLE_TIMEOUT_MS, LogWaits, check_timeout, check_wait, durable_acks, read_or_wait
 
 logger = logging.getLogger("logstore.log")  # its name before the subpackages (logging configs)
 
@@ -264,6 +264,7 @@ class Log:
         it), sharing the fsync with other waiters through the group-commit flusher. Returns the
         recovery point; raises ``DurabilityTimeoutError`` after ``timeout_ms`` and ``LogFailedError``
         if the log failed meanwhile."""
+        check_timeout("timeout_ms", timeout_ms)
         if self.recovery_point < required_offset:
             self._get_waits().wait_fsynced(self, required_offset, timeout_ms)
         if self.recovery_point >= required_offset:

@@ -283,26 +283,34 @@ def wait_for(op: DelayedProduce | DelayedFetch, purgatory: DelayedOperationPurga
 # --- argument checks and helpers shared by Log and LogManager ---------------------------------------
 
 DEFAULT_DURABLE_TIMEOUT_MS = 30000  # Kafka's request.timeout.ms
+MAX_TIMEOUT_MS = 2**31 - 1  # Kafka's int32 timeouts; the timers and the OS waits hold far more
 ACKS = (1, "1", "all", -1, "-1")
 
 
 def durable_acks(acks, timeout_ms) -> bool:
     """Whether an append with ``acks`` waits for fsync; raises ``ValueError`` for an ``acks`` or
-    ``timeout_ms`` an append cannot take. (The default, ``acks=1``, costs one comparison.)"""
-    if acks == 1 and type(acks) is int:
+    ``timeout_ms`` an append cannot take, before anything is appended (a timeout that failed after
+    the append would make a retry duplicate the records). The default, ``acks=1`` with an int
+    timeout in range, costs two comparisons."""
+    if acks == 1 and type(acks) is int and type(timeout_ms) is int and 0 <= timeout_ms <= MAX_TIMEOUT_MS:
         return False
     if acks not in ACKS or isinstance(acks, bool):
         raise ValueError(f"acks must be 1 (written to the OS) or 'all' (fsynced), got {acks!r}")
-    if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms < 0:
-        raise ValueError(f"timeout_ms must be an int >= 0, got {timeout_ms!r}")
+    check_timeout("timeout_ms", timeout_ms)
     return acks in ("all", -1, "-1")
+
+
+def check_timeout(name: str, value) -> None:
+    """Raise ``ValueError`` naming ``name`` unless ``value`` is an int in [0, ``MAX_TIMEOUT_MS``]."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_TIMEOUT_MS:
+        raise ValueError(f"{name} must be an int between 0 and {MAX_TIMEOUT_MS} (ms), got {value!r}")
 
 
 def check_wait(min_bytes, max_wait_ms) -> None:
     """Raise ``ValueError`` for a ``min_bytes`` or ``max_wait_ms`` a read cannot take."""
-    for name, value in (("min_bytes", min_bytes), ("max_wait_ms", max_wait_ms)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    if not isinstance(min_bytes, int) or isinstance(min_bytes, bool) or min_bytes < 0:
+        raise ValueError(f"min_bytes must be an int >= 0, got {min_bytes!r}")
+    check_timeout("max_wait_ms", max_wait_ms)
 
 
 def records_bytes(records) -> int:

@@ -250,6 +250,9 @@ BAD_INPUT = {
     "illegal topic name": (["topics", "create", "a/b"], "illegal topic name"),
     "bad header": (["append", "t", "v", "--header", "nokey"], "NAME=VALUE"),
     "bad base64 value": (["append", "t", "***", "--encoding", "base64"], "base64"),
+    # D9: a timeout that no timer holds was an OverflowError after appending (a retry duplicated it)
+    "huge timeout (acks all)": (["append", "t", "v", "--acks", "all", "--timeout-ms", 2**70], "--timeout-ms"),
+    "huge timeout (acks 1)": (["append", "t", "v", "--timeout-ms", 2**31], "--timeout-ms"),
 }
 
 
@@ -268,6 +271,14 @@ def test_malformed_jsonl_line_appends_nothing(store):
     assert_one_line_error(result, "line 3", "invalid JSON")
     assert result.stdout == ""
     assert snapshot(store) == before == {"one": ({}, [0]), "t": ({}, [0, 0])}
+
+
+def test_deeply_nested_jsonl_line_is_a_one_line_error(store):
+    """D13: json.loads recursing too deep was a RecursionError traceback."""
+    text = '{"value": "a"}\n' + '{"value": ' + "[" * 100_000 + "]" * 100_000 + "}\n"
+    result = run(store, "append", "t", "--input-format", "jsonl", input=text)
+    assert_one_line_error(result, "line 2", "nested too deeply")
+    assert snapshot(store)["t"] == ({}, [0, 0])
 
 
 @pytest.mark.parametrize("line, fragment", [
@@ -432,3 +443,27 @@ def test_installed_command_usage_error_is_one_line():
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
     assert "'/no/such/file' does not exist" in lines[0]
+
+
+def test_dump_of_a_fifo_is_refused_at_once(tmp_path):
+    """D14: `logstore dump` of a FIFO named *.log hung on the read; it is refused with one line (a
+    subprocess with a timeout, so a regression fails instead of hanging the run)."""
+    fifo = tmp_path / "00000000000000000000.log"
+    os.mkfifo(fifo)
+    result = subprocess.run([sys.executable, "-m", "logstore.cli", "dump", str(fifo)], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [f"Error: {fifo} is not a regular file (a directory, FIFO, socket "
+                                                  "or device): only the store's own files can be dumped"]
+
+
+def test_a_failing_writable_command_leaves_the_clean_shutdown_marker_as_it_was(store):
+    """Item 5: a writable command that fails and changes nothing does not rewrite the marker (its
+    shutdown time) that the previous clean shutdown left."""
+    marker = os.path.join(str(store), ".kafka_cleanshutdown")
+    before = open(marker, "rb").read()
+    assert_one_line_error(run(store, "topics", "alter", "nope", "--config", "retention.ms=1"), "unknown topic")
+    assert_one_line_error(run(store, "append", "nope", "v"), "unknown topic")
+    assert open(marker, "rb").read() == before
+    ok(run(store, "append", "t", "v", "--partition", 0))
+    assert open(marker, "rb").read() != before

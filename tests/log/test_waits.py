@@ -346,3 +346,22 @@ def test_readers_with_a_writer_and_the_retention_job(tmp_path):
         assert not problems, problems[:5]
         assert log.log_start_offset > 0, "retention ran during the test"
         assert checked[0] > 1000
+
+
+@pytest.mark.parametrize("timeout_ms", [2**31, 2**70, -1, 1.5])
+@pytest.mark.parametrize("acks", [1, "all"])
+def test_a_timeout_out_of_range_is_refused_before_anything_is_appended(store, timeout_ms, acks):
+    """D9: a huge timeout raised OverflowError after the records were appended, so a retry
+    duplicated them. Every timeout is checked first (Kafka's int32 range)."""
+    log = store.get_log("t", 0)
+    with pytest.raises(ValueError, match=f"timeout_ms must be an int between 0 and {2**31 - 1}.*{timeout_ms!r}"):
+        store.append("t", [rec(0)], partition=0, acks=acks, timeout_ms=timeout_ms)
+    with pytest.raises(ValueError, match="timeout_ms"):
+        log.append([rec(0)], acks=acks, timeout_ms=timeout_ms)
+    with pytest.raises(ValueError, match="max_wait_ms"):
+        store.read("t", 0, 0, max_wait_ms=timeout_ms)
+    with pytest.raises(ValueError, match="max_wait_ms"):
+        store.fetch({("t", 0): 0}, max_wait_ms=timeout_ms)
+    assert log.log_end_offset == 0
+    store.append("t", [rec(0)], partition=0, acks="all", timeout_ms=2**31 - 1)  # the largest is fine
+    assert log.log_end_offset == 1
