@@ -300,6 +300,20 @@ class LogDirs:
             self._remove_tree(doomed)
             del self.dir_of[topic_partition]
 
+    def remove_partition_dirs(self, topic: str, partitions: int) -> None:
+        """Remove the directories of ``topic``'s partitions ``0..partitions-1`` wherever a live dir has
+        one (a failed creation may have made one it never recorded; their logs closed first), each
+        renamed ``-delete`` durably first, as ``delete_partition_dirs`` does."""
+        for partition in range(partitions):
+            self.dir_of.pop((topic, partition), None)
+            for dir_path in self.live:
+                path = os.path.join(dir_path, partition_dir_name(topic, partition))
+                if self._fs.is_dir(path):
+                    doomed = os.path.join(dir_path, deleted_dir_name(topic, partition))
+                    self._fs.rename(path, doomed)
+                    self._fs.fsync_dir(dir_path)
+                    self._remove_tree(doomed)
+
     def _remove_tree(self, path: str) -> None:
         for name in self._fs.list_dir(path):
             child = os.path.join(path, name)

@@ -1,7 +1,7 @@
 """``LogManager``: the store. Topics of partitioned logs over one or more data dirs.
 
-This module owns the store's front: topics (create, alter, delete, two-phase and resumed after a
-crash), routing appends by key, the store-level ``append`` (``acks``), ``read``/``fetch`` (waiting
+This module owns the store's front: topics (create, alter, delete, two-phase: a failed or interrupted
+create is rolled back, in the process or at the next writable open, an interrupted delete finished), routing appends by key, the store-level ``append`` (``acks``), ``read``/``fetch`` (waiting
 reads), retention and compaction on demand, and the life cycle (``startup``, ``shutdown``). It
 holds three collaborators: ``LogDirs`` (the data dirs: opening, locking, parallel loading, placing
 partitions, checkpoints, offline dirs, clean shutdown, status), ``BackgroundJobs`` (retention,
@@ -29,8 +29,8 @@ from typing import Any, Callable, Collection, Iterator, Mapping, Sequence
 from ..cleaner.log_cleaner import LogCleaner
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import TOPIC_KEYS, LogConfig, ManagerConfig, parse_overrides
-from ..errors import (InvalidConfigError, ReadOnlyError, StorageError, StoreClosedError, TopicExistsError,
-                      UnknownTopicOrPartitionError)
+from ..errors import (InvalidConfigError, LogStoreError, ReadOnlyError, StorageError, StoreClosedError,
+                      TopicExistsError, UnknownTopicOrPartitionError)
 from ..fs import OS_FILE_SYSTEM, FileSystem
 from ..log.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from ..log.log import Log
@@ -149,6 +149,9 @@ class LogManager:
             log.on_truncated = self._on_truncated
 
     def _finish_pending_topic_changes(self) -> None:
+        """Finish what a previous session left half-done: a deletion is completed; a creation (never
+        acknowledged: the process died or its rollback failed) is rolled back, so a retry of the
+        same ``create_topic`` succeeds."""
         changed = False
         for name, meta in list(self._topics.topics.items()):
             if meta.state == DELETING:
@@ -156,8 +159,11 @@ class LogManager:
                 del self._topics.topics[name]
                 changed = True
             elif meta.state == CREATING:
-                self._create_partitions(name, meta)
-                meta.state = READY
+                message = (f"topic {name!r} was being created when the store last stopped (never acknowledged); "
+                           "its creation is rolled back")
+                logger.warning("%s", message)
+                self.problems.append(message)
+                self._remove_topic_files(name, meta.partitions)
                 changed = True
         if changed:
             self._topics.save()
@@ -198,15 +204,45 @@ class LogManager:
         LogConfig.from_properties(overrides, self.default_config)  # cross-key checks
         with self._lock, _storage_errors(f"creating topic {name!r}"):
             self._check_writable()
+            existing = self._topics.topics.get(name)
+            if existing is not None and existing.state == CREATING:  # an earlier failed create, not rolled back
+                self._roll_back_create(name, existing.partitions)
             if name in self._topics.topics:
                 raise TopicExistsError(f"topic {name!r} already exists")
             meta = TopicMetadata(partitions, overrides, CREATING)
             self._topics.topics[name] = meta
-            self._topics.save()
-            self._create_partitions(name, meta)
-            meta.state = READY
-            self._topics.save()
+            try:
+                self._topics.save()
+                self._create_partitions(name, meta)
+                meta.state = READY
+                self._topics.save()
+            except BaseException:
+                # A create either happens or leaves nothing behind (a retry must not find it half made).
+                meta.state = CREATING
+                try:
+                    self._roll_back_create(name, partitions)
+                except (OSError, LogStoreError) as exc:
+                    logger.error("rolling back the failed creation of topic %r failed too (%s); the next "
+                                 "writable open or create_topic rolls it back", name, exc)
+                raise
             self._round_robin_cycle(name)
+
+    def _roll_back_create(self, name: str, partitions: int) -> None:
+        """Undo a creation of ``name`` that failed: close and remove its partitions, then remove it from
+        the metadata, durably."""
+        self._remove_topic_files(name, partitions)
+        self._topics.save()
+        logger.warning("rolled back the failed creation of topic %r", name)
+
+    def _remove_topic_files(self, name: str, partitions: int) -> None:
+        """Close the logs of a topic that was never acknowledged, remove its partition directories
+        from every live dir and drop it from the metadata (the caller saves it)."""
+        for partition in range(partitions):
+            log = self._dirs.logs.pop((name, partition), None)
+            if log is not None:
+                log.close_handlers()  # empty and never acknowledged: nothing to flush
+        self._dirs.remove_partition_dirs(name, partitions)
+        del self._topics.topics[name]
 
     def _create_partitions(self, name: str, meta: TopicMetadata) -> None:
         for partition in range(meta.partitions):

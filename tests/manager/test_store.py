@@ -8,7 +8,7 @@
   applies at once to open logs and persists.
 - ``delete_topic`` removes every partition dir (no ``-delete`` leftovers) and the name can be reused
   with fresh, empty logs.
-- Two-phase create/delete: a ``creating``/``deleting`` state left in ``topics.json`` is finished at the
+- Two-phase create/delete: a ``creating`` state left in ``topics.json`` is rolled back, a ``deleting`` one finished at the
   next open; a writer SIGKILLed at every mutating file operation of ``create_topic`` and of
   ``delete_topic`` leaves, after reopen, either no trace of the topic or the complete topic (never a
   partial one), and other topics are untouched.
@@ -341,7 +341,9 @@ def copies_of_topics_json(dirs) -> list[bytes]:
     return out
 
 
-def test_interrupted_create_is_finished_at_open(tmp_path):
+def test_interrupted_create_is_rolled_back_at_open(tmp_path):
+    """A create never acknowledged (the process died between its 'creating' record and its 'ready'
+    one) is rolled back by the next writable open, so a retry of it succeeds (D12)."""
     dirs = dirs_of(tmp_path, 2)
     with LogManager(dirs) as store:
         store.create_topic("keep", 1)
@@ -349,23 +351,20 @@ def test_interrupted_create_is_finished_at_open(tmp_path):
     # The crash came after the 'creating' record and after the first partition dir was made.
     set_state(dirs, "t", CREATING, partitions=3, config={"segment.bytes": "2048"})
     os.mkdir(os.path.join(dirs[1], "t-0"))
-    with LogManager(dirs, read_only=True) as reader:  # a reader neither sees nor finishes it
+    with LogManager(dirs, read_only=True) as reader:  # a reader neither sees nor rolls it back
         assert reader.topics() == ["keep"]
-    assert not os.path.exists(os.path.join(dirs[0], "t-0"))
+    assert os.path.isdir(os.path.join(dirs[1], "t-0"))
     with LogManager(dirs) as store:
-        assert store.topics() == ["keep", "t"]
-        assert store.missing_partitions == []
-        assert store.topic_overrides("t") == {"segment.bytes": "2048"}
-        assert store.log_dir_of("t", 0) == dirs[1]  # the existing dir was adopted
-        placed = sorted(name for d in dirs for name in partition_dirs(d) if name.startswith("t-"))
-        assert placed == ["t-0", "t-1", "t-2"]
-        for p in range(3):
-            assert store.get_log("t", p).log_end_offset == 0
+        assert store.topics() == ["keep"]
+        assert any("'t' was being created" in problem and "rolled back" in problem for problem in store.problems)
+        assert not any(name.startswith("t-") for d in dirs for name in partition_dirs(d))
+        store.create_topic("t", 3, {"segment.bytes": "2048"})  # the retry succeeds
         store.append("t", [Record(b"a", b"1")], partition=2)
     copies = copies_of_topics_json(dirs)
     assert copies[0] == copies[1]
     assert json.loads(copies[0])["topics"]["t"]["state"] == "ready"
     with LogManager(dirs) as store:
+        assert store.problems == []
         assert store.read("t", 2, 0)[0].value == b"1" and store.read("keep", 0, 0) == [expected(0)]
 
 
