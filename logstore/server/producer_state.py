@@ -10,6 +10,13 @@ the store, in one journal file, ``producer-state.journal``, in the first data di
 - one line per block of producer ids handed out: ``P next_free_id`` (fsynced before any id of the
   block is used, so an id is never handed out twice, even after a power loss).
 
+Each line ends with `` <crc>``: ``zlib.crc32`` of the text before it, 8 hex digits, and a rewritten
+journal starts with the version line ``V 1`` and has its ``P`` line both first and last, so one
+damaged line cannot lose the id reservation. Lines without a checksum (version 0, before issue 14)
+are still read. A damaged line that is not a torn last line is ignored with a warning and recorded
+in ``problems``; as it may have been a ``P`` line, the next id then starts a block further on. A
+journal left with no intact ``P`` line raises ``CorruptCheckpointError`` (the server does not start).
+
 Both writes go to the OS like an ``acks=1`` append: they survive a kill -9 of the server. At start-up
 the journal is replayed and each batch line is checked against the log it names: a line whose
 ``last_offset`` is not below that partition's log end offset describes a batch that never made it
@@ -25,10 +32,13 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import re
 import threading
+import zlib
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..errors import CorruptCheckpointError
 from ..fs import OS_FILE_SYSTEM, FileSystem
 from . import errors
 
@@ -39,6 +49,8 @@ BATCHES_TO_RETAIN = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 PRODUCER_ID_BLOCK = 1000
 COMPACT_AFTER_LINES = 100_000
 _INT32_MAX = 2**31 - 1
+JOURNAL_VERSION = 1
+_CRC = re.compile(r"[0-9a-f]{8}")
 
 
 @dataclass
@@ -89,13 +101,15 @@ class ProducerStateManager:
         self._reserved_until = 0  # ids below this are covered by a journal line
         self._lines = 0
         self._file = None
+        self.problems: list[str] = []  # damaged lines found by load()
 
     # --- start-up --------------------------------------------------------------------------------
 
     def load(self, log_end_offset: Callable[[str, int], int | None]) -> None:
         """Replay the journal, keeping the batches the logs hold (``log_end_offset(topic, partition)``
         gives a partition's end offset, None for a partition that no longer exists), then rewrite it."""
-        dropped = 0
+        dropped = damaged = 0
+        checksummed = reserved = False
         if os.path.exists(self.path):
             with open(self.path, "rb") as journal:
                 data = journal.read()
@@ -103,11 +117,28 @@ class ProducerStateManager:
                 if not raw:
                     continue
                 try:
-                    dropped += self._replay(raw.decode("utf-8").split(" "), log_end_offset)
+                    fields = _verified_fields(raw, checksummed)
+                    checksummed = checksummed or fields[0] == "V"  # every line after a version line has one
+                    reserved = reserved or fields[0] == "P"
+                    dropped += self._replay(fields, log_end_offset)
                 except (ValueError, IndexError, UnicodeDecodeError):
                     # A torn last line after a crash; anything else is damage worth a word.
-                    if number < data.count(b"\n"):
-                        logger.warning("%s line %d is damaged and ignored: %r", self.path, number, raw[:80])
+                    if number <= data.count(b"\n"):  # a complete line (a torn one has no line end)
+                        damaged += 1
+                        message = f"{self.path} line {number} is damaged and ignored: {raw[:80]!r}"
+                        logger.warning("%s", message)
+                        self.problems.append(message)
+            if not reserved:
+                # Every version writes a P line first (and this one last too): without one, producer ids
+                # could be handed out twice. Refuse, naming the file.
+                raise CorruptCheckpointError(
+                    f"{self.path} is damaged: no intact producer id reservation (P line) is left, so producer "
+                    "ids could be handed out twice; move the file away to start the producer state afresh "
+                    "(idempotent producers then restart their sequences)")
+        if damaged:
+            # The line may have reserved a block of producer ids (each P line reserves one block past
+            # the previous one): skip a block, so no id can be handed out twice.
+            self._reserved_until += PRODUCER_ID_BLOCK
         if dropped:
             logger.info("producer state: %d batch(es) past their log's end were dropped (not appended "
                         "before the last stop)", dropped)
@@ -116,7 +147,14 @@ class ProducerStateManager:
 
     def _replay(self, fields: list[str], log_end_offset: Callable[[str, int], int | None]) -> int:
         kind = fields[0]
+        if kind == "V":
+            if fields[1:] != [str(JOURNAL_VERSION)]:
+                raise CorruptCheckpointError(f"{self.path} has version {fields[1:]}, which this version of "
+                                             f"logstore cannot read (it writes version {JOURNAL_VERSION})")
+            return 0
         if kind == "P":
+            if len(fields) != 2:
+                raise ValueError("a P line has one field")
             self._reserved_until = max(self._reserved_until, int(fields[1]))
             return 0
         if kind != "B" or len(fields) != 9:
@@ -138,7 +176,7 @@ class ProducerStateManager:
         with self._lock:
             if self._next_id >= self._reserved_until:
                 self._reserved_until = self._next_id + PRODUCER_ID_BLOCK
-                self._write(f"P {self._reserved_until}\n", sync=True)
+                self._write(_line(f"P {self._reserved_until}"), sync=True)
             producer_id = self._next_id
             self._next_id += 1
             return producer_id
@@ -173,8 +211,8 @@ class ProducerStateManager:
     def will_append(self, topic: str, partition: int, producer_id: int, epoch: int, first_sequence: int,
                     last_sequence: int, first_offset: int, last_offset: int) -> None:
         """Journal a batch just before it is appended at ``first_offset .. last_offset``."""
-        self._write(f"B {topic} {partition} {producer_id} {epoch} {first_sequence} {last_sequence} "
-                    f"{first_offset} {last_offset}\n")
+        self._write(_line(f"B {topic} {partition} {producer_id} {epoch} {first_sequence} {last_sequence} "
+                          f"{first_offset} {last_offset}"))
         self._remember(topic, partition, producer_id, epoch,
                        BatchMetadata(first_sequence, last_sequence, first_offset, last_offset))
 
@@ -201,6 +239,7 @@ class ProducerStateManager:
     # --- the journal -----------------------------------------------------------------------------
 
     def _write(self, line: str, sync: bool = False) -> None:
+        """Append ``line`` (made by ``_line``) to the journal."""
         with self._lock:
             if self._file is None:
                 self._file = open(self.path, "ab", buffering=0)
@@ -212,11 +251,13 @@ class ProducerStateManager:
                 self._rewrite()
 
     def _rewrite(self) -> None:
-        lines = [f"P {self._reserved_until}\n"]
+        reservation = _line(f"P {self._reserved_until}")
+        lines = [_line(f"V {JOURNAL_VERSION}"), reservation]
         for (topic, partition, producer_id), entry in self._entries.items():
             for batch in entry.batches:
-                lines.append(f"B {topic} {partition} {producer_id} {entry.epoch} {batch.first_sequence} "
-                             f"{batch.last_sequence} {batch.first_offset} {batch.last_offset}\n")
+                lines.append(_line(f"B {topic} {partition} {producer_id} {entry.epoch} {batch.first_sequence} "
+                                   f"{batch.last_sequence} {batch.first_offset} {batch.last_offset}"))
+        lines.append(reservation)  # twice: one damaged line cannot lose it
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -232,3 +273,22 @@ class ProducerStateManager:
                 if self._file is not None:
                     self._file.close()
                     self._file = None
+
+
+def _line(text: str) -> str:
+    """A journal line: ``text``, its checksum and the line end."""
+    return f"{text} {zlib.crc32(text.encode('utf-8')):08x}\n"
+
+
+def _verified_fields(raw: bytes, checksummed: bool) -> list[str]:
+    """The fields of a journal line without its checksum; raises ``ValueError`` when the checksum
+    does not match. Unless ``checksummed`` (a version line came first), a line of version 0 (no
+    checksum: a ``B`` line of 9 fields or a ``P`` line of 2) is taken as it is."""
+    text = raw.decode("utf-8")
+    fields = text.split(" ")
+    if not checksummed and (fields[0], len(fields)) in (("B", 9), ("P", 2)):
+        return fields
+    body, _, crc = text.rpartition(" ")
+    if not _CRC.fullmatch(crc) or zlib.crc32(body.encode("utf-8")) != int(crc, 16):
+        raise ValueError("checksum mismatch")
+    return fields[:-1]

@@ -9,7 +9,9 @@ from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from logstore.server import errors
-from logstore.server.producer_state import BATCHES_TO_RETAIN, JOURNAL_NAME, ProducerStateManager, next_sequence
+from logstore.errors import CorruptCheckpointError
+from logstore.fs import FileSystem
+from logstore.server.producer_state import _line, BATCHES_TO_RETAIN, JOURNAL_NAME, ProducerStateManager, next_sequence
 
 PARTITIONS = [("orders", 0), ("orders", 1), ("audit", 0)]
 
@@ -53,12 +55,63 @@ def test_a_damaged_journal_line_is_ignored_not_fatal(tmp_path, caplog):
     state.will_append("t", 0, 7, 0, 0, 0, 0, 0)
     state.close()
     with open(tmp_path / JOURNAL_NAME, "ab") as journal:
-        journal.write(b"B t zero 7 0 1 1 1 1\nB t 0 7 0 1 1 1 1\n")
+        journal.write(b"B t zero 7 0 1 1 1 1 00000000\n" + _line("B t 0 7 0 1 1 1 1").encode())
     again = ProducerStateManager(str(tmp_path))
     again.load(lambda topic, partition: 100)
-    assert "damaged" in caplog.text
+    assert "damaged" in caplog.text and len(again.problems) == 1
     assert again.check("t", 0, 7, 0, 1, 1).duplicate is not None
 
+
+def test_a_journal_of_version_0_is_still_read(tmp_path):
+    (tmp_path / JOURNAL_NAME).write_bytes(b"P 1000\nB t 0 7 0 0 4 10 14\n")
+    state = ProducerStateManager(str(tmp_path))
+    state.load(lambda topic, partition: 100)
+    assert state.problems == [] and state.check("t", 0, 7, 0, 0, 4).duplicate.first_offset == 10
+    assert state.new_producer_id() >= 1000
+    state.close()
+    assert (tmp_path / JOURNAL_NAME).read_bytes().startswith(b"V 1 ")  # rewritten in version 1
+
+
+class _NoSync(FileSystem):
+    def fsync(self, fd):
+        pass
+
+    def fsync_dir(self, path):
+        pass
+
+
+NO_SYNC = _NoSync()
+
+
+def test_every_flip_and_cut_of_the_journal_is_survived_or_reported(tmp_path):
+    """D8: each line carries a CRC; the id reservation is written twice. A damaged line is reported
+    and never used with wrong values; no producer id is handed out twice; a kept batch is exact."""
+    state = ProducerStateManager(str(tmp_path), fs=NO_SYNC)
+    state.load(lambda topic, partition: 100)
+    first = state.new_producer_id()
+    state.will_append("t", 0, first, 0, 0, 4, 10, 14)
+    state.close()
+    path = tmp_path / JOURNAL_NAME
+    data = path.read_bytes()
+    variants = [data[:n] + bytes([data[n] ^ mask]) + data[n + 1:] for n in range(len(data)) for mask in (1, 0x80)]
+    variants += [data[:n] for n in range(len(data))]
+    reported = 0
+    for damaged in variants:
+        path.write_bytes(damaged)
+        again = ProducerStateManager(str(tmp_path), fs=NO_SYNC)
+        try:
+            again.load(lambda topic, partition: 100)
+        except CorruptCheckpointError as exc:
+            assert JOURNAL_NAME in str(exc) and "no intact producer id reservation" in str(exc)
+            reported += 1
+            continue
+        assert again.new_producer_id() > first  # never handed out twice
+        found = again.check("t", 0, first, 0, 0, 4).duplicate
+        assert found is None or (found.first_offset, found.last_offset) == (10, 14)  # never wrong
+        if found is None and damaged.endswith(b"\n") and damaged != data[:len(damaged)]:
+            assert again.problems, repr(damaged)  # a lost batch that is not a cut tail is reported
+        again.close()
+    assert 0 < reported < len(data)  # only cuts that leave no P line
 
 class ProducerStateMachine(RuleBasedStateMachine):
     """Idempotent appends, retries, out-of-order batches, epoch bumps, crashes between the journal
