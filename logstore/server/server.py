@@ -25,12 +25,14 @@ import base64
 import ctypes
 import logging
 import os
+import re
 import threading
 import uuid
+import zlib
 from typing import Any, Mapping, Sequence
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import InvalidConfigError, ReadOnlyError, StorageError, UnknownTopicOrPartitionError
+from ..errors import CorruptCheckpointError, InvalidConfigError, ReadOnlyError, StorageError, UnknownTopicOrPartitionError
 from ..fs import OS_FILE_SYSTEM
 from ..group.coordinator import GroupCoordinator
 from ..manager.log_manager import LogManager
@@ -48,6 +50,7 @@ from .wire_records import FetchBatchCache
 logger = logging.getLogger("logstore.server")
 
 META_PROPERTIES = "meta.properties"
+_CRC_PREFIX = "#crc32="
 DEFAULT_LISTEN = "127.0.0.1:9092"
 _DRAIN_MS = 5000
 
@@ -79,18 +82,35 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
 
 
+def format_meta_properties(cluster_id: str, node_id: int) -> bytes:
+    """A meta.properties as Kafka keeps it, ending with a ``#crc32=`` comment line: ``zlib.crc32`` of
+    every byte before it (a comment, so Kafka's own tools read the file as before)."""
+    text = f"#Written by logstore serve\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n".encode("utf-8")
+    return text + f"{_CRC_PREFIX}{zlib.crc32(text):08x}\n".encode()
+
+
 def read_meta_properties(dir_path: str) -> dict[str, str] | None:
-    """The ``key=value`` lines of a data dir's meta.properties (None when it has none)."""
+    """The ``key=value`` lines of a data dir's meta.properties (None when it has none). Raises
+    ``CorruptCheckpointError`` naming the file when its checksum does not match (files written before
+    the checksum, without one, are read as they are)."""
     path = os.path.join(dir_path, META_PROPERTIES)
     if not os.path.exists(path):
         return None
+    data = OS_FILE_SYSTEM.read_file(path)
+    body, found, crc = data.rstrip(b"\n").rpartition(b"\n" + _CRC_PREFIX.encode())
+    if found and (not re.fullmatch(rb"[0-9a-f]{8}", crc) or zlib.crc32(body + b"\n") != int(crc, 16)):
+        raise CorruptCheckpointError(f"{path} is damaged (checksum mismatch): the broker identity cannot be "
+                                     "trusted; restore the file or move it away to make a new identity")
     properties = {}
-    with open(path, encoding="utf-8") as lines:
-        for line in lines:
-            line = line.strip()
-            if line and not line.startswith("#") and "=" in line:
-                key, _, value = line.partition("=")
-                properties[key.strip()] = value.strip()
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise CorruptCheckpointError(f"{path} is damaged: not UTF-8 text") from None
+    for line in lines:
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            properties[key.strip()] = value.strip()
     return properties
 
 
@@ -115,8 +135,8 @@ def broker_identity(log_dirs: Sequence[str], node_id: int | None) -> tuple[int, 
         node_id = 0
     for path, props in found.items():
         if props is None:
-            text = f"#Written by logstore serve\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"
-            OS_FILE_SYSTEM.write_file_atomic(os.path.join(path, META_PROPERTIES), text.encode("utf-8"))
+            OS_FILE_SYSTEM.write_file_atomic(os.path.join(path, META_PROPERTIES),
+                                             format_meta_properties(cluster_id, node_id))
     return node_id, cluster_id
 
 

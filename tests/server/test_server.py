@@ -460,3 +460,27 @@ def test_offsets_compaction_emptied_are_served_so_consumers_move_past_them(clien
     consumer.seek(topic_partition, 0)
     assert list(consumer) == [] and consumer.position(topic_partition) == 5
     consumer.close()
+
+
+def test_meta_properties_carry_a_checksum(tmp_path):
+    """D8: a damaged meta.properties is reported, never read as another broker's identity; a file
+    without the checksum (written before it) is read as it is."""
+    from logstore.errors import CorruptCheckpointError
+    from logstore.server.server import format_meta_properties
+
+    data = format_meta_properties("Xk3pQ0e9Rj2vWkq8yH1bZA", 7)
+    path = tmp_path / "meta.properties"
+    expected = {"version": "1", "cluster.id": "Xk3pQ0e9Rj2vWkq8yH1bZA", "node.id": "7"}
+    path.write_bytes(data)
+    assert read_meta_properties(str(tmp_path)) == expected
+    for position in range(len(data)):
+        for mask in (0x01, 0x80):
+            path.write_bytes(data[:position] + bytes([data[position] ^ mask]) + data[position + 1:])
+            try:
+                found = read_meta_properties(str(tmp_path))
+            except CorruptCheckpointError as exc:
+                assert "meta.properties" in str(exc)
+                continue
+            assert {key: found[key] for key in expected} == expected, position  # only the comment was hit
+    path.write_bytes(b"version=1\ncluster.id=abc\nnode.id=2\n")
+    assert read_meta_properties(str(tmp_path)) == {"version": "1", "cluster.id": "abc", "node.id": "2"}
