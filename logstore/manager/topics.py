@@ -4,9 +4,10 @@ Topic names follow Kafka's rule (letters, digits, '.', '_' and '-'; 1 to 249 cha
 '..'), so a topic name can never reach outside a data dir. A partition lives in the directory
 ``<topic>-<partition>`` directly inside one of the data dirs.
 
-``topics.json`` holds every topic's partition count, config overrides and state. A copy lives in every
-data dir; each write replaces all copies crash-safely with a higher ``generation``, and a reader takes
-the newest intact copy (a CRC guards each copy), so a crash between two copies is harmless. Creating
+``topics.json`` holds every topic's partition count, config overrides and state, with a version and a
+CRC. A copy lives in every data dir, and each file holds the object twice (so one damaged byte is
+survived even with one data dir); each write replaces all copies crash-safely with a higher
+``generation``, and a reader takes the newest intact copy, so a crash between two copies is harmless. Creating
 and deleting a topic are two-phase: the metadata first records the topic as ``creating`` or
 ``deleting``, the directories change, then the metadata records the result; an open that finds an
 unfinished step finishes it.
@@ -18,6 +19,7 @@ Python versions (unlike ``hash()``), and computed in C.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import zlib
@@ -27,9 +29,12 @@ from typing import Any
 from ..errors import CorruptCheckpointError, InvalidTopicError
 from ..fs import FileSystem
 
+logger = logging.getLogger("logstore.manager")
+
 TOPICS_FILE = "topics.json"
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
-_METADATA_VERSION = 1
+_METADATA_VERSION = 2  # two copies of the object in one file
+_LEGACY_METADATA_VERSION = 1  # one copy (before issue 14); still read
 READY, CREATING, DELETING = "ready", "creating", "deleting"
 DELETE_DIR_SUFFIX = "-delete"
 STAGING_DIR = ".staging"  # a data dir's area for writers' staged records (logstore.spark.sink); no partition
@@ -92,14 +97,20 @@ class TopicsFile:
 
     def load(self) -> None:
         copies: dict[str, tuple[int, dict]] = {}
+        damaged: set[str] = set()
         for dir_path in self._dir_paths:
             path = os.path.join(dir_path, TOPICS_FILE)
             if not self._fs.exists(path):
                 continue
             try:
-                copies[dir_path] = _parse(self._fs.read_file(path), path)
+                generation, topics, damage = parse_topics_file(self._fs.read_file(path), path)
             except CorruptCheckpointError as exc:
                 self.problems.append(str(exc))
+                continue
+            copies[dir_path] = (generation, topics)
+            if damage is not None:
+                logger.warning("%s: %s; the intact copy is used (rewritten by the next writable open)", path, damage)
+                damaged.add(dir_path)
         if not copies:
             if self.problems:
                 raise CorruptCheckpointError("every copy of the topic metadata is damaged: "
@@ -110,7 +121,7 @@ class TopicsFile:
         self.topics = {name: TopicMetadata(entry["partitions"], dict(entry["config"]), entry["state"])
                        for name, entry in topics.items()}
         self.stale_dirs = [dir_path for dir_path in self._dir_paths
-                           if copies.get(dir_path, (-1,))[0] != self.generation]
+                           if copies.get(dir_path, (-1,))[0] != self.generation or dir_path in damaged]
 
     def save(self) -> None:
         """Write the current topics to every dir with the next generation."""
@@ -136,20 +147,51 @@ def _body(generation: int, topics: dict[str, TopicMetadata]) -> dict:
 
 
 def _format(generation: int, topics: dict[str, TopicMetadata]) -> bytes:
+    """Two identical copies of the checksummed JSON object, so one damaged byte leaves one intact."""
     body = _body(generation, topics)
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
     body["crc32"] = zlib.crc32(canonical)
-    return (json.dumps(body, sort_keys=True, indent=2) + "\n").encode()
+    copy = (json.dumps(body, sort_keys=True, indent=2) + "\n").encode()
+    return copy + copy
 
 
-def _parse(data: bytes, path: str) -> tuple[int, dict]:
+def parse_topics_file(data: bytes, path: str) -> tuple[int, dict, str | None]:
+    """``(generation, topics, damage)`` of a ``topics.json``: ``damage`` describes a damaged copy
+    when the other one was used. Raises ``CorruptCheckpointError`` naming ``path`` when no copy is
+    intact. Version 1 (one copy per file, before issue 14) is still read."""
+    half = len(data) // 2
+    if data[:half] == data[half:] and data:
+        return (*_parse_copy(data[:half], path, (_METADATA_VERSION,)), None)
+    failures = []
+    candidates = [("the file", data, (_LEGACY_METADATA_VERSION,))]  # a version-1 file is one copy
+    try:  # the first copy ends where its JSON object does
+        text = data.decode("utf-8", "surrogateescape")
+        _, end = json.JSONDecoder().raw_decode(text)
+        candidates.append(("first copy", text[:end].encode("utf-8", "surrogateescape"), (_METADATA_VERSION,)))
+    except (ValueError, RecursionError) as exc:
+        failures.append(f"first copy: {exc}")
+    candidates.append(("second copy", data[half:], (_METADATA_VERSION,)))
+    for label, candidate, versions in candidates:
+        try:
+            generation, topics = _parse_copy(candidate, path, versions)
+        except CorruptCheckpointError as exc:
+            failures.append(f"{label}: {str(exc).split(' is damaged: ', 1)[-1]}")
+            continue
+        if label == "the file":
+            return generation, topics, None
+        copy_failures = [failure for failure in failures if not failure.startswith("the file")]
+        return generation, topics, "; ".join(copy_failures) or "the second copy differs from the first"
+    raise CorruptCheckpointError(f"topic metadata {path} is damaged: " + "; ".join(failures[1:]))
+
+
+def _parse_copy(data: bytes, path: str, versions: tuple[int, ...]) -> tuple[int, dict]:
     try:
         body = json.loads(data.decode("utf-8"))
         stored_crc = body.pop("crc32")
         canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
         if zlib.crc32(canonical) != stored_crc:
             raise ValueError("checksum mismatch")
-        if body["version"] != _METADATA_VERSION:
+        if body["version"] not in versions:
             raise ValueError(f"unknown version {body['version']!r}")
         topics = body["topics"]
         for name, entry in topics.items():
@@ -158,5 +200,5 @@ def _parse(data: bytes, path: str) -> tuple[int, dict]:
                     or entry["state"] not in (READY, CREATING, DELETING) or not isinstance(entry["config"], dict)):
                 raise ValueError(f"bad entry for topic {name!r}")
         return int(body["generation"]), topics
-    except (ValueError, KeyError, TypeError, AttributeError, InvalidTopicError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, InvalidTopicError, RecursionError) as exc:
         raise CorruptCheckpointError(f"topic metadata {path} is damaged: {exc}") from None

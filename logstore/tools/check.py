@@ -44,7 +44,7 @@ from ..log.loader import plan_directory
 from ..log.log import Log
 from ..log.segment import LogSegment
 from ..manager.log_manager import LogManager
-from ..manager.topics import DELETE_DIR_SUFFIX
+from ..manager.topics import DELETE_DIR_SUFFIX, TOPICS_FILE, parse_topics_file
 from .dump import BATCH_TORN, scan_log_file
 
 logger = logging.getLogger("logstore.verify")  # its name before the subpackages (logging configs)
@@ -159,6 +159,15 @@ def _verify_data_dir(dir_path: str, report: VerifyReport) -> None:
             continue
         for damage in contents.damaged_copies:
             report.add(path, f"{damage}; the other copy is intact and used (rewritten at the next checkpoint)",
+                       WARNING)
+    path = os.path.join(dir_path, TOPICS_FILE)
+    if os.path.exists(path):
+        try:
+            damage = parse_topics_file(OS_FILE_SYSTEM.read_file(path), path)[2]
+        except CorruptCheckpointError:
+            damage = None  # the open reports it (LogManager.problems)
+        if damage is not None:
+            report.add(path, f"{damage}; the other copy is intact and used (rewritten by the next writable open)",
                        WARNING)
 
 

@@ -85,30 +85,44 @@ def test_every_flip_and_cut_of_the_clean_shutdown_marker_is_detected():
         assert value == 1_700_000_000_000, how  # only a whitespace change can pass, with the right value
 
 
-def test_every_flip_and_cut_of_topics_json_is_reported(tmp_path):
-    """topics.json has a version and a CRC per copy (one copy per data dir); a damaged only copy
-    fails the open with an error naming the file, never a wrong topic list."""
+def test_every_flip_and_cut_of_topics_json_is_survived_or_reported(tmp_path):
+    """topics.json has a version and a CRC, and holds its object twice: with one data dir, one damaged
+    byte or a cut second copy is survived with the right topics; the rest fails the open with an error
+    naming the file, never a wrong topic list."""
+    from logstore.manager.topics import TopicMetadata, parse_topics_file
+
     topics = TopicsFile(OS_FILE_SYSTEM, [str(tmp_path)])
     topics.load()
-    from logstore.manager.topics import TopicMetadata
     topics.topics = {"orders": TopicMetadata(4, {"cleanup.policy": "compact"})}
     topics.save()
     path = tmp_path / TOPICS_FILE
     data = path.read_bytes()
-    assert json.loads(data)["version"] == 1 and "crc32" in json.loads(data)
-    checked = 0
-    for how, damaged in list(damaged_variants(data))[::7]:  # every 7th variant: the file is ~200 bytes
-        path.write_bytes(damaged)
-        reread = TopicsFile(OS_FILE_SYSTEM, [str(tmp_path)])
+    copy = data[: len(data) // 2]
+    assert data == copy + copy and json.loads(copy)["version"] == 2 and "crc32" in json.loads(copy)
+    expected = {"orders": {"partitions": 4, "config": {"cleanup.policy": "compact"}, "state": "ready"}}
+    survived = reported = 0
+    for how, damaged in damaged_variants(data):
         try:
-            reread.load()
+            generation, found, damage = parse_topics_file(damaged, str(path))
         except CorruptCheckpointError as exc:
             assert TOPICS_FILE in str(exc)
-            checked += 1
+            reported += 1
             continue
-        assert {name: (meta.partitions, meta.config, meta.state) for name, meta in reread.topics.items()} == {
-            "orders": (4, {"cleanup.policy": "compact"}, "ready")}, how
-    assert checked
+        assert (generation, found) == (1, expected), how
+        assert damage is not None or damaged == data, how
+        survived += 1
+    assert reported == len(copy) - 1  # only cuts inside the first copy's JSON object
+    print(f"topics.json of {len(data)} bytes: {survived} damaged variants survived, {reported} reported")
+    # A version-1 file (one copy) is still read; a damaged copy is rewritten by the next writable open.
+    legacy = json.loads(copy)
+    legacy["version"] = 1
+    del legacy["crc32"]
+    legacy["crc32"] = __import__("zlib").crc32(json.dumps(legacy, sort_keys=True, separators=(",", ":")).encode())
+    assert parse_topics_file(json.dumps(legacy).encode(), "t")[:2] == (1, expected)
+    path.write_bytes(data[:10] + b"X" + data[11:])
+    with LogManager(str(tmp_path)) as store:
+        assert store.topics() == ["orders"] and not any(TOPICS_FILE in problem for problem in store.problems)
+    assert path.read_bytes()[: len(copy)] == path.read_bytes()[len(copy):]  # repaired
 
 
 # --- the store ----------------------------------------------------------------------------------------

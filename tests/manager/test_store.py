@@ -333,6 +333,11 @@ def set_state(dirs, name: str, state: str, partitions: int = 3, config: dict | N
     topics.save()
 
 
+def first_copy(data: bytes) -> dict:
+    """The first of the two copies of the object a topics.json holds."""
+    return json.loads(data[: len(data) // 2])
+
+
 def copies_of_topics_json(dirs) -> list[bytes]:
     out = []
     for data_dir in dirs:
@@ -362,7 +367,7 @@ def test_interrupted_create_is_rolled_back_at_open(tmp_path):
         store.append("t", [Record(b"a", b"1")], partition=2)
     copies = copies_of_topics_json(dirs)
     assert copies[0] == copies[1]
-    assert json.loads(copies[0])["topics"]["t"]["state"] == "ready"
+    assert first_copy(copies[0])["topics"]["t"]["state"] == "ready"
     with LogManager(dirs) as store:
         assert store.problems == []
         assert store.read("t", 2, 0)[0].value == b"1" and store.read("keep", 0, 0) == [expected(0)]
@@ -504,7 +509,7 @@ def test_topics_json_replicated_and_repaired(tmp_path):
     copies = copies_of_topics_json(dirs)
     assert copies[0] == copies[1] == copies[2]
     newest = copies[0]
-    assert json.loads(newest)["generation"] > json.loads(old_copy)["generation"]
+    assert first_copy(newest)["generation"] > first_copy(old_copy)["generation"]
 
     def reopen_and_check(expect_problem: bool) -> None:
         with LogManager(dirs) as store:
@@ -514,9 +519,10 @@ def test_topics_json_replicated_and_repaired(tmp_path):
             assert any("damaged" in p for p in store.problems) == expect_problem, store.problems
         assert copies_of_topics_json(dirs) == [newest] * 3
 
-    # 1. A damaged copy (one byte flipped: the CRC catches it).
+    # 1. A damaged copy (one byte flipped in each of the two copies the file holds: the CRC catches it).
     damaged = bytearray(newest)
     damaged[damaged.index(b'"partitions": 3') + len('"partitions": ')] = ord("7")
+    damaged[damaged.rindex(b'"partitions": 3') + len('"partitions": ')] = ord("7")
     with open(os.path.join(dirs[1], TOPICS_FILE), "wb") as handle:
         handle.write(damaged)
     with LogManager(dirs, read_only=True) as reader:  # a reader uses the good copies, repairs nothing
@@ -530,7 +536,7 @@ def test_topics_json_replicated_and_repaired(tmp_path):
     # 3. A missing copy, and a truncated one.
     os.remove(os.path.join(dirs[2], TOPICS_FILE))
     with open(os.path.join(dirs[0], TOPICS_FILE), "wb") as handle:
-        handle.write(newest[: len(newest) // 2])
+        handle.write(newest[: len(newest) // 4])  # cut inside the first of its two copies
     reopen_and_check(expect_problem=True)
     # 4. Every copy damaged: refused as corrupt data, and the locks are released.
     for data_dir in dirs:
