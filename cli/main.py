@@ -503,8 +503,10 @@ def _dir_json(entry) -> dict:
 @main.command()
 @click.pass_context
 def check(ctx: click.Context) -> None:
-    """Verify every segment of every partition: batch CRCs, offsets, index entries, stray files,
-    missing partitions (read-only). Exit code 0 when clean, 1 when an error is found."""
+    """Verify every segment of every partition: batch CRCs, offsets, index entries, checkpoints,
+    stray files, missing partitions (read-only). Exit code 0 when clean or with warnings only (e.g.
+    files of an interrupted operation, which the next writable open completes), 1 when an error is
+    found."""
     with ctx.obj.open(read_only=True) as store:
         if sys.stderr.isatty():
             with click.progressbar(length=log_size_bytes(store.logs()), label="Checking", file=sys.stderr) as bar:
