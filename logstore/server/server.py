@@ -215,6 +215,7 @@ class KafkaServer:
         self.node_id, self.cluster_id = broker_identity(live_dirs, self.config.node_id)
         self._producers = ProducerStateManager(live_dirs[0])
         self._producers.load(self._log_end_offset)
+        store.problems.extend(self._producers.problems)  # damaged journal lines: reported with the store's
         # Started (``__consumer_offsets`` created and replayed) before the server listens, so that no
         # group request finds it loading.
         self.coordinator = coordinator = GroupCoordinator.of(store, config=self.config.group, clock=self._clock)
