@@ -34,6 +34,7 @@ from ..fs import FileSystem
 from ..records.batching import AppendInfo, PreparedAppend, encode_records
 from ..records.decoder import RECORD_OVERHEAD_BYTES, Record, read_header
 from ..records.encoder import assign_base_offset
+from .damage import DamagedLogMixin
 from .loader import load_log
 from .local_log import LocalLog
 from .retention import RetentionDecision, RetentionResult, plan_retention
@@ -47,7 +48,7 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 
 
-class Log:
+class Log(DamagedLogMixin):
     """One partition of a topic: ``append``, ``read``, ``roll``, ``flush``, ``truncate_to`` and
     ``delete_records``. Open it through ``LogManager.get_log`` (which persists its checkpoints), or
     directly with ``Log(dir_path, config, ...)`` for a standalone partition."""
@@ -79,6 +80,7 @@ class Log:
         loaded = load_log(fs, clock, dir_path, config, recovery_point=recovery_point,
                           log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, read_only=read_only)
         self.load_problems = loaded.problems
+        self.damage, self._orphan_indexes = loaded.damage, loaded.orphan_indexes  # DamagedLogMixin
         self._local = LocalLog(dir_path, config, fs, clock, loaded.segments)
         self.log_end_offset = loaded.log_end_offset
         self.recovery_point = loaded.recovery_point
@@ -134,6 +136,8 @@ class Log:
         if self._failure is not None:
             raise LogFailedError(f"log {self.name} failed earlier ({self._failure}); "
                                  "reopen the store to recover from what is durable") from self._failure
+        if self.damage is not None:
+            raise self.damaged_error()
 
     def _fail(self, exc: BaseException) -> LogFailedError:
         self._failure = exc
@@ -432,6 +436,9 @@ class Log:
         return True
 
     def _truncate_locked(self, offset: int) -> None:
+        if self.on_checkpoint_needed is not None and self.recovery_point > offset:
+            self.recovery_point = offset  # persisted first: above the end after a crash = records lost
+            self.on_checkpoint_needed(self)
         try:
             self._local.truncate_to(offset)
         except OSError as exc:
@@ -570,7 +577,7 @@ class Log:
             if self._closed:
                 return
             try:
-                if not self.read_only and self._failure is None:
+                if not self.read_only and self._failure is None and self.damage is None:
                     self._local.close_segments()
                     self.recovery_point = self.log_end_offset
             finally:
