@@ -524,7 +524,8 @@ def check(ctx: click.Context) -> None:
 
 @main.command()
 @click.argument("topic")
-@click.option("--partition", "-p", type=click.IntRange(min=0), help="Repair only this partition (default: all of TOPIC).")
+@click.option("--partition", "-p", type=click.IntRange(min=0),
+              help="Repair only this partition (default: every partition of TOPIC).")
 @click.option("--yes", is_flag=True, help="Cut the damage. Without it, only print what would be cut.")
 @click.pass_obj
 def repair(options: StoreOptions, topic: str, partition: int | None, yes: bool) -> None:

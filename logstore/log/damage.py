@@ -215,7 +215,8 @@ def plan_repair(name: str, segments: list[LogSegment], log_start_offset: int, da
                 if header.base_offset <= previous_last or not segment.can_hold(header.last_offset):
                     raise CorruptRecordError(f"batch at position {position} has offsets {header.base_offset}.."
                                              f"{header.last_offset} after {previous_last}")
-                valid_end, next_offset, previous_last = position + header.size_bytes, header.next_offset, header.last_offset
+                valid_end, next_offset = position + header.size_bytes, header.next_offset
+                previous_last = header.last_offset
         except CorruptRecordError as exc:
             reason = str(exc)
         if valid_end < file_size:
@@ -268,6 +269,12 @@ def apply_repair(fs: FileSystem, dir_path: str, segments: list[LogSegment], plan
     if plan.slot is not None:
         kept = drop_segments(fs, dir_path, segments, plan.slot + 1)
         target = kept[-1]
+        if target.mapped:  # point reads map it: never cut under a mapping; cut through a fresh handle
+            fresh = LogSegment(fs, target._clock, dir_path, target.base_offset,
+                               index_interval_bytes=target.index_interval_bytes,
+                               max_index_size_bytes=target.max_index_size_bytes)
+            target.close_handlers()  # a read in flight on it retries on the new list
+            kept[-1] = target = fresh
         if target.file.file_size() > plan.position:
             target.file.truncate_to(plan.position)
         target.recover()

@@ -380,7 +380,8 @@ class LogDirs:
         failures: list[str] = []
         failed_dirs: set[str] = set(self.offline)
         # Damage found by a recovery is found again only by a recovery: that dir stays unclean.
-        unclean_dirs = {self.dir_of.get(key) for key in self.damaged if not self.clean_shutdown.get(self.dir_of.get(key))}
+        unclean_dirs = {self.dir_of.get(key) for key in self.damaged
+                        if not self.clean_shutdown.get(self.dir_of.get(key))}
         guard = threading.Lock()
 
         def close(key: tuple[str, int], log: Log) -> None:

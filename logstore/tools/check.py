@@ -210,12 +210,11 @@ def _verify_segment(log: Log, segment: LogSegment, is_last: bool, previous_last_
             pending_bytes = 0
         if entry.status == BATCH_TORN:
             interrupted = is_last and not clean
+            why = ("(an interrupted append; recovery cuts it at the next writable open)" if interrupted else
+                   "(the store shut down cleanly: this is damage, not an interrupted append; logstore repair "
+                   "cuts it)" if is_last else "(not in the last segment: damage)")
             report.add(path, f"torn tail: {entry.size_bytes} bytes of an incomplete batch at position "
-                             f"{entry.position} " + ("(an interrupted append; recovery cuts it at the next writable open)"
-                                                     if interrupted else "(the store shut down cleanly: this is "
-                                                     "damage, not an interrupted append; logstore repair cuts it)"
-                                                     if is_last else "(not in the last segment: damage)"),
-                       WARNING if interrupted else ERROR)
+                             f"{entry.position} {why}", WARNING if interrupted else ERROR)
             torn_at = entry.position if interrupted else None
             break
         if entry.header is None:
