@@ -199,9 +199,9 @@ def _count_valid(segment: LogSegment, start: int, after_offset: int, end: int,
 
 
 def plan_repair(name: str, segments: list[LogSegment], log_start_offset: int, damage: LogDamage | None,
-                orphan_indexes: list[str]) -> RepairPlan:
-    """Verify every segment from the first (CRCs, offsets in order, contiguous across segments) and
-    plan the cut at the first damage. Changes nothing."""
+                orphan_indexes: list[str], gaps: bool = False) -> RepairPlan:
+    """Verify every segment from the first (CRCs, offsets in order, contiguous across segments
+    unless ``gaps``: a compacted topic) and plan the cut at the first damage. Changes nothing."""
     plan = RepairPlan(name, removed_files=list(orphan_indexes))
     previous_last = -1
     end = 0
@@ -229,7 +229,8 @@ def plan_repair(name: str, segments: list[LogSegment], log_start_offset: int, da
             plan.removed_bytes += file_size - valid_end
             break
         following = segments[slot + 1] if slot + 1 < len(segments) else None
-        if following is not None and following.base_offset != next_offset:
+        if following is not None and following.base_offset != next_offset and not (
+                gaps and following.base_offset > next_offset):
             plan.slot, plan.position, plan.cut_offset = slot, valid_end, next_offset
             plan.reason = (f"after {segment.log_path}: offsets {next_offset}..{following.base_offset - 1} are missing"
                            if following.base_offset > next_offset else
@@ -324,7 +325,8 @@ class DamagedLogMixin:
             if self._closed or self.read_only or self._failure is not None:
                 self._check_writable()
             segments = list(self._local.segments)
-            plan = plan_repair(self.name, segments, self.log_start_offset, self.damage, self._orphan_indexes)
+            plan = plan_repair(self.name, segments, self.log_start_offset, self.damage, self._orphan_indexes,
+                               self.config.compact)
             if dry_run:
                 return plan
             self.truncations += 1  # a cut under way: a reader that sees torn bytes retries

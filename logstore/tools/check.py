@@ -9,9 +9,10 @@ while another process writes). Checked:
   offset; a torn tail (an incomplete last batch) of the last segment is a warning when the store is
   in use or crashed (an interrupted append that recovery cuts), an error anywhere else and on a
   store that shut down cleanly (it has no torn tail: that is damage);
-- offsets contiguous across segments: each segment starts where the previous one ends (compaction
-  leaves gaps inside a segment, never between: the cleaner keeps each group's last batch); a hole
-  (a missing segment file) is an error;
+- offsets contiguous across segments: each segment starts where the previous one ends; a hole (a
+  missing segment file) is an error. Compacted topics excepted: the cleaner keeps each group's
+  last batch, but a truncation inside a cleaned segment leaves it ending below the log end offset
+  the next segment starts at (a missing segment there shows as index files without data);
 - damaged partitions (``LogManager.damaged_partitions``) are verified like the others;
 - ``log_start_offset`` within [base offset of the first segment, log end offset];
 - every offset index entry ``(O, P)``: a batch starts at byte ``P`` and its base offset is ``O``;
@@ -182,7 +183,7 @@ def _verify_log(log: Log, report: VerifyReport, on_progress: ProgressCallback | 
                                          "process writing to the store)", WARNING)
             previous_end = None
             continue
-        if previous_end is not None and previous_end < segment.base_offset:
+        if previous_end is not None and previous_end < segment.base_offset and not log.config.compact:
             report.add(segment.log_path, f"offsets {previous_end}..{segment.base_offset - 1} are missing before "
                                          "this segment (a hole: a segment file is missing or was cut)")
         last_before = previous_last_offset
