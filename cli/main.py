@@ -499,7 +499,8 @@ def _dir_json(entry) -> dict:
     return {"path": entry.path, "online": entry.online, "offline_reason": entry.offline_reason,
             "partitions": entry.partitions, "size_bytes": entry.size_bytes, "clean_shutdown": entry.clean_shutdown,
             "logs": [{"topic": name, "partition": number, "recovery_point": entry.recovery_points.get((name, number)),
-                      "log_end_offset": end, "damaged": entry.damaged.get((name, number))}
+                      "log_end_offset": end, **({"damaged": entry.damaged[(name, number)]}
+                                                if (name, number) in entry.damaged else {})}
                      for (name, number), end in sorted(entry.log_end_offsets.items())]}
 
 

@@ -27,7 +27,8 @@ class LogStoreError(Exception):
 
 class CorruptDataError(LogStoreError):
     """Bytes on disk failed validation. Raised by decoders and readers; recovery catches it and
-    truncates a torn or corrupt tail; anything else reports it to the user."""
+    cuts a torn tail left by a crash (any other damage makes the partition damaged:
+    ``LogDamagedError``); anything else reports it to the user."""
 
 
 class CorruptRecordError(CorruptDataError):
