@@ -230,7 +230,7 @@ def plan_repair(name: str, segments: list[LogSegment], log_start_offset: int, da
             break
         following = segments[slot + 1] if slot + 1 < len(segments) else None
         if following is not None and following.base_offset != next_offset and not (
-                gaps and following.base_offset > next_offset):
+                gaps and following.base_offset > next_offset) and following.base_offset > log_start_offset:
             plan.slot, plan.position, plan.cut_offset = slot, valid_end, next_offset
             plan.reason = (f"after {segment.log_path}: offsets {next_offset}..{following.base_offset - 1} are missing"
                            if following.base_offset > next_offset else

@@ -184,6 +184,7 @@ def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, 
         # Offsets run on from one segment to the next, except in a compacted topic: a truncation
         # inside a cleaned segment leaves it ending below the log end offset the next roll starts at.
         gaps = config.compact
+        start = log_start_offset
         evidence = _missing_segments(fs, dir_path, segments, suspects, read_only)
         if evidence:
             damage = damage or missing_segment_damage(dir_path, min(evidence))
@@ -196,9 +197,10 @@ def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, 
         try:
             if damage is None:
                 damage = _check_ends(segments[:first_recovered],
-                                     segments[first_recovered] if first_recovered < len(segments) else None, gaps)
+                                     segments[first_recovered] if first_recovered < len(segments) else None,
+                                     gaps, start)
             if damage is None and not clean_shutdown:
-                segments, damage = _recover(fs, segments, first_recovered, recovery_point, problems, gaps)
+                segments, damage = _recover(fs, segments, first_recovered, recovery_point, problems, gaps, start)
             if damage is None and segments and segments[-1].read_next_offset() < log_start_offset:
                 log_end_offset = segments[-1].read_next_offset()
                 # A clean store never has its end below its start; after a crash it may (the
@@ -326,7 +328,8 @@ def _open_segment(fs: FileSystem, clock: Clock, dir_path: str, base: int, config
     return segment, None
 
 
-def _check_ends(segments: list[LogSegment], following: LogSegment | None, gaps: bool) -> LogDamage | None:
+def _check_ends(segments: list[LogSegment], following: LogSegment | None, gaps: bool,
+                log_start_offset: int) -> LogDamage | None:
     """The segments not recovered by pass 5 (all of them after a clean shutdown) lie below the
     recovery point: each must end with a whole batch and the next segment must start where it
     ends. Headers only, from the last index entry (a few small reads per segment): damage inside a
@@ -343,16 +346,20 @@ def _check_ends(segments: list[LogSegment], following: LogSegment | None, gaps: 
             return data_damage(segment, position, next_offset, f"{file_size - position} bytes of an incomplete batch "
                                f"(a torn tail, where no crash could have torn one)")
         after = segments[slot + 1] if slot + 1 < len(segments) else following
-        hole = _hole(segment, next_offset, after, gaps)
+        hole = _hole(segment, next_offset, after, gaps, log_start_offset)
         if hole is not None:
             return hole
     return None
 
 
-def _hole(segment: LogSegment, next_offset: int, following: LogSegment | None, gaps: bool) -> LogDamage | None:
+def _hole(segment: LogSegment, next_offset: int, following: LogSegment | None, gaps: bool,
+          log_start_offset: int) -> LogDamage | None:
     """The damage when ``following`` does not start where ``segment`` ends (``gaps``: a compacted
-    topic, where only an overlap is damage)."""
-    if following is None or following.base_offset == next_offset or (gaps and following.base_offset > next_offset):
+    topic, where only an overlap is damage). Below the log start offset nothing is damage: a prefix
+    deletion (``delete_records``, retention) interrupted by a crash leaves holes in dead data."""
+    if following is None or following.base_offset == next_offset or following.base_offset <= log_start_offset:
+        return None
+    if gaps and following.base_offset > next_offset:
         return None
     if following.base_offset > next_offset:
         what = f"offsets {next_offset}..{following.base_offset - 1} are missing before {following.log_path}"
@@ -374,7 +381,7 @@ def _valid_prefix_end(segment: LogSegment) -> tuple[int, int]:
 
 
 def _recover(fs: FileSystem, segments: list[LogSegment], first: int, recovery_point: int,
-             problems: list[str], gaps: bool) -> tuple[list[LogSegment], LogDamage | None]:
+             problems: list[str], gaps: bool, log_start_offset: int) -> tuple[list[LogSegment], LogDamage | None]:
     """Pass 5: re-verify every segment from the one holding the recovery point on. A torn tail (no
     valid batch follows it in its file, or only zeros lie between; at or above the recovery point)
     is cut, and the later segments, all above the recovery point, are dropped: a power loss lost
@@ -400,7 +407,7 @@ def _recover(fs: FileSystem, segments: list[LogSegment], first: int, recovery_po
                             + (f", dropped {len(later)} later segments" if later else ""))
             logger.warning("%s", problems[-1])
             return drop_segments(fs, segment.dir_path, segments, slot + 1), None
-        hole = _hole(segment, next_offset, later[0] if later else None, gaps)
+        hole = _hole(segment, next_offset, later[0] if later else None, gaps, log_start_offset)
         if hole is not None:
             if next_offset < recovery_point or later[0].base_offset < next_offset:
                 return segments, hole
@@ -420,7 +427,7 @@ def _read_only_result(segments: list[LogSegment], log_start_offset: int, problem
         return LoadedLog([], log_start_offset, log_start_offset, log_start_offset, problems, damage)
     last = segments[-1]
     if clean_shutdown and damage is None:
-        damage = _check_ends(segments[:-1], last, gaps)
+        damage = _check_ends(segments[:-1], last, gaps, log_start_offset)
     last.size_bytes, log_end_offset = read_valid_end(last)
     if clean_shutdown and damage is None and last.size_bytes != last.file.file_size():
         damage = data_damage(last, last.size_bytes, log_end_offset, f"{last.file.file_size() - last.size_bytes} "

@@ -183,7 +183,8 @@ def _verify_log(log: Log, report: VerifyReport, on_progress: ProgressCallback | 
                                          "process writing to the store)", WARNING)
             previous_end = None
             continue
-        if previous_end is not None and previous_end < segment.base_offset and not log.config.compact:
+        if (previous_end is not None and previous_end < segment.base_offset and not log.config.compact
+                and segment.base_offset > log.log_start_offset):  # below the start: dead data
             report.add(segment.log_path, f"offsets {previous_end}..{segment.base_offset - 1} are missing before "
                                          "this segment (a hole: a segment file is missing or was cut)")
         last_before = previous_last_offset

@@ -345,3 +345,25 @@ def test_recovery_point_above_the_log_end_after_a_crash_is_reported(tmp_path):
         os.remove(last[: -len(".log")] + suffix)
     with LogManager([data_dir]) as store:
         assert any("recovery point 200 is above the log end offset" in problem for problem in store.problems)
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_hole_below_the_log_start_offset_is_dead_data_not_damage(tmp_path, clean):
+    """``delete_records`` checkpoints the new start, then deletes the segments below it newest
+    first: a crash in between leaves a hole below the log start offset. Not damage."""
+    data_dir = str(tmp_path / "data")
+    build(data_dir)
+    files = segment_files(data_dir)
+    start = int(os.path.basename(files[3])[:20])
+    for suffix in (".log", ".index", ".timeindex"):
+        os.remove(files[2][: -len(".log")] + suffix)
+    OffsetCheckpointFile(__import__("logstore").fs.OS_FILE_SYSTEM,
+                         os.path.join(data_dir, LOG_START_OFFSET_CHECKPOINT)).write({(TOPIC, 0): start})
+    if not clean:
+        os.remove(os.path.join(data_dir, ".kafka_cleanshutdown"))
+    with LogManager([data_dir]) as store:
+        assert not store.damaged_partitions, store.problems
+        log = store.get_log(TOPIC, 0)
+        assert [r.offset for r in log.iter_records()] == list(range(start, 300))
+    with LogManager([data_dir], read_only=True) as store:
+        assert verify_store(store).ok
