@@ -311,6 +311,11 @@ class DamagedLogMixin:
 
     damage: LogDamage | None
 
+    def check_not_damaged(self) -> None:
+        """Raise ``LogDamagedError`` while the log is damaged (reads and writes are refused)."""
+        if self.damage is not None:
+            raise self.damaged_error()
+
     def damaged_error(self) -> LogDamagedError:
         """The error reads and writes of this damaged log raise (naming the repair command)."""
         command = (f"logstore repair {self.topic} --partition {self.partition}" if self.topic is not None

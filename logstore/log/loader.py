@@ -185,7 +185,7 @@ def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, 
         # inside a cleaned segment leaves it ending below the log end offset the next roll starts at.
         gaps = config.compact
         start = log_start_offset
-        evidence = _missing_segments(fs, dir_path, segments, suspects, read_only)
+        evidence = _missing_segments(fs, dir_path, segments, suspects, read_only, log_start_offset)
         if evidence:
             damage = damage or missing_segment_damage(dir_path, min(evidence))
         if read_only:
@@ -244,18 +244,21 @@ def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, 
 
 
 def _missing_segments(fs: FileSystem, dir_path: str, segments: list[LogSegment], suspects: dict[int, list[str]],
-                      read_only: bool) -> dict[int, list[str]]:
+                      read_only: bool, log_start_offset: int) -> dict[int, list[str]]:
     """The suspect orphan index files that are a missing segment's: those whose base offset no
-    segment covers (index files at a base inside a segment's offsets never had data of their own;
-    a writer removes them)."""
+    segment covers, above the log start offset. (Index files at a base inside a segment's offsets
+    never had data of their own; those of a segment wholly below the log start offset are what a
+    prefix deletion interrupted between renaming a ``.log`` and its indexes leaves. A writer
+    removes both.)"""
     evidence = {}
     for base, names in suspects.items():
         before = [segment for segment in segments if segment.base_offset < base]
+        after = [segment for segment in segments if segment.base_offset > base]
         try:
             inside = bool(before) and base < before[-1].read_next_offset()
         except CorruptRecordError:
             inside = False
-        if not inside:
+        if not inside and not (after and after[0].base_offset <= log_start_offset):
             evidence[base] = names
         elif not read_only:
             for name in names:

@@ -367,3 +367,18 @@ def test_hole_below_the_log_start_offset_is_dead_data_not_damage(tmp_path, clean
         assert [r.offset for r in log.iter_records()] == list(range(start, 300))
     with LogManager([data_dir], read_only=True) as store:
         assert verify_store(store).ok
+
+
+def test_index_files_of_a_deleted_prefix_segment_are_not_damage(tmp_path):
+    """A prefix deletion renames each segment's .log to .deleted before its index files: a crash in
+    between leaves index files without data below the log start offset. Not a missing segment."""
+    data_dir = str(tmp_path / "data")
+    build(data_dir)
+    files = segment_files(data_dir)
+    start = int(os.path.basename(files[2])[:20])
+    os.rename(files[1], files[1] + ".deleted")
+    OffsetCheckpointFile(__import__("logstore").fs.OS_FILE_SYSTEM,
+                         os.path.join(data_dir, LOG_START_OFFSET_CHECKPOINT)).write({(TOPIC, 0): start})
+    with LogManager([data_dir]) as store:
+        assert not store.damaged_partitions, store.problems
+        assert [r.offset for r in store.get_log(TOPIC, 0).iter_records()] == list(range(start, 300))
