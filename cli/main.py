@@ -190,6 +190,10 @@ def topics_describe(options: StoreOptions, name: str) -> None:
             if (name, partition) in store.missing_partitions:
                 partitions.append({"partition": partition, "missing": True})
                 continue
+            damage = store.damaged_partitions.get((name, partition))
+            if damage is not None:
+                partitions.append({"partition": partition, "damaged": damage.description})
+                continue
             log = store.get_log(name, partition)
             partitions.append({
                 "partition": partition, "dir": log.dir_path, "log_dir": store.log_dir_of(name, partition),
@@ -486,7 +490,9 @@ def status(options: StoreOptions, as_json: bool) -> None:
         click.echo(f"{entry.path}: {state}, {entry.partitions} partitions, {entry.size_bytes} bytes, "
                    f"last shutdown {shutdown}")
         _echo_lines(f"  {name}-{number}: recovery point {entry.recovery_points.get((name, number), '-')}, "
-                    f"log end offset {end}" for (name, number), end in sorted(entry.log_end_offsets.items()))
+                    f"log end offset {end}" + (f", DAMAGED: {entry.damaged[(name, number)]}"
+                                               if (name, number) in entry.damaged else "")
+                    for (name, number), end in sorted(entry.log_end_offsets.items()))
     _echo_lines(f"problem: {problem}" for problem in problems)
 
 
@@ -494,7 +500,9 @@ def _dir_json(entry) -> dict:
     return {"path": entry.path, "online": entry.online, "offline_reason": entry.offline_reason,
             "partitions": entry.partitions, "size_bytes": entry.size_bytes, "clean_shutdown": entry.clean_shutdown,
             "logs": [{"topic": name, "partition": number, "recovery_point": entry.recovery_points.get((name, number)),
-                      "log_end_offset": end} for (name, number), end in sorted(entry.log_end_offsets.items())]}
+                      "log_end_offset": end, **({"damaged": entry.damaged[(name, number)]}
+                                                if (name, number) in entry.damaged else {})}
+                     for (name, number), end in sorted(entry.log_end_offsets.items())]}
 
 
 # --- files ---------------------------------------------------------------------------------------
@@ -516,6 +524,24 @@ def check(ctx: click.Context) -> None:
     _echo_lines(str(problem) for problem in report.problems)
     click.echo(("OK: " if report.ok else "DAMAGED: ") + report.summary())
     ctx.exit(0 if report.ok else 1)
+
+
+@main.command()
+@click.argument("topic")
+@click.option("--partition", "-p", type=click.IntRange(min=0),
+              help="Repair only this partition (default: every partition of TOPIC).")
+@click.option("--yes", is_flag=True, help="Cut the damage. Without it, only print what would be cut.")
+@click.pass_obj
+def repair(options: StoreOptions, topic: str, partition: int | None, yes: bool) -> None:
+    """Verify every segment of TOPIC (or one partition) and cut each log at its first damage, as
+    recovery cuts a torn tail: a damaged partition (see `logstore check`, `logstore status`) is
+    readable and writable again afterwards. Prints per partition the bytes, records and offsets
+    removed. Without --yes nothing changes. Takes the store's lock: stop the writer first."""
+    with options.open(read_only=False) as store:
+        plans = store.repair(topic, partition, dry_run=not yes)
+    _echo_lines(plan.describe(done=yes) for plan in plans)
+    if not yes and any(plan.changes for plan in plans):
+        click.echo("Nothing was changed: run again with --yes to cut.")
 
 
 @main.command()

@@ -3,7 +3,8 @@
 Three kinds of failure are told apart, because a caller handles each differently:
 
 - ``CorruptDataError``: bytes on disk fail validation. The data is at fault; recovery truncates a
-  torn or corrupt tail, and damage below the recovery point is reported, never returned as data.
+  torn tail left by a crash; any other damage is reported (``LogDamagedError``: the partition is
+  kept as it is until an explicit repair), never returned as data.
 - ``RequestError``: a request the store cannot serve (an offset out of range, an unknown topic,
   a record that breaks the topic's rules, a bad config value). Nothing was changed.
 - ``StorageError``: the environment failed (an ``OSError`` from the disk, a store locked by another
@@ -26,7 +27,8 @@ class LogStoreError(Exception):
 
 class CorruptDataError(LogStoreError):
     """Bytes on disk failed validation. Raised by decoders and readers; recovery catches it and
-    truncates a torn or corrupt tail; anything else reports it to the user."""
+    cuts a torn tail left by a crash (any other damage makes the partition damaged:
+    ``LogDamagedError``); anything else reports it to the user."""
 
 
 class CorruptRecordError(CorruptDataError):
@@ -37,6 +39,18 @@ class CorruptRecordError(CorruptDataError):
 class CorruptIndexError(CorruptDataError):
     """An offset or time index failed its sanity check. The owner rebuilds the index from the data
     file; indexes are derived data and never the only copy of anything."""
+
+
+class LogDamagedError(CorruptDataError):
+    """A partition whose files are damaged where no crash could have torn them (a corrupt batch
+    below the recovery point or followed by valid data, damage on a cleanly shut-down store, a
+    missing segment, a checkpoint value that contradicts the log). The loader cut nothing: the
+    partition refuses reads and writes (the other partitions work) until ``logstore repair`` (or
+    ``LogManager.repair``) cuts it at its first damage. ``damage`` is the loader's ``LogDamage``."""
+
+    def __init__(self, message: str, damage=None):
+        super().__init__(message)
+        self.damage = damage
 
 
 class CorruptCheckpointError(CorruptDataError):

@@ -7,13 +7,20 @@
 2. **Obsolete originals.** For the valid swaps, every ordinary segment file whose base offset lies in
    [lowest swap base, highest swap next offset) is removed: the swap replaces it.
 3. **Complete the swaps.** Each ``.swap`` file is renamed to its final name.
-4. **Load segments** in base-offset order. Index files without a ``.log`` are removed. A segment whose
-   ``.index`` is missing or fails its checks has its indexes rebuilt from the data.
+4. **Load segments** in base-offset order. Index files without a ``.log`` are removed, unless that
+   segment must have existed (a clean shutdown, or below the recovery point): a missing segment. A
+   segment whose ``.index`` is missing or fails its checks has its indexes rebuilt from the data.
+   Segments below the recovery point (all, after a clean shutdown) must end with a whole batch and
+   the next must start where they end.
 5. **Recover** after an unclean shutdown: every segment from the one holding the recovery point on is
-   re-verified batch by batch (CRC and offsets) and its indexes rebuilt; at the first segment whose
-   tail had to be cut, all later segments are dropped (their offsets would follow a gap).
-6. **Offsets.** A log whose end is below the checkpointed log start offset lost its files: it restarts
-   empty at the log start offset. The last segment's indexes get their full capacity back.
+   re-verified batch by batch (CRC and offsets) and its indexes rebuilt. A torn tail at or above the
+   recovery point (nothing valid follows it in its file) is cut and the later segments dropped.
+6. **Offsets.** A log whose end is below the checkpointed log start offset after a crash (and whose
+   recovery point is not above that start) restarts empty at the log start offset: records below it
+   were deleted. The last segment's indexes get their full capacity back.
+
+Whatever else is wrong is *damage* (module ``damage``): nothing is cut and ``LoadedLog.damage`` says
+what was found; the partition stays as it is until an explicit repair.
 
 Passes 1-3 are computed as a plan first (``plan_directory``). A writer applies it; a read-only opener
 only uses the plan's view of which files make up the segments, so it never changes a file, yet sees
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 
 from ..clock import Clock
@@ -31,6 +39,8 @@ from ..config import LogConfig
 from ..errors import CorruptDataError, CorruptIndexError, CorruptRecordError
 from ..fs import FileSystem
 from ..records.decoder import HEADER_BYTES
+from .damage import (LogDamage, data_damage, drop_segments, is_zero, missing_segment_damage, next_offset_before,
+                     orphan_index_bases, segment_end, valid_batch_after)
 from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                       TIME_INDEX_SUFFIX, LogSegment)
 
@@ -131,23 +141,35 @@ def _next_offset_of_swap(fs: FileSystem, clock: Clock, dir_path: str, base: int,
 
 @dataclass
 class LoadedLog:
-    """The result of loading: segments in base-offset order and the offsets to start from."""
+    """The result of loading: segments in base-offset order and the offsets to start from.
+    ``damage``: what makes the partition damaged (then nothing was cut: the segments are as found,
+    and ``orphan_indexes`` the index files kept as the evidence of a missing segment)."""
 
     segments: list[LogSegment]
     log_end_offset: int
     recovery_point: int
     log_start_offset: int
     problems: list[str] = field(default_factory=list)
+    damage: LogDamage | None = None
+    orphan_indexes: list[str] = field(default_factory=list)
 
 
 def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, recovery_point: int,
              log_start_offset: int, clean_shutdown: bool, read_only: bool = False) -> LoadedLog:
-    """Run the passes over ``dir_path`` and return the loaded segments."""
+    """Run the passes over ``dir_path`` and return the loaded segments. Damage that no crash could
+    have left (module ``damage``) is returned as ``LoadedLog.damage``, with nothing cut."""
     plan = plan_directory(fs, clock, dir_path, config)
     problems: list[str] = []
+    # Index files whose .log is gone, where that segment must have existed (a clean store, or below
+    # the recovery point) may be a missing segment's: judged once the segments are open.
+    suspects = {base: names for base, names in orphan_index_bases(plan.orphan_indexes).items()
+                if clean_shutdown or base < recovery_point}
+    plan.orphan_indexes = [name for name in plan.orphan_indexes
+                           if not any(name in names for names in suspects.values())]
     if not read_only:
         _apply_plan(fs, dir_path, plan)
-    segments = []
+    segments: list[LogSegment] = []
+    damage = None
     try:
         bases = sorted(plan.segments)
         # Segments that pass 5 will recover are not checked here: their indexes get rebuilt anyway.
@@ -155,18 +177,51 @@ def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, 
             (slot for slot, base in enumerate(bases) if base <= recovery_point), default=0)
         for slot, base in enumerate(bases):
             suffix = plan.segments[base] if read_only else ""
-            segments.append(_open_segment(fs, clock, dir_path, base, config, suffix, read_only,
-                                          slot >= first_recovered, problems))
+            segment, found = _open_segment(fs, clock, dir_path, base, config, suffix, read_only,
+                                           slot >= first_recovered)
+            segments.append(segment)
+            damage = damage or found
+        # Offsets run on from one segment to the next, except in a compacted topic: a truncation
+        # inside a cleaned segment leaves it ending below the log end offset the next roll starts at.
+        gaps = config.compact
+        start = log_start_offset
+        evidence = _missing_segments(fs, dir_path, segments, suspects, read_only, log_start_offset)
+        if evidence:
+            damage = damage or missing_segment_damage(dir_path, min(evidence))
         if read_only:
-            return _read_only_result(segments, log_start_offset, problems)
-        if not clean_shutdown:
-            _recover(fs, segments, recovery_point, problems)
-        if segments and segments[-1].read_next_offset() < log_start_offset:
-            problems.append(f"{dir_path}: log end is below the log start offset {log_start_offset}; "
-                            "its segments were lost, restarting empty there")
-            for segment in segments:
-                segment.delete()
-            segments = []
+            try:
+                return _read_only_result(segments, log_start_offset, problems, clean_shutdown, damage, gaps)
+            except CorruptDataError as exc:
+                damage = LogDamage("data", dir_path, None, segments[0].base_offset, f"{dir_path}: {exc}")
+                return _read_only_result(segments, log_start_offset, problems, False, damage, gaps)
+        try:
+            if damage is None:
+                damage = _check_ends(segments[:first_recovered],
+                                     segments[first_recovered] if first_recovered < len(segments) else None,
+                                     gaps, start)
+            if damage is None and not clean_shutdown:
+                segments, damage = _recover(fs, segments, first_recovered, recovery_point, problems, gaps, start)
+            if damage is None and segments and segments[-1].read_next_offset() < log_start_offset:
+                log_end_offset = segments[-1].read_next_offset()
+                # A clean store never has its end below its start; after a crash it may (the
+                # unsynced records up to a delete_records were lost), but never below a recovery
+                # point above the start: fsynced records are missing then.
+                if clean_shutdown or recovery_point > log_start_offset:
+                    damage = LogDamage("log_start_offset", dir_path, None, log_end_offset,
+                                       f"the checkpointed log start offset {log_start_offset} is above the log end "
+                                       f"offset {log_end_offset}: that value is refused, the log is kept")
+                else:
+                    # After a crash: records up to the start offset were deleted (delete_records), and
+                    # the unsynced rest was lost. Nothing readable goes.
+                    problems.append(f"{dir_path}: log end {log_end_offset} is below the log start offset "
+                                    f"{log_start_offset} after a crash; restarting empty there")
+                    logger.warning("%s", problems[-1])
+                    segments = drop_segments(fs, dir_path, segments, 0)
+        except CorruptDataError as exc:  # unforeseen bad bytes: this partition is damaged, not the store
+            damage = LogDamage("data", dir_path, None, segments[0].base_offset if segments else log_start_offset,
+                               f"{dir_path}: {exc}")
+        if damage is not None:
+            return _damaged_result(dir_path, segments, log_start_offset, recovery_point, problems, damage, evidence)
         if not segments:
             segments.append(LogSegment(fs, clock, dir_path, log_start_offset, create=True,
                                        index_interval_bytes=config.index_interval_bytes,
@@ -178,10 +233,49 @@ def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, 
         for segment in segments:
             segment.close_handlers()
         raise
+    if not clean_shutdown and recovery_point > log_end_offset:
+        problems.append(f"{dir_path}: the recovery point {recovery_point} is above the log end offset "
+                        f"{log_end_offset} after recovery: fsynced records below it are missing")
+        logger.warning("%s", problems[-1])
     recovery_point = log_end_offset if clean_shutdown else min(recovery_point, log_end_offset)
     log_start_offset = max(log_start_offset, segments[0].base_offset)
     return LoadedLog(segments, log_end_offset, max(recovery_point, min(log_start_offset, log_end_offset)),
                      log_start_offset, problems)
+
+
+def _missing_segments(fs: FileSystem, dir_path: str, segments: list[LogSegment], suspects: dict[int, list[str]],
+                      read_only: bool, log_start_offset: int) -> dict[int, list[str]]:
+    """The suspect orphan index files that are a missing segment's: those whose base offset no
+    segment covers, above the log start offset. (Index files at a base inside a segment's offsets
+    never had data of their own; those of a segment wholly below the log start offset are what a
+    prefix deletion interrupted between renaming a ``.log`` and its indexes leaves. A writer
+    removes both.)"""
+    evidence = {}
+    for base, names in suspects.items():
+        before = [segment for segment in segments if segment.base_offset < base]
+        after = [segment for segment in segments if segment.base_offset > base]
+        try:
+            inside = bool(before) and base < before[-1].read_next_offset()
+        except CorruptRecordError:
+            inside = False
+        if not inside and not (after and after[0].base_offset <= log_start_offset):
+            evidence[base] = names
+        elif not read_only:
+            for name in names:
+                fs.remove(os.path.join(dir_path, name))
+            logger.info("%s: removed index files without data at base %d (inside a segment)", dir_path, base)
+    return evidence
+
+
+def _damaged_result(dir_path: str, segments: list[LogSegment], log_start_offset: int, recovery_point: int,
+                    problems: list[str], damage: LogDamage, evidence: dict[int, list[str]]) -> LoadedLog:
+    """A damaged partition: its files as found. Its recovery point and log start offset stay the
+    checkpointed ones (written back to the checkpoints until a repair); its end is the damage."""
+    problems.append(f"partition {os.path.basename(dir_path)} is damaged: {damage.description}; "
+                    "nothing was cut (logstore repair cuts it)")
+    logger.error("%s", problems[-1])
+    return LoadedLog(segments, damage.offset, recovery_point, log_start_offset, problems, damage,
+                     [os.path.join(dir_path, name) for names in evidence.values() for name in names])
 
 
 def _apply_plan(fs: FileSystem, dir_path: str, plan: DirectoryPlan) -> None:
@@ -210,7 +304,11 @@ def _apply_plan(fs: FileSystem, dir_path: str, plan: DirectoryPlan) -> None:
 
 
 def _open_segment(fs: FileSystem, clock: Clock, dir_path: str, base: int, config: LogConfig,
-                  suffix: str, read_only: bool, skip_checks: bool, problems: list[str]) -> LogSegment:
+                  suffix: str, read_only: bool, skip_checks: bool) -> tuple[LogSegment, LogDamage | None]:
+    """Open one segment; unless ``skip_checks`` (read-only, or recovered by pass 5), check its
+    indexes and rebuild them from the data when they fail. Invalid bytes found meanwhile are damage
+    (this segment lies below the recovery point, or the store shut down cleanly): nothing is cut,
+    and the ``LogDamage`` returned beside the segment says what was found."""
     index_path = os.path.join(dir_path, f"{base:020d}{INDEX_SUFFIX}{suffix}")
     time_index_path = os.path.join(dir_path, f"{base:020d}{TIME_INDEX_SUFFIX}{suffix}")
     index_missing = not fs.exists(index_path) or not fs.exists(time_index_path)
@@ -218,47 +316,132 @@ def _open_segment(fs: FileSystem, clock: Clock, dir_path: str, base: int, config
                          max_index_size_bytes=config.segment_index_bytes, writable=not read_only,
                          file_suffix=suffix)
     if read_only or skip_checks:
-        return segment
+        return segment, None
     try:
         if index_missing:
             raise CorruptIndexError(f"an index file of {segment.log_path} is missing")
         check_indexes(segment)
     except CorruptDataError as exc:
         logger.warning("%s; rebuilding the indexes of %s", exc, segment.log_path)
-        truncated = segment.recover()
-        if truncated:
-            problems.append(f"{segment.log_path}: {truncated} damaged bytes cut at position "
-                            f"{segment.size_bytes} while rebuilding its indexes")
-    return segment
+        invalid_bytes = segment.recover(cut_tail=False)
+        if invalid_bytes:
+            valid_end = segment.file.file_size() - invalid_bytes
+            return segment, data_damage(segment, valid_end, next_offset_before(segment, valid_end),
+                                        f"{invalid_bytes} bytes that are not valid batches")
+    return segment, None
 
 
-def _recover(fs: FileSystem, segments: list[LogSegment], recovery_point: int, problems: list[str]) -> None:
-    """Pass 5: re-verify every segment from the one holding the recovery point on."""
-    first = 0
-    for position, segment in enumerate(segments):
-        if segment.base_offset <= recovery_point:
-            first = position
-    for position in range(first, len(segments)):
-        segment = segments[position]
-        truncated = segment.recover()
-        if truncated:
-            later = segments[position + 1 :]
-            problems.append(f"{segment.log_path}: cut a torn or corrupt tail of {truncated} bytes"
+def _check_ends(segments: list[LogSegment], following: LogSegment | None, gaps: bool,
+                log_start_offset: int) -> LogDamage | None:
+    """The segments not recovered by pass 5 (all of them after a clean shutdown) lie below the
+    recovery point: each must end with a whole batch and the next segment must start where it
+    ends. Headers only, from the last index entry (a few small reads per segment): damage inside a
+    batch is found by the reads that reach it, and by ``logstore check``."""
+    for slot, segment in enumerate(segments):
+        try:
+            position, next_offset = segment_end(segment)
+        except CorruptRecordError as exc:
+            position, next_offset = _valid_prefix_end(segment)
+            what = re.sub(r" at position \d+", "", str(exc).replace(f" in {segment.log_path}", ""))
+            return data_damage(segment, position, next_offset, what)
+        file_size = segment.file.file_size()
+        if position != file_size:
+            return data_damage(segment, position, next_offset, f"{file_size - position} bytes of an incomplete batch "
+                               f"(a torn tail, where no crash could have torn one)")
+        after = segments[slot + 1] if slot + 1 < len(segments) else following
+        hole = _hole(segment, next_offset, after, gaps, log_start_offset)
+        if hole is not None:
+            return hole
+    return None
+
+
+def _hole(segment: LogSegment, next_offset: int, following: LogSegment | None, gaps: bool,
+          log_start_offset: int) -> LogDamage | None:
+    """The damage when ``following`` does not start where ``segment`` ends (``gaps``: a compacted
+    topic, where only an overlap is damage). Below the log start offset nothing is damage: a prefix
+    deletion (``delete_records``, retention) interrupted by a crash leaves holes in dead data."""
+    if following is None or following.base_offset == next_offset or following.base_offset <= log_start_offset:
+        return None
+    if gaps and following.base_offset > next_offset:
+        return None
+    if following.base_offset > next_offset:
+        what = f"offsets {next_offset}..{following.base_offset - 1} are missing before {following.log_path}"
+    else:
+        what = f"{following.log_path} starts at {following.base_offset}, inside the previous segment"
+    return LogDamage("hole", segment.log_path, segment.file.file_size(), next_offset,
+                     f"{segment.log_path} ends at offset {next_offset}: {what}")
+
+
+def _valid_prefix_end(segment: LogSegment) -> tuple[int, int]:
+    """``(position, next_offset)`` after the valid batches at the start of ``segment`` (to name damage)."""
+    position, next_offset = 0, segment.base_offset
+    try:
+        for batch_position, batch in segment.iter_batches(0, segment.file.file_size()):
+            position, next_offset = batch_position + batch.header.size_bytes, batch.header.next_offset
+    except CorruptRecordError:
+        pass
+    return position, next_offset
+
+
+def _recover(fs: FileSystem, segments: list[LogSegment], first: int, recovery_point: int,
+             problems: list[str], gaps: bool, log_start_offset: int) -> tuple[list[LogSegment], LogDamage | None]:
+    """Pass 5: re-verify every segment from the one holding the recovery point on. A torn tail (no
+    valid batch follows it in its file, or only zeros lie between; at or above the recovery point)
+    is cut, and the later segments, all above the recovery point, are dropped: a power loss lost
+    that file's unsynced tail. Any other invalid bytes, or a hole below the recovery point, are
+    damage: nothing is cut."""
+    for slot in range(first, len(segments)):
+        segment = segments[slot]
+        file_size = segment.file.file_size()
+        invalid_bytes = segment.recover(cut_tail=False)
+        valid_end = file_size - invalid_bytes
+        next_offset = next_offset_before(segment, valid_end)
+        later = segments[slot + 1 :]
+        if invalid_bytes:
+            follows = valid_batch_after(segment, valid_end, next_offset - 1, file_size)
+            torn = follows is None or is_zero(segment, valid_end, follows)
+            if not torn or next_offset < recovery_point:
+                what = ("invalid bytes followed by valid batches" if not torn else
+                        f"invalid bytes below the recovery point {recovery_point}")
+                return segments, data_damage(segment, valid_end, next_offset, f"{invalid_bytes} {what}")
+            segment.file.truncate_to(valid_end)
+            problems.append(f"{segment.log_path}: cut a torn tail of {invalid_bytes} bytes at position {valid_end} "
+                            f"(offset {next_offset}, at or above the recovery point {recovery_point})"
                             + (f", dropped {len(later)} later segments" if later else ""))
-            for dropped in later:
-                dropped.delete()
-            del segments[position + 1 :]
-            if later:
-                fs.fsync_dir(segment.dir_path)
-            return
+            logger.warning("%s", problems[-1])
+            return drop_segments(fs, segment.dir_path, segments, slot + 1), None
+        hole = _hole(segment, next_offset, later[0] if later else None, gaps, log_start_offset)
+        if hole is not None:
+            if next_offset < recovery_point or later[0].base_offset < next_offset:
+                return segments, hole
+            problems.append(f"{segment.log_path}: offsets from {next_offset} are missing (above the recovery point "
+                            f"{recovery_point}: not fsynced); dropped the {len(later)} later segments")
+            logger.warning("%s", problems[-1])
+            return drop_segments(fs, segment.dir_path, segments, slot + 1), None
+    return segments, None
 
 
-def _read_only_result(segments: list[LogSegment], log_start_offset: int, problems: list[str]) -> LoadedLog:
-    """A read-only view: the valid prefix of the last segment bounds what can be read."""
+def _read_only_result(segments: list[LogSegment], log_start_offset: int, problems: list[str],
+                      clean_shutdown: bool, damage: LogDamage | None, gaps: bool) -> LoadedLog:
+    """A read-only view: the valid prefix of the last segment bounds what can be read, when a writer
+    may be appending to it (or crashed). A cleanly shut-down store has no torn tail: its segments
+    must end with whole batches, contiguous, or the view is of a damaged partition."""
     if not segments:
-        return LoadedLog([], log_start_offset, log_start_offset, log_start_offset, problems)
+        return LoadedLog([], log_start_offset, log_start_offset, log_start_offset, problems, damage)
     last = segments[-1]
+    if clean_shutdown and damage is None:
+        damage = _check_ends(segments[:-1], last, gaps, log_start_offset)
     last.size_bytes, log_end_offset = read_valid_end(last)
+    if clean_shutdown and damage is None and last.size_bytes != last.file.file_size():
+        damage = data_damage(last, last.size_bytes, log_end_offset, f"{last.file.file_size() - last.size_bytes} "
+                             "bytes that are not valid batches (the store shut down cleanly: not a torn tail)")
+    if clean_shutdown and damage is None and log_end_offset < log_start_offset:
+        damage = LogDamage("log_start_offset", last.dir_path, None, log_end_offset,
+                           f"the checkpointed log start offset {log_start_offset} is above the log end offset "
+                           f"{log_end_offset}: that value is refused")
+    if damage is not None:
+        problems.append(f"partition {os.path.basename(last.dir_path)} is damaged: {damage.description}")
+        return LoadedLog(segments, log_end_offset, log_end_offset, log_start_offset, problems, damage)
     log_start_offset = max(log_start_offset, segments[0].base_offset)
     return LoadedLog(segments, log_end_offset, log_end_offset, min(log_start_offset, log_end_offset), problems)
 

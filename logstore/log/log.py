@@ -34,6 +34,7 @@ from ..fs import FileSystem
 from ..records.batching import AppendInfo, PreparedAppend, encode_records
 from ..records.decoder import RECORD_OVERHEAD_BYTES, Record, read_header
 from ..records.encoder import assign_base_offset
+from .damage import DamagedLogMixin
 from .loader import load_log
 from .local_log import LocalLog
 from .retention import RetentionDecision, RetentionResult, plan_retention
@@ -47,7 +48,7 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 
 
-class Log:
+class Log(DamagedLogMixin):
     """One partition of a topic: ``append``, ``read``, ``roll``, ``flush``, ``truncate_to`` and
     ``delete_records``. Open it through ``LogManager.get_log`` (which persists its checkpoints), or
     directly with ``Log(dir_path, config, ...)`` for a standalone partition."""
@@ -78,7 +79,7 @@ class Log:
         self.schedule_file_delete: Callable[[Sequence[LogSegment], int], None] | None = None
         loaded = load_log(fs, clock, dir_path, config, recovery_point=recovery_point,
                           log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, read_only=read_only)
-        self.load_problems = loaded.problems
+        self.load_problems, self.damage, self._orphan_indexes = loaded.problems, loaded.damage, loaded.orphan_indexes
         self._local = LocalLog(dir_path, config, fs, clock, loaded.segments)
         self.log_end_offset = loaded.log_end_offset
         self.recovery_point = loaded.recovery_point
@@ -134,6 +135,7 @@ class Log:
         if self._failure is not None:
             raise LogFailedError(f"log {self.name} failed earlier ({self._failure}); "
                                  "reopen the store to recover from what is durable") from self._failure
+        self.check_not_damaged()
 
     def _fail(self, exc: BaseException) -> LogFailedError:
         self._failure = exc
@@ -433,15 +435,16 @@ class Log:
         return True
 
     def _truncate_locked(self, offset: int) -> None:
+        # A lower recovery point is persisted before the cut (above the end after a crash = records
+        # lost), a lower start offset after it (never deleted records readable again).
+        if self.on_checkpoint_needed is not None and self.recovery_point > offset:
+            self.recovery_point = offset
+            self.on_checkpoint_needed(self)
         try:
             self._local.truncate_to(offset)
         except OSError as exc:
             raise self._fail(exc) from exc
-        self.log_end_offset = offset
-        self.recovery_point = min(self.recovery_point, offset)
-        # Persisted after the truncation: a crash in between leaves the old, higher start offset (an
-        # empty log there), never deleted records becoming readable. The lowered recovery point is
-        # persisted too, so data appended again below it is re-verified after a crash.
+        self.log_end_offset, self.recovery_point = offset, min(self.recovery_point, offset)
         self.log_start_offset = min(self.log_start_offset, offset)
         if self.on_checkpoint_needed is not None:
             self.on_checkpoint_needed(self)
@@ -511,8 +514,7 @@ class Log:
     # --- for the cleaner -------------------------------------------------------------------------
 
     def segments_and_truncations(self) -> tuple[tuple[LogSegment, ...], int]:
-        """The segments and the truncation count read together (no truncation under way): what a
-        cleaning round starts from and hands back to ``replace_segments`` to detect a change."""
+        """The segments and truncation count read together: a cleaning round's start (see ``replace_segments``)."""
         with self._lock:
             return self._local.segments, self.truncations
 
@@ -522,8 +524,7 @@ class Log:
         return self._local.new_segment(base_offset, CLEANED_SUFFIX)
 
     def copy_mtime(self, source: LogSegment, target: LogSegment) -> None:
-        """Give ``target``'s data file the modification time of ``source``'s: a recopied segment
-        keeps its age for mtime-based retention."""
+        """Give ``target``'s data file ``source``'s mtime: a recopy keeps its age for retention."""
         self._local.copy_mtime(source, target)
 
     def replace_segments(self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment], *,
@@ -571,7 +572,7 @@ class Log:
             if self._closed:
                 return
             try:
-                if not self.read_only and self._failure is None:
+                if not self.read_only and self._failure is None and self.damage is None:
                     self._local.close_segments()
                     self.recovery_point = self.log_end_offset
             finally:
@@ -579,8 +580,7 @@ class Log:
         self._answer_waiters()
 
     def close_handlers(self) -> None:
-        """Close without writing anything (an offline data dir, a view nobody will use): release
-        every descriptor and mapping; waiting reads and durable appends answer. Safe twice."""
+        """Close without writing (an offline dir, a damaged log): release descriptors and mappings."""
         with self._lock:
             self._release_handlers()
         self._answer_waiters()

@@ -23,10 +23,15 @@ A ``LogManager`` holds one. It owns the open logs (``logs``) and which dir holds
   when every dir fails does the open fail.
 - **Placing**: a new partition goes to the live dir holding the fewest partitions; a deleted topic's
   directories are renamed ``-delete`` (durably) and then removed.
+- **Damaged partitions**: a log whose loader found damage no crash could leave (``Log.damage``) is
+  kept apart (``damaged``), as Kafka takes a log offline: its files stay as found, it refuses reads
+  and writes, the other partitions work, and its checkpointed offsets are written back unchanged
+  until ``repair`` cuts it and it joins the other logs.
 - **Closing**: every log is flushed and closed (a pool per dir again); a dir gets its checkpoints
-  and its clean-shutdown marker only when all its logs closed cleanly. A dir whose logs and topics
-  did not change since a clean open gets back the very marker it had (same bytes, same
-  ``shutdown_ms``): a writable command that failed leaves no trace.
+  and its clean-shutdown marker only when all its logs closed cleanly (and no partition found
+  damaged by a recovery remains: its next open must find that damage the same way). A dir whose
+  logs and topics did not change since a clean open gets back the very marker it had (same bytes,
+  same ``shutdown_ms``): a writable command that failed leaves no trace.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from typing import TYPE_CHECKING, Callable, Collection
 from ..errors import CorruptCheckpointError, LockedError, LogStoreError, OfflineDirError, StorageError
 from ..log.checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile,
                               take_clean_shutdown_marker, write_clean_shutdown_marker)
+from ..log.damage import RepairPlan
 from ..log.log import Log
 from .topics import (DELETE_DIR_SUFFIX, DELETING, STAGING_DIR, deleted_dir_name, parse_partition_dir_name,
                      partition_dir_name)
@@ -68,6 +74,7 @@ class DirStatus:
     clean_shutdown: bool  # whether the previous session ended with a clean shutdown
     recovery_points: dict[tuple[str, int], int]
     log_end_offsets: dict[tuple[str, int], int]
+    damaged: dict[tuple[str, int], str]  # damaged partitions: what is wrong (see LogDirs.damaged)
 
 
 class LogDirs:
@@ -93,6 +100,7 @@ class LogDirs:
         self.live: list[str] = []  # the dirs online, in the order given
         self.offline: dict[str, str] = {}  # dir -> why it is offline
         self.logs: dict[tuple[str, int], Log] = {}
+        self.damaged: dict[tuple[str, int], Log] = {}  # logs with Log.damage set: kept apart until repaired
         self.dir_of: dict[tuple[str, int], str] = {}
         self.missing: list[tuple[str, int]] = []  # partitions of known topics found in no dir
         self.clean_shutdown: dict[str, bool] = {}  # whether the previous session ended cleanly
@@ -192,7 +200,7 @@ class LogDirs:
                         if dir_path in self.offline:  # another partition of this dir failed
                             log.close_handlers()
                             continue
-                        self.logs[key] = log
+                        (self.logs if log.damage is None else self.damaged)[key] = log
                     except OSError as exc:
                         self.mark_offline(dir_path, f"loading {partition_dir_name(*key)} in {dir_path} failed: "
                                                      f"{exc.strerror or exc}")
@@ -214,7 +222,8 @@ class LogDirs:
                     continue
                 # Not loaded: missing, unless it is (or, found in no dir, may be) on an offline dir.
                 dir_path = self.dir_of.get(key)
-                if key not in self.logs and dir_path not in self.offline and (dir_path or not self.offline):
+                if (key not in self.logs and key not in self.damaged and dir_path not in self.offline
+                        and (dir_path or not self.offline)):
                     self.missing.append(key)
                     self.problems.append(f"partition {partition_dir_name(name, partition)} is missing from the "
                                          f"data dirs {self.paths}: was a data dir left out?")
@@ -264,6 +273,14 @@ class LogDirs:
         self.problems.extend(log.load_problems)  # list.extend is atomic: safe from the pool's threads
         self._adopt_log(log)
         return log
+
+    def repair(self, topic_partition: tuple[str, int], dry_run: bool) -> RepairPlan:
+        """``Log.repair`` of one partition (damaged or not); a repaired damaged log joins the others."""
+        log = self.damaged.get(topic_partition) or self.logs[topic_partition]
+        plan = log.repair(dry_run)
+        if not dry_run and topic_partition in self.damaged:
+            self.logs[topic_partition] = self.damaged.pop(topic_partition)
+        return plan
 
     # --- placing partitions ----------------------------------------------------------------------
 
@@ -337,9 +354,10 @@ class LogDirs:
         if dir_path in self.live:
             self.live.remove(dir_path)
         for key in [key for key, path in self.dir_of.items() if path == dir_path]:
-            log = self.logs.pop(key, None)
-            if log is not None:
-                log.close_handlers()
+            for logs in (self.logs, self.damaged):
+                log = logs.pop(key, None)
+                if log is not None:
+                    log.close_handlers()
         fd = self._locks.pop(dir_path, None)
         if fd is not None:
             try:
@@ -362,13 +380,17 @@ class LogDirs:
 
     def _write_checkpoints(self, dir_path: str, which: tuple[str, ...] = (RECOVERY_POINT_CHECKPOINT,
                                                                          LOG_START_OFFSET_CHECKPOINT)) -> None:
-        logs = [(key, log) for key, log in list(self.logs.items()) if self.dir_of.get(key) == dir_path]
+        # A damaged log keeps the offsets it was loaded with (a refused log start offset too): its
+        # next open must judge the same files by the same values.
+        logs = [(key, log) for key, log in list(self.logs.items()) + list(self.damaged.items())
+                if self.dir_of.get(key) == dir_path]
         if RECOVERY_POINT_CHECKPOINT in which:
             OffsetCheckpointFile(self._fs, os.path.join(dir_path, RECOVERY_POINT_CHECKPOINT)).write(
                 {key: log.recovery_point for key, log in logs})
         if LOG_START_OFFSET_CHECKPOINT in which:
             OffsetCheckpointFile(self._fs, os.path.join(dir_path, LOG_START_OFFSET_CHECKPOINT)).write(
-                {key: log.log_start_offset for key, log in logs if log.log_start_offset > log.segments[0].base_offset})
+                {key: log.log_start_offset for key, log in logs
+                 if log.damage is not None or log.log_start_offset > log.segments[0].base_offset})
 
     def checkpoint(self, which: tuple[str, ...] = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT)) -> None:
         """Write every live dir's recovery-point and log-start-offset checkpoints now. A write
@@ -418,6 +440,9 @@ class LogDirs:
         failed_dirs: set[str] = set(self.offline)
         unchanged = {dir_path for dir_path, state in self._opened_state.items()
                      if state == self._state(dir_path, topics_generation)}
+        # Damage found by a recovery is found again only by a recovery: that dir stays unclean.
+        unclean_dirs = {self.dir_of.get(key) for key in self.damaged
+                        if not self.clean_shutdown.get(self.dir_of.get(key))}
         guard = threading.Lock()
 
         def close(key: tuple[str, int], log: Log) -> None:
@@ -433,7 +458,7 @@ class LogDirs:
                     failed_dirs.add(self.dir_of.get(key, ""))
 
         by_dir: dict[str, list] = {}
-        for key, log in sorted(self.logs.items()):
+        for key, log in sorted([*self.logs.items(), *self.damaged.items()]):
             by_dir.setdefault(self.dir_of.get(key, ""), []).append((key, log))
         pools = [ThreadPoolExecutor(self._config.recovery_threads_per_data_dir) for _ in by_dir]
         try:
@@ -447,8 +472,9 @@ class LogDirs:
             try:
                 if mark_clean and dir_path not in failed_dirs:
                     self._write_checkpoints(dir_path)
-                    write_clean_shutdown_marker(self._fs, dir_path, self._clock.time_ms(),
-                                                self._markers.get(dir_path) if dir_path in unchanged else None)
+                    if dir_path not in unclean_dirs:
+                        write_clean_shutdown_marker(self._fs, dir_path, self._clock.time_ms(),
+                                                    self._markers.get(dir_path) if dir_path in unchanged else None)
             except OSError as exc:
                 failures.append(f"{dir_path}: {exc}")
             finally:
@@ -469,7 +495,8 @@ class LogDirs:
         result = []
         for dir_path in self.paths:
             keys = sorted(key for key, path in self.dir_of.items() if path == dir_path)
-            logs = {key: self.logs[key] for key in keys if key in self.logs}
+            logs = {key: self.logs.get(key) or self.damaged[key] for key in keys
+                    if key in self.logs or key in self.damaged}
             if self.read_only:  # a view has no recovery point of its own: show what the writer wrote
                 recovery_points = {key: offset for key, offset in self._read_checkpoint_quietly(dir_path).items()
                                    if key in logs}
@@ -478,5 +505,6 @@ class LogDirs:
             result.append(DirStatus(
                 dir_path, dir_path not in self.offline, self.offline.get(dir_path), len(keys),
                 sum(log.size_bytes for log in logs.values()), self.clean_shutdown.get(dir_path, False),
-                recovery_points, {key: log.log_end_offset for key, log in logs.items()}))
+                recovery_points, {key: log.log_end_offset for key, log in logs.items()},
+                {key: log.damage.description for key, log in logs.items() if log.damage is not None}))
         return result

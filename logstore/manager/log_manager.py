@@ -33,6 +33,7 @@ from ..errors import (InvalidConfigError, LogStoreError, ReadOnlyError, StorageE
                       TopicExistsError, UnknownTopicOrPartitionError)
 from ..fs import OS_FILE_SYSTEM, FileSystem
 from ..log.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
+from ..log.damage import LogDamage, RepairPlan
 from ..log.log import Log
 from ..log.retention import RetentionResult
 from ..log.waits import DEFAULT_DURABLE_TIMEOUT_MS, LogWaits, check_wait, durable_acks, read_or_wait
@@ -134,6 +135,16 @@ class LogManager:
     def offline_dirs(self) -> dict[str, str]:
         """The data dirs that are offline, and why."""
         return self._dirs.offline
+
+    @property
+    def damaged_partitions(self) -> dict[tuple[str, int], LogDamage]:
+        """Partitions whose files hold damage no crash could leave (``LogDamage``: what and where).
+        Nothing was cut: they refuse reads and writes (``LogDamagedError``) until ``repair``."""
+        return {key: log.damage for key, log in sorted(self._dirs.damaged.items())}
+
+    def damaged_logs(self) -> list[Log]:
+        """The logs of the damaged partitions (for verification: ``logstore check``)."""
+        return [log for _, log in sorted(self._dirs.damaged.items())]
 
     @property
     def missing_partitions(self) -> list[tuple[str, int]]:
@@ -246,7 +257,7 @@ class LogManager:
 
     def _create_partitions(self, name: str, meta: TopicMetadata) -> None:
         for partition in range(meta.partitions):
-            if (name, partition) not in self._dirs.logs:
+            if (name, partition) not in self._dirs.logs and (name, partition) not in self._dirs.damaged:
                 self._dirs.create_partition((name, partition))
 
     def delete_topic(self, name: str) -> None:
@@ -262,7 +273,7 @@ class LogManager:
                     if key in self._dirs.logs:
                         self.cleaner.cleaner_manager.abort_and_pause(key)
             for key in keys:
-                log = self._dirs.logs.pop(key, None)
+                log = self._dirs.logs.pop(key, None) or self._dirs.damaged.pop(key, None)
                 if log is not None:
                     log.close()
                     if self.cleaner is not None:
@@ -310,6 +321,9 @@ class LogManager:
                                                f"(partitions: 0..{meta.partitions - 1})")
         log = self._dirs.logs.get((topic, partition))
         if log is None:
+            damaged = self._dirs.damaged.get((topic, partition))
+            if damaged is not None:
+                raise damaged.damaged_error()
             self._dirs.check_online(topic, partition)
             raise StorageError(f"partition {partition_dir_name(topic, partition)} is missing from the data "
                                f"dirs {self.log_dirs}: was a data dir left out?")
@@ -453,6 +467,33 @@ class LogManager:
         """Per data dir: online or offline (and why), partitions, bytes, recovery points and log end
         offsets, and whether the previous session shut down cleanly."""
         return self._dirs.status()
+
+    # --- repairing damage ----------------------------------------------------------------------------
+
+    def repair(self, topic: str, partition: int | None = None, *, dry_run: bool = False) -> list[RepairPlan]:
+        """Verify every segment of ``partition`` (default: every partition of ``topic``) and cut each
+        log at its first damage, as recovery would have: what ``logstore repair`` runs. Logged;
+        returns per partition what was (with ``dry_run``: would be) removed (``RepairPlan``). A
+        damaged partition is readable and writable again afterwards."""
+        with self._lock:
+            self._check_writable()
+            meta = self._meta(topic)
+            if partition is not None and (not isinstance(partition, int) or not 0 <= partition < meta.partitions):
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition!r}")
+            plans = []
+            for number in range(meta.partitions) if partition is None else [partition]:
+                key = (topic, number)
+                if key not in self._dirs.damaged:
+                    self.get_log(topic, number)  # raises for a partition offline or missing
+                if self.cleaner is not None and not dry_run:
+                    self.cleaner.cleaner_manager.abort_and_pause(key)
+                try:
+                    with _storage_errors(f"repairing {partition_dir_name(topic, number)}"):
+                        plans.append(self._dirs.repair(key, dry_run))
+                finally:
+                    if self.cleaner is not None and not dry_run:
+                        self.cleaner.cleaner_manager.resume(key)
+            return plans
 
     # --- compaction on demand --------------------------------------------------------------------
 

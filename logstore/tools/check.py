@@ -6,8 +6,14 @@ while another process writes). Checked:
 
 - every batch of every ``.log`` file: header and body CRCs, column consistency, offsets inside the
   segment's 32-bit range and strictly increasing within and across segments, below the log end
-  offset; a torn tail (an incomplete last batch) of the last segment is a warning (an interrupted
-  append that recovery cuts), anywhere else an error;
+  offset; a torn tail (an incomplete last batch) of the last segment is a warning when the store is
+  in use or crashed (an interrupted append that recovery cuts), an error anywhere else and on a
+  store that shut down cleanly (it has no torn tail: that is damage);
+- offsets contiguous across segments: each segment starts where the previous one ends; a hole (a
+  missing segment file) is an error. Compacted topics excepted: the cleaner keeps each group's
+  last batch, but a truncation inside a cleaned segment leaves it ending below the log end offset
+  the next segment starts at (a missing segment there shows as index files without data);
+- damaged partitions (``LogManager.damaged_partitions``) are verified like the others;
 - ``log_start_offset`` within [base offset of the first segment, log end offset];
 - every offset index entry ``(O, P)``: a batch starts at byte ``P`` and its base offset is ``O``;
   entries strictly increase;
@@ -122,7 +128,11 @@ def verify_store(manager: LogManager, on_progress: ProgressCallback | None = Non
         report.add("", message)
     for dir_path in manager.log_dirs:
         _verify_data_dir(dir_path, report)
-    return verify_logs(manager.logs(), on_progress, report)
+    clean_dirs = {entry.path for entry in manager.status() if entry.clean_shutdown}
+    logs = sorted(manager.logs() + manager.damaged_logs(), key=lambda log: (log.topic, log.partition))
+    for log in logs:
+        _verify_log(log, report, on_progress, manager.log_dir_of(log.topic, log.partition) in clean_dirs)
+    return report
 
 
 def verify_logs(logs: Iterable[Log], on_progress: ProgressCallback | None = None,
@@ -171,7 +181,8 @@ def _verify_data_dir(dir_path: str, report: VerifyReport) -> None:
                        WARNING)
 
 
-def _verify_log(log: Log, report: VerifyReport, on_progress: ProgressCallback | None) -> None:
+def _verify_log(log: Log, report: VerifyReport, on_progress: ProgressCallback | None, clean: bool = False) -> None:
+    """``clean``: the store shut down cleanly (no writer since), so it has no torn tail."""
     report.partitions += 1
     if not os.path.isdir(log.dir_path):
         report.add(log.dir_path, "partition directory removed during the check (a topic deletion)", WARNING)
@@ -195,18 +206,27 @@ def _verify_log(log: Log, report: VerifyReport, on_progress: ProgressCallback | 
         report.add(log.dir_path, f"log start offset {log.log_start_offset} is outside [{segments[0].base_offset}, "
                                  f"{log.log_end_offset}] (first segment's base offset, log end offset)")
     previous_last_offset = -1
+    previous_end = None  # where the previous segment's offsets end (None: not known)
     for slot, segment in enumerate(segments):
         if not os.path.exists(segment.log_path):
             report.add(segment.log_path, "segment deleted during the check (retention or cleaning by the "
                                          "process writing to the store)", WARNING)
+            previous_end = None
             continue
+        if (previous_end is not None and previous_end < segment.base_offset and not log.config.compact
+                and segment.base_offset > log.log_start_offset):  # below the start: dead data
+            report.add(segment.log_path, f"offsets {previous_end}..{segment.base_offset - 1} are missing before "
+                                         "this segment (a hole: a segment file is missing or was cut)")
+        last_before = previous_last_offset
         previous_last_offset = _verify_segment(log, segment, slot == len(segments) - 1, previous_last_offset,
-                                               report, on_progress)
+                                               report, on_progress, clean)
+        previous_end = previous_last_offset + 1 if previous_last_offset > last_before else segment.base_offset
 
 
 def _verify_segment(log: Log, segment: LogSegment, is_last: bool, previous_last_offset: int,
-                    report: VerifyReport, on_progress: ProgressCallback | None) -> int:
-    """Check one segment; returns the last offset seen (for the next segment's monotonicity)."""
+                    report: VerifyReport, on_progress: ProgressCallback | None, clean: bool = False) -> int:
+    """Check one segment; returns the last offset seen (for the next segment's monotonicity).
+    ``clean``: the store shut down cleanly, so even the last segment has no torn tail."""
     report.segments += 1
     path = segment.log_path
     by_position = _offset_index_entries(segment, report)
@@ -221,10 +241,13 @@ def _verify_segment(log: Log, segment: LogSegment, is_last: bool, previous_last_
             on_progress(pending_bytes)
             pending_bytes = 0
         if entry.status == BATCH_TORN:
+            interrupted = is_last and not clean
+            why = ("(an interrupted append; recovery cuts it at the next writable open)" if interrupted else
+                   "(the store shut down cleanly: this is damage, not an interrupted append; logstore repair "
+                   "cuts it)" if is_last else "(not in the last segment: damage)")
             report.add(path, f"torn tail: {entry.size_bytes} bytes of an incomplete batch at position "
-                             f"{entry.position} (an interrupted append; recovery cuts it at the next writable open)",
-                       WARNING if is_last else ERROR)
-            torn_at = entry.position if is_last else None
+                             f"{entry.position} {why}", WARNING if interrupted else ERROR)
+            torn_at = entry.position if interrupted else None
             break
         if entry.header is None:
             report.add(path, f"{entry.error}; the {entry.size_bytes} bytes from there cannot be scanned")

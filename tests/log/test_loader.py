@@ -151,9 +151,11 @@ def scenario_swap_without_data_file(a, b, old, new, bases):
 
 
 def scenario_orphan_indexes(a, b, old, new, bases):
-    _copy(a, bases[1], a, 99_999, "", kinds=(".index", ".timeindex"))
-    _copy(a, bases[1], a, bases[1] + 1, "", kinds=(".index",))
-    orphans = [name(99_999, ".index"), name(99_999, ".timeindex"), name(bases[1] + 1, ".index")]
+    """Index files at a base inside a segment's offsets never had data: removed. (Index files
+    where a segment is missing are damage: tests/log/test_damage.py.)"""
+    _copy(a, bases[1], a, bases[1] + 1, "", kinds=(".index", ".timeindex"))
+    _copy(a, bases[2], a, bases[2] + 2, "", kinds=(".index",))
+    orphans = [name(bases[1] + 1, ".index"), name(bases[1] + 1, ".timeindex"), name(bases[2] + 2, ".index")]
     return old, bases, orphans
 
 

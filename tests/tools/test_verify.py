@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from logstore import LogManager, Record
+from logstore.log.checkpoint import CLEAN_SHUTDOWN_MARKER
 from logstore.cli.main import main
 from logstore.tools.check import INTERRUPTED, ERROR, WARNING, verify_logs, verify_store
 from logstore.tools.dump import scan_log_file
@@ -222,6 +223,8 @@ def test_missing_partition_is_reported(tmp_path):
 
 
 def test_torn_tail_of_the_last_segment_is_a_warning(store):
+    """Only while a writer may be appending (or after it crashed): no clean-shutdown marker."""
+    os.remove(store / CLEAN_SHUTDOWN_MARKER)
     path = segment_files(store)[-1]
     os.truncate(path, os.path.getsize(path) - 7)
     report = check(store)
@@ -233,6 +236,30 @@ def test_torn_tail_of_the_last_segment_is_a_warning(store):
     # index entries that named the torn batch are a consequence, reported as such
     assert all("torn tail" in p.message for p in report.problems)
     assert cli_check(store).exit_code == 0
+
+
+def test_torn_tail_of_a_cleanly_closed_store_is_an_error(store):
+    """A clean shutdown leaves no torn tail: a cut last byte is damage (issue 14 D6)."""
+    path = segment_files(store)[-1]
+    os.truncate(path, os.path.getsize(path) - 1)
+    errors = errors_about(check(store), path)
+    assert any("torn tail" in p.message and "shut down cleanly" in p.message for p in errors)
+    result = cli_check(store)
+    assert result.exit_code == 1 and "DAMAGED" in result.stdout
+
+
+@pytest.mark.parametrize("remove", [(".log",), (".log", ".index", ".timeindex")])
+def test_missing_segment_is_a_hole(store, remove):
+    """Offsets are contiguous across segments (issue 14 D7), also after a writable open."""
+    victim = segment_files(store)[1]
+    for suffix in remove:
+        os.remove(victim[: -len(".log")] + suffix)
+    report = check(store)
+    assert any("are missing" in p.message for p in report.errors), report.problems
+    with LogManager([str(store)]) as writer:  # a writable command: the hole is still reported
+        writer.append("t", [Record(value=b"v")], partition=1)
+    result = cli_check(store)
+    assert result.exit_code == 1 and "are missing" in result.stdout
 
 
 def test_torn_tail_of_an_older_segment_is_an_error(store):
