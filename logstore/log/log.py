@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from functools import partial
 from itertools import chain
 from typing import Callable, Iterator, Sequence
 
@@ -35,7 +36,7 @@ from ..records.batching import AppendInfo, PreparedAppend, encode_records
 from ..records.decoder import RECORD_OVERHEAD_BYTES, Record, read_header
 from ..records.encoder import assign_base_offset
 from .loader import load_log
-from .local_log import LocalLog
+from .local_log import LocalLog, retry_while_renamed
 from .retention import RetentionDecision, RetentionResult, plan_retention
 from .segment import CLEANED_SUFFIX, LogSegment
 from .waits import DEFAULT_DURABLE_TIMEOUT_MS, LogWaits, check_wait, durable_acks, read_or_wait
@@ -76,8 +77,9 @@ class Log:
         # How segments deleted by retention are removed: None removes them at once; the LogManager
         # schedules the removal after file.delete.delay.ms so readers holding them finish.
         self.schedule_file_delete: Callable[[Sequence[LogSegment], int], None] | None = None
-        loaded = load_log(fs, clock, dir_path, config, recovery_point=recovery_point,
-                          log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, read_only=read_only)
+        load = partial(load_log, fs, clock, dir_path, config, recovery_point=recovery_point,
+                       log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, read_only=read_only)
+        loaded = retry_while_renamed(dir_path, load) if read_only else load()  # a writer renames meanwhile
         self.load_problems = loaded.problems
         self._local = LocalLog(dir_path, config, fs, clock, loaded.segments)
         self.log_end_offset = loaded.log_end_offset
@@ -307,6 +309,7 @@ class Log:
             max_records = 2**62
         elif max_records < 1:
             raise ValueError(f"max_records must be >= 1, got {max_records!r}")
+        repaired = False
         for _attempt in range(3):
             view, truncations = self._local.view, self.truncations
             segments = view[0]
@@ -319,28 +322,38 @@ class Log:
                 return []
             try:
                 return LocalLog.read(view, offset, log_end_offset, max_bytes, max_records)
-            except CorruptIndexError as exc:
-                if _attempt:
+            except (ValueError, TypeError, OSError) as exc:
+                self._segment_lost(segments, exc)
+            except (CorruptIndexError, CorruptRecordError) as exc:
+                # Bytes cut (and perhaps written again) under the snapshot by a concurrent truncation
+                # look torn, or make an index entry look wrong; damage that is really on disk is still
+                # there when no truncation ran meanwhile (an even count that did not move: none under
+                # way, none finished since the snapshot). A lying index is rebuilt once, then retried.
+                if self._local.view is not view or self.truncations != truncations or truncations % 2:
+                    self._wait_for_truncation()
+                elif isinstance(exc, CorruptIndexError) and not repaired:
+                    repaired = True
+                    self._repair_indexes(segments, exc)
+                else:
                     raise
-                self._repair_indexes(segments, exc)
-            except (ValueError, TypeError, OSError):
-                # A segment deleted by a concurrent truncation: retry on a fresh snapshot.
-                if not any(segment.deleted or segment.closed for segment in segments):
-                    raise
-                self._wait_for_truncation()
-            except CorruptRecordError:
-                # Bytes cut under the snapshot by a concurrent truncation look torn; damage that is
-                # really on disk is still there when no truncation ran meanwhile (an even count
-                # that did not move: none under way, none finished since the snapshot).
-                if self._local.view is view and self.truncations == truncations and not truncations % 2:
-                    raise
-                self._wait_for_truncation()
         raise StorageError(f"log {self.name} kept changing during a read at offset {offset}")
 
     def _out_of_range(self, offset: int, log_start_offset: int, log_end_offset: int) -> OffsetOutOfRangeError:
         return OffsetOutOfRangeError(f"offset {offset} is out of range for {self.name} (log start offset "
                                      f"{log_start_offset}, log end offset {log_end_offset})",
                                      offset, log_start_offset, log_end_offset)
+
+    def _segment_lost(self, segments: Sequence[LogSegment], exc: Exception) -> None:
+        """A read failed on a segment of its snapshot ``segments``: when one was deleted or closed
+        under it (retention, a truncation, a compaction swap, a read-only view's refresh), or
+        its file is gone (a read-only view: the writer removed it), re-read the segment list for
+        a retry; any other error is raised."""
+        if self.read_only and isinstance(exc, FileNotFoundError):
+            self.refresh()
+        elif any(segment.deleted or segment.closed for segment in segments):
+            self._wait_for_truncation()
+        else:
+            raise exc
 
     def _wait_for_truncation(self) -> None:
         """Block until a truncation under way has finished (it holds the log lock throughout), so
@@ -369,18 +382,32 @@ class Log:
         """``(batch, first, stop)`` per batch over the same range as ``iter_records``: records
         [first, stop) of each verified ``RecordBatch`` are in range (Spark's Arrow path takes its raw
         columns). ``include_empty``: also batches with offsets but no record in range (first == stop)."""
-        view = self._local.view
         start = self.log_start_offset if offset is None else offset
         stop = self.log_end_offset if end_offset is None else min(end_offset, self.log_end_offset)
         if start < self.log_start_offset or start > self.log_end_offset:
             raise self._out_of_range(start, self.log_start_offset, self.log_end_offset)
-        return LocalLog.iter_batch_slices(view, start, stop, include_empty)
+        return LocalLog.iter_batch_slices_resuming(lambda: self._local.view, start, stop, include_empty,
+                                                   self._resume_scan)
+
+    def _resume_scan(self, segments: Sequence[LogSegment], exc: Exception, offset: int) -> None:
+        """A lazy scan failed at ``offset`` (nothing from it on yielded yet): repair what it met, so
+        it goes on there on the current segments; ``OffsetOutOfRangeError`` when retention removed
+        that offset meanwhile, the error itself when it is real."""
+        if self._closed:
+            raise StoreClosedError(f"log {self.name} is closed") from exc
+        if isinstance(exc, CorruptIndexError):
+            self._repair_indexes(segments, exc)
+        else:
+            self._segment_lost(segments, exc)
+        if offset < self.log_start_offset:
+            raise self._out_of_range(offset, self.log_start_offset, self.log_end_offset) from exc
 
     def _repair_indexes(self, segments: Sequence[LogSegment], exc: CorruptIndexError) -> None:
-        """A read found an index entry that lies: ``LocalLog.repair_indexes``."""
+        """A read found an index entry that lies: ``LocalLog.repair_indexes`` (logged and recorded
+        in ``load_problems``)."""
         with self._lock:
             try:
-                self._local.repair_indexes(segments, exc, self.read_only)
+                self.load_problems.append(self._local.repair_indexes(segments, exc, self.read_only))
             except OSError as os_exc:
                 raise self._fail(os_exc) from exc
 
@@ -432,10 +459,16 @@ class Log:
         return True
 
     def _truncate_locked(self, offset: int) -> None:
-        try:
-            self._local.truncate_to(offset)
-        except OSError as exc:
-            raise self._fail(exc) from exc
+        for attempt in range(2):
+            try:
+                self._local.truncate_to(offset)  # again after a repair: it completes what it began
+                break
+            except CorruptIndexError as exc:  # a lying entry met while finding the cut
+                if attempt:
+                    raise
+                self._repair_indexes(self._local.segments, exc)
+            except OSError as exc:
+                raise self._fail(exc) from exc
         self.log_end_offset = offset
         self.recovery_point = min(self.recovery_point, offset)
         # Persisted after the truncation: a crash in between leaves the old, higher start offset (an
