@@ -194,14 +194,15 @@ class LocalLog:
                                    for slot in range(first, len(segments)))
 
     @staticmethod
-    def iter_batch_slices_resuming(get_view: Callable[[], View], start: int, stop: int, include_empty: bool,
+    def iter_batch_slices_resuming(view: View, get_view: Callable[[], View], start: int, stop: int,
+                                   include_empty: bool,
                                    recover: Callable[[Sequence[LogSegment], Exception, int], None]) -> Iterator:
-        """``iter_batch_slices`` of the current view that survives what a lazy scan meets on the
-        way: on an error it calls ``recover(segments of the view, error, offset)`` (which rebuilds a lying
+        """``iter_batch_slices`` of ``view`` that survives what a lazy scan meets on the way: on an
+        error it calls ``recover(segments of the view, error, offset)`` (which rebuilds a lying
         index, re-reads a changed segment list, or raises) and goes on from the first offset not
-        yet yielded, on the view then current: no slice twice, none skipped."""
-        for _attempt in range(_RESUME_ATTEMPTS):
-            view = get_view()
+        yet yielded, on the view then current (``get_view()``): no slice twice, none skipped."""
+        for attempt in range(_RESUME_ATTEMPTS):
+            view = get_view() if attempt else view
             try:
                 for batch_slice in LocalLog.iter_batch_slices(view, start, stop, include_empty):
                     yield batch_slice
