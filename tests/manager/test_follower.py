@@ -130,6 +130,14 @@ def _cli_command() -> list[str]:
     return [script] if os.path.exists(script) else [sys.executable, "-m", "logstore.cli"]
 
 
+def _last_offset(path) -> int | None:
+    lines = path.read_bytes().splitlines()
+    try:
+        return json.loads(lines[-1])["offset"] if lines else None
+    except ValueError:  # a line being written
+        return None
+
+
 def _check_records(topic: str, records, start: int, problems: list[str]) -> int:
     """Check records read from ``start``; returns the next position."""
     expect = start
@@ -148,8 +156,10 @@ def test_read_only_follower_beside_retention_and_compaction(tmp_path):
         store.create_topic("t", 1, DELETING)
         store.create_topic("c", 1, COMPACTED)
     writer = fork_child(lambda: _busy_writer(data_dir))
+    cli_out_file, cli_err_file = open(tmp_path / "cli.out", "w+b"), open(tmp_path / "cli.err", "w+b")
+    # Files, not pipes: a full pipe would block the follower's writes while nobody reads.
     cli = subprocess.Popen([*_cli_command(), "--dir", data_dir, "read", "t", "--follow"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                           stdout=cli_out_file, stderr=cli_err_file)
     problems: list[str] = []
     stats = {"fetches": 0, "records": 0, "out_of_range": 0, "refreshes": 0}
     positions = {("t", 0): 0, ("c", 0): 0}
@@ -183,21 +193,33 @@ def test_read_only_follower_beside_retention_and_compaction(tmp_path):
         if view is not None:
             view.close()
         outcome = collect_child(writer, WRITE_SECONDS + 60)
+        last = outcome.result["records"] - 1 if outcome.status == "ok" else None
+        for _ in range(100):  # up to 10 s for the follower to print the writer's last record
+            if cli.poll() is not None or last is None or _last_offset(tmp_path / "cli.out") == last:
+                break
+            time.sleep(0.1)
         cli.send_signal(signal.SIGINT)
         try:
-            cli_out, cli_err = cli.communicate(timeout=30)
+            cli.wait(timeout=30)
         except subprocess.TimeoutExpired:
             cli.kill()
-            cli_out, cli_err = cli.communicate()
+            cli.wait()
+        cli_out, cli_err = (path.read_bytes() for path in (tmp_path / "cli.out", tmp_path / "cli.err"))
+        cli_out_file.close()
+        cli_err_file.close()
     assert outcome.status == "ok", outcome.result
     written = outcome.result
-    print(f"\nwriter: {written}; follower: {stats}; cli printed {len(cli_out.splitlines())} lines")
+    cli_offsets = [json.loads(line)["offset"] for line in cli_out.decode().splitlines()]
+    print(f"\nwriter: {written}; follower: {stats}; logstore read --follow printed offsets "
+          f"{cli_offsets[:1]}..{cli_offsets[-1:]}, exit {cli.returncode}")
     assert written["retention_deleted"] > 10 and written["compactions"] > 5, written
     assert stats["records"] > 100, stats
     assert not problems, problems
     cli_err = cli_err.decode(errors="replace")
     assert "Traceback" not in cli_err and "No such file" not in cli_err, cli_err
     assert cli.returncode == 0 or "out of range" in cli_err, (cli.returncode, cli_err)
+    if cli.returncode == 0:  # it followed to the end
+        assert cli_offsets and cli_offsets[-1] == written["records"] - 1, (cli_offsets[-1:], written)
     expect = None
     for line in cli_out.decode().splitlines():
         record = json.loads(line)
