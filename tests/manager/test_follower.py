@@ -226,3 +226,35 @@ def test_read_only_follower_beside_retention_and_compaction(tmp_path):
         assert record["value"] == value_of(record["offset"]).decode(), record
         assert expect is None or record["offset"] == expect, (record["offset"], expect)
         expect = record["offset"] + 1
+
+
+def test_lazy_scan_goes_on_across_a_compaction_swap_and_stops_at_retention(tmp_path):
+    """``iter_records`` is lazy: segments ahead of it may be swapped out by compaction (it goes on
+    from the next offset on the new segments) or deleted below a new log start (it raises
+    ``OffsetOutOfRangeError``), never a raw error of a closed file."""
+    with LogManager([str(tmp_path)]) as store:
+        store.create_topic("c", 1, COMPACTED)
+        store.append("c", [Record(key_of(n), value_of(n)) for n in range(200)])
+        log = store.get_log("c", 0)
+        assert len(log.segments) > 4
+        scan = log.iter_records(0)
+        first = [next(scan) for _ in range(3)]
+        store.compact("c")  # the segments after the first are swapped for cleaned ones
+        rest = list(scan)
+        problems: list[str] = []
+        _check_records("c", first + rest, 0, problems)
+        assert not problems, problems
+        live = {record.offset for record in log.iter_records()}
+        assert live <= {record.offset for record in first + rest}
+
+        store.create_topic("t", 1, DELETING)
+        store.append("t", [Record(key_of(n), value_of(n)) for n in range(100)])
+        log = store.get_log("t", 0)
+        scan = log.iter_records(0)
+        assert next(scan).offset == 0
+        log.delete_records(log.segments[3].base_offset)  # segments ahead of the scan go
+        try:
+            list(scan)
+            raise AssertionError("the scan went on past deleted records")
+        except OffsetOutOfRangeError as exc:
+            assert exc.offset < log.log_start_offset
