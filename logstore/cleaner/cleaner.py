@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 _INT_MAX = 2**31 - 1
 _OFFSET_INDEX_ENTRY_BYTES = 8
 _TIME_INDEX_ENTRY_BYTES = 12
+_SCAN_CHUNK_BYTES = 256 * 1024  # what LogSegment.iter_batches reads at a time
 
 
 @dataclass(frozen=True)
@@ -154,9 +155,12 @@ class Cleaner:
                  if segment.base_offset < end and next_base > start]
         for slot, segment in enumerate(dirty):
             next_start = dirty[slot + 1].base_offset if slot + 1 < len(dirty) else end
-            position = segment.offset_index.lookup(start).position if segment.base_offset <= start else 0
-            for batch_position, batch in segment.iter_batches(position):
-                header = batch.header
+            # From the offset index's entry for start, checked against its batch (CorruptIndexError
+            # when it lies: a skipped batch would leave its keys out of the map).
+            scan = segment.scan_from(start, chunk_bytes=_SCAN_CHUNK_BYTES) if segment.base_offset <= start else \
+                segment.scan_headers(0, chunk_bytes=_SCAN_CHUNK_BYTES)
+            for batch_position, header, buffer, at in scan:
+                batch = segment.load_batch(batch_position, header, buffer, at)
                 if header.base_offset >= end:
                     break
                 self.throttler.maybe_throttle(header.size_bytes)

@@ -477,7 +477,7 @@ def read_valid_end(segment: LogSegment) -> tuple[int, int]:
     batch. For read-only views of a segment that another process may be writing (or left torn)."""
     end = segment.file.file_size()
     last_entry = segment.offset_index.lookup(2**63 - 1).position
-    for start in dict.fromkeys((last_entry if last_entry < end else 0, 0)):
+    for start in dict.fromkeys((last_entry if 0 <= last_entry < end else 0, 0)):  # the entry may lie
         valid_end, next_offset = start, None
         try:
             for position, batch in segment.iter_batches(start, end):

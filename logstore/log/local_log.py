@@ -23,21 +23,42 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import time
 from itertools import chain
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence, TypeVar
 
 from ..clock import Clock
 from ..config import LogConfig
-from ..errors import CorruptIndexError, CorruptRecordError
+from ..errors import CorruptIndexError, CorruptRecordError, StorageError
 from ..fs import FileSystem
 from ..records.decoder import Record
 from ..records.encoder import encode_batch_prefix
 from .loader import extend_valid_end, live_segment_bases, load_log
 from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
+from .time_lookup import checked_max_timestamp, find_offset_by_timestamp
 
 logger = logging.getLogger("logstore.log")  # the Log's logger: repairs are the log's news
 
+_RESUME_ATTEMPTS = 8  # a scan re-planned this often in a row gives up (something is really wrong)
+_REFRESH_ATTEMPTS = 20  # a read-only view lists the directory again this often while it changes
+_T = TypeVar("_T")
+
 View = tuple[tuple[LogSegment, ...], tuple[int, ...]]
+
+
+def retry_while_renamed(dir_path: str, read: Callable[[], _T]) -> _T:
+    """``read()`` (a read-only view loading or refreshing the segments of ``dir_path``), again when a
+    file it listed was renamed or removed by the writer before it was opened (retention, a
+    compaction swap, a roll): the listing was stale. After a few tries, ``StorageError``."""
+    for attempt in range(_REFRESH_ATTEMPTS):
+        try:
+            return read()
+        except FileNotFoundError as exc:
+            vanished = exc
+            logger.debug("%s changed while a read-only view read it (%s); listing it again", dir_path, exc)
+            time.sleep(min(attempt, 10) / 1000)  # let the writer finish its sequence of renames
+    raise StorageError(f"{dir_path} kept changing while a read-only view read it ({_REFRESH_ATTEMPTS} "
+                       f"listings): {vanished}") from vanished
 
 
 class LocalLog:
@@ -111,20 +132,23 @@ class LocalLog:
         if any(segment.base_offset >= recovery_point for segment in segments[first:]):
             self._fs.fsync_dir(self.dir_path)  # new segment files must survive too
 
-    def repair_indexes(self, segments: Sequence[LogSegment], exc: CorruptIndexError, read_only: bool) -> None:
+    def repair_indexes(self, segments: Sequence[LogSegment], exc: CorruptIndexError, read_only: bool) -> str:
         """A read found an entry of one of ``segments``' indexes that lies (``exc`` names the file):
         rebuild that segment's indexes from its data (a writer) or stop using them (a read-only
-        view, which must not write). Raises ``exc`` when no segment owns that index."""
+        view, which must not write). Returns what was done, as logged. Raises ``exc`` when no
+        segment owns that index."""
         segment = next((s for s in segments if s.offset_index.path in str(exc) or s.time_index.path in str(exc)), None)
         if segment is None:
             raise exc
-        logger.warning("%s; %s", exc, "scanning without them" if read_only else "rebuilding the indexes")
+        done = f"{exc}; {'scanning without its indexes' if read_only else 'rebuilt its indexes from the data'}"
+        logger.warning("%s", done)
         if read_only:
             segment.distrust_indexes()
         elif not segment.closed:
             segment.recover(cut_tail=False)
             if segment is self.segments[-1]:
                 segment.resize_indexes(self.config.segment_index_bytes)
+        return done
 
     # --- reading a view --------------------------------------------------------------------------
 
@@ -170,12 +194,31 @@ class LocalLog:
                                    for slot in range(first, len(segments)))
 
     @staticmethod
+    def iter_batch_slices_resuming(view: View, get_view: Callable[[], View], start: int, stop: int,
+                                   include_empty: bool,
+                                   recover: Callable[[Sequence[LogSegment], Exception, int], None]) -> Iterator:
+        """``iter_batch_slices`` of ``view`` that survives what a lazy scan meets on the way: on an
+        error it calls ``recover(segments of the view, error, offset)`` (which rebuilds a lying
+        index, re-reads a changed segment list, or raises) and goes on from the first offset not
+        yet yielded, on the view then current (``get_view()``): no slice twice, none skipped."""
+        for attempt in range(_RESUME_ATTEMPTS):
+            view = get_view() if attempt else view
+            try:
+                for batch_slice in LocalLog.iter_batch_slices(view, start, stop, include_empty):
+                    yield batch_slice
+                    start = batch_slice[0].header.last_offset + 1
+                return
+            except (CorruptIndexError, ValueError, TypeError, OSError) as exc:
+                recover(view[0], exc, start)
+        raise StorageError(f"the segments kept changing during a scan from offset {start}")
+
+    @staticmethod
     def offset_for_timestamp(segments: Sequence[LogSegment], timestamp_ms: int, start: int) -> int | None:
         """The first offset >= ``start`` whose timestamp is >= ``timestamp_ms``, through the time
         indexes of the segments that can hold it."""
         for segment in segments:
-            if segment.max_timestamp_so_far.timestamp_ms >= timestamp_ms or segment is segments[-1]:
-                found = segment.find_offset_by_timestamp(timestamp_ms, start)
+            if segment is segments[-1] or checked_max_timestamp(segment) >= timestamp_ms:
+                found = find_offset_by_timestamp(segment, timestamp_ms, start)
                 if found is not None:
                     return found[1]
         return None
@@ -185,7 +228,14 @@ class LocalLog:
         nothing did; else ``(log end offset, recovery point, log start offset, replaced segments)``.
         The same files grown extend the active segment's valid prefix; any other change (a roll,
         a deletion) reloads the directory, and the replaced segments are for the caller to close
-        once its offsets have moved."""
+        once its offsets have moved.
+
+        The writer renames and removes files meanwhile (retention, a compaction swap, a roll): a
+        file listed a moment ago and gone when opened means the listing is stale, so it is read
+        again (a few times, then ``StorageError``: never a raw ``OSError``)."""
+        return retry_while_renamed(self.dir_path, lambda: self._refresh_once(log_start_offset))
+
+    def _refresh_once(self, log_start_offset: int) -> tuple[int, int, int, tuple[LogSegment, ...]] | None:
         segments, bases = self.view
         if segments and live_segment_bases(self._fs.list_dir(self.dir_path)) == list(bases):
             extended = extend_valid_end(segments[-1])

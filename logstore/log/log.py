@@ -11,7 +11,8 @@ after the files change, whichever keeps readers from ever seeing a hole.
 
 Concurrency: one lock serialises appends, rolls and truncation; a second serialises flushes, so an
 fsync never blocks appends. Readers take no lock: they read a snapshot of the segment list and the
-offsets, and data with ``pread`` bounded by a size snapshot.
+offsets, and data with ``pread`` bounded by a size snapshot (the read side, and how it survives
+changes under it, is ``log_reads.LogReads``, a base of ``Log``).
 
 Failure: an ``OSError`` from an fsync makes the log fail-stop (``LogFailedError`` on every later write
 or flush; reopening recovers from what is durable). A failed write is cut back to the last complete
@@ -23,32 +24,30 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from itertools import chain
-from typing import Callable, Iterator, Sequence
+from functools import partial
+from typing import Callable, Sequence
 
 from ..clock import Clock
 from ..config import LogConfig
-from ..errors import (CorruptIndexError, CorruptRecordError, DurabilityTimeoutError, LogFailedError,
+from ..errors import (CorruptIndexError, DurabilityTimeoutError, LogFailedError,
                       OffsetOutOfRangeError, ReadOnlyError, StorageError, StoreClosedError)
 from ..fs import FileSystem
 from ..records.batching import AppendInfo, PreparedAppend, encode_records
-from ..records.decoder import RECORD_OVERHEAD_BYTES, Record, read_header
+from ..records.decoder import Record, read_header
 from ..records.encoder import assign_base_offset
 from .damage import DamagedLogMixin
 from .loader import load_log
-from .local_log import LocalLog
+from .local_log import LocalLog, retry_while_renamed
+from .log_reads import LogReads
 from .retention import RetentionDecision, RetentionResult, plan_retention
 from .segment import CLEANED_SUFFIX, LogSegment
-from .waits import DEFAULT_DURABLE_TIMEOUT_MS, LogWaits, check_timeout, check_wait, durable_acks, read_or_wait
+from .waits import DEFAULT_DURABLE_TIMEOUT_MS, LogWaits, check_timeout, durable_acks
 
 logger = logging.getLogger("logstore.log")  # its name before the subpackages (logging configs)
 
-DEFAULT_MAX_BYTES = 1 << 20
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
 
 
-class Log(DamagedLogMixin):
+class Log(DamagedLogMixin, LogReads):
     """One partition of a topic: ``append``, ``read``, ``roll``, ``flush``, ``truncate_to`` and
     ``delete_records``. Open it through ``LogManager.get_log`` (which persists its checkpoints), or
     directly with ``Log(dir_path, config, ...)`` for a standalone partition."""
@@ -77,8 +76,9 @@ class Log(DamagedLogMixin):
         # How segments deleted by retention are removed: None removes them at once; the LogManager
         # schedules the removal after file.delete.delay.ms so readers holding them finish.
         self.schedule_file_delete: Callable[[Sequence[LogSegment], int], None] | None = None
-        loaded = load_log(fs, clock, dir_path, config, recovery_point=recovery_point,
-                          log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, read_only=read_only)
+        load = partial(load_log, fs, clock, dir_path, config, recovery_point=recovery_point,
+                       log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, read_only=read_only)
+        loaded = retry_while_renamed(dir_path, load) if read_only else load()  # a writer renames meanwhile
         self.load_problems, self.damage, self._orphan_indexes = loaded.problems, loaded.damage, loaded.orphan_indexes
         self._local = LocalLog(dir_path, config, fs, clock, loaded.segments)
         self.log_end_offset = loaded.log_end_offset
@@ -282,133 +282,6 @@ class Log(DamagedLogMixin):
             self.waits, self._own_waits = LogWaits(self.name), True
         return self.waits
 
-    # --- reading ---------------------------------------------------------------------------------
-
-    def read(self, offset: int, max_bytes: int = DEFAULT_MAX_BYTES, max_records: int | None = None, *,
-             min_bytes: int = 1, max_wait_ms: int = 0) -> list[Record]:
-        """Records with offset >= ``offset``, in order: at least one when any exists (even if it alone
-        is larger than ``max_bytes``), then as many as fit in ``max_bytes`` (key, value and header
-        bytes plus a small per-record overhead) and ``max_records``. Reading at the log end offset
-        returns []; below the log start offset or past the end raises ``OffsetOutOfRangeError``.
-
-        With ``max_wait_ms`` > 0 a read that finds fewer than ``min_bytes`` waits (Kafka's fetch
-        wait): it returns as soon as appends bring ``min_bytes`` (batch bytes) or after
-        ``max_wait_ms``, with whatever is there then (possibly nothing)."""
-        if max_wait_ms or min_bytes != 1:
-            return self._read_waiting(offset, max_bytes, max_records, min_bytes, max_wait_ms)
-        if (max_records == 1 or 0 <= max_bytes < RECORD_OVERHEAD_BYTES) and type(offset) is int:
-            # A point read whose batch head is cached: no segment scan at all.
-            if self.log_start_offset <= offset < self.log_end_offset and not self._closed:
-                record = self._local.read_one_cached(offset)
-                if record is not None:
-                    return [record]
-        if not isinstance(offset, int) or isinstance(offset, bool):
-            raise TypeError(f"offset must be an int, got {offset!r}")
-        if max_bytes < 0:
-            raise ValueError(f"max_bytes must be >= 0, got {max_bytes!r}")
-        if max_records is None:
-            max_records = 2**62
-        elif max_records < 1:
-            raise ValueError(f"max_records must be >= 1, got {max_records!r}")
-        for _attempt in range(3):
-            view, truncations = self._local.view, self.truncations
-            segments = view[0]
-            log_end_offset, log_start_offset = self.log_end_offset, self.log_start_offset
-            if self._closed:
-                raise StoreClosedError(f"log {self.name} is closed")
-            if offset < log_start_offset or offset > log_end_offset:
-                raise self._out_of_range(offset, log_start_offset, log_end_offset)
-            if offset == log_end_offset:
-                return []
-            try:
-                return LocalLog.read(view, offset, log_end_offset, max_bytes, max_records)
-            except CorruptIndexError as exc:
-                if _attempt:
-                    raise
-                self._repair_indexes(segments, exc)
-            except (ValueError, TypeError, OSError):
-                # A segment deleted by a concurrent truncation: retry on a fresh snapshot.
-                if not any(segment.deleted or segment.closed for segment in segments):
-                    raise
-                self._wait_for_truncation()
-            except CorruptRecordError:
-                # Bytes cut under the snapshot by a concurrent truncation look torn; damage that is
-                # really on disk is still there when no truncation ran meanwhile (an even count
-                # that did not move: none under way, none finished since the snapshot).
-                if self._local.view is view and self.truncations == truncations and not truncations % 2:
-                    raise
-                self._wait_for_truncation()
-        raise StorageError(f"log {self.name} kept changing during a read at offset {offset}")
-
-    def _out_of_range(self, offset: int, log_start_offset: int, log_end_offset: int) -> OffsetOutOfRangeError:
-        return OffsetOutOfRangeError(f"offset {offset} is out of range for {self.name} (log start offset "
-                                     f"{log_start_offset}, log end offset {log_end_offset})",
-                                     offset, log_start_offset, log_end_offset)
-
-    def _wait_for_truncation(self) -> None:
-        """Block until a truncation under way has finished (it holds the log lock throughout), so
-        the retry reads a settled log instead of racing the same cut again."""
-        if not self.read_only:
-            with self._lock:
-                pass
-
-    def _read_waiting(self, offset: int, max_bytes: int, max_records: int | None, min_bytes: int,
-                      max_wait_ms: int) -> list[Record]:
-        check_wait(min_bytes, max_wait_ms)
-        key = self.key
-        found = read_or_wait({key: (self, offset)}, lambda: {key: self.read(offset, max_bytes, max_records)},
-                             min_bytes, max_wait_ms, None if self.read_only else self._get_waits(),
-                             None if max_records is None else lambda found: len(found[key]) >= max_records)
-        return found[key]
-
-    def iter_records(self, offset: int | None = None, end_offset: int | None = None) -> Iterator[Record]:
-        """Every record from ``offset`` (default: the log start offset) up to ``end_offset``
-        (default: the log end offset when called), lazily: each ``Record`` is built when the
-        iterator reaches it, so a scan holds one batch of bytes and few objects at a time."""
-        return chain.from_iterable(batch.iter_records(first, stop)
-                                   for batch, first, stop in self.iter_batch_slices(offset, end_offset))
-
-    def iter_batch_slices(self, offset: int | None = None, end_offset: int | None = None, *, include_empty=False) -> Iterator:
-        """``(batch, first, stop)`` per batch over the same range as ``iter_records``: records
-        [first, stop) of each verified ``RecordBatch`` are in range (Spark's Arrow path takes its raw
-        columns). ``include_empty``: also batches with offsets but no record in range (first == stop)."""
-        view = self._local.view
-        start = self.log_start_offset if offset is None else offset
-        stop = self.log_end_offset if end_offset is None else min(end_offset, self.log_end_offset)
-        if start < self.log_start_offset or start > self.log_end_offset:
-            raise self._out_of_range(start, self.log_start_offset, self.log_end_offset)
-        return LocalLog.iter_batch_slices(view, start, stop, include_empty)
-
-    def _repair_indexes(self, segments: Sequence[LogSegment], exc: CorruptIndexError) -> None:
-        """A read found an index entry that lies: ``LocalLog.repair_indexes``."""
-        with self._lock:
-            try:
-                self._local.repair_indexes(segments, exc, self.read_only)
-            except OSError as os_exc:
-                raise self._fail(os_exc) from exc
-
-    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
-        """The first offset whose record timestamp is >= ``timestamp_ms`` (None if there is none).
-        -2 means the log start offset, -1 the log end offset."""
-        if not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool):
-            raise TypeError(f"timestamp_ms must be an int, got {timestamp_ms!r}")
-        if timestamp_ms == EARLIEST_TIMESTAMP:
-            return self.log_start_offset
-        if timestamp_ms == LATEST_TIMESTAMP:
-            return self.log_end_offset
-        if timestamp_ms < 0:
-            raise ValueError(f"timestamp_ms must be >= 0 (or -1/-2), got {timestamp_ms!r}")
-        start = self.log_start_offset
-        segments = self._local.segments
-        for _attempt in range(2):
-            try:
-                return LocalLog.offset_for_timestamp(segments, timestamp_ms, start)
-            except CorruptIndexError as exc:
-                if _attempt:
-                    raise
-                self._repair_indexes(segments, exc)
-        return None
-
     # --- removing data ----------------------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> bool:
@@ -440,10 +313,16 @@ class Log(DamagedLogMixin):
         if self.on_checkpoint_needed is not None and self.recovery_point > offset:
             self.recovery_point = offset
             self.on_checkpoint_needed(self)
-        try:
-            self._local.truncate_to(offset)
-        except OSError as exc:
-            raise self._fail(exc) from exc
+        for attempt in range(2):
+            try:
+                self._local.truncate_to(offset)  # again after a repair: it completes what it began
+                break
+            except CorruptIndexError as exc:  # a lying entry met while finding the cut
+                if attempt:
+                    raise
+                self._repair_indexes(self._local.segments, exc)
+            except OSError as exc:
+                raise self._fail(exc) from exc
         self.log_end_offset, self.recovery_point = offset, min(self.recovery_point, offset)
         self.log_start_offset = min(self.log_start_offset, offset)
         if self.on_checkpoint_needed is not None:
@@ -545,23 +424,6 @@ class Log(DamagedLogMixin):
             swapped_out = self._local.replace_segments(new_segments, old_segments, keep_deleted=delayed)
         if delayed:
             self.schedule_file_delete(swapped_out, self.config.file_delete_delay_ms)
-        return True
-
-    # --- a read-only view ---------------------------------------------------------------------
-
-    def refresh(self) -> bool:
-        """A read-only view: take in what the writing process appended (and the segments it rolled
-        or deleted) since the view was opened or last refreshed. True when anything changed; a
-        writable log returns False (it knows its own state)."""
-        if not self.read_only or self._closed:
-            return False
-        changed = self._local.refresh(self.log_start_offset)
-        if changed is None:
-            return False
-        self.log_end_offset, self.recovery_point, log_start_offset, replaced = changed
-        self.log_start_offset = max(self.log_start_offset, log_start_offset)
-        for segment in replaced:  # a read in flight on these retries on the new view
-            segment.close_handlers()
         return True
 
     # --- closing ---------------------------------------------------------------------------------

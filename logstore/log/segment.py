@@ -96,7 +96,8 @@ class LogSegment:
         # token, which keys this segment's entries in HEAD_CACHE, replaced).
         self._verified: set[int] = set()
         self._token = object()
-        self._index_distrusted = False
+        self.indexes_distrusted = False  # a read-only view found them lying: it scans instead
+        self.confirmed_max_timestamp: TimestampOffset | None = None  # checked against its batch
 
     @property
     def log_path(self) -> str:
@@ -118,8 +119,15 @@ class LogSegment:
         """The largest record timestamp in the segment and the offset of the batch holding it
         (``(-1, base_offset)`` when none); loaded from the time index on first use."""
         if self._max_timestamp is None:
-            self._max_timestamp = self.time_index.last_entry
+            self._max_timestamp = self.time_index.last_entry if not self.indexes_distrusted else self._scan_max_timestamp()
         return self._max_timestamp
+
+    def _scan_max_timestamp(self) -> TimestampOffset:
+        maximum = TimestampOffset(-1, self.base_offset)
+        for _, header, _, _ in self.scan_headers(0):
+            if header.max_timestamp > maximum.timestamp_ms:
+                maximum = TimestampOffset(header.max_timestamp, header.last_offset)
+        return maximum
 
     def can_hold(self, last_offset: int) -> bool:
         return 0 <= last_offset - self.base_offset <= _MAX_RELATIVE_OFFSET
@@ -260,7 +268,7 @@ class LogSegment:
         """The record at ``offset`` when the head of its batch is cached from an earlier point read
         and the index entry is confirmed by it (the fast path of ``Log.read`` for one record); None
         when the general path must run."""
-        if self._index_distrusted:
+        if self.indexes_distrusted:
             return None
         entry_offset, position = self.offset_index.floor_entry(offset)
         cached = HEAD_CACHE.get((self._token, position))
@@ -277,31 +285,40 @@ class LogSegment:
     def _index_entry(self, offset: int) -> OffsetPosition:
         """The offset index's floor entry for ``offset``, or ``(base, 0)`` when the index is
         distrusted (a read-only view that found it wrong)."""
-        if self._index_distrusted:
+        if self.indexes_distrusted:
             return OffsetPosition(self.base_offset, 0)
         return self.offset_index.lookup(offset)
 
-    def _scan_from_entry(self, entry: OffsetPosition, position: int, end: int | None, chunk_bytes: int):
-        """``scan_headers`` from ``position``, checking (when ``position`` is the entry's) that the
-        index entry is true: a batch starting at its offset lies there. A lying index would make a
-        read return the wrong records, so this raises ``CorruptIndexError`` instead."""
+    def scan_from(self, offset: int, end: int | None = None, chunk_bytes: int = _SMALL_CHUNK_BYTES,
+                  entry: OffsetPosition | None = None):
+        """``scan_headers`` from the offset index's floor entry for ``offset`` (or ``entry``), once the
+        entry is confirmed by the data: the batch at its position starts at its offset. Every read
+        that starts from the offset index goes through here (one check per lookup, not per record):
+        a lying entry would make it skip or repeat records, so this raises ``CorruptIndexError``
+        instead (the ``Log`` rebuilds the indexes, or a read-only view stops using them). A floor
+        entry's offset is <= ``offset`` even in a damaged index (the binary search only moves past
+        keys <= it), so a confirmed entry is a safe place to start."""
+        entry = self._index_entry(offset) if entry is None else entry
+        position, size = entry.position, self.size_bytes
+        end = size if end is None else end
+        if not position or (size > position >= end):  # the start; or past a size snapshot, appended since
+            return self.scan_headers(position, end, chunk_bytes)
+        lie = f"offset index {self.offset_index.path} entry {tuple(entry)}"
+        if not 0 < position < size:
+            raise CorruptIndexError(f"{lie} points outside the {size} bytes of {self.log_path}")
         scan = self.scan_headers(position, end, chunk_bytes)
-        if not entry.position or position != entry.position:
-            return scan
-        end = self.size_bytes if end is None else end
         try:
             first = next(scan, None)
         except CorruptRecordError as exc:
-            raise CorruptIndexError(f"offset index {self.offset_index.path} entry {tuple(entry)} points "
-                                    f"where no valid batch starts: {exc}") from None
-        if first is None and entry.position < end or first is not None and first[1].base_offset != entry.offset:
-            raise CorruptIndexError(f"offset index {self.offset_index.path} entry {tuple(entry)} does not point "
-                                    f"at a batch starting at that offset")
-        return chain((first,), scan) if first is not None else scan
+            raise CorruptIndexError(f"{lie} points where no valid batch starts: {exc}") from None
+        if first is None or first[1].base_offset != entry.offset:
+            raise CorruptIndexError(f"{lie} does not point at a batch starting at that offset")
+        return chain((first,), scan)
 
     def distrust_indexes(self) -> None:
         """Stop using the indexes (a read-only view cannot rebuild them): lookups scan from the start."""
-        self._index_distrusted = True
+        self.indexes_distrusted = True
+        self._max_timestamp = None  # perhaps read from the time index: scanned when next needed
         self._forget_verified()
 
     def iter_batches(self, position: int = 0, end: int | None = None) -> Iterator[tuple[int, RecordBatch]]:
@@ -312,8 +329,10 @@ class LogSegment:
     def translate_offset(self, offset: int, starting_position: int = 0, end: int | None = None,
                          chunk_bytes: int = _SMALL_CHUNK_BYTES) -> tuple[int, BatchHeader] | None:
         """The first batch (position, header) whose last offset is >= ``offset``, or None."""
-        position = max(self.offset_index.lookup(offset).position, starting_position)
-        for batch_position, header, _, _ in self.scan_headers(position, end, chunk_bytes):
+        entry = self._index_entry(offset)
+        scan = (self.scan_from(offset, end, chunk_bytes, entry) if entry.position >= starting_position
+                else self.scan_headers(starting_position, end, chunk_bytes))
+        for batch_position, header, _, _ in scan:
             if header.last_offset >= offset:
                 return batch_position, header
         return None
@@ -342,7 +361,9 @@ class LogSegment:
                 return records, charged, True
             position += cached.header.size_bytes
         chunk_bytes = min(max(2 * max_bytes, _SMALL_CHUNK_BYTES), _LARGE_CHUNK_BYTES)
-        for batch_position, header, buffer, at in self._scan_from_entry(entry, position, end, chunk_bytes):
+        scan = self.scan_from(start_offset, end, chunk_bytes, entry) if position == entry.position else \
+            self.scan_headers(position, end, chunk_bytes)
+        for batch_position, header, buffer, at in scan:
             if header.base_offset >= end_offset:
                 return records, charged, True
             if header.last_offset < start_offset or header.record_count == 0:
@@ -362,8 +383,7 @@ class LogSegment:
         batch are the ones in range. For column-wise consumers (Arrow) that take whole columns.
         ``include_empty``: also the batches holding offsets in range but no record in it (an empty
         batch, or a compacted one whose records in range were removed), with first == stop."""
-        position = self.offset_index.lookup(start_offset).position
-        for batch_position, header, buffer, at in self.scan_headers(position, end, _LARGE_CHUNK_BYTES):
+        for batch_position, header, buffer, at in self.scan_from(start_offset, end, _LARGE_CHUNK_BYTES):
             if header.base_offset >= stop_offset:
                 return
             if header.last_offset < start_offset or (header.record_count == 0 and not include_empty):
@@ -377,35 +397,16 @@ class LogSegment:
             if first < stop or include_empty:
                 yield batch, first, max(first, stop)
 
-    def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int) -> tuple[int, int] | None:
-        """The first record with timestamp >= ``timestamp_ms`` and offset >= ``starting_offset``,
-        as ``(timestamp_ms, offset)``; None when this segment has none."""
-        entry = self.time_index.lookup(timestamp_ms) if not self._index_distrusted else TimestampOffset(-1, 0)
-        start = max(entry.offset, starting_offset)
-        offset_entry = self._index_entry(start)
-        check_time_entry = entry.timestamp_ms >= 0 and entry.offset >= starting_offset
-        for batch_position, header, buffer, at in self._scan_from_entry(offset_entry, offset_entry.position,
-                                                                        None, _SMALL_CHUNK_BYTES):
-            if check_time_entry and header.last_offset >= entry.offset:
-                # The batch ending at the entry's offset must hold the entry's timestamp as its max.
-                check_time_entry = False
-                if header.last_offset != entry.offset or header.max_timestamp != entry.timestamp_ms:
-                    raise CorruptIndexError(f"time index {self.time_index.path} entry {tuple(entry)} does not match "
-                                            f"the batch ending at offset {header.last_offset}")
-            if header.max_timestamp < timestamp_ms or header.last_offset < starting_offset:
-                continue
-            batch = self.load_batch(batch_position, header, buffer, at)
-            for record in batch.records(batch.index_of(starting_offset)):
-                if record.timestamp_ms >= timestamp_ms:
-                    return record.timestamp_ms, record.offset
-        return None
-
     def read_next_offset(self) -> int:
         """The offset after the last batch (the base offset when empty). Reads from the last index
         entry to the end, headers only."""
         next_offset = self.base_offset
-        start = self.offset_index.lookup(2**63 - 1).position
-        for _, header, _, _ in self.scan_headers(start, chunk_bytes=_SMALL_CHUNK_BYTES):
+        try:
+            scan = self.scan_from(2**63 - 1)
+        except CorruptIndexError as exc:  # the result is right either way: no repair here, only slower
+            logger.warning("%s; scanning %s from its start for its next offset", exc, self.log_path)
+            scan = self.scan_headers(0, chunk_bytes=_SMALL_CHUNK_BYTES)
+        for _, header, _, _ in scan:
             next_offset = header.next_offset
         return next_offset
 
@@ -462,7 +463,7 @@ class LogSegment:
         Returns the number of invalid bytes at the tail (cut when ``cut_tail``). A torn or corrupt
         tail is logged, never raised. With ``cut_tail=False`` only the indexes are rebuilt (a lying
         index found by a read: the data stays as it is, damage there stays reported by reads)."""
-        self._index_distrusted = False
+        self.indexes_distrusted = False
         self.offset_index.reset()
         self.time_index.reset()
         self._forget_verified()
@@ -522,8 +523,7 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         # Recompute the max timestamp from the surviving time index entry and the batches after it.
         maximum = self.time_index.last_entry
-        start = self.offset_index.lookup(maximum.offset).position
-        for _, header, _, _ in self.scan_headers(start):
+        for _, header, _, _ in self.scan_from(maximum.offset, chunk_bytes=_READ_CHUNK_BYTES):
             if header.max_timestamp > maximum.timestamp_ms:
                 maximum = TimestampOffset(header.max_timestamp, header.last_offset)
         self._max_timestamp = maximum
@@ -536,8 +536,7 @@ class LogSegment:
 
     def read_batch_containing(self, offset: int) -> RecordBatch | None:
         """The verified batch holding ``offset`` (or the first one after it); None past the end."""
-        position = self.offset_index.lookup(offset).position
-        for batch_position, header, buffer, at in self.scan_headers(position, chunk_bytes=_SMALL_CHUNK_BYTES):
+        for batch_position, header, buffer, at in self.scan_from(offset):
             if header.last_offset >= offset:
                 return self.load_batch(batch_position, header, buffer, at)
         return None

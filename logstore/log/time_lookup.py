@@ -1,0 +1,56 @@
+"""Finding records by timestamp in a segment: the time index's entries, each confirmed by the data.
+
+A time index entry ``(T, O)`` says that the batch ending at offset ``O`` holds the largest timestamp
+``T`` of the segment so far (and that no earlier batch reached it). A lookup that skips batches on
+that promise checks it first against the batch it names, as every offset index lookup is checked
+(``LogSegment.scan_from``): a lying entry (a flipped byte) raises ``CorruptIndexError``, which the
+``Log`` answers by rebuilding the indexes (a writer) or by scanning without them (a read-only view),
+never by returning the wrong offset. One check per lookup, not per record.
+"""
+
+from __future__ import annotations
+
+from ..errors import CorruptIndexError
+from ..records.decoder import HEADER_BYTES
+from .index import TimestampOffset
+from .segment import LogSegment
+
+
+def find_offset_by_timestamp(segment: LogSegment, timestamp_ms: int, starting_offset: int) -> tuple[int, int] | None:
+    """The first record of ``segment`` with timestamp >= ``timestamp_ms`` and offset >=
+    ``starting_offset``, as ``(timestamp_ms, offset)``; None when the segment has none."""
+    entry = segment.time_index.lookup(timestamp_ms) if not segment.indexes_distrusted else TimestampOffset(-1, 0)
+    start = max(entry.offset, starting_offset)
+    # The entry (T, O) has T <= timestamp_ms (a floor entry, even in a damaged index): when it moves
+    # the start, the batch ending at O must be there and have T as its max.
+    check_time_entry = entry.offset > max(starting_offset, segment.base_offset)
+    for batch_position, header, buffer, at in segment.scan_from(start):
+        if check_time_entry and header.last_offset >= entry.offset:
+            check_time_entry = False
+            if header.last_offset != entry.offset or header.max_timestamp != entry.timestamp_ms:
+                raise CorruptIndexError(f"time index {segment.time_index.path} entry {tuple(entry)} does not match "
+                                        f"the batch ending at offset {header.last_offset}")
+        if header.max_timestamp < timestamp_ms or header.last_offset < start:
+            continue
+        batch = segment.load_batch(batch_position, header, buffer, at)
+        for record in batch.records(batch.index_of(starting_offset)):
+            if record.timestamp_ms >= timestamp_ms:
+                return record.timestamp_ms, record.offset
+    if check_time_entry:
+        raise CorruptIndexError(f"time index {segment.time_index.path} entry {tuple(entry)} names an offset past "
+                                f"the batches of {segment.log_path}")
+    return None
+
+
+def checked_max_timestamp(segment: LogSegment) -> int:
+    """The segment's largest timestamp (``max_timestamp_so_far``), its time index entry confirmed
+    by the batch it names (a read-only view decides which segments to skip on it). Raises
+    ``CorruptIndexError`` when the entry lies."""
+    entry = segment.max_timestamp_so_far
+    if entry != segment.confirmed_max_timestamp and entry != (-1, segment.base_offset):
+        found = segment.translate_offset(entry.offset, chunk_bytes=HEADER_BYTES)  # headers only
+        if found is None or (found[1].last_offset, found[1].max_timestamp) != (entry.offset, entry.timestamp_ms):
+            raise CorruptIndexError(f"time index {segment.time_index.path} last entry {tuple(entry)} does not "
+                                    f"match the batch ending at that offset")
+        segment.confirmed_max_timestamp = entry
+    return entry.timestamp_ms
