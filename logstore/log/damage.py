@@ -62,7 +62,7 @@ def next_offset_before(segment: LogSegment, end: int) -> int:
     """The offset after the last batch ending at or before ``end`` (headers only, from the last index
     entry; the indexes were just rebuilt from the valid prefix)."""
     next_offset = segment.base_offset
-    start = min(segment.offset_index.lookup(2**63 - 1).position, end)
+    start = min(max(segment.offset_index.lookup(2**63 - 1).position, 0), end)
     chunk_bytes = end - start if end - start <= _END_CHUNK_BYTES else HEADER_BYTES
     for _, header, _, _ in segment.scan_headers(start, end, max(chunk_bytes, HEADER_BYTES)):
         next_offset = header.next_offset
@@ -75,7 +75,7 @@ def segment_end(segment: LogSegment) -> tuple[int, int]:
     point at a batch with its offset. Raises ``CorruptRecordError`` at a damaged header."""
     end = segment.file.file_size()
     entry = segment.offset_index.lookup(2**63 - 1)
-    if entry.position and entry.position < end:
+    if 0 < entry.position < end:  # a lying entry may hold any number, negative ones too
         try:
             return _scan_end(segment, entry.position, end, entry.offset)
         except CorruptRecordError:

@@ -400,7 +400,8 @@ def _recover(fs: FileSystem, segments: list[LogSegment], first: int, recovery_po
         if invalid_bytes:
             follows = valid_batch_after(segment, valid_end, next_offset - 1, file_size)
             torn = follows is None or is_zero(segment, valid_end, follows)
-            if not torn or next_offset < recovery_point:
+            # Records below the log start offset are deleted: only [start, recovery point) must survive.
+            if not torn or max(next_offset, log_start_offset) < recovery_point:
                 what = ("invalid bytes followed by valid batches" if not torn else
                         f"invalid bytes below the recovery point {recovery_point}")
                 return segments, data_damage(segment, valid_end, next_offset, f"{invalid_bytes} {what}")
@@ -412,7 +413,7 @@ def _recover(fs: FileSystem, segments: list[LogSegment], first: int, recovery_po
             return drop_segments(fs, segment.dir_path, segments, slot + 1), None
         hole = _hole(segment, next_offset, later[0] if later else None, gaps, log_start_offset)
         if hole is not None:
-            if next_offset < recovery_point or later[0].base_offset < next_offset:
+            if max(next_offset, log_start_offset) < recovery_point or later[0].base_offset < next_offset:
                 return segments, hole
             problems.append(f"{segment.log_path}: offsets from {next_offset} are missing (above the recovery point "
                             f"{recovery_point}: not fsynced); dropped the {len(later)} later segments")

@@ -450,8 +450,9 @@ def test_dump_of_a_fifo_is_refused_at_once(tmp_path):
     subprocess with a timeout, so a regression fails instead of hanging the run)."""
     fifo = tmp_path / "00000000000000000000.log"
     os.mkfifo(fifo)
+    # cwd: from the repository root, its logstore/ (which has no cli/) would shadow the installed one
     result = subprocess.run([sys.executable, "-m", "logstore.cli", "dump", str(fifo)], capture_output=True,
-                            text=True, timeout=60)
+                            text=True, timeout=60, cwd=tmp_path)
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.strip().splitlines() == [f"Error: {fifo} is not a regular file (a directory, FIFO, socket "
                                                   "or device): only the store's own files can be dumped"]
