@@ -53,26 +53,37 @@ from pathlib import Path
 
 import pytest
 
-from crash_helpers import (OP_NAMES, PAGE, VIOLATIONS, CrashFS, PartitionModel, PayloadSpec, describe_status,
-                           fork_call, pack, partition_files_fingerprint, unpack_all, verify_partition)
+from crash_helpers import (OP_NAMES, PAGE, T0_MS, VIOLATIONS, CrashFS, PartitionModel, PayloadSpec, collect_child,
+                           describe_status, fork_call, fork_child, pack, partition_files_fingerprint, unpack_all, verify_partition)
 from logstore import FileSystem, LogManager, Record
 from logstore.log.checkpoint import CLEAN_SHUTDOWN_MARKER
 
-BUDGET_S = float(os.environ.get("LOGSTORE_KILL9_SECONDS", "20"))
-MIN_CRASH_POINTS = int(os.environ.get("LOGSTORE_KILL9_MIN_POINTS", "30"))
-HARD_CAP_S = max(3 * BUDGET_S, BUDGET_S + 60)  # give up reaching the minimum after this
+BUDGET_S = float(os.environ.get("LOGSTORE_KILL9_SECONDS", "40"))
+MIN_CRASH_POINTS = int(os.environ.get("LOGSTORE_KILL9_MIN_POINTS", "1000"))
+WORKERS = int(os.environ.get("LOGSTORE_KILL9_WORKERS", "2"))  # worker processes, each with its own stores
+HARD_CAP_S = max(2.5 * BUDGET_S, BUDGET_S + 60)  # give up reaching the minimum after this
 CHILD_TIMEOUT_S = 30.0  # a recovery or a check taking longer is reported as a hang
 WRITER_MAX_LIFE_S = 20.0  # a writer never outlives a broken parent for long
 ROUNDS_PER_LINEAGE = 30
+# The share of crash points checked by a separate checker child, whose recovery the next writer's
+# open (a second recovery of the same state) must reproduce exactly (idempotence); the others are
+# checked by the next writer itself, right after its open: one recovery per crash point, not two.
+SEPARATE_CHECKS = float(os.environ.get("LOGSTORE_KILL9_SEPARATE_CHECKS", "0.3"))
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "test-results"
 
 # acknowledgement kinds (pipe records, see crash_helpers.ACK)
-READY, PHASE, INTENT, APPENDED, FLUSHED, TRUNC_INTENT, TRUNCATED, DEL_INTENT, DELETED, KILLING = range(1, 11)
+READY, PHASE, INTENT, APPENDED, FLUSHED, TRUNC_INTENT, TRUNCATED, DEL_INTENT, DELETED, KILLING, COMPACT_INTENT = range(1, 12)
 # workload phases
-APPEND, FLUSH, ROLL, CHECKPOINT, TRUNCATE, DELETE, REOPEN = range(1, 8)
+APPEND, FLUSH, ROLL, CHECKPOINT, TRUNCATE, DELETE, REOPEN, RETENTION, COMPACT = range(1, 10)
 PHASE_NAMES = {0: "open", APPEND: "append", FLUSH: "flush", ROLL: "roll", CHECKPOINT: "checkpoint",
-               TRUNCATE: "truncate", DELETE: "delete", REOPEN: "close+reopen"}
-STEP_WEIGHTS = [(APPEND, 55), (FLUSH, 22), (ROLL, 5), (CHECKPOINT, 6), (TRUNCATE, 4), (DELETE, 2), (REOPEN, 2)]
+               TRUNCATE: "truncate", DELETE: "delete", REOPEN: "close+reopen", RETENTION: "retention",
+               COMPACT: "compaction"}
+STEP_WEIGHTS = [(APPEND, 55), (FLUSH, 22), (ROLL, 5), (CHECKPOINT, 6), (TRUNCATE, 4), (DELETE, 2), (REOPEN, 2),
+                (RETENTION, 4)]
+COMPACT_STEP_WEIGHTS = STEP_WEIGHTS + [(COMPACT, 6)]  # a compacted topic's writer also compacts
+RETENTION_MS = 1000  # records are stamped T0_MS + offset: time-based retention removes offsets below a point
+LINEAGE_KINDS = ("multi", "single", "compacted")
+LIVE_LIMITS = {"multi": 600, "single": 2000, "compacted": 800}  # records per partition: small stores check fast
 
 
 @dataclass
@@ -83,17 +94,24 @@ class Lineage:
     dirs: list[str]
     topic: str
     partitions: int
-    multi: bool
+    multi: bool  # written with LogManager.append (keys spread the records)
+    compacted: bool  # cleanup.policy has "compact": the writer compacts, the checker allows superseded gaps
     config: dict
     spec: PayloadSpec
     live_limit: int
     models: list[PartitionModel]
     rounds: int = 0
     pending: bool = False  # killed since the last check
+    check_in_writer: bool = False  # the next writer checks what its own open recovered
     expected_open: dict | None = None  # what the checker saw; the next writer's open must match
     open_truncations: dict = field(default_factory=dict)  # partition -> truncate_to target under way at the kill
     last_kill: tuple | None = None  # (phase, fs op, torn) of the last self-inflicted kill
     last_acks: list = field(default_factory=list)  # the last writer's acknowledgements (debugging)
+    # partition -> the log end offset when a compaction last started: truncations stay at or above it,
+    # as Kafka's cleaner stays below the high watermark and truncation above it (a truncation below
+    # it could remove the records that superseded what the cleaner removed: the older values would
+    # be gone for good, by design, not by a crash)
+    compacted_end: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -163,8 +181,18 @@ def _plan_batch(lin: Lineage, rng: random.Random, nxt: list[int], epochs: list[i
     return records, ends, rr
 
 
+def verify_store(lin: Lineage, store: LogManager, seed: int) -> list[dict]:
+    """Every partition of a just-recovered store checked against the models."""
+    probe_rng = random.Random(seed)
+    return [verify_partition(store.get_log(lin.topic, p), lin.spec, p, lin.models[p], probe_rng,
+                             compacted=lin.compacted) for p in range(lin.partitions)]
+
+
 def writer_main(lin: Lineage, ack_fd: int, fs: CrashFS, rng: random.Random, epoch_base: int,
-                open_report: str) -> None:
+                open_report: str, check_seed: int | None) -> None:
+    """The workload. With ``check_seed`` the writer first checks what its own open recovered (as the
+    separate checker does) and reports it before READY, so the parent applies it to the models before
+    any acknowledgement of this life."""
     phase = [0]
 
     def send(*messages: bytes) -> None:
@@ -173,10 +201,19 @@ def writer_main(lin: Lineage, ack_fd: int, fs: CrashFS, rng: random.Random, epoc
         os.write(ack_fd, data)
 
     fs.before_kill = lambda op, torn: send(pack(KILLING, 0, phase[0], OP_NAMES.index(op), int(torn)))
+    kill_at, fs.kill_at = fs.kill_at, None
+    fs.armed, fs.count = True, 0  # counting only (no kill yet): the recovery's operations
+    started = time.monotonic()
     store = LogManager(lin.dirs, fs=fs)
+    open_ms = (time.monotonic() - started) * 1000
+    fs.armed = False
     logs = [store.get_log(lin.topic, p) for p in range(lin.partitions)]
-    report = {"lso": [log.log_start_offset for log in logs], "leo": [log.log_end_offset for log in logs],
-              "files": partition_files_fingerprint(lin.dirs), "problems": store.problems}
+    if check_seed is not None:
+        report = {"check": {"open_ms": open_ms, "ops": fs.count, "parts": verify_store(lin, store, check_seed),
+                            "problems": store.problems}}
+    else:
+        report = {"lso": [log.log_start_offset for log in logs], "leo": [log.log_end_offset for log in logs],
+                  "files": partition_files_fingerprint(lin.dirs), "problems": store.problems}
     with open(open_report, "w") as handle:
         json.dump(report, handle)
     nxt = [log.log_end_offset for log in logs]
@@ -184,8 +221,9 @@ def writer_main(lin: Lineage, ack_fd: int, fs: CrashFS, rng: random.Random, epoc
     next_epoch = epoch_base
     rr = store.round_robin_start(lin.topic) if lin.multi else 0  # keyless records start there
     flush_on_append = "flush.messages" in lin.config
-    steps, weights = zip(*STEP_WEIGHTS)
+    steps, weights = zip(*(COMPACT_STEP_WEIGHTS if lin.compacted else STEP_WEIGHTS))
     send(pack(READY))
+    fs.count, fs.kill_at = 0, kill_at
     fs.armed = True
     deadline = time.monotonic() + WRITER_MAX_LIFE_S
     while time.monotonic() < deadline:
@@ -230,9 +268,10 @@ def writer_main(lin: Lineage, ack_fd: int, fs: CrashFS, rng: random.Random, epoc
             send(pack(PHASE, 0, step))
             store.checkpoint()
         elif step == TRUNCATE:
-            if nxt[p] <= log.log_start_offset:
+            floor = max(log.log_start_offset, lin.compacted_end.get(p, 0))
+            if nxt[p] <= floor:
                 continue
-            target = rng.randint(max(log.log_start_offset, nxt[p] - 400), nxt[p] - 1)
+            target = rng.randint(max(floor, nxt[p] - 400), nxt[p] - 1)
             epoch = next_epoch
             next_epoch += 1
             send(pack(PHASE, 0, step), pack(TRUNC_INTENT, p, epoch, target))
@@ -244,6 +283,27 @@ def writer_main(lin: Lineage, ack_fd: int, fs: CrashFS, rng: random.Random, epoc
             target = log.log_start_offset + int((nxt[p] - log.log_start_offset) * rng.random() ** 3)
             send(pack(PHASE, 0, step), pack(DEL_INTENT, p, 0, target))
             send(pack(DELETED, p, 0, log.delete_records(target)))
+        elif step == RETENTION:
+            # Time-based (retention.ms against the records' timestamps, T0_MS + offset) and, for
+            # some stores, size-based (retention.bytes): whole segments leave the start of the log,
+            # so the log start offset may rise up to the log end offset until the call returns.
+            now_ms = T0_MS + nxt[p] + RETENTION_MS - rng.randint(0, lin.live_limit)
+            send(pack(PHASE, 0, step), pack(DEL_INTENT, p, 0, nxt[p]))
+            send(pack(DELETED, p, 0, log.delete_old_segments(now_ms=now_ms).log_start_offset))
+        elif step == COMPACT:
+            # LogManager.compact: the cleaner recopies the non-active segments into .cleaned files and
+            # swaps them in (.swap, .deleted); with "compact,delete" retention runs after it.
+            which = None if rng.random() < 0.5 else p
+            parts = range(lin.partitions) if which is None else [p]
+            now_ms = T0_MS + min(nxt) + RETENTION_MS - rng.randint(0, lin.live_limit)
+            with_retention = "delete" in lin.config["cleanup.policy"]
+            for q in parts:
+                lin.compacted_end[q] = nxt[q]  # this writer's own truncations; the parent's copy below
+            send(pack(PHASE, 0, step), *(pack(COMPACT_INTENT, q, 0, nxt[q]) for q in parts),
+                 *(pack(DEL_INTENT, q, 0, nxt[q]) for q in parts if with_retention))
+            store.compact(lin.topic, which, now_ms=now_ms)
+            if with_retention:
+                send(*(pack(DELETED, q, 0, logs[q].log_start_offset) for q in parts))
         elif step == REOPEN:
             send(pack(PHASE, 0, step))
             store.close()
@@ -260,20 +320,27 @@ def writer_main(lin: Lineage, ack_fd: int, fs: CrashFS, rng: random.Random, epoc
 # --- the parent side -----------------------------------------------------------------------------
 
 def new_lineage(root: Path, number: int, rng: random.Random) -> Lineage:
-    multi = number % 2 == 0
+    kind = LINEAGE_KINDS[number % len(LINEAGE_KINDS)]
+    multi, compacted = kind != "single", kind == "compacted"
     base = root / f"lineage-{number}"
-    dirs = [str(base / "a"), str(base / "b")] if multi else [str(base / "a")]
-    partitions = 4 if multi else 1
+    dirs = [str(base / "a"), str(base / "b")] if kind == "multi" else [str(base / "a")]
+    partitions = {"multi": 4, "single": 1, "compacted": 3}[kind]
     config = {
-        "segment.bytes": rng.choice([16 * 1024, 64 * 1024]),
+        "segment.bytes": rng.choice([8 * 1024, 16 * 1024] if compacted else [8 * 1024, 16 * 1024, 64 * 1024]),
         "segment.index.bytes": rng.choice([96, 512, 4096]),
         "index.interval.bytes": rng.choice([0, 512, 4096]),
+        "retention.ms": RETENTION_MS,
+        "file.delete.delay.ms": 0,
     }
+    if rng.random() < 0.5:
+        config["retention.bytes"] = config["segment.bytes"] * rng.choice([3, 6])
+    if compacted:
+        config["cleanup.policy"] = rng.choice(["compact", "compact", "compact,delete"])
     if rng.random() < 0.25:
         config["compression.type"] = "gzip"
     if rng.random() < 0.25:
         config["flush.messages"] = rng.choice([50, 500])
-    topic = "multi" if multi else "single"
+    topic = kind
 
     def create() -> None:
         with LogManager(dirs) as store:
@@ -281,8 +348,9 @@ def new_lineage(root: Path, number: int, rng: random.Random) -> Lineage:
 
     outcome = fork_call(create, CHILD_TIMEOUT_S)
     assert outcome.status == "ok", f"creating the topic failed: {outcome.status} {outcome.result or outcome.detail}"
-    return Lineage(number, dirs, topic, partitions, multi, config, PayloadSpec(rng.getrandbits(32), partitions),
-                   live_limit=1500 if multi else 4000, models=[PartitionModel() for _ in range(partitions)])
+    return Lineage(number, dirs, topic, partitions, multi, compacted, config,
+                   PayloadSpec(rng.getrandbits(32), partitions, null_keys=not compacted),
+                   live_limit=LIVE_LIMITS[kind], models=[PartitionModel() for _ in range(partitions)])
 
 
 def apply_acks(lin: Lineage, messages, state: dict) -> None:
@@ -311,9 +379,13 @@ def apply_acks(lin: Lineage, messages, state: dict) -> None:
             lin.open_truncations.pop(p, None)  # the epochs tell a stale survivor from its replacement
         elif kind == DEL_INTENT:
             model.lso_max = max(model.lso_max, a)
+        elif kind == COMPACT_INTENT:
+            lin.compacted_end[p] = max(lin.compacted_end.get(p, 0), a)
         elif kind == DELETED:
+            # The call returned: the log start offset is exactly ``a`` now (calls are sequential),
+            # and durable (delete_records checkpoints it; retention removed the segments below it).
             model.lso_min = max(model.lso_min, a)
-            model.lso_max = max(model.lso_max, a)
+            model.lso_max = model.lso_min
 
 
 def recovery_failed(lin: Lineage, where: str, text: str, state: dict, stats: Stats) -> None:
@@ -331,12 +403,13 @@ def run_writer(lin: Lineage, rng: random.Random, stats: Stats, state: dict, work
         shutil.rmtree(snapshot, ignore_errors=True)
         shutil.copytree(Path(lin.dirs[0]).parent, snapshot)
     op_mode = rng.random() < 0.35
-    kill_at = int(math.exp(rng.uniform(0, math.log(3000)))) if op_mode else None
+    kill_at = int(math.exp(rng.uniform(0, math.log(800)))) if op_mode else None
     open_report = work / "writer-open.json"
     error_file = work / "writer-error.txt"
     for path in (open_report, error_file):
         path.unlink(missing_ok=True)
     child_seed = rng.getrandbits(64)
+    check_seed = rng.getrandbits(64) if lin.check_in_writer else None
     epoch_base = state["next_epoch"]
     read_fd, write_fd = os.pipe()
     pid = os.fork()
@@ -345,7 +418,7 @@ def run_writer(lin: Lineage, rng: random.Random, stats: Stats, state: dict, work
             os.close(read_fd)
             child_rng = random.Random(child_seed)
             writer_main(lin, write_fd, CrashFS(kill_at=kill_at, rng=child_rng), child_rng, epoch_base,
-                        str(open_report))
+                        str(open_report), check_seed)
         except BaseException:  # noqa: BLE001 - reported through the error file
             error_file.write_text(traceback.format_exc())
         finally:
@@ -375,8 +448,12 @@ def run_writer(lin: Lineage, rng: random.Random, stats: Stats, state: dict, work
             messages = list(unpack_all(bytes(buffer[:whole])))
             del buffer[:whole]
             lin.last_acks.extend(messages)
-            if any(kind == READY for kind, *_ in messages):
+            if not ready and messages and messages[0][0] == READY:  # READY is the writer's first message
                 ready = True
+                if check_seed is not None:  # the writer checked its own recovery: the models' new baseline
+                    stats.checks += 1
+                    lin.pending = lin.check_in_writer = False
+                    record_check(lin, json.loads(open_report.read_text())["check"], stats)
             apply_acks(lin, messages, state)
 
     alive = True
@@ -387,12 +464,13 @@ def run_writer(lin: Lineage, rng: random.Random, stats: Stats, state: dict, work
         stats.hangs += 1
         stats.example(f"lineage {lin.number}: the writer's open did not finish within {CHILD_TIMEOUT_S} s")
     if alive and ready:
+        # Short writer lives: most crash points fall within a few dozen file operations of the open.
         if op_mode:
-            delay = 1.0  # a kill point past the workload's reach becomes a timed kill
+            delay = 0.25  # a kill point past the workload's reach becomes a timed kill
         else:
             roll = rng.random()
-            delay = (rng.uniform(0, 0.02) if roll < 0.6 else rng.uniform(0.02, 0.1) if roll < 0.85
-                     else rng.uniform(0.1, 0.4))
+            delay = (rng.uniform(0, 0.01) if roll < 0.6 else rng.uniform(0.01, 0.05) if roll < 0.9
+                     else rng.uniform(0.05, 0.25))
         limit = time.monotonic() + delay
         while alive and time.monotonic() < limit:
             alive = pump(limit - time.monotonic())
@@ -513,9 +591,7 @@ def check(lin: Lineage, rng: random.Random, stats: Stats, state: dict) -> None:
         store = LogManager(lin.dirs, fs=fs)
         open_ms = (time.monotonic() - started) * 1000
         ops = fs.count
-        probe_rng = random.Random(seed)
-        parts = [verify_partition(store.get_log(lin.topic, p), lin.spec, p, lin.models[p], probe_rng)
-                 for p in range(lin.partitions)]
+        parts = verify_store(lin, store, seed)
         # Exit without close(): the dirs stay unclean, so the writer's open recovers a second time.
         return {"open_ms": open_ms, "ops": ops, "parts": parts, "files": partition_files_fingerprint(lin.dirs),
                 "problems": store.problems}
@@ -545,6 +621,13 @@ def check(lin: Lineage, rng: random.Random, stats: Stats, state: dict) -> None:
         recovery_failed(lin, "recovery/check", outcome.result or outcome.detail, state, stats)
         return
     result = outcome.result
+    record_check(lin, result, stats)
+    lin.expected_open = {"lso": [part["lso"] for part in result["parts"]],
+                         "leo": [part["leo"] for part in result["parts"]], "files": result["files"], "clean": clean}
+
+
+def record_check(lin: Lineage, result: dict, stats: Stats) -> None:
+    """Count what a check found, and make what the recovery left the models' new baseline."""
     stats.recovery_ms.append(result["open_ms"])
     stats.recovery_ops.append(result["ops"])
     for p, part in enumerate(result["parts"]):
@@ -558,8 +641,6 @@ def check(lin: Lineage, rng: random.Random, stats: Stats, state: dict) -> None:
         if any(part["counts"].values()):
             lin.rounds = ROUNDS_PER_LINEAGE  # retire it: the damage would be counted again at every check
         model.recovered(part["lso"], part["leo"])
-    lin.expected_open = {"lso": [part["lso"] for part in result["parts"]],
-                         "leo": [part["leo"] for part in result["parts"]], "files": result["files"], "clean": clean}
 
 
 def figure(stats: Stats, seconds: float) -> str:
@@ -575,27 +656,29 @@ def figure(stats: Stats, seconds: float) -> str:
             f"duplicates/reorders: {v['duplicates']}; phantoms: {v['phantoms']}; payload mismatches: {v['mismatches']}; "
             f"deleted records resurrected: {v['lso_resurrected']}; log start overshoot: {v['lso_overshoot']}; "
             f"log end inconsistencies: {v['leo_inconsistent']}; index probe failures: {v['index_probe_failures']}; "
+            f"time index probe failures: {v['time_index_probe_failures']}; "
             f"idempotence violations: {stats.idempotence_violations}; recovery exceptions: {stats.recovery_exceptions}; "
             f"workload exceptions: {stats.workload_exceptions}; hangs: {stats.hangs}; "
             f"checks: {stats.checks}, records verified: {stats.records_verified}, "
             f"flushed offsets checked: {stats.flushed_checked}; {recovery}; lineages: {stats.lineages}; {seconds:.1f} s")
 
 
-@pytest.mark.slow
-def test_kill9_random_crash_points(tmp_path: Path, record_property) -> None:
-    seed = int(os.environ.get("LOGSTORE_KILL9_SEED", random.SystemRandom().getrandbits(32)))
+def run_worker(root: Path, seed: str, min_points: int) -> dict:
+    """One worker's share of the crash points, on stores of its own under ``root``: round after
+    round until it has spent the budget and reached ``min_points`` (or hit the hard cap). Returns its
+    ``Stats`` as a dict (it runs in a forked child)."""
     rng = random.Random(seed)
     stats = Stats()
     state = {"next_epoch": 1, "phase": 0, "killing": None}
-    work = tmp_path / "work"
-    work.mkdir()
+    work = root / "work"
+    work.mkdir(parents=True)
     started = time.monotonic()
-    lineages = [new_lineage(tmp_path, number, rng) for number in range(2)]
+    lineages = [new_lineage(root, number, rng) for number in range(len(LINEAGE_KINDS))]
     number = stats.lineages = len(lineages)
     turn = 0
     while True:
         elapsed = time.monotonic() - started
-        if (elapsed >= BUDGET_S and stats.crash_points >= MIN_CRASH_POINTS) or elapsed >= HARD_CAP_S:
+        if (elapsed >= BUDGET_S and stats.crash_points >= min_points) or elapsed >= HARD_CAP_S:
             break
         slot = turn % len(lineages)
         turn += 1
@@ -604,22 +687,57 @@ def test_kill9_random_crash_points(tmp_path: Path, record_property) -> None:
             if lin.pending:
                 check(lin, rng, stats, state)
             shutil.rmtree(Path(lin.dirs[0]).parent, ignore_errors=True)
-            lin = lineages[slot] = new_lineage(tmp_path, number, rng)
-            number += 1
+            lin = lineages[slot] = new_lineage(root, number + (slot - number) % len(LINEAGE_KINDS), rng)
+            number = lin.number + 1
             stats.lineages += 1
         lin.rounds += 1
         if lin.pending:
             if rng.random() < 0.1:
                 kill_a_recovery(lin, rng, stats, state)
-            check(lin, rng, stats, state)
-            if lin.rounds >= ROUNDS_PER_LINEAGE:
-                continue
+            if rng.random() < SEPARATE_CHECKS:
+                check(lin, rng, stats, state)
+                if lin.rounds >= ROUNDS_PER_LINEAGE:
+                    continue
+            else:
+                lin.check_in_writer = True
         run_writer(lin, rng, stats, state, work)
     for lin in lineages:  # the last crash of each store is checked too
         if lin.pending:
             if rng.random() < 0.1:
                 kill_a_recovery(lin, rng, stats, state)
             check(lin, rng, stats, state)
+    return {name: dict(value) if isinstance(value, Counter) else value for name, value in vars(stats).items()}
+
+
+def merge_stats(parts: list[dict]) -> Stats:
+    """The workers' ``Stats`` added up."""
+    total = Stats()
+    for part in parts:
+        for name, value in part.items():
+            mine = getattr(total, name)
+            if isinstance(mine, Counter):
+                mine.update(value)
+            elif isinstance(mine, list):
+                mine.extend(value)
+            else:
+                setattr(total, name, mine + value)
+    total.examples = total.examples[:20]
+    return total
+
+
+@pytest.mark.slow
+def test_kill9_random_crash_points(tmp_path: Path, record_property) -> None:
+    seed = int(os.environ.get("LOGSTORE_KILL9_SEED", random.SystemRandom().getrandbits(32)))
+    started = time.monotonic()
+    # Worker processes (one per core by default) share the work: each has its own stores and its own
+    # share of the minimum, and forks its own writers, checkers and recoveries.
+    share = math.ceil(MIN_CRASH_POINTS / WORKERS)
+    children = [fork_child(lambda w=w: run_worker(tmp_path / f"worker-{w}", f"{seed}/{w}", share))
+                for w in range(WORKERS)]
+    outcomes = [collect_child(child, HARD_CAP_S + 4 * CHILD_TIMEOUT_S) for child in children]
+    broken = [f"worker {w}: {o.status} {o.result or o.detail}" for w, o in enumerate(outcomes) if o.status != "ok"]
+    assert not broken, "\n".join(broken)
+    stats = merge_stats([outcome.result for outcome in outcomes])
     seconds = time.monotonic() - started
     line = figure(stats, seconds)
     print(f"\n{line}\nseed: {seed}")
@@ -635,7 +753,7 @@ def test_kill9_random_crash_points(tmp_path: Path, record_property) -> None:
         "violations": {kind: stats.violations[kind] for kind in VIOLATIONS},
         "idempotence_violations": stats.idempotence_violations, "recovery_exceptions": stats.recovery_exceptions,
         "workload_exceptions": stats.workload_exceptions, "hangs": stats.hangs, "checks": stats.checks, "records_verified": stats.records_verified,
-        "recovery_ms": stats.recovery_ms, "examples": stats.examples}, indent=2) + "\n")
+        "workers": WORKERS, "recovery_ms": stats.recovery_ms, "examples": stats.examples}, indent=2) + "\n")
     failures = {kind: stats.violations[kind] for kind in VIOLATIONS if stats.violations[kind]}
     for name in ("idempotence_violations", "recovery_exceptions", "workload_exceptions", "hangs"):
         if getattr(stats, name):
