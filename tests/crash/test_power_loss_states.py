@@ -60,7 +60,7 @@ from logstore.testing import RecordingFileSystem, SimulatedCrashFileSystem
 BUDGET_S = float(os.environ.get("LOGSTORE_POWER_LOSS_SECONDS", "40"))
 MIN_STATES = int(os.environ.get("LOGSTORE_POWER_LOSS_MIN_STATES", "10000"))
 WORKERS = int(os.environ.get("LOGSTORE_POWER_LOSS_WORKERS", "2"))
-HARD_CAP_S = max(2.5 * BUDGET_S, BUDGET_S + 60)
+HARD_CAP_S = max(3 * BUDGET_S, BUDGET_S + 120)  # give up reaching the minimum after this
 # Two known engine bugs, routed to their owners and each pinned by a strict xfail test below:
 # - test_power_loss_never_leaves_a_hole_between_segments: recovery keeps a later segment after one that
 #   lost its unsynced tail, so offsets above the recovery point have a hole ("gaps", "leo_inconsistent");
@@ -253,7 +253,7 @@ def run_worker(ops: list[tuple], worker: int, seed: int, share: int) -> dict:
     per_cut = max(1, math.ceil(1.3 * share / max(1, len(mine))))
     distinct: set[bytes] = set()
     checked: set[tuple] = set()
-    out = {"counts": Counter(), "examples": [], "records": 0, "durable": 0, "checks": 0, "cuts": 0, "passes": 0,
+    out = {"counts": Counter(), "examples": [], "known_examples": [], "records": 0, "durable": 0, "checks": 0, "cuts": 0, "passes": 0,
            "by_phase": Counter(), "by_op": Counter(), "torn": 0, "undone": 0, "known_bug_states": 0}
 
     def done() -> bool:
@@ -289,19 +289,22 @@ def run_worker(ops: list[tuple], worker: int, seed: int, share: int) -> dict:
                             out["torn"] += any(tear for _, _, tear in state.files)
                             out["undone"] += any(kept < len(disk.pending.get(d, ())) for d, kept in state.dirs)
                         found = {kind for kind, amount in result["counts"].items() if amount}
+                        known = bool(found) and found <= KNOWN_BUG_KINDS and not STRICT
                         if found and found <= KNOWN_BUG_KINDS:
                             out["known_bug_states"] += 1
-                            if not STRICT:
-                                result["counts"] = Counter({f"known_bug_{kind}": amount
-                                                            for kind, amount in result["counts"].items()})
+                        if known:
+                            result["counts"] = Counter({f"known_bug_{kind}": amount
+                                                        for kind, amount in result["counts"].items()})
                         out["records"] += result["records"]
                         out["durable"] += result["durable"]
                         out["counts"].update(result["counts"])
-                        if result["examples"] and len(out["examples"]) < (200 if keep else 12):
-                            out["examples"].append(f"cut {i} (before {next_op}, during {acks.phase}, {mode}): "
-                                                   + " | ".join(result["examples"][:3]))
+                        listed = out["known_examples" if known else "examples"]
+                        if result["examples"] and len(listed) < (200 if keep else 3 if known else 12):
+                            listed.append(f"{'known bug: ' if known else ''}cut {i} (before {next_op}, during "
+                                          f"{acks.phase}, {mode}): " + " | ".join(result["examples"][:3]))
                             if keep:
-                                materialise(os.path.join(keep, f"w{worker}-cut{i}-{len(out['examples'])}"), files, dirs)
+                                name = f"w{worker}-cut{i}-{'known-' if known else ''}{len(listed)}"
+                                materialise(os.path.join(keep, name), files, dirs)
                 if i < len(ops):
                     if ops[i][0] == "mark":
                         acks.apply(ops[i][1])
@@ -335,7 +338,7 @@ def test_power_loss_states(tmp_path: Path, record_property) -> None:
         counts.update(part["counts"])
         by_phase.update(part["by_phase"])
         by_op.update(part["by_op"])
-    examples = [text for part in parts for text in part["examples"]]
+    examples = [text for part in parts for text in part["examples"] + part["known_examples"]]
     seconds = time.monotonic() - started
     lost = counts["flushed_lost"]
     phantoms = counts["phantoms"] + counts["mismatches"]
