@@ -558,11 +558,8 @@ class LogSegment:
             time_entries = self.time_index.entries
             if self.max_timestamp_so_far.timestamp_ms >= 0:
                 self.time_index.maybe_append(*self._max_timestamp_pair(), skip_full_check=True)
-            # A clean shutdown's marker says nothing needs recovering, so what close writes (the final
-            # time index entry, the trimmed lengths) is made durable like the data; an index that did
-            # not change is not synced again.
-            trimmed = self.offset_index.resize(self.offset_index.size_bytes)
-            if trimmed:
+            # The clean marker says nothing needs recovering: what close writes is made durable too.
+            if self.offset_index.resize(self.offset_index.size_bytes):
                 self.offset_index.flush()
             if self.time_index.resize(self.time_index.size_bytes) or self.time_index.entries != time_entries:
                 self.time_index.flush()

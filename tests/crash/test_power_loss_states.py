@@ -51,7 +51,15 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from crash_helpers import T0_MS, VIOLATIONS, PartitionModel, PayloadSpec, collect_child, fork_child, verify_partition
+from crash_helpers import (
+    T0_MS,
+    VIOLATIONS,
+    PartitionModel,
+    PayloadSpec,
+    collect_child,
+    fork_child,
+    verify_partition,
+)
 from crash_states import DiskModel, State, fingerprint, materialise, scratch_root
 
 from logstore import LogManager, Record
