@@ -27,6 +27,11 @@ state is written into a scratch directory (/dev/shm when there is one) and opene
 - the open succeeds and no partition is missing or unreadable (a "damaged" partition after a state a
   real power loss can leave is a recovery bug).
 
+Two engine bugs this test found are pinned by strict xfail tests at the end of this file and, until
+they are fixed, states whose only violations are theirs are counted and printed but do not fail the
+run (``KNOWN_BUG_KINDS``; ``LOGSTORE_POWER_LOSS_STRICT=1`` fails them). A third (a clean close did not
+sync the final time index entry) is fixed, with its regression test below.
+
 Each state is counted once however many cut points produce it (a digest of every file and dir); a
 state is checked again only against a stronger set of acknowledgements. The run goes on until it has
 spent its budget and checked ``LOGSTORE_POWER_LOSS_MIN_STATES`` (default 10,000) distinct states,
@@ -249,16 +254,20 @@ def check_state(path: str, files: dict, dirs: list, acks: AckModel, rng: random.
 
 
 def run_worker(ops: list[tuple], worker: int, seed: int, share: int) -> dict:
-    """Check this worker's share of the cut points (every ``WORKERS``-th) until the budget is spent
-    and ``share`` distinct states were checked (or the hard cap)."""
+    """Check this worker's share of the states (those whose digest falls to it) until the budget is
+    spent and ``share`` distinct states were checked (or the hard cap)."""
     rng = random.Random(f"{seed}/{worker}")
     started = time.monotonic()
     scratch = os.path.join(scratch_root(), f"logstore-power-loss-{os.getpid()}")
     keep = os.environ.get("LOGSTORE_POWER_LOSS_KEEP")
     ready_at = next(i for i, op in enumerate(ops) if op == ("mark", ("ready",)))
     cuts = [i for i in range(ready_at, len(ops) + 1) if i == len(ops) or ops[i][0] != "mark"]
-    mine = set(cuts[worker::WORKERS])
-    per_cut = max(1, math.ceil(1.3 * share / max(1, len(mine))))
+    # Every worker draws states at every cut point but checks only those whose digest falls to it, so
+    # the workers' distinct states never overlap (their sum is the run's count).
+    # The first pass stays below the minimum so that it reaches every cut point; later passes draw
+    # more random states at every cut until the minimum and the budget are both reached.
+    per_cut = max(1, int(0.6 * share * WORKERS / max(1, len(cuts))))
+    cut_set = set(cuts)
     distinct: set[bytes] = set()
     checked: set[tuple] = set()
     out = {"counts": Counter(), "examples": [], "known_examples": [], "records": 0, "durable": 0, "checks": 0, "cuts": 0, "passes": 0,
@@ -273,7 +282,7 @@ def run_worker(ops: list[tuple], worker: int, seed: int, share: int) -> dict:
             disk, acks = DiskModel(), AckModel()
             extra = out["passes"] > 0  # later passes draw more random states at every cut
             for i in range(len(ops) + 1):
-                if i in mine and not done():
+                if i in cut_set and not done():
                     out["cuts"] += not extra
                     next_op = ops[i][0] if i < len(ops) else "end"
                     modes = ["random"] * per_cut if extra else ["all", "none"] + ["random"] * per_cut
@@ -284,7 +293,7 @@ def run_worker(ops: list[tuple], worker: int, seed: int, share: int) -> dict:
                         state = disk.sample(rng, mode)
                         files, dirs = disk.files(state)
                         digest = fingerprint(files, dirs)
-                        if (digest, signature) in checked:
+                        if digest[0] % WORKERS != worker or (digest, signature) in checked:
                             continue
                         checked.add((digest, signature))
                         new = digest not in distinct
@@ -351,7 +360,7 @@ def test_power_loss_states(tmp_path: Path, record_property) -> None:
     lost = counts["flushed_lost"]
     phantoms = counts["phantoms"] + counts["mismatches"]
     line = (f"power-loss states: {distinct} distinct, acknowledged-durable records lost: {lost}, phantoms: {phantoms} "
-            f"(cut points: {sum(p['cuts'] for p in parts)} of {sum(op_counts.values())} file operations "
+            f"(cut points: {max(p['cuts'] for p in parts)} of {sum(op_counts.values())} file operations "
             f"[{', '.join(f'{k} {v}' for k, v in op_counts.most_common())}] of {WORKLOAD_STEPS} workload steps "
             f"[{', '.join(f'{k} {v}' for k, v in steps.most_common())}]; states by step: "
             f"{', '.join(f'{k} {v}' for k, v in by_phase.most_common())}; by next operation: "
