@@ -490,3 +490,44 @@ def test_unsynced_final_time_index_entry_is_not_trusted(tmp_path: Path) -> None:
     with LogManager([data]) as store:
         log = store.get_log("t", 0)
         assert [log.offset_for_timestamp(T0_MS + o) for o in range(7)] == list(range(7))
+
+
+def test_disk_model_enumerates_only_what_a_power_loss_can_leave(tmp_path: Path) -> None:
+    """The state model on a small recording: fsynced bytes and durable names are in every state; of
+    the unsynced writes a prefix survives (the last possibly torn); a rename not yet made durable by a
+    directory fsync is kept or undone, never half done; both extremes are drawn."""
+    root = tmp_path / "recording"
+    root.mkdir()
+    fs = RecordingFileSystem(str(root))
+    folder = str(root / "d")
+    fs.make_dirs(folder)
+    fd = fs.open_file(os.path.join(folder, "a"), create=True)
+    fs.pwrite(fd, b"x" * 10, 0)
+    fs.fsync(fd)
+    fs.fsync_dir(folder)  # "a" and its 10 bytes are durable
+    fs.pwrite(fd, b"y" * 600, 10)
+    fs.pwrite(fd, b"z" * 4, 610)
+    temp = fs.open_file(os.path.join(folder, "b.tmp"), create=True)
+    fs.pwrite(temp, b"new", 0)
+    fs.fsync(temp)
+    fs.rename(os.path.join(folder, "b.tmp"), os.path.join(folder, "b"))
+    for handle in (fd, temp):
+        fs.close(handle)
+    disk = DiskModel()
+    for op in fs.operations:
+        disk.step(op)
+    rng = random.Random(5)
+    states = [disk.files(disk.sample(rng, mode)) for mode in ["all", "none"] + ["random"] * 400]
+    assert states[0] == ({"d/a": b"x" * 10 + b"y" * 600 + b"z" * 4, "d/b": b"new"}, ["d"])
+    assert states[1] == ({"d/a": b"x" * 10}, ["d"])
+    names = set()
+    for files, dirs in states:
+        assert dirs == ["d"]
+        a = files["d/a"]
+        assert a[:10] == b"x" * 10 and len(a) <= 614
+        tail = a[10:].rstrip(b"\0")  # a torn write may end in zeros
+        assert (b"y" * 600 + b"z" * 4).startswith(tail) or tail.startswith(b"y" * 600), a
+        names.add(tuple(sorted(files)))
+        assert files.get("d/b", b"new") == b"new" and files.get("d/b.tmp", b"new") == b"new"
+    assert names == {("d/a",), ("d/a", "d/b.tmp"), ("d/a", "d/b")}  # never both names
+    assert len({fingerprint(*state) for state in states}) > 20
