@@ -14,6 +14,10 @@ power loss could leave:
 Limits of the model: writes through mmap (index files) are not dropped (indexes are rebuilt after an
 unclean shutdown anyway), and an overwrite in the middle of already-synced data is not torn.
 
+``RecordingFileSystem`` runs every operation for real and records, in order, each one a power loss
+could keep or undo (with the bytes written), so a test can replay the recording and enumerate the
+states a power loss at any point could leave (tests/crash_states.py).
+
 ``FaultyFileSystem`` raises an ``OSError`` with a chosen errno at the N-th call of chosen operations.
 Nothing in the engine imports this module.
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 import errno
 import os
 import random
+import threading
 from dataclasses import dataclass, field
 
 from .fs import FileSystem
@@ -295,3 +300,165 @@ class FaultyFileSystem(OperationHookFileSystem):
     def open_file(self, path, *, create=False, writable=True):
         self._maybe_fail("open_file")
         return super().open_file(path, create=create, writable=writable)
+
+
+class RecordingFileSystem(FileSystem):
+    """A real file system, rooted at ``root`` (an empty directory at the start), that appends every
+    operation a power loss could keep or undo to ``operations``, in order, as tuples:
+
+    - ``("mkdir", dir, name, dir_id)``, ``("create", dir, name, ino)``: a new entry in directory ``dir``;
+    - ``("rename", dir, source_name, target_name)``, ``("remove", dir, name)``, ``("remove_dir", dir, name)``;
+    - ``("fsync_dir", dir)``: the entries of ``dir`` are durable;
+    - ``("write", ino, position, data)``, ``("truncate", ino, size)``: file contents;
+    - ``("fsync", ino, snapshot)``: the contents of file ``ino`` are durable; ``snapshot`` is None, or
+      for a memory-mapped file (an index) its whole content read at that moment: writes through a
+      mapping bypass the seam, so they count as made at their msync/fsync (unsynced ones are lost);
+    - ``("mark", payload)``: the test's own event (``mark(payload)``), e.g. an acknowledgement.
+
+    Directories are numbered (the root is 0) and files too (``ino``): a name can change, the
+    identity does not. Renames move an entry within its directory (a rename across directories
+    raises ``ValueError``: the engine makes none). Thread-safe; records nothing about reads."""
+
+    def __init__(self, root: str) -> None:
+        self.root = os.path.abspath(root)
+        if os.listdir(self.root):
+            raise ValueError(f"the recording starts from an empty directory: {self.root} is not empty")
+        self.operations: list[tuple] = []
+        self._lock = threading.RLock()
+        self._dirs: dict[str, int] = {self.root: 0}  # absolute path -> dir id
+        self._inos: dict[str, int] = {}  # absolute path -> ino
+        self._fd_inos: dict[int, int] = {}
+        self._mapped: dict[int, int] = {}  # id(mapping) -> fd
+        self._mapped_inos: set[int] = set()
+        self._next_id = 1
+
+    def mark(self, payload) -> None:
+        """Record a test event at this point of the sequence."""
+        with self._lock:
+            self.operations.append(("mark", payload))
+
+    def _new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def _parent(self, path: str) -> tuple[int, str]:
+        path = os.path.abspath(path)
+        parent = self._dirs.get(os.path.dirname(path))
+        if parent is None:
+            raise ValueError(f"{path} is outside the recorded tree {self.root}")
+        return parent, os.path.basename(path)
+
+    # --- data files ------------------------------------------------------------------------------
+
+    def open_file(self, path: str, *, create: bool = False, writable: bool = True) -> int:
+        path = os.path.abspath(path)
+        with self._lock:
+            existed = os.path.exists(path)
+            fd = super().open_file(path, create=create, writable=writable)
+            if not existed:
+                parent, name = self._parent(path)
+                self._inos[path] = ino = self._new_id()
+                self.operations.append(("create", parent, name, ino))
+            self._fd_inos[fd] = self._inos[path]
+            return fd
+
+    def close(self, fd: int) -> None:
+        with self._lock:
+            self._fd_inos.pop(fd, None)
+            super().close(fd)
+
+    # Descriptors this seam did not open (the store lock's, from ``try_lock``) are not recorded: the
+    # lock file holds the owner's pid for messages, nothing a recovery reads.
+
+    def pwrite(self, fd: int, data, position: int) -> None:
+        with self._lock:
+            super().pwrite(fd, data, position)
+            if fd in self._fd_inos:
+                self.operations.append(("write", self._fd_inos[fd], position, bytes(data)))
+
+    def pwritev(self, fd: int, buffers: list, position: int) -> None:
+        with self._lock:
+            super().pwritev(fd, buffers, position)
+            if fd in self._fd_inos:
+                self.operations.append(("write", self._fd_inos[fd], position, b"".join(bytes(b) for b in buffers)))
+
+    def truncate(self, fd: int, size: int) -> None:
+        with self._lock:
+            super().truncate(fd, size)
+            if fd in self._fd_inos:
+                self.operations.append(("truncate", self._fd_inos[fd], size))
+
+    def _sync(self, fd: int) -> None:
+        ino = self._fd_inos.get(fd)
+        if ino is None:
+            return
+        snapshot = os.pread(fd, os.fstat(fd).st_size, 0) if ino in self._mapped_inos else None
+        self.operations.append(("fsync", ino, snapshot))
+
+    def fsync(self, fd: int) -> None:
+        with self._lock:
+            super().fsync(fd)
+            self._sync(fd)
+
+    def map_file(self, fd: int, length: int, *, writable: bool):
+        with self._lock:
+            mapping = super().map_file(fd, length, writable=writable)
+            if writable:
+                self._mapped[id(mapping)] = fd
+                self._mapped_inos.add(self._fd_inos[fd])
+            return mapping
+
+    def msync(self, mapping) -> None:
+        with self._lock:
+            super().msync(mapping)
+            self._sync(self._mapped[id(mapping)])
+
+    # --- namespace -------------------------------------------------------------------------------
+
+    def make_dirs(self, path: str) -> None:
+        path = os.path.abspath(path)
+        with self._lock:
+            if os.path.isdir(path):
+                return
+            self.make_dirs(os.path.dirname(path))
+            parent, name = self._parent(path)
+            os.mkdir(path, 0o755)
+            self._dirs[path] = dir_id = self._new_id()
+            self.operations.append(("mkdir", parent, name, dir_id))
+            self.fsync_dir(os.path.dirname(path))
+
+    def fsync_dir(self, path: str) -> None:
+        with self._lock:
+            super().fsync_dir(path)
+            self.operations.append(("fsync_dir", self._dirs[os.path.abspath(path)]))
+
+    def rename(self, source: str, target: str) -> None:
+        source, target = os.path.abspath(source), os.path.abspath(target)
+        with self._lock:
+            parent, source_name = self._parent(source)
+            if os.path.dirname(source) != os.path.dirname(target):
+                raise ValueError(f"a rename across directories is not recorded: {source} -> {target}")
+            super().rename(source, target)
+            self.operations.append(("rename", parent, source_name, os.path.basename(target)))
+            for table in (self._inos, self._dirs):
+                moved = {path: value for path, value in table.items()
+                         if path == source or path.startswith(source + os.sep)}
+                for path, value in moved.items():
+                    del table[path]
+                    table[target + path[len(source):]] = value
+
+    def remove(self, path: str) -> None:
+        path = os.path.abspath(path)
+        with self._lock:
+            parent, name = self._parent(path)
+            super().remove(path)
+            self._inos.pop(path, None)
+            self.operations.append(("remove", parent, name))
+
+    def remove_dir(self, path: str) -> None:
+        path = os.path.abspath(path)
+        with self._lock:
+            parent, name = self._parent(path)
+            super().remove_dir(path)
+            self._dirs.pop(path, None)
+            self.operations.append(("remove_dir", parent, name))

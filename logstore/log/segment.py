@@ -554,8 +554,14 @@ class LogSegment:
         if self.file.closed:
             return
         if self.writable:
+            time_entries = self.time_index.entries
             if self.max_timestamp_so_far.timestamp_ms >= 0:
                 self.time_index.maybe_append(*self._max_timestamp_pair(), skip_full_check=True)
+            # The clean marker says nothing needs recovering: what close writes is made durable too.
+            if self.offset_index.resize(self.offset_index.size_bytes):
+                self.offset_index.flush()
+            if self.time_index.resize(self.time_index.size_bytes) or self.time_index.entries != time_entries:
+                self.time_index.flush()
             self.offset_index.close()
             self.time_index.close()
             self.file.flush()

@@ -1,38 +1,54 @@
-"""Kill -9 crash harness (reference/performance-and-reliability.md §B6 (a); DESIGN §3, §7).
+"""Kill -9 crash harness at scale (reference/performance-and-reliability.md §B6 (a); DESIGN §3, §7;
+issue 14 item 6: at least 1,000 crash points in every run).
 
 A forked writer child opens a store (recovery), then appends batches of random sizes with
-deterministic payloads, flushes often, rolls, checkpoints, truncates, deletes records and sometimes
-closes and reopens the store, reporting through a pipe what it is about to write and what each call
-acknowledged. It is SIGKILLed either by the parent after a random delay ("timer") or by itself just
-before its N-th mutating file operation through the ``FileSystem`` seam ("fs-op"; a data write that
-crosses a page boundary is sometimes torn first, as a SIGKILL between two page copies leaves it).
-Then, in fresh forked children:
+deterministic payloads, flushes often, rolls, checkpoints, truncates, deletes records, applies
+retention (time-based against the records' timestamps, and ``retention.bytes`` for some stores),
+compacts (a compacted topic: ``LogManager.compact``, the cleaner's recopy and ``.swap`` swap) and
+sometimes closes and reopens the store, reporting through a pipe what it is about to write and what
+each call acknowledged. It is SIGKILLed either by the parent after a random delay ("timer") or by
+itself just before its N-th mutating file operation through the ``FileSystem`` seam ("fs-op"; a data
+write that crosses a page boundary is sometimes torn first, as a SIGKILL between two page copies
+leaves it). Then:
 
 - about 10% of the time a recovery is itself killed (after a random delay, or at its N-th file
   operation), and recovery runs again (compound failure);
-- a checker opens the store (recovery) and reads every partition end to end: every flushed offset
-  (and every appended one: a process crash keeps the page cache) is present with its exact payload,
-  offsets are contiguous from the log start offset to the log end offset, nothing was written that no
-  writer attempted, records removed by ``truncate_to``/``delete_records`` stay removed, and index
-  lookups (by offset, by timestamp) agree with the scan. It exits without closing;
-- the next writer opens the store again (a second recovery of the same state) and reports the log
-  offsets and a checksum of every partition file, which must equal the checker's (idempotence).
+- the crashed state is checked: the store is opened (recovery) and every partition read end to end:
+  every flushed offset (and every appended one: a process crash keeps the page cache) is present with
+  its exact payload, offsets are contiguous from the log start offset to the log end offset (on the
+  compacted topic an offset may be missing only if a later record with the same key is there: the
+  cleaner keeps the latest record of every key), nothing was written that no writer attempted,
+  records removed by ``truncate_to``/``delete_records`` stay removed, the log start offset stays
+  between what was acknowledged and what was requested, and index lookups (by offset, by timestamp)
+  agree with the scan;
+- 30% of the checks run in a separate child that exits without closing, and the next writer's open
+  (a second recovery of the same state) must find the same log offsets and the same bytes in every
+  partition file (idempotence); the other checks are made by the next writer itself, right after its
+  own open, before it writes anything (one recovery per crash point, not two).
 
-Two kinds of store alternate: a 4-partition topic on 2 data dirs written with ``LogManager.append``
-(records spread by key, some null keys spread round-robin), and a single ``Log`` from ``get_log``.
-Segment and index sizes are small so rolls (by size and by full index) are frequent; each store gets a
-random config and is replaced by a fresh one after 30 crash points.
+Three kinds of store take turns: a 4-partition topic on 2 data dirs written with ``LogManager.append``
+(records spread by key, some null keys spread round-robin), a single ``Log`` from ``get_log``, and a
+3-partition compacted topic (``compact`` or ``compact,delete``). Truncations on the compacted topic
+stay at or above the log end at the last compaction (as Kafka cleans below the high watermark and
+truncates above it: a truncation below it could remove the records that superseded what the cleaner
+removed). Segment and index sizes are small so rolls (by size and by full index) are frequent; the
+logs are kept small (so a check is quick); each store gets a random config and is replaced by a
+fresh one after 30 crash points. Worker processes (``LOGSTORE_KILL9_WORKERS``, default 2: one per
+core) share the crash points, each with its own stores.
 
 Engine bugs this harness found (a gap after a crash inside ``truncate_to``, a torn in-place rewrite
 losing records, a rebuilt index overflowing, a read skipping records at a segment boundary) have
 minimal reproductions at the end of this file, as regression tests.
 
-Settings: ``LOGSTORE_KILL9_SECONDS`` (default 20) of crash points, never fewer than
-``LOGSTORE_KILL9_MIN_POINTS`` (default 30); ``LOGSTORE_KILL9_SEED`` replays the random choices (not
-the timing); ``LOGSTORE_KILL9_KEEP=<dir>`` keeps the crashed state of any failing check. The figure is
-printed and written to ``test-results/kill9.txt`` (details in ``kill9.json``).
+Settings: ``LOGSTORE_KILL9_SECONDS`` (default 40) of crash points, and never fewer than
+``LOGSTORE_KILL9_MIN_POINTS`` (default 1,000: the run goes on until it has both, and fails if it
+cannot reach the minimum within the hard cap); ``LOGSTORE_KILL9_SEED`` replays the random choices
+(not the timing); ``LOGSTORE_KILL9_KEEP=<dir>`` keeps the crashed state of any failing separate check (set
+``LOGSTORE_KILL9_SEPARATE_CHECKS=1`` with it);
+``LOGSTORE_KILL9_SEPARATE_CHECKS`` (default 0.3). The figure is printed and written to
+``test-results/kill9.txt`` (details in ``kill9.json``).
 
-Run: ``pytest -s -m slow tests/test_kill9.py``
+Run: ``pytest -s -m slow tests/crash/test_kill9.py``
 """
 
 from __future__ import annotations
@@ -41,585 +57,40 @@ import json
 import math
 import os
 import random
-import select
-import shutil
 import signal
-import statistics
 import time
-import traceback
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from crash_helpers import PAGE, VIOLATIONS, CrashFS, collect_child, fork_child
+from kill9_harness import (
+    CHILD_TIMEOUT_S,
+    HARD_CAP_S,
+    MIN_CRASH_POINTS,
+    WORKERS,
+    figure,
+    merge_stats,
+    run_worker,
+)
 
-from crash_helpers import (OP_NAMES, PAGE, VIOLATIONS, CrashFS, PartitionModel, PayloadSpec, describe_status,
-                           fork_call, pack, partition_files_fingerprint, unpack_all, verify_partition)
 from logstore import FileSystem, LogManager, Record
-from logstore.log.checkpoint import CLEAN_SHUTDOWN_MARKER
 
-BUDGET_S = float(os.environ.get("LOGSTORE_KILL9_SECONDS", "20"))
-MIN_CRASH_POINTS = int(os.environ.get("LOGSTORE_KILL9_MIN_POINTS", "30"))
-HARD_CAP_S = max(3 * BUDGET_S, BUDGET_S + 60)  # give up reaching the minimum after this
-CHILD_TIMEOUT_S = 30.0  # a recovery or a check taking longer is reported as a hang
-WRITER_MAX_LIFE_S = 20.0  # a writer never outlives a broken parent for long
-ROUNDS_PER_LINEAGE = 30
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "test-results"
-
-# acknowledgement kinds (pipe records, see crash_helpers.ACK)
-READY, PHASE, INTENT, APPENDED, FLUSHED, TRUNC_INTENT, TRUNCATED, DEL_INTENT, DELETED, KILLING = range(1, 11)
-# workload phases
-APPEND, FLUSH, ROLL, CHECKPOINT, TRUNCATE, DELETE, REOPEN = range(1, 8)
-PHASE_NAMES = {0: "open", APPEND: "append", FLUSH: "flush", ROLL: "roll", CHECKPOINT: "checkpoint",
-               TRUNCATE: "truncate", DELETE: "delete", REOPEN: "close+reopen"}
-STEP_WEIGHTS = [(APPEND, 55), (FLUSH, 22), (ROLL, 5), (CHECKPOINT, 6), (TRUNCATE, 4), (DELETE, 2), (REOPEN, 2)]
-
-
-@dataclass
-class Lineage:
-    """One store that lives through many crash points."""
-
-    number: int
-    dirs: list[str]
-    topic: str
-    partitions: int
-    multi: bool
-    config: dict
-    spec: PayloadSpec
-    live_limit: int
-    models: list[PartitionModel]
-    rounds: int = 0
-    pending: bool = False  # killed since the last check
-    expected_open: dict | None = None  # what the checker saw; the next writer's open must match
-    open_truncations: dict = field(default_factory=dict)  # partition -> truncate_to target under way at the kill
-    last_kill: tuple | None = None  # (phase, fs op, torn) of the last self-inflicted kill
-    last_acks: list = field(default_factory=list)  # the last writer's acknowledgements (debugging)
-
-
-@dataclass
-class Stats:
-    crash_points: int = 0
-    by_mode: Counter = field(default_factory=Counter)
-    by_phase: Counter = field(default_factory=Counter)
-    by_op: Counter = field(default_factory=Counter)
-    recovery_kill_attempts: int = 0
-    recovery_kills: int = 0  # the recovery was really interrupted
-    checks: int = 0
-    records_verified: int = 0
-    flushed_checked: int = 0
-    violations: Counter = field(default_factory=Counter)
-    idempotence_violations: int = 0
-    recovery_exceptions: int = 0
-    workload_exceptions: int = 0
-    hangs: int = 0
-    recovery_ms: list = field(default_factory=list)
-    recovery_ops: list = field(default_factory=list)
-    lineages: int = 0
-    examples: list = field(default_factory=list)
-
-    def example(self, text: str) -> None:
-        if len(self.examples) < 20:
-            self.examples.append(text)
-
-
-# --- the writer child ----------------------------------------------------------------------------
-
-def _batch_size(rng: random.Random) -> int:
-    roll = rng.random()
-    if roll < 0.2:
-        return 1
-    if roll < 0.7:
-        return rng.randint(2, 50)
-    if roll < 0.95:
-        return rng.randint(51, 400)
-    return rng.randint(401, 1500)
-
-
-def _plan_batch(lin: Lineage, rng: random.Random, nxt: list[int], epochs: list[int], rr: int):
-    """Records for one ``append`` and the offsets they will get. For a multi-partition topic the
-    store sends a keyed record to ``crc32(key) % partitions`` and a null-keyed one round-robin, so
-    each record is built for the partition it will land in."""
-    n = _batch_size(rng)
-    ends = list(nxt)
-    records = []
-    spec = lin.spec
-    if not lin.multi:
-        for _ in range(n):
-            records.append(spec.record(0, ends[0], epochs[0])._replace(offset=None))
-            ends[0] += 1
-        return records, ends, rr
-    parts = range(lin.partitions)
-    for _ in range(n):
-        target = rr % lin.partitions
-        target_null = spec.key_is_none(target, ends[target], epochs[target])
-        keyed = [p for p in parts if not spec.key_is_none(p, ends[p], epochs[p])]
-        if target_null and (not keyed or rng.random() < 0.5):
-            p = target
-            rr += 1
-        else:
-            p = rng.choice(keyed)
-        records.append(spec.record(p, ends[p], epochs[p])._replace(offset=None))
-        ends[p] += 1
-    return records, ends, rr
-
-
-def writer_main(lin: Lineage, ack_fd: int, fs: CrashFS, rng: random.Random, epoch_base: int,
-                open_report: str) -> None:
-    phase = [0]
-
-    def send(*messages: bytes) -> None:
-        data = b"".join(messages)
-        assert len(data) <= 4096  # atomic pipe write
-        os.write(ack_fd, data)
-
-    fs.before_kill = lambda op, torn: send(pack(KILLING, 0, phase[0], OP_NAMES.index(op), int(torn)))
-    store = LogManager(lin.dirs, fs=fs)
-    logs = [store.get_log(lin.topic, p) for p in range(lin.partitions)]
-    report = {"lso": [log.log_start_offset for log in logs], "leo": [log.log_end_offset for log in logs],
-              "files": partition_files_fingerprint(lin.dirs), "problems": store.problems}
-    with open(open_report, "w") as handle:
-        json.dump(report, handle)
-    nxt = [log.log_end_offset for log in logs]
-    epochs = [model.cur_epoch for model in lin.models]
-    next_epoch = epoch_base
-    rr = store.round_robin_start(lin.topic) if lin.multi else 0  # keyless records start there
-    flush_on_append = "flush.messages" in lin.config
-    steps, weights = zip(*STEP_WEIGHTS)
-    send(pack(READY))
-    fs.armed = True
-    deadline = time.monotonic() + WRITER_MAX_LIFE_S
-    while time.monotonic() < deadline:
-        step = rng.choices(steps, weights)[0]
-        phase[0] = step
-        p = rng.randrange(lin.partitions)
-        log = logs[p]
-        if step == APPEND:
-            records, ends, rr = _plan_batch(lin, rng, nxt, epochs, rr)
-            touched = [q for q in range(lin.partitions) if ends[q] > nxt[q]]
-            send(pack(PHASE, 0, step), *(pack(INTENT, q, epochs[q], nxt[q], ends[q]) for q in touched))
-            if lin.multi:
-                infos = store.append(lin.topic, records)
-            else:
-                infos = {0: log.append(records)}
-            for q in touched:
-                info = infos.get(q)
-                if info is None or (info.first_offset, info.last_offset) != (nxt[q], ends[q] - 1):
-                    raise AssertionError(f"partition {q}: expected offsets {nxt[q]}..{ends[q] - 1}, got {info}")
-            nxt = ends
-            acks = [pack(APPENDED, q, 0, ends[q]) for q in touched]
-            if flush_on_append:
-                acks += [pack(FLUSHED, q, 0, logs[q].recovery_point) for q in touched]
-            send(*acks)
-            for q in touched:
-                if nxt[q] - logs[q].log_start_offset > lin.live_limit:  # keep the logs small
-                    phase[0] = DELETE
-                    target = nxt[q] - lin.live_limit // 2
-                    send(pack(PHASE, 0, DELETE), pack(DEL_INTENT, q, 0, target))
-                    send(pack(DELETED, q, 0, logs[q].delete_records(target)))
-        elif step == FLUSH:
-            send(pack(PHASE, 0, step))
-            if lin.multi and rng.random() < 0.5:
-                store.flush()
-                send(*(pack(FLUSHED, q, 0, logs[q].recovery_point) for q in range(lin.partitions)))
-            else:
-                send(pack(FLUSHED, p, 0, log.flush()))
-        elif step == ROLL:
-            send(pack(PHASE, 0, step))
-            log.roll()
-        elif step == CHECKPOINT:
-            send(pack(PHASE, 0, step))
-            store.checkpoint()
-        elif step == TRUNCATE:
-            if nxt[p] <= log.log_start_offset:
-                continue
-            target = rng.randint(max(log.log_start_offset, nxt[p] - 400), nxt[p] - 1)
-            epoch = next_epoch
-            next_epoch += 1
-            send(pack(PHASE, 0, step), pack(TRUNC_INTENT, p, epoch, target))
-            log.truncate_to(target)
-            nxt[p] = target
-            epochs[p] = epoch
-            send(pack(TRUNCATED, p, epoch, target))
-        elif step == DELETE:
-            target = log.log_start_offset + int((nxt[p] - log.log_start_offset) * rng.random() ** 3)
-            send(pack(PHASE, 0, step), pack(DEL_INTENT, p, 0, target))
-            send(pack(DELETED, p, 0, log.delete_records(target)))
-        elif step == REOPEN:
-            send(pack(PHASE, 0, step))
-            store.close()
-            send(*(pack(FLUSHED, q, 0, nxt[q]) for q in range(lin.partitions)))
-            store = LogManager(lin.dirs, fs=fs)
-            logs = [store.get_log(lin.topic, q) for q in range(lin.partitions)]
-            if [log.log_end_offset for log in logs] != nxt:
-                raise AssertionError(f"after a clean close and reopen the log end offsets are "
-                                     f"{[log.log_end_offset for log in logs]}, expected {nxt}")
-            rr = store.round_robin_start(lin.topic) if lin.multi else 0
-    raise AssertionError("the writer outlived its maximum life: the parent never killed it")
-
-
-# --- the parent side -----------------------------------------------------------------------------
-
-def new_lineage(root: Path, number: int, rng: random.Random) -> Lineage:
-    multi = number % 2 == 0
-    base = root / f"lineage-{number}"
-    dirs = [str(base / "a"), str(base / "b")] if multi else [str(base / "a")]
-    partitions = 4 if multi else 1
-    config = {
-        "segment.bytes": rng.choice([16 * 1024, 64 * 1024]),
-        "segment.index.bytes": rng.choice([96, 512, 4096]),
-        "index.interval.bytes": rng.choice([0, 512, 4096]),
-    }
-    if rng.random() < 0.25:
-        config["compression.type"] = "gzip"
-    if rng.random() < 0.25:
-        config["flush.messages"] = rng.choice([50, 500])
-    topic = "multi" if multi else "single"
-
-    def create() -> None:
-        with LogManager(dirs) as store:
-            store.create_topic(topic, partitions, config)
-
-    outcome = fork_call(create, CHILD_TIMEOUT_S)
-    assert outcome.status == "ok", f"creating the topic failed: {outcome.status} {outcome.result or outcome.detail}"
-    return Lineage(number, dirs, topic, partitions, multi, config, PayloadSpec(rng.getrandbits(32), partitions),
-                   live_limit=1500 if multi else 4000, models=[PartitionModel() for _ in range(partitions)])
-
-
-def apply_acks(lin: Lineage, messages, state: dict) -> None:
-    for kind, p, epoch, a, b in messages:
-        if kind == READY:
-            continue
-        if kind == PHASE:
-            state["phase"] = epoch
-            continue
-        if kind == KILLING:
-            state["killing"] = (epoch, OP_NAMES[a], bool(b))
-            continue
-        model = lin.models[p]
-        if kind == INTENT:
-            model.intend(a, b, epoch)
-        elif kind == APPENDED:
-            model.appended = max(model.appended, a)
-        elif kind == FLUSHED:
-            model.flushed = max(model.flushed, a)
-            model.appended = max(model.appended, a)
-        elif kind == TRUNC_INTENT:
-            model.truncating(a, epoch)
-            state["next_epoch"] = max(state["next_epoch"], epoch + 1)
-            lin.open_truncations[p] = a
-        elif kind == TRUNCATED:
-            lin.open_truncations.pop(p, None)  # the epochs tell a stale survivor from its replacement
-        elif kind == DEL_INTENT:
-            model.lso_max = max(model.lso_max, a)
-        elif kind == DELETED:
-            model.lso_min = max(model.lso_min, a)
-            model.lso_max = max(model.lso_max, a)
-
-
-def recovery_failed(lin: Lineage, where: str, text: str, state: dict, stats: Stats) -> None:
-    """Count a recovery that raised (or died)."""
-    stats.recovery_exceptions += 1
-    stats.example(f"lineage {lin.number} {lin.config}: {where} failed: {text[-1500:]}")
-    lin.rounds = ROUNDS_PER_LINEAGE  # the store cannot be opened any more: retire it
-
-
-def run_writer(lin: Lineage, rng: random.Random, stats: Stats, state: dict, work: Path) -> None:
-    """Fork a writer, let it run, SIGKILL it (or let it kill itself), record what it acknowledged."""
-    keep = os.environ.get("LOGSTORE_KILL9_KEEP")
-    snapshot = Path(lin.dirs[0]).parent.with_name(f"checked-{lin.number}")
-    if keep and lin.expected_open is not None:
-        shutil.rmtree(snapshot, ignore_errors=True)
-        shutil.copytree(Path(lin.dirs[0]).parent, snapshot)
-    op_mode = rng.random() < 0.35
-    kill_at = int(math.exp(rng.uniform(0, math.log(3000)))) if op_mode else None
-    open_report = work / "writer-open.json"
-    error_file = work / "writer-error.txt"
-    for path in (open_report, error_file):
-        path.unlink(missing_ok=True)
-    child_seed = rng.getrandbits(64)
-    epoch_base = state["next_epoch"]
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the writer: never returns into pytest
-        try:
-            os.close(read_fd)
-            child_rng = random.Random(child_seed)
-            writer_main(lin, write_fd, CrashFS(kill_at=kill_at, rng=child_rng), child_rng, epoch_base,
-                        str(open_report))
-        except BaseException:  # noqa: BLE001 - reported through the error file
-            error_file.write_text(traceback.format_exc())
-        finally:
-            os._exit(3)
-    os.close(write_fd)
-    buffer = bytearray()
-    ready = False
-    state["phase"], state["killing"] = 0, None
-    lin.last_acks, lin.open_truncations, lin.last_kill = [], {}, None
-
-    def pump(timeout: float) -> bool:
-        """Read acknowledgements for up to ``timeout`` s; False at end of file (the writer died)."""
-        nonlocal ready
-        end = time.monotonic() + timeout
-        while True:
-            remaining = end - time.monotonic()
-            if remaining <= 0:
-                return True
-            readable, _, _ = select.select([read_fd], [], [], remaining)
-            if not readable:
-                return True
-            chunk = os.read(read_fd, 65536)
-            if not chunk:
-                return False
-            buffer.extend(chunk)
-            whole = len(buffer) - len(buffer) % 24
-            messages = list(unpack_all(bytes(buffer[:whole])))
-            del buffer[:whole]
-            lin.last_acks.extend(messages)
-            if any(kind == READY for kind, *_ in messages):
-                ready = True
-            apply_acks(lin, messages, state)
-
-    alive = True
-    started = time.monotonic()
-    while alive and not ready and time.monotonic() - started < CHILD_TIMEOUT_S:
-        alive = pump(0.05)
-    if alive and not ready:
-        stats.hangs += 1
-        stats.example(f"lineage {lin.number}: the writer's open did not finish within {CHILD_TIMEOUT_S} s")
-    if alive and ready:
-        if op_mode:
-            delay = 1.0  # a kill point past the workload's reach becomes a timed kill
-        else:
-            roll = rng.random()
-            delay = (rng.uniform(0, 0.02) if roll < 0.6 else rng.uniform(0.02, 0.1) if roll < 0.85
-                     else rng.uniform(0.1, 0.4))
-        limit = time.monotonic() + delay
-        while alive and time.monotonic() < limit:
-            alive = pump(limit - time.monotonic())
-    killed_by_parent = alive
-    if alive:
-        os.kill(pid, signal.SIGKILL)
-    while pump(5.0):
-        pass
-    os.close(read_fd)
-    _, status = os.waitpid(pid, 0)
-    lin.pending = ready
-    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
-        if ready:
-            stats.crash_points += 1
-            if state["killing"] and not killed_by_parent:
-                lin.last_kill = state["killing"]
-                phase, op, torn = state["killing"]
-                stats.by_mode["fs-op"] += 1
-                stats.by_phase[PHASE_NAMES[phase]] += 1
-                stats.by_op[op + (" (torn)" if torn else "")] += 1
-            else:
-                stats.by_mode["timer"] += 1
-                stats.by_phase[PHASE_NAMES[state["phase"]]] += 1
-    else:
-        detail = error_file.read_text() if error_file.exists() else describe_status(status)
-        if ready:
-            stats.workload_exceptions += 1
-            stats.example(f"lineage {lin.number} {lin.config}: writer workload failed: {detail[-1500:]}")
-            lin.rounds = ROUNDS_PER_LINEAGE
-        else:
-            recovery_failed(lin, "the writer's open", detail, state, stats)
-    if ready and lin.expected_open is not None:
-        if not compare_open(lin, json.loads(open_report.read_text()), stats) and keep:
-            shutil.copytree(snapshot, Path(keep) / f"idempotence-{stats.checks}-lineage-{lin.number}")
-    lin.expected_open = None
-
-
-def compare_open(lin: Lineage, seen: dict, stats: Stats) -> bool:
-    """The writer's open (a second recovery of the checked state) must find exactly what the
-    checker's recovery left."""
-    expected = lin.expected_open
-    differences = []
-    for key in ("lso", "leo"):
-        if seen[key] != expected[key]:
-            differences.append(f"{key}: checker {expected[key]}, writer {seen[key]}")
-    files_a, files_b = expected["files"], seen["files"]
-    for name in sorted(set(files_a) | set(files_b)):
-        if files_a.get(name) == files_b.get(name):
-            continue
-        if name not in files_a or name not in files_b:
-            differences.append(f"{name} only in the {'checker' if name in files_a else 'writer'}'s view")
-        elif expected["clean"] and not name.endswith(".log"):
-            # The checker found a clean-shutdown marker and rebuilt nothing; the writer's open (unclean:
-            # the checker removed the marker) rebuilds indexes from the data, which legitimately gives
-            # other entries than the ones made while appending.
-            continue
-        else:
-            differences.append(f"{name} differs")
-    if differences:
-        stats.idempotence_violations += 1
-        stats.example(f"lineage {lin.number}: a second recovery changed the store: {'; '.join(differences[:6])}")
-    return not differences
-
-
-def kill_a_recovery(lin: Lineage, rng: random.Random, stats: Stats, state: dict) -> None:
-    """Compound failure: start a recovery and SIGKILL it in the middle (after a random delay, or
-    just before its N-th mutating file operation)."""
-    stats.recovery_kill_attempts += 1
-    if rng.random() < 0.5 and stats.recovery_ops:
-        typical_ops = max(1, int(statistics.median(stats.recovery_ops[-20:])))
-        kill_at, delay = rng.randint(1, typical_ops + 1), None
-    else:
-        typical_s = statistics.median(stats.recovery_ms[-20:]) / 1000 if stats.recovery_ms else 0.02
-        kill_at, delay = None, rng.uniform(0, typical_s * 1.2)
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # never returns into pytest
-        try:
-            os.close(read_fd)
-            fs = CrashFS(kill_at=kill_at)
-            fs.armed = True
-            try:
-                LogManager(lin.dirs, fs=fs)  # recovery, left unclosed
-                os.write(write_fd, b"o")
-            except BaseException:  # noqa: BLE001 - reported to the parent
-                os.write(write_fd, b"e" + traceback.format_exc().encode()[-3000:])
-        finally:
-            os._exit(0)
-    os.close(write_fd)
-    if delay is not None:
-        time.sleep(delay)
-        os.kill(pid, signal.SIGKILL)
-    readable, _, _ = select.select([read_fd], [], [], CHILD_TIMEOUT_S)
-    answer = os.read(read_fd, 4096) if readable else b""
-    os.close(read_fd)
-    if not readable:
-        os.kill(pid, signal.SIGKILL)
-        stats.hangs += 1
-        stats.example(f"lineage {lin.number}: a recovery did not finish within {CHILD_TIMEOUT_S} s")
-    _, status = os.waitpid(pid, 0)
-    if answer.startswith(b"e"):
-        recovery_failed(lin, "a recovery (before the compound kill)", answer[1:].decode(errors="replace"),
-                        state, stats)
-    elif not answer and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
-        stats.recovery_kills += 1
-
-
-def check(lin: Lineage, rng: random.Random, stats: Stats, state: dict) -> None:
-    """Recover in a fresh child, verify every partition against the model, and keep what it saw
-    for the next writer's open to compare."""
-    seed = rng.getrandbits(64)
-    clean = any(os.path.exists(os.path.join(path, CLEAN_SHUTDOWN_MARKER)) for path in lin.dirs)
-
-    def verify() -> dict:
-        fs = CrashFS()
-        fs.armed = True  # count only
-        started = time.monotonic()
-        store = LogManager(lin.dirs, fs=fs)
-        open_ms = (time.monotonic() - started) * 1000
-        ops = fs.count
-        probe_rng = random.Random(seed)
-        parts = [verify_partition(store.get_log(lin.topic, p), lin.spec, p, lin.models[p], probe_rng)
-                 for p in range(lin.partitions)]
-        # Exit without close(): the dirs stay unclean, so the writer's open recovers a second time.
-        return {"open_ms": open_ms, "ops": ops, "parts": parts, "files": partition_files_fingerprint(lin.dirs),
-                "problems": store.problems}
-
-    keep = os.environ.get("LOGSTORE_KILL9_KEEP")  # debugging: keep the crashed state of a failing check
-    snapshot = Path(lin.dirs[0]).parent.with_name(f"snapshot-{lin.number}")
-    if keep:
-        shutil.rmtree(snapshot, ignore_errors=True)
-        shutil.copytree(Path(lin.dirs[0]).parent, snapshot)
-    outcome = fork_call(verify, CHILD_TIMEOUT_S)
-    stats.checks += 1
-    lin.pending = False
-    if keep and (outcome.status != "ok" or any(any(part["counts"].values()) for part in outcome.result["parts"])):
-        target = Path(keep) / f"check-{stats.checks}-lineage-{lin.number}"
-        shutil.copytree(snapshot, target / "before-recovery")
-        shutil.copytree(Path(lin.dirs[0]).parent, target / "after-recovery")
-        (target / "model.json").write_text(json.dumps({
-            "config": lin.config, "seed": lin.spec.seed, "partitions": lin.partitions,
-            "models": [vars(model) for model in lin.models], "result": outcome.result or outcome.detail,
-            "last_kill": lin.last_kill, "last_writer_acks": lin.last_acks}, indent=1, default=str))
-    if outcome.status == "hang":
-        stats.hangs += 1
-        stats.example(f"lineage {lin.number}: recovery/check hung: {outcome.detail}")
-        lin.rounds = ROUNDS_PER_LINEAGE
-        return
-    if outcome.status != "ok":
-        recovery_failed(lin, "recovery/check", outcome.result or outcome.detail, state, stats)
-        return
-    result = outcome.result
-    stats.recovery_ms.append(result["open_ms"])
-    stats.recovery_ops.append(result["ops"])
-    for p, part in enumerate(result["parts"]):
-        model = lin.models[p]
-        stats.records_verified += part["records"]
-        stats.flushed_checked += max(0, model.flushed - min(part["lso"], model.lso_max))
-        for kind, amount in part["counts"].items():
-            stats.violations[kind] += amount
-        for text in part["examples"]:
-            stats.example(f"lineage {lin.number} {lin.config}: {text}")
-        if any(part["counts"].values()):
-            lin.rounds = ROUNDS_PER_LINEAGE  # retire it: the damage would be counted again at every check
-        model.recovered(part["lso"], part["leo"])
-    lin.expected_open = {"lso": [part["lso"] for part in result["parts"]],
-                         "leo": [part["leo"] for part in result["parts"]], "files": result["files"], "clean": clean}
-
-
-def figure(stats: Stats, seconds: float) -> str:
-    v = stats.violations
-    phases = ", ".join(f"{name} {count}" for name, count in stats.by_phase.most_common())
-    ops = ", ".join(f"{name} {count}" for name, count in stats.by_op.most_common())
-    recovery = (f"median/max recovery {statistics.median(stats.recovery_ms):.0f}/{max(stats.recovery_ms):.0f} ms"
-                if stats.recovery_ms else "no recovery timed")
-    return (f"crash points: {stats.crash_points}, flushed records lost: {v['flushed_lost']} "
-            f"(timer {stats.by_mode['timer']}, fs-op {stats.by_mode['fs-op']}; during: {phases}; fs ops: {ops}; "
-            f"recoveries killed mid-way: {stats.recovery_kills}/{stats.recovery_kill_attempts}); "
-            f"appended records lost: {v['appended_lost']}; offset gaps: {v['gaps']}; "
-            f"duplicates/reorders: {v['duplicates']}; phantoms: {v['phantoms']}; payload mismatches: {v['mismatches']}; "
-            f"deleted records resurrected: {v['lso_resurrected']}; log start overshoot: {v['lso_overshoot']}; "
-            f"log end inconsistencies: {v['leo_inconsistent']}; index probe failures: {v['index_probe_failures']}; "
-            f"idempotence violations: {stats.idempotence_violations}; recovery exceptions: {stats.recovery_exceptions}; "
-            f"workload exceptions: {stats.workload_exceptions}; hangs: {stats.hangs}; "
-            f"checks: {stats.checks}, records verified: {stats.records_verified}, "
-            f"flushed offsets checked: {stats.flushed_checked}; {recovery}; lineages: {stats.lineages}; {seconds:.1f} s")
 
 
 @pytest.mark.slow
 def test_kill9_random_crash_points(tmp_path: Path, record_property) -> None:
     seed = int(os.environ.get("LOGSTORE_KILL9_SEED", random.SystemRandom().getrandbits(32)))
-    rng = random.Random(seed)
-    stats = Stats()
-    state = {"next_epoch": 1, "phase": 0, "killing": None}
-    work = tmp_path / "work"
-    work.mkdir()
     started = time.monotonic()
-    lineages = [new_lineage(tmp_path, number, rng) for number in range(2)]
-    number = stats.lineages = len(lineages)
-    turn = 0
-    while True:
-        elapsed = time.monotonic() - started
-        if (elapsed >= BUDGET_S and stats.crash_points >= MIN_CRASH_POINTS) or elapsed >= HARD_CAP_S:
-            break
-        slot = turn % len(lineages)
-        turn += 1
-        lin = lineages[slot]
-        if lin.rounds >= ROUNDS_PER_LINEAGE:  # retire it; a fresh one gets a new random config
-            if lin.pending:
-                check(lin, rng, stats, state)
-            shutil.rmtree(Path(lin.dirs[0]).parent, ignore_errors=True)
-            lin = lineages[slot] = new_lineage(tmp_path, number, rng)
-            number += 1
-            stats.lineages += 1
-        lin.rounds += 1
-        if lin.pending:
-            if rng.random() < 0.1:
-                kill_a_recovery(lin, rng, stats, state)
-            check(lin, rng, stats, state)
-            if lin.rounds >= ROUNDS_PER_LINEAGE:
-                continue
-        run_writer(lin, rng, stats, state, work)
-    for lin in lineages:  # the last crash of each store is checked too
-        if lin.pending:
-            if rng.random() < 0.1:
-                kill_a_recovery(lin, rng, stats, state)
-            check(lin, rng, stats, state)
+    # Worker processes (one per core by default) share the work: each has its own stores and its own
+    # share of the minimum, and forks its own writers, checkers and recoveries.
+    share = math.ceil(MIN_CRASH_POINTS / WORKERS)
+    children = [fork_child(lambda w=w: run_worker(tmp_path / f"worker-{w}", f"{seed}/{w}", share))
+                for w in range(WORKERS)]
+    outcomes = [collect_child(child, HARD_CAP_S + 4 * CHILD_TIMEOUT_S) for child in children]
+    broken = [f"worker {w}: {o.status} {o.result or o.detail}" for w, o in enumerate(outcomes) if o.status != "ok"]
+    assert not broken, "\n".join(broken)
+    stats = merge_stats([outcome.result for outcome in outcomes])
     seconds = time.monotonic() - started
     line = figure(stats, seconds)
     print(f"\n{line}\nseed: {seed}")
@@ -635,7 +106,7 @@ def test_kill9_random_crash_points(tmp_path: Path, record_property) -> None:
         "violations": {kind: stats.violations[kind] for kind in VIOLATIONS},
         "idempotence_violations": stats.idempotence_violations, "recovery_exceptions": stats.recovery_exceptions,
         "workload_exceptions": stats.workload_exceptions, "hangs": stats.hangs, "checks": stats.checks, "records_verified": stats.records_verified,
-        "recovery_ms": stats.recovery_ms, "examples": stats.examples}, indent=2) + "\n")
+        "workers": WORKERS, "recovery_ms": stats.recovery_ms, "examples": stats.examples}, indent=2) + "\n")
     failures = {kind: stats.violations[kind] for kind in VIOLATIONS if stats.violations[kind]}
     for name in ("idempotence_violations", "recovery_exceptions", "workload_exceptions", "hangs"):
         if getattr(stats, name):
