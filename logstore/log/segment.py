@@ -97,6 +97,7 @@ class LogSegment:
         self._verified: set[int] = set()
         self._token = object()
         self._index_distrusted = False
+        self.active = False  # the last segment of its log (``activate``)
 
     @property
     def log_path(self) -> str:
@@ -143,6 +144,10 @@ class LogSegment:
             raise LogSegmentOffsetOverflowError(f"segment {self.log_path} would grow past 2 GiB")
         if position == 0:
             self._rolling_based_timestamp = max_timestamp_ms
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            # Disk blocks for the index entries first: on a full disk nothing is written.
+            self.offset_index.reserve()
+            self.time_index.reserve()
         self.file.append(data)
         if max_timestamp_ms > self.max_timestamp_so_far.timestamp_ms:
             self._max_timestamp = TimestampOffset(max_timestamp_ms, last_offset)
@@ -455,6 +460,23 @@ class LogSegment:
         self.offset_index.resize(size_bytes)
         self.time_index.resize(size_bytes)
 
+    def activate(self) -> None:
+        """This segment is the last of its log: its data file keeps its descriptor."""
+        self.active = True
+        self.file.pin()
+
+    def deactivate(self) -> None:
+        """This segment is no longer the last: its indexes keep their entries in memory and no
+        descriptor, its data file's descriptor goes to the bounded cache (``OPEN_FILES``)."""
+        self.active = False
+        self.offset_index.freeze()
+        self.time_index.freeze()
+        self.file.unpin()
+
+    def holds_writable_handles(self) -> bool:
+        """Whether ``deactivate`` has anything to release."""
+        return self.active or self.offset_index.mapped or self.time_index.mapped
+
     # --- recovery and truncation -----------------------------------------------------------------
 
     def recover(self, cut_tail: bool = True) -> int:
@@ -500,6 +522,9 @@ class LogSegment:
         self.time_index.maybe_append(*self._max_timestamp_pair(), skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        if not self.active:  # recovering many segments must not hold their index descriptors
+            self.offset_index.freeze()
+            self.time_index.freeze()
         return truncated
 
     def truncate_to(self, offset: int) -> int:
