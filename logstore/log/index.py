@@ -218,31 +218,26 @@ class _Index:
 
     def _set_length(self, length: int) -> None:
         """Make the file ``length`` bytes long (sparse: ``ftruncate``) and map it (no mapping for
-        an empty file), the entries and the next few slots backed by disk blocks. On an error the
-        file and the index are as they were."""
+        an empty file)."""
         fd = self._fd
         assert fd is not None and length % self.ENTRY_BYTES == 0
         old_size = self._fs.file_size(fd)
         if length != old_size:
             self._fs.truncate(fd, length)
-        self._allocated_bytes = 0
-        try:
-            self._allocate_up_to(self.size_bytes + self.ENTRY_BYTES, length)
-        except OSError:
-            if length > old_size:
-                self._fs.truncate(fd, old_size)
-            raise
+        # The entries' blocks exist (they were written); the slots after them are backed when
+        # entries are reserved, so opening or rolling a log needs no free space.
+        self._allocated_bytes = self.size_bytes
         # The old mapping is not closed here: a reader thread may still hold it for one lookup of
         # slots that remain inside the file. It is released when the last reference goes.
         self._buffer = self._fs.map_file(fd, length, writable=True) if length else None
         self._length = length
 
-    def _allocate_up_to(self, needed_bytes: int, length: int | None = None) -> None:
+    def _allocate_up_to(self, needed_bytes: int) -> None:
         """Back the file's first ``needed_bytes`` (and up to ``_ALLOCATE_AHEAD_BYTES`` more, whole
         pages, within ``length``) with disk blocks, unless they are already. Writing a mapped page
         that the file system cannot back kills the process with SIGBUS; ``ENOSPC`` from here is an
         ordinary error, raised before anything was written."""
-        length = self._length if length is None else length
+        length = self._length
         if needed_bytes <= self._allocated_bytes or not length:
             return
         end = min(length, -(-(needed_bytes + _ALLOCATE_AHEAD_BYTES) // _PAGE_BYTES) * _PAGE_BYTES)
