@@ -16,18 +16,14 @@ mapped read-write; on roll or close it is trimmed to its entries. Because files 
 count on open comes from the file length, except that a zero-filled tail (a preallocated file that was
 never trimmed: a crash, or a writer that is still running) is recognised and ignored.
 
-Descriptors: an index holds a descriptor and a writable mapping only while it is written (its segment
-active, recovered or truncated); ``freeze`` then keeps a copy of its few trimmed bytes and closes both.
-An index opened for an existing file reads only its length and last entry; the entries are read into
-memory when a search first needs them. So a store with thousands of segments holds no index descriptor
-for any but the active ones.
+Descriptors: an index holds a descriptor and a writable mapping only while written (its segment
+active, recovered or truncated); ``freeze`` keeps a copy of its trimmed entries and closes both. Opening
+an existing file reads its length and last entry; the entries are read when a search needs them.
 
-The preallocated file is sparse, and a page of a mapping is backed by disk blocks
-(``FileSystem.allocate``) before it is written: writing a page the file system cannot back (a full
-disk) kills the process with SIGBUS, while a failed allocation is an ordinary ``OSError``
-(``ENOSPC``). Blocks are allocated a little ahead of the entries (``_ALLOCATE_AHEAD_BYTES``), and
-``reserve`` is called before the data an entry will point at is written, so a full disk fails an
-append before anything reached the file.
+The preallocated file is sparse; each page is backed by disk blocks (``FileSystem.allocate``, a little
+ahead of the entries) before it is written, since writing a page the file system cannot back kills the
+process with SIGBUS while a failed allocation is an ``OSError`` (``ENOSPC``). ``reserve`` runs before
+the data an entry points at is written, so a full disk fails an append before anything is written.
 
 A read-only opener (another process, concurrently with a writer) reads the file with ``pread``, never
 a mapping: the writer may trim the file while a reader looks, and touching a mapping past a shrunken
@@ -154,27 +150,26 @@ class _Index:
     # --- the file: lazy reads, mappings for writing -----------------------------------------------
 
     def _open_lazily(self) -> None:
-        """An existing file opened by a writer: its length and last entry only, no descriptor kept.
-        A zero last entry (a preallocated file never trimmed: a crash) is followed by a binary
-        search, one entry read per probe, for where the real entries end."""
+        """An existing file opened by a writer: its length and last entry, no descriptor kept (an
+        untrimmed zero tail: a binary search, one entry read per probe)."""
         fd = self._fs.open_file(self.path, writable=False)
         try:
             length = self._fs.file_size(fd)
             self._length = self._rounded(length)
-            count = self._length // self.ENTRY_BYTES
-            if count:
-                probe = lambda slot: not any(self._fs.pread(fd, self.ENTRY_BYTES, slot * self.ENTRY_BYTES))
-                self.entries = self._valid_entries(probe)
-                if self.entries:
-                    self._last_raw = self._fs.pread(fd, self.ENTRY_BYTES, (self.entries - 1) * self.ENTRY_BYTES)
+            read_slot = lambda slot: self._fs.pread(fd, self.ENTRY_BYTES, slot * self.ENTRY_BYTES)
+            self.entries = count = self._length // self.ENTRY_BYTES
+            last = read_slot(count - 1) if count else b""
+            if count and not any(last):
+                self.entries = self._valid_entries(lambda slot: not any(read_slot(slot)))
+                last = read_slot(self.entries - 1) if self.entries else b""
+            self._last_raw = last
         finally:
             self._fs.close(fd)
         if length % self.ENTRY_BYTES:
             self.damage = f"index file {self.path} ends with a partial entry ({length} bytes)"
 
     def _content(self):
-        """The entries' bytes (the mapping, or a copy in memory), read from the file the first time
-        they are needed."""
+        """The entries' bytes (the mapping, or a copy), read from the file when first needed."""
         buffer = self._buffer
         if buffer is None and self.entries:
             with self._load_lock:
@@ -233,10 +228,8 @@ class _Index:
         self._length = length
 
     def _allocate_up_to(self, needed_bytes: int) -> None:
-        """Back the file's first ``needed_bytes`` (and up to ``_ALLOCATE_AHEAD_BYTES`` more, whole
-        pages, within ``length``) with disk blocks, unless they are already. Writing a mapped page
-        that the file system cannot back kills the process with SIGBUS; ``ENOSPC`` from here is an
-        ordinary error, raised before anything was written."""
+        """Back the file's first ``needed_bytes`` (and ``_ALLOCATE_AHEAD_BYTES`` more, whole pages)
+        with disk blocks unless they are: ``ENOSPC`` here, not SIGBUS at a write into the page."""
         length = self._length
         if needed_bytes <= self._allocated_bytes or not length:
             return
@@ -245,18 +238,16 @@ class _Index:
         self._allocated_bytes = end
 
     def reserve(self) -> None:
-        """Make sure the next entry (and, for a time index, the one kept for the final entry) can be
-        written without needing disk space: called before the data it indexes is written, so a full
-        disk fails the append before anything reached the file."""
+        """Back the next entry (and a time index's final one) with disk blocks now: called before
+        the data it indexes is written, so a full disk fails the append before anything is."""
         needed_bytes = (self.entries + self._RESERVED_SLOTS) * self.ENTRY_BYTES
         if self._fd is None or needed_bytes > self._allocated_bytes:
             self._writable_buffer()
             self._allocate_up_to(needed_bytes)
 
     def freeze(self) -> None:
-        """Stop writing: trim to the entries, keep a copy of them in memory and release the mapping
-        and the descriptor (a segment that is no longer active). ``flush`` still makes earlier
-        changes durable. A later write maps the file again."""
+        """Stop writing (the segment is no longer active): trim, keep a copy of the entries, release
+        the mapping and the descriptor. ``flush`` still syncs earlier changes; a write maps again."""
         if self._fd is None:
             return
         self.trim_to_valid_size()

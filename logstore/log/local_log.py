@@ -69,10 +69,16 @@ class LocalLog:
         segments = tuple(segments)
         self.view = (segments, tuple(segment.base_offset for segment in segments))
         for segment in segments[:-1]:
-            if segment.holds_writable_handles() and not segment.closed:
-                segment.deactivate()
+            if not segment.closed and (segment.active or segment.offset_index.mapped or segment.time_index.mapped):
+                # No longer the last: the indexes keep their entries in memory and no descriptor,
+                # the data file's descriptor goes to the bounded cache (``OPEN_FILES``).
+                segment.active = False
+                segment.offset_index.freeze()
+                segment.time_index.freeze()
+                segment.file.unpin()
         if segments and not segments[-1].active:
-            segments[-1].activate()
+            segments[-1].active = True  # the active segment keeps its data file's descriptor
+            segments[-1].file.pin()
 
     def new_segment(self, base_offset: int, file_suffix: str = "") -> LogSegment:
         """A new, empty segment file set at ``base_offset`` (stale files of those names removed).

@@ -460,23 +460,6 @@ class LogSegment:
         self.offset_index.resize(size_bytes)
         self.time_index.resize(size_bytes)
 
-    def activate(self) -> None:
-        """This segment is the last of its log: its data file keeps its descriptor."""
-        self.active = True
-        self.file.pin()
-
-    def deactivate(self) -> None:
-        """This segment is no longer the last: its indexes keep their entries in memory and no
-        descriptor, its data file's descriptor goes to the bounded cache (``OPEN_FILES``)."""
-        self.active = False
-        self.offset_index.freeze()
-        self.time_index.freeze()
-        self.file.unpin()
-
-    def holds_writable_handles(self) -> bool:
-        """Whether ``deactivate`` has anything to release."""
-        return self.active or self.offset_index.mapped or self.time_index.mapped
-
     # --- recovery and truncation -----------------------------------------------------------------
 
     def recover(self, cut_tail: bool = True) -> int:
