@@ -17,6 +17,7 @@ from logstore import LogManager, Record
 from logstore.errors import CleaningAbortedError, StorageError
 from logstore.fs import FileSystem
 from logstore.log.index import OffsetIndex, TimeIndex
+from logstore.testing import FaultyFileSystem
 
 TOPIC = "t"
 
@@ -168,3 +169,19 @@ def test_compaction_on_a_full_disk_is_an_aborted_round(tmp_path, fail_create):
         assert len(compacted) < len(before)
     with LogManager([str(tmp_path)]) as store:
         assert values_of(store.get_log(TOPIC, 0)) == compacted
+
+
+def test_fault_injection_sees_allocate(tmp_path):
+    """``FaultyFileSystem`` injects ENOSPC into ``allocate`` like any other operation of the seam."""
+    fs = FaultyFileSystem({"allocate"}, fail_at=1, errno_code=errno.ENOSPC, persistent=True)
+    with LogManager([str(tmp_path)], fs=fs) as store:
+        store.create_topic(TOPIC, 1, {"index.interval.bytes": 100})
+        log = store.get_log(TOPIC, 0)
+        stopped, error = append_until_error(log, 0, 100)
+        assert isinstance(error, StorageError) and "injected ENOSPC in allocate" in str(error)
+        assert fs.failures == 1 and not log.failed
+        fs.operations = set()  # space again
+        acked, error = append_until_error(log, stopped, 100)
+        assert error is None
+    with LogManager([str(tmp_path)]) as store:
+        assert values_of(store.get_log(TOPIC, 0)) == [value(i) for i in range(acked)]
