@@ -25,6 +25,7 @@ user (closing it under a ``pread`` would let the number be reused by another fil
 
 from __future__ import annotations
 
+import os
 import resource
 import threading
 from collections import OrderedDict
@@ -102,7 +103,17 @@ class OpenFiles:
                 self._descriptors -= held
 
 
+    def _forget_all(self) -> None:
+        """In a forked child: start empty with a fresh lock (the parent's files, and locks another
+        thread may have held at the fork, are not the child's to close)."""
+        self._lock = threading.Lock()
+        self._files = OrderedDict()
+        self._descriptors = 0
+
+
 OPEN_FILES = OpenFiles()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=OPEN_FILES._forget_all)
 
 
 class FileRecords:
