@@ -102,8 +102,8 @@ class _Index:
         self.base_offset = base_offset
         self.max_index_size_bytes = max_index_size_bytes
         self.writable = writable
-        self._buffer = None  # mmap (writer) or bytes (read-only); None when the file is empty
-        self._length = 0  # bytes of the file that the buffer covers
+        self._buffer = None  # a writable mmap, bytes (frozen, read-only), None (empty, not read yet)
+        self._length = 0  # bytes of the file (whole entries)
         self.entries = 0
         self._changes = 0  # entries written or cut, length changes: what flush() must make durable
         self._flushed_changes = -1  # the first flush always syncs
@@ -113,8 +113,8 @@ class _Index:
         self._fd: int | None = None  # open while the buffer is a writable mapping of the file
         self._allocated_bytes = 0  # the file's first bytes known backed by disk blocks (while mapped)
         self._closed = False
-        self._load_lock = threading.Lock()
-        self._last_raw = b""  # the last entry's bytes, read on open before the entries are loaded
+        self._load_lock = threading.Lock()  # the file's name and lazy reads, mapping, closing
+        self._last_raw = b""  # the last entry's bytes, read on open (no need to read all for it)
         self.damage: str | None = None  # why ``quick_check`` must fail, found while opening
         existed = fs.exists(path)
         if writable and not existed:
@@ -187,8 +187,7 @@ class _Index:
         finally:
             self._fs.close(fd)
         if len(data) < length:
-            raise CorruptIndexError(f"index file {self.path} shrank to {len(data)} bytes under its "
-                                    f"{length}-byte index")
+            raise CorruptIndexError(f"index file {self.path} shrank to {len(data)} of {length} bytes")
         return data
 
     def _map_for_writing(self, length: int, create: bool = False) -> None:
@@ -219,11 +218,10 @@ class _Index:
         old_size = self._fs.file_size(fd)
         if length != old_size:
             self._fs.truncate(fd, length)
-        # The entries' blocks exist (they were written); the slots after them are backed when
-        # entries are reserved, so opening or rolling a log needs no free space.
+        # The entries' blocks exist (they were written); later slots are backed when reserved, so
+        # opening or rolling a log needs no free space. The old mapping is left to the collector:
+        # a reader thread may still hold it for one lookup of slots that remain inside the file.
         self._allocated_bytes = self.size_bytes
-        # The old mapping is not closed here: a reader thread may still hold it for one lookup of
-        # slots that remain inside the file. It is released when the last reference goes.
         self._buffer = self._fs.map_file(fd, length, writable=True) if length else None
         self._length = length
 
@@ -240,10 +238,8 @@ class _Index:
     def reserve(self) -> None:
         """Back the next entry (and a time index's final one) with disk blocks now: called before
         the data it indexes is written, so a full disk fails the append before anything is."""
-        needed_bytes = (self.entries + self._RESERVED_SLOTS) * self.ENTRY_BYTES
-        if self._fd is None or needed_bytes > self._allocated_bytes:
-            self._writable_buffer()
-            self._allocate_up_to(needed_bytes)
+        self._writable_buffer()
+        self._allocate_up_to((self.entries + self._RESERVED_SLOTS) * self.ENTRY_BYTES)
 
     def freeze(self) -> None:
         """Stop writing (the segment is no longer active): trim, keep a copy of the entries, release
@@ -251,9 +247,8 @@ class _Index:
         if self._fd is None:
             return
         self.trim_to_valid_size()
-        mapping = self._buffer
+        mapping = self._buffer  # left to the collector: a reader may be inside one lookup with it
         self._buffer = bytes(mapping[: self.size_bytes]) if mapping is not None and self.entries else None
-        # The mapping is left to the collector: a reader thread may be inside one lookup with it.
         fd, self._fd = self._fd, None
         self._fs.close(fd)
 
