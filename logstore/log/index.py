@@ -113,7 +113,7 @@ class _Index:
         self._fd: int | None = None  # open while the buffer is a writable mapping of the file
         self._allocated_bytes = 0  # the file's first bytes known backed by disk blocks (while mapped)
         self._closed = False
-        self._load_lock = threading.Lock()  # the file's name and lazy reads, mapping, closing
+        self._load_lock = threading.Lock()  # the name, lazy reads, the descriptor vs flush and close
         self._last_raw = b""  # the last entry's bytes, read on open (no need to read all for it)
         self.damage: str | None = None  # why ``quick_check`` must fail, found while opening
         existed = fs.exists(path)
@@ -247,9 +247,9 @@ class _Index:
         if self._fd is None:
             return
         self.trim_to_valid_size()
-        mapping = self._buffer  # left to the collector: a reader may be inside one lookup with it
-        self._buffer = bytes(mapping[: self.size_bytes]) if mapping is not None and self.entries else None
-        fd, self._fd = self._fd, None
+        with self._load_lock:  # not under a flush; the mapping is left to the collector (a reader)
+            copy = bytes(self._buffer[: self.size_bytes]) if self._buffer is not None and self.entries else None
+            self._buffer, fd, self._fd = copy, self._fd, None
         self._fs.close(fd)
 
     def _load_read_only(self) -> None:
@@ -388,23 +388,23 @@ class _Index:
         self.damage = None
 
     def flush(self) -> None:
-        """Make the entries durable: msync the mapping, then fsync the file (its length). Skipped
-        when nothing changed since the last flush: a group commit of small appends then costs
-        one fsync of the data file, not five calls (an index gains an entry per 4 KiB)."""
+        """Make the entries durable: msync the mapping, fsync the file (its length). Skipped when
+        nothing changed: a group commit of small appends costs one fsync of the data file."""
         if self._closed or self._changes == self._flushed_changes:
             return
         changes = self._changes
-        if self._fd is None:  # frozen since the changes: no mapping left, fsync flushes the pages
-            if self.writable:
+        with self._load_lock:  # ``freeze`` (a roll, under the log's lock) never closes it meanwhile
+            fd, buffer = self._fd, self._buffer
+            if fd is not None:
+                if buffer is not None:
+                    self._fs.msync(buffer)
+                self._fs.fsync(fd)
+            elif self.writable:  # frozen since the changes: an fsync by name flushes their pages
                 fd = self._fs.open_file(self.path)
                 try:
                     self._fs.fsync(fd)
                 finally:
                     self._fs.close(fd)
-        else:
-            if self._buffer is not None:
-                self._fs.msync(self._buffer)
-            self._fs.fsync(self._fd)
         self._flushed_changes = changes
 
     def close(self) -> None:
