@@ -70,9 +70,11 @@ class LocalLog:
         self.view = (segments, tuple(segment.base_offset for segment in segments))
         for segment in segments[:-1]:
             if not segment.closed and (segment.active or segment.offset_index.mapped or segment.time_index.mapped):
-                # No longer the last: the indexes keep their entries in memory and no descriptor,
-                # the data file's descriptor goes to the bounded cache (``OPEN_FILES``).
+                # No longer the last: the final time index entry, then the indexes keep their
+                # entries in memory and no descriptor, the data file's goes to ``OPEN_FILES``.
                 segment.active = False
+                if segment.writable:
+                    segment.on_become_inactive()
                 segment.offset_index.freeze()
                 segment.time_index.freeze()
                 segment.file.unpin()
