@@ -1,8 +1,8 @@
 """The file-operations seam: every durability-relevant file operation of the engine goes through
 one ``FileSystem`` object.
 
-Creating, writing, fsyncing, fsyncing a directory, renaming, truncating and deleting files all pass
-through here, so tests can substitute a subclass that records operations, injects ``ENOSPC``/``EIO``,
+Creating, writing, allocating, fsyncing, fsyncing a directory, renaming, truncating and deleting
+files all pass through here, so tests can substitute a subclass that records operations, injects ``ENOSPC``/``EIO``,
 or simulates a power loss by dropping what was never fsynced (see ``logstore.testing``).
 
 Reads (``pread``, ``mmap``) pass through here too, so the fault-injecting subclasses see them, but they
@@ -25,6 +25,7 @@ import os
 import stat
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_ALLOCATE_CHUNK_BYTES = 1 << 20
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
 
 
@@ -83,6 +84,31 @@ class FileSystem:
 
     def file_size(self, fd: int) -> int:
         return os.fstat(fd).st_size
+
+    def allocate(self, fd: int, offset: int, length: int) -> None:
+        """Back bytes [``offset``, ``offset + length``) of the file with disk blocks, growing the
+        file when it is shorter, so writes there (through a mapping above all) cannot run out of
+        space later: a page of a mapping that the file system cannot back kills the process with
+        SIGBUS when touched, while ``ENOSPC`` here is an ordinary error. A file system without
+        ``fallocate`` (``EOPNOTSUPP``/``EINVAL``) gets the blocks written instead: existing bytes
+        rewritten as they are, the bytes past the end as zeros (never left as an unbacked hole)."""
+        try:
+            os.posix_fallocate(fd, offset, length)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                raise
+        self._allocate_by_writing(fd, offset, length)
+
+    def _allocate_by_writing(self, fd: int, offset: int, length: int) -> None:
+        """``allocate`` for file systems without ``fallocate``: read each chunk and write it back,
+        padded with zeros where the file ends (the caller holds no mapping of those bytes yet)."""
+        position, end = offset, offset + length
+        while position < end:
+            size = min(_ALLOCATE_CHUNK_BYTES, end - position)
+            chunk = os.pread(fd, size, position)
+            self.pwrite(fd, chunk + bytes(size - len(chunk)), position)
+            position += size
 
     def map_file(self, fd: int, length: int, *, writable: bool) -> mmap.mmap:
         """Map the first ``length`` (> 0) bytes of an open file."""

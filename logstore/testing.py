@@ -86,7 +86,8 @@ class SimulatedCrashFileSystem(FileSystem):
         return fd
 
     def close(self, fd: int) -> None:
-        self._fd_paths.pop(fd, None)
+        if self._fd_paths.pop(fd, None) is None:
+            return  # closed by ``abandon`` (the process is gone): the number may be another file's now
         super().close(fd)
 
     def _fd_state(self, fd: int) -> _FileState:
@@ -108,6 +109,11 @@ class SimulatedCrashFileSystem(FileSystem):
         state = self._fd_state(fd)
         state.size = size
         state.synced_size = min(state.synced_size, size)
+
+    def allocate(self, fd: int, offset: int, length: int) -> None:
+        super().allocate(fd, offset, length)
+        state = self._fd_state(fd)
+        state.size = max(state.size, offset + length)
 
     def fsync(self, fd: int) -> None:
         super().fsync(fd)
@@ -212,7 +218,7 @@ class SimulatedCrashFileSystem(FileSystem):
 class OperationHookFileSystem(FileSystem):
     """A real file system that calls ``before(operation, path)`` just before every operation that
     changes files, so a test can count them, fail one, or end the process there. The operations:
-    ``create`` (of a new file), ``pwrite`` (also ``pwritev``), ``truncate``, ``fsync``, ``msync``,
+    ``create`` (of a new file), ``pwrite`` (also ``pwritev``), ``truncate``, ``allocate``, ``fsync``, ``msync``,
     ``fsync_dir``, ``rename``, ``remove``, ``mkdir`` (of a new dir), ``remove_dir``, ``set_mtime``.
     ``path`` is None for operations on a descriptor. Cooperative: it can sit in front of another
     ``FileSystem`` subclass (``class X(OperationHookFileSystem, SimulatedCrashFileSystem)``)."""
@@ -236,6 +242,10 @@ class OperationHookFileSystem(FileSystem):
     def truncate(self, fd, size):
         self.before("truncate", None)
         super().truncate(fd, size)
+
+    def allocate(self, fd, offset, length):
+        self.before("allocate", None)
+        super().allocate(fd, offset, length)
 
     def fsync(self, fd):
         self.before("fsync", None)

@@ -249,7 +249,7 @@ def partition_files_fingerprint(log_dirs: list[str]) -> dict[str, int]:
 # --- the file-ops seam: counting, and SIGKILL at the N-th mutating operation -------------------
 
 OP_NAMES = ("create", "pwrite", "fsync", "truncate", "rename", "remove", "fsync_dir", "remove_dir", "msync",
-            "mkdir", "set_mtime")
+            "mkdir", "set_mtime", "allocate")
 PAGE = 4096
 
 

@@ -30,6 +30,8 @@ records are built only for batches that are rebuilt.
 
 from __future__ import annotations
 
+import errno
+import logging
 from dataclasses import dataclass
 from bisect import bisect_left, bisect_right
 from itertools import compress
@@ -41,6 +43,8 @@ from ..records.decoder import COMPRESSION_MASK, HAS_NULL_KEYS, TIMESTAMP_TYPE_LO
 from ..records.encoder import assign_base_offset, encode_batch
 from .offset_map import OffsetMap
 from .stats import CleanerStats, Throttler
+
+logger = logging.getLogger("logstore.cleaner")
 
 if TYPE_CHECKING:
     from ..clock import Clock
@@ -193,8 +197,14 @@ class Cleaner:
     def clean_segments(self, log: Log, group: Sequence[LogSegment], truncations: int, now_ms: int,
                        delete_horizon_ms: int, stats: CleanerStats,
                        progress: Callable[[int], None] | None = None) -> None:
-        """Recopy ``group`` into one ``.cleaned`` segment and swap it in."""
-        cleaned = log.new_cleaned_segment(group[0].base_offset)
+        """Recopy ``group`` into one ``.cleaned`` segment and swap it in. A full disk aborts the
+        round (``CleaningAbortedError``, logged): the copy is removed, the old segments stay."""
+        try:
+            cleaned = log.new_cleaned_segment(group[0].base_offset)
+        except OSError as exc:
+            if _no_space(exc):
+                raise _aborted_by(exc, log) from exc
+            raise
         try:
             for slot, source in enumerate(group):
                 last_source = slot == len(group) - 1
@@ -212,8 +222,10 @@ class Cleaner:
             log.copy_mtime(group[-1], cleaned)
             if not log.replace_segments([cleaned], group, truncations=truncations, delay_delete=True):
                 raise CleaningAbortedError(f"cleaning of {log.name} was aborted: the log changed during the swap")
-        except BaseException:
+        except BaseException as exc:
             cleaned.delete()
+            if _no_space(exc):
+                raise _aborted_by(exc, log) from exc
             raise
         stats.groups += 1
 
@@ -311,6 +323,17 @@ class Cleaner:
 
 
 # --- 2. grouping -----------------------------------------------------------------------------------
+
+
+def _no_space(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def _aborted_by(exc: OSError, log: Log) -> CleaningAbortedError:
+    """What a full disk (``ENOSPC``, a quota) during a group raises: an aborted round, logged,
+    dropped and retried later (the log is not marked uncleanable)."""
+    logger.warning("cleaning of %s was aborted: %s; its segments stay as they were", log.name, exc)
+    return CleaningAbortedError(f"cleaning of {log.name} was aborted: {exc}; its segments stay as they were")
 
 
 def group_segments_by_size(segments: Sequence[LogSegment], max_bytes: int, max_index_bytes: int,

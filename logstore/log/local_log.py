@@ -85,33 +85,63 @@ class LocalLog:
         return self.view[1]
 
     def set_segments(self, segments: Sequence[LogSegment]) -> None:
+        """Publish ``segments``. The last one is active (it keeps its descriptors); the others
+        release theirs to the bounded cache (``LogSegment.deactivate``)."""
         segments = tuple(segments)
         self.view = (segments, tuple(segment.base_offset for segment in segments))
+        for segment in segments[:-1]:
+            if not segment.closed and (segment.active or segment.offset_index.mapped or segment.time_index.mapped):
+                # No longer the last: the final time index entry, then the indexes keep their
+                # entries in memory and no descriptor, the data file's goes to ``OPEN_FILES``.
+                segment.active = False
+                if segment.writable:
+                    segment.on_become_inactive()
+                segment.offset_index.freeze()
+                segment.time_index.freeze()
+                segment.file.unpin()
+        if segments and not segments[-1].active:
+            segments[-1].active = True  # the active segment keeps its data file's descriptor
+            segments[-1].file.pin()
 
     def new_segment(self, base_offset: int, file_suffix: str = "") -> LogSegment:
-        """A new, empty segment file set at ``base_offset`` (stale files of those names removed)."""
-        for suffix in (".log", ".index", ".timeindex"):
-            path = os.path.join(self.dir_path, f"{base_offset:020d}{suffix}{file_suffix}")
+        """A new, empty segment file set at ``base_offset`` (stale files of those names removed).
+        When making it fails (a full disk), the files it created are removed again."""
+        paths = [os.path.join(self.dir_path, f"{base_offset:020d}{suffix}{file_suffix}")
+                 for suffix in (".log", ".index", ".timeindex")]
+        for path in paths:
             if self._fs.exists(path):
                 self._fs.remove(path)
-        return LogSegment(self._fs, self._clock, self.dir_path, base_offset, create=True,
-                          index_interval_bytes=self.config.index_interval_bytes,
-                          max_index_size_bytes=self.config.segment_index_bytes, file_suffix=file_suffix)
+        try:
+            return LogSegment(self._fs, self._clock, self.dir_path, base_offset, create=True,
+                              index_interval_bytes=self.config.index_interval_bytes,
+                              max_index_size_bytes=self.config.segment_index_bytes, file_suffix=file_suffix)
+        except OSError as exc:
+            logger.warning("could not create segment %s: %s; removing what was made", paths[0], exc)
+            for path in paths:
+                if self._fs.exists(path):
+                    self._fs.remove(path)
+            raise
 
     def roll(self, new_base: int) -> LogSegment:
         """Make a new active segment at ``new_base`` (the log end offset). An empty active segment at
         that base is kept, unless its indexes are full (then it is replaced); the previous active
-        segment's indexes are trimmed."""
+        segment's indexes are trimmed. The new segment is made first: when that fails (``OSError``,
+        e.g. a full disk) nothing changed and the old active segment stays as it was."""
         active = self.segments[-1]
         if active.base_offset == new_base and not (active.offset_index.is_full() or active.time_index.is_full()):
             return active
         if active.base_offset == new_base:  # an empty segment whose index has no room left
             self.delete_segments([active])
             segments = list(self.segments[:-1])
+            segment = self.new_segment(new_base)
         else:
-            active.on_become_inactive()
+            segment = self.new_segment(new_base)
+            try:
+                active.on_become_inactive()
+            except BaseException:
+                segment.delete()
+                raise
             segments = list(self.segments)
-        segment = self.new_segment(new_base)
         segments.append(segment)
         self.set_segments(segments)
         return segment

@@ -16,11 +16,12 @@ changes under it, is ``log_reads.LogReads``, a base of ``Log``).
 
 Failure: an ``OSError`` from an fsync makes the log fail-stop (``LogFailedError`` on every later write
 or flush; reopening recovers from what is durable). A failed write is cut back to the last complete
-batch when possible, and fail-stop otherwise.
+batch when possible, and fail-stop otherwise; a roll on a full disk changes nothing (``StorageError``).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -234,7 +235,10 @@ class Log(DamagedLogMixin, LogReads):
             try:
                 return self._local.roll(self.log_end_offset)
             except OSError as exc:
-                raise self._fail(exc) from exc
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or active.base_offset == self.log_end_offset:
+                    raise self._fail(exc) from exc
+                # A full disk: the roll changed nothing; reads go on, appends once space is freed.
+                raise StorageError(f"cannot roll {self.name} at offset {self.log_end_offset}: {exc}") from exc
 
     # --- durability ------------------------------------------------------------------------------
 

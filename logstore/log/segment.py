@@ -98,6 +98,7 @@ class LogSegment:
         self._token = object()
         self.indexes_distrusted = False  # a read-only view found them lying: it scans instead
         self.confirmed_max_timestamp: TimestampOffset | None = None  # checked against its batch
+        self.active = False  # the last segment of its log (``activate``)
 
     @property
     def log_path(self) -> str:
@@ -151,6 +152,10 @@ class LogSegment:
             raise LogSegmentOffsetOverflowError(f"segment {self.log_path} would grow past 2 GiB")
         if position == 0:
             self._rolling_based_timestamp = max_timestamp_ms
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            # Disk blocks for the index entries first: on a full disk nothing is written.
+            self.offset_index.reserve()
+            self.time_index.reserve()
         self.file.append(data)
         if max_timestamp_ms > self.max_timestamp_so_far.timestamp_ms:
             self._max_timestamp = TimestampOffset(max_timestamp_ms, last_offset)
@@ -501,6 +506,9 @@ class LogSegment:
         self.time_index.maybe_append(*self._max_timestamp_pair(), skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        if not self.active:  # recovering many segments must not hold their index descriptors
+            self.offset_index.freeze()
+            self.time_index.freeze()
         return truncated
 
     def truncate_to(self, offset: int) -> int:

@@ -930,7 +930,9 @@ def test_clean_open_reads_nothing_unclean_open_reverifies_from_recovery_point(tm
         assert store.get_log("t", 0).log_end_offset == leo
         clean_bytes, clean_preads = fs.bytes_read, fs.preads
     assert clean_bytes < 64 * 1024 and clean_bytes < total / 20, (clean_bytes, total)
-    assert clean_preads <= 2 * len(sizes) + 4
+    # Per segment: the end check of the open, and the last entry of each index (read, not mapped: an
+    # inactive index holds no descriptor).
+    assert clean_preads <= 3 * len(sizes) + 4, clean_preads
 
     # Unclean: a writer checkpoints its recovery point, appends more, is SIGKILLed.
     def writer() -> None:
