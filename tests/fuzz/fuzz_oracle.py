@@ -29,7 +29,7 @@ import os
 import random
 from dataclasses import dataclass, field
 
-from fuzz_store import COMPACTED, GROUP, GROUP_CONFIG, OFFSETS_TOPIC, PLAIN, StoreModel, as_tuple, _journal_entries
+from fuzz_store import COMPACTED, GROUP, GROUP_CONFIG, OFFSETS_TOPIC, PLAIN, StoreModel, as_tuple, journal_entries
 
 from logstore import LogManager
 from logstore.clock import ManualClock
@@ -307,16 +307,22 @@ def classify(view: PartitionView | None, reported: bool, model, mutation: Mutati
 
 
 def torn_tail_allowed(template: StoreModel, mutation: Mutation) -> bool:
-    """An unclean store's last segment may lose its unflushed tail (a power loss): a cut, or zeros
-    or garbage up to the end of the file, never damage followed by valid data."""
+    """An unclean store's last segment may lose its unflushed tail (a power loss): a cut, zeros or
+    garbage up to the end of the file, or the whole file when it lies above the recovery point (its
+    directory entry was never made durable); never damage followed by valid data. ``classify`` also
+    requires every lost offset to be at or above the recovery point."""
     if template.clean or not mutation.path.endswith(".log"):
         return False
     folder = os.path.join(os.path.dirname(template.dirs[0]), os.path.dirname(mutation.path))
-    last = max(name for name in os.listdir(folder) if name.endswith(".log"))
-    if os.path.basename(mutation.path) != last:
+    names = [name for name in os.listdir(folder) if name.endswith(".log")]
+    name = os.path.basename(mutation.path)
+    if mutation.kind == "remove":
+        return all(other < name for other in names)
+    if name != max(names):
         return False
-    size = os.path.getsize(os.path.join(folder, last))
-    return mutation.kind in ("truncate", "tail") or (mutation.kind == "zero" and mutation.position + mutation.length >= size)
+    size = os.path.getsize(os.path.join(folder, name))
+    to_the_end = mutation.kind == "zero" and mutation.position + mutation.length >= size
+    return mutation.kind in ("truncate", "tail") or to_the_end
 
 
 # --- the four opens ----------------------------------------------------------------------------------
@@ -328,6 +334,7 @@ class MutationResult:
     file_type: str
     verdicts: dict[str, Verdict]  # mode -> the worst partition verdict
     cli_checked: bool = False
+    index: int = -1  # the mutation's number in its run (LOGSTORE_FUZZ_ONLY replays it)
 
 
 def _open(dirs, read_only: bool):
@@ -405,7 +412,6 @@ def _writable_extra(template: StoreModel, mutation: Mutation, rng: random.Random
             _replay_groups(store, template, views)
         if template.journal is not None and (PLAIN, 1) in template.partitions:
             _replay_journal(store, template, views)
-        return None
     return extra
 
 
@@ -472,8 +478,16 @@ def _replay_journal(store, template: StoreModel, views) -> None:
         return
     finally:
         logger.removeHandler(capture)
-    reserved, entries = template.journal
-    got = _journal_entries(journal)
+    reserved, modelled = template.journal
+    # The replay keeps only batches below their log's end: if the log itself lost records (judged
+    # with that partition), dropping their batches is right.
+    end = log_end_offset(PLAIN, 1)
+    entries = {}
+    for key, (epoch, batches) in modelled.items():
+        kept = tuple(batch for batch in batches if end is not None and batch[3] < end)
+        if kept:
+            entries[key] = (epoch, kept)
+    got = journal_entries(journal)
     if journal._reserved_until < reserved:
         view.wrong.append(f"journal: producer ids reserved until {journal._reserved_until} < {reserved} "
                           "(an id would be handed out twice)")

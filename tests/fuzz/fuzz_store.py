@@ -32,7 +32,8 @@ OFFSETS_TOPIC = "__consumer_offsets"
 GROUP = "fuzz-group"
 T0_MS = 1_700_000_000_000  # record timestamps: fixed, so the template is the same every run
 GROUP_CONFIG = {"offsets.topic.num.partitions": 2, "group.initial.rebalance.delay.ms": 0}
-SMALL_SEGMENTS = {"segment.bytes": 2048, "segment.index.bytes": 4096, "index.interval.bytes": 128, "retention.ms": -1, "retention.bytes": -1}
+SMALL_SEGMENTS = {"segment.bytes": 2048, "segment.index.bytes": 4096, "index.interval.bytes": 128,
+                  "retention.ms": -1, "retention.bytes": -1}
 COMPACTED_CONFIG = {**SMALL_SEGMENTS, "cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.01,
                     "segment.bytes": 1024}
 KEYS = [f"key-{number}".encode() for number in range(12)]
@@ -84,7 +85,7 @@ class StoreModel:
     committed: dict[tuple[str, int], int] = field(default_factory=dict)  # the group's committed offsets
     journal: tuple | None = None  # (reserved_until, entries) the producer-state replay gives
 
-    def relocated(self, dirs: list[str]) -> "StoreModel":
+    def relocated(self, dirs: list[str]) -> StoreModel:
         return StoreModel(dirs, self.partitions, self.clean, self.committed, self.journal)
 
 
@@ -179,7 +180,7 @@ def build_clean_template(root: str, seed: int = 14) -> StoreModel:
             written[(PLAIN, 1)][start + slot] = record
     journal.close()
     reserved = journal._reserved_until
-    entries = _journal_entries(journal)
+    entries = journal_entries(journal)
 
     models = {}
     for key in [(PLAIN, 0), (PLAIN, 1), (COMPACTED, 0)] + [(OFFSETS_TOPIC, p) for p in range(2)]:
@@ -192,7 +193,7 @@ def build_clean_template(root: str, seed: int = 14) -> StoreModel:
     return StoreModel(dirs, models, True, committed, (reserved, entries))
 
 
-def _journal_entries(journal) -> dict:
+def journal_entries(journal) -> dict:
     """The producer state of a ``ProducerStateManager``, as comparable values."""
     return {key: (entry.epoch, tuple((batch.first_sequence, batch.last_sequence, batch.first_offset,
                                       batch.last_offset) for batch in entry.batches))

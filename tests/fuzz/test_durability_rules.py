@@ -159,7 +159,7 @@ def _unclean_log(path: str, flushed: int, unflushed: int) -> tuple[int, int]:
 
 def _batch_size(log: Log) -> int:
     segment = log.active_segment
-    *_, (position, header, _, _) = segment.scan_headers(0)
+    *_, (_, header, _, _) = segment.scan_headers(0)
     return header.size_bytes
 
 
@@ -194,7 +194,7 @@ def test_recovery_cuts_a_last_batch_whose_checksum_fails(tmp_path):
 def test_a_torn_tail_after_a_crash_is_cut_not_an_error(tmp_path, cut_bytes):
     """An incomplete last batch after a crash is end-of-log: the open succeeds and cuts it."""
     path = str(tmp_path / "p-0")
-    recovery_point, last_position = _unclean_log(path, 20, 20)
+    recovery_point, _ = _unclean_log(path, 20, 20)
     segment_path = os.path.join(path, f"{0:020d}.log")
     os.truncate(segment_path, os.path.getsize(segment_path) - cut_bytes)
     log = _reopen(path, recovery_point)

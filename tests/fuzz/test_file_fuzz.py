@@ -14,7 +14,8 @@ Settings: ``LOGSTORE_FUZZ_SECONDS`` (default 60) of mutations, never fewer than
 ``LOGSTORE_FUZZ_MIN_PER_TYPE`` (default 10) per file type; ``LOGSTORE_FUZZ_SEED`` (default 14) changes
 the choices (a fixed seed by default, so a CI run is repeatable: mutation ``#i`` of seed ``S`` is the
 same damage every time, and ``LOGSTORE_FUZZ_ONLY=i,j`` replays just those);
-``LOGSTORE_FUZZ_TYPES`` (comma-separated file types as the report names them) fuzzes only those. The figure is printed and written to ``test-results/fuzz.txt``, with one
+``LOGSTORE_FUZZ_TYPES`` (comma-separated file types as the report names them) fuzzes only those.
+The figure is printed and written to ``test-results/fuzz.txt``, with one
 reproduction line per failing group (file type, damage, open mode, outcome).
 
 Run: ``pytest -s tests/fuzz/test_file_fuzz.py``
@@ -158,4 +159,5 @@ def test_file_fuzz(tmp_path):
     (RESULTS_DIR / "fuzz.txt").write_text(report)
     failures = Counter(result.verdicts[mode].outcome for result in results for mode in MODES
                        if result.verdicts[mode].outcome in FAILURES)
-    assert not failures, f"{dict(failures)} (wrong records, silent losses or raw exceptions): see test-results/fuzz.txt\n{report}"
+    assert not failures, (f"{dict(failures)} (wrong records, silent losses or raw exceptions): "
+                          f"see test-results/fuzz.txt\n{report}")
