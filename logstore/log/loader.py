@@ -185,7 +185,7 @@ def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, 
         # inside a cleaned segment leaves it ending below the log end offset the next roll starts at.
         gaps = config.compact
         start = log_start_offset
-        evidence = _missing_segments(fs, dir_path, segments, suspects, read_only, log_start_offset)
+        evidence = _missing_segments(fs, dir_path, segments, suspects, read_only, log_start_offset, clean_shutdown)
         if evidence:
             damage = damage or missing_segment_damage(dir_path, min(evidence))
         if read_only:
@@ -244,7 +244,7 @@ def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, 
 
 
 def _missing_segments(fs: FileSystem, dir_path: str, segments: list[LogSegment], suspects: dict[int, list[str]],
-                      read_only: bool, log_start_offset: int) -> dict[int, list[str]]:
+                      read_only: bool, log_start_offset: int, clean_shutdown: bool) -> dict[int, list[str]]:
     """The suspect orphan index files that are a missing segment's: those whose base offset no
     segment covers, above the log start offset. (Index files at a base inside a segment's offsets
     never had data of their own; those of a segment wholly below the log start offset are what a
@@ -258,7 +258,10 @@ def _missing_segments(fs: FileSystem, dir_path: str, segments: list[LogSegment],
             inside = bool(before) and base < before[-1].read_next_offset()
         except CorruptRecordError:
             inside = False
-        if not inside and not (after and after[0].base_offset <= log_start_offset):
+        # Before every segment, after a crash: a prefix deletion (retention renames the oldest
+        # segment's files one by one before its new start offset is checkpointed) was interrupted.
+        front = not before and not clean_shutdown
+        if not inside and not front and not (after and after[0].base_offset <= log_start_offset):
             evidence[base] = names
         elif not read_only:
             for name in names:
@@ -411,9 +414,14 @@ def _recover(fs: FileSystem, segments: list[LogSegment], first: int, recovery_po
                             + (f", dropped {len(later)} later segments" if later else ""))
             logger.warning("%s", problems[-1])
             return drop_segments(fs, segment.dir_path, segments, slot + 1), None
-        hole = _hole(segment, next_offset, later[0] if later else None, gaps, log_start_offset)
+        # Above the recovery point a gap is a power loss's (a file lost its unsynced tail while a later
+        # one kept its pages), even in a compacted topic: a truncation fills its gaps (``_fill_to``).
+        hole = _hole(segment, next_offset, later[0] if later else None, False, log_start_offset)
         if hole is not None:
-            if max(next_offset, log_start_offset) < recovery_point or later[0].base_offset < next_offset:
+            below = max(next_offset, log_start_offset) < recovery_point
+            if below and gaps and later[0].base_offset > next_offset:
+                continue  # fsynced: a compacted topic's gap, from a truncation by an older version
+            if below or later[0].base_offset < next_offset:
                 return segments, hole
             problems.append(f"{segment.log_path}: offsets from {next_offset} are missing (above the recovery point "
                             f"{recovery_point}: not fsynced); dropped the {len(later)} later segments")

@@ -32,7 +32,7 @@ from ..config import LogConfig
 from ..errors import CorruptIndexError, CorruptRecordError, StorageError
 from ..fs import FileSystem
 from ..records.decoder import Record
-from ..records.encoder import encode_batch_prefix
+from ..records.encoder import encode_batch, encode_batch_prefix
 from .loader import extend_valid_end, live_segment_bases, load_log
 from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
 from .time_lookup import checked_max_timestamp, find_offset_by_timestamp
@@ -125,8 +125,8 @@ class LocalLog:
     def roll(self, new_base: int) -> LogSegment:
         """Make a new active segment at ``new_base`` (the log end offset). An empty active segment at
         that base is kept, unless its indexes are full (then it is replaced); the previous active
-        segment's indexes are trimmed. The new segment is made first: when that fails (``OSError``,
-        e.g. a full disk) nothing changed and the old active segment stays as it was."""
+        segment's indexes get their final entry, are trimmed and fsynced first; when making the new
+        segment fails (``OSError``, e.g. a full disk) the old one stays the active segment."""
         active = self.segments[-1]
         if active.base_offset == new_base and not (active.offset_index.is_full() or active.time_index.is_full()):
             return active
@@ -135,11 +135,13 @@ class LocalLog:
             segments = list(self.segments[:-1])
             segment = self.new_segment(new_base)
         else:
-            segment = self.new_segment(new_base)
+            # The final time index entry is durable before a newer segment can exist: once one does,
+            # the recovery point may pass this segment and no recovery would look at it again.
+            active.on_become_inactive()
             try:
-                active.on_become_inactive()
+                segment = self.new_segment(new_base)
             except BaseException:
-                segment.delete()
+                active.resize_indexes(self.config.segment_index_bytes)  # it stays the active one
                 raise
             segments = list(self.segments)
         segments.append(segment)
@@ -301,7 +303,18 @@ class LocalLog:
             else:
                 target.truncate_to(offset)
                 target.flush()
+            self._fill_to(offset)
         self._fs.fsync_dir(self.dir_path)
+
+    def _fill_to(self, offset: int) -> None:
+        """When the last segment now ends below ``offset`` (the cut fell where compaction had removed
+        whole batches), append an empty batch that carries its offsets up to ``offset - 1``: the files
+        then say where the log ends, and a gap between segments is never a legitimate one."""
+        last = self.segments[-1]
+        end = last.read_next_offset()
+        if end < offset:
+            last.append(end, offset - 1, -1, encode_batch([], last_offset_delta=offset - 1 - end, base_offset=end))
+            last.flush()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         old = self.segments

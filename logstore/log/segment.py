@@ -456,6 +456,10 @@ class LogSegment:
         self.time_index.maybe_append(*self._max_timestamp_pair(), skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        # Durable now: the recovery point may be past this segment already, so no later flush covers
+        # its final entry, and a power loss would leave an index that understates its timestamps.
+        self.offset_index.flush()
+        self.time_index.flush()
 
     def resize_indexes(self, size_bytes: int) -> None:
         self.offset_index.resize(size_bytes)

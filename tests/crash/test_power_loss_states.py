@@ -27,10 +27,10 @@ state is written into a scratch directory (/dev/shm when there is one) and opene
 - the open succeeds and no partition is missing or unreadable (a "damaged" partition after a state a
   real power loss can leave is a recovery bug).
 
-Two engine bugs this test found are pinned by strict xfail tests at the end of this file and, until
-they are fixed, states whose only violations are theirs are counted and printed but do not fail the
-run (``KNOWN_BUG_KINDS``; ``LOGSTORE_POWER_LOSS_STRICT=1`` fails them). A third (a clean close did not
-sync the final time index entry) is fixed, with its regression test below.
+Engine bugs this test found have regression tests at the end of this file: a clean close did not
+sync the final time index entry; recovery kept a later segment after one that lost its unsynced tail
+(a hole in the offsets, also in compacted topics); a roll's final time index entry was never synced
+once the recovery point had passed the segment.
 
 Each state is counted once however many cut points produce it (a digest of every file and dir); a
 state is checked again only against a stronger set of acknowledgements. The run goes on until it has
@@ -74,17 +74,6 @@ BUDGET_S = float(os.environ.get("LOGSTORE_POWER_LOSS_SECONDS", "40"))
 MIN_STATES = int(os.environ.get("LOGSTORE_POWER_LOSS_MIN_STATES", "10000"))
 WORKERS = int(os.environ.get("LOGSTORE_POWER_LOSS_WORKERS", "2"))
 HARD_CAP_S = max(3 * BUDGET_S, BUDGET_S + 120)  # give up reaching the minimum after this
-# Two known engine bugs, routed to their owners and each pinned by a strict xfail test below:
-# - test_power_loss_never_leaves_a_hole_between_segments: recovery keeps a later segment after one that
-#   lost its unsynced tail, so offsets above the recovery point have a hole ("gaps", "leo_inconsistent");
-# - test_unsynced_final_time_index_entry_is_not_trusted: a segment below the recovery point whose final
-#   time index entry (written at roll or close, after the segment was flushed) did not reach the disk
-#   gets its max timestamp from the index, so offset_for_timestamp skips its last records.
-# Nothing acknowledged is lost in either (a loss is counted apart and never tolerated). Until the fixes
-# land, states whose only violations are of these kinds are counted and printed, not failed;
-# LOGSTORE_POWER_LOSS_STRICT=1 fails them too. Remove this when both xfails start passing.
-KNOWN_BUG_KINDS = frozenset({"gaps", "leo_inconsistent", "time_index_probe_failures"})
-STRICT = os.environ.get("LOGSTORE_POWER_LOSS_STRICT") == "1"
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "test-results"
 
 WORKLOAD_SEED = 20261125
@@ -270,8 +259,8 @@ def run_worker(ops: list[tuple], worker: int, seed: int, share: int) -> dict:
     cut_set = set(cuts)
     distinct: set[bytes] = set()
     checked: set[tuple] = set()
-    out = {"counts": Counter(), "examples": [], "known_examples": [], "records": 0, "durable": 0, "checks": 0, "cuts": 0, "passes": 0,
-           "by_phase": Counter(), "by_op": Counter(), "torn": 0, "undone": 0, "known_bug_states": 0}
+    out = {"counts": Counter(), "examples": [], "records": 0, "durable": 0, "checks": 0, "cuts": 0, "passes": 0,
+           "by_phase": Counter(), "by_op": Counter(), "torn": 0, "undone": 0}
 
     def done() -> bool:
         elapsed = time.monotonic() - started
@@ -305,23 +294,15 @@ def run_worker(ops: list[tuple], worker: int, seed: int, share: int) -> dict:
                             out["by_op"][next_op] += 1
                             out["torn"] += any(tear for _, _, tear in state.files)
                             out["undone"] += any(kept < len(disk.pending.get(d, ())) for d, kept in state.dirs)
-                        found = {kind for kind, amount in result["counts"].items() if amount}
-                        known = bool(found) and found <= KNOWN_BUG_KINDS and not STRICT
-                        if found and found <= KNOWN_BUG_KINDS:
-                            out["known_bug_states"] += 1
-                        if known:
-                            result["counts"] = Counter({f"known_bug_{kind}": amount
-                                                        for kind, amount in result["counts"].items()})
                         out["records"] += result["records"]
                         out["durable"] += result["durable"]
                         out["counts"].update(result["counts"])
-                        listed = out["known_examples" if known else "examples"]
-                        if result["examples"] and len(listed) < (200 if keep else 3 if known else 12):
-                            listed.append(f"{'known bug: ' if known else ''}cut {i} (before {next_op}, during "
+                        listed = out["examples"]
+                        if result["examples"] and len(listed) < (200 if keep else 12):
+                            listed.append(f"cut {i} (before {next_op}, during "
                                           f"{acks.phase}, {mode}): " + " | ".join(result["examples"][:3]))
                             if keep:
-                                name = f"w{worker}-cut{i}-{'known-' if known else ''}{len(listed)}"
-                                materialise(os.path.join(keep, name), files, dirs)
+                                materialise(os.path.join(keep, f"w{worker}-cut{i}-{len(listed)}"), files, dirs)
                 if i < len(ops):
                     if ops[i][0] == "mark":
                         acks.apply(ops[i][1])
@@ -355,7 +336,7 @@ def test_power_loss_states(tmp_path: Path, record_property) -> None:
         counts.update(part["counts"])
         by_phase.update(part["by_phase"])
         by_op.update(part["by_op"])
-    examples = [text for part in parts for text in part["examples"] + part["known_examples"]]
+    examples = [text for part in parts for text in part["examples"]]
     seconds = time.monotonic() - started
     lost = counts["flushed_lost"]
     phantoms = counts["phantoms"] + counts["mismatches"]
@@ -371,9 +352,6 @@ def test_power_loss_states(tmp_path: Path, record_property) -> None:
             f"log end inconsistencies: {counts['leo_inconsistent']}; index probe failures: "
             f"{counts['index_probe_failures']}; recovery failures: {counts['recovery_failures']}; "
             f"time index probe failures: {counts['time_index_probe_failures']}; "
-            f"states with only known-bug violations (a hole above the recovery point, an unsynced final time "
-            f"index entry trusted; {'failed' if STRICT else 'not failed'}): "
-            f"{sum(p['known_bug_states'] for p in parts)}; "
             f"checks: {sum(p['checks'] for p in parts)}, records verified: {sum(p['records'] for p in parts)}, "
             f"durable offsets checked: {sum(p['durable'] for p in parts)}; workers: {WORKERS}; {seconds:.1f} s")
     print(f"\n{line}\nseed: {seed}")
@@ -436,8 +414,6 @@ def test_clean_close_makes_the_final_time_index_entry_durable(tmp_path: Path) ->
         assert [log.offset_for_timestamp(T0_MS + o) for o in range(7)] == list(range(7))
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug (the loader, routed): recovery keeps a later segment after "
-                                       "a segment that lost its unsynced tail, leaving a hole in the offsets")
 def test_power_loss_never_leaves_a_hole_between_segments(tmp_path: Path) -> None:
     """Records 0, 1 flushed; 2, 3 appended (unsynced); a roll to segment 4; record 4 appended. A power
     loss keeps segment 0's durable part only, but the new segment's directory entry and data reached
@@ -466,8 +442,6 @@ def test_power_loss_never_leaves_a_hole_between_segments(tmp_path: Path) -> None
         assert offsets == list(range(log.log_start_offset, log.log_end_offset)), (offsets, log.log_end_offset)
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug (a segment's final time index entry, written at roll, is never "
-                                       "synced when the recovery point had passed the segment; routed)")
 def test_unsynced_final_time_index_entry_is_not_trusted(tmp_path: Path) -> None:
     """Records 0..5 flushed; ``roll()`` writes segment 0's final time index entry (5, T0_MS + 5) through
     the mapping, but no flush covers segment 0 again (the recovery point is already at 6); record 6

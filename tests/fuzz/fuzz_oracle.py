@@ -551,7 +551,7 @@ def judge_mutation(template: StoreModel, copy: StoreModel, mutation: Mutation, r
 def _cli_check(dirs) -> tuple[int, str]:
     from click.testing import CliRunner
 
-    from cli.main import main
+    from logstore.cli.main import main
 
     args = [item for path in dirs for item in ("--dir", path)] + ["check"]
     result = CliRunner().invoke(main, args)
