@@ -1,20 +1,19 @@
 """``LogManager``: the store. Topics of partitioned logs over one or more data dirs.
 
-This module owns the store's front: topics (create, alter, delete, two-phase: a failed or interrupted
-create is rolled back, in the process or at the next writable open, an interrupted delete finished), routing appends by key, the store-level ``append`` (``acks``), ``read``/``fetch`` (waiting
-reads), retention and compaction on demand, and the life cycle (``startup``, ``shutdown``). It
-holds three collaborators: ``LogDirs`` (the data dirs: opening, locking, parallel loading, placing
-partitions, checkpoints, offline dirs, clean shutdown, status), ``BackgroundJobs`` (retention,
-flush and checkpoint jobs on the scheduler, delayed file deletion) and ``LogCleaner`` (compaction),
-and wires each ``Log`` to them and to the store's waits.
+This module owns the store's front: topics (create, alter, delete; two-phase: a failed or
+interrupted create is rolled back, an interrupted delete finished), routing appends by key, the
+store-level ``append`` (``acks``), ``read``/``fetch`` (waiting reads), retention, compaction and
+repair on demand, and the life cycle (``startup``, ``shutdown``). Its collaborators: ``LogDirs``
+(data dirs: opening, locking, parallel loading, placing partitions, checkpoints, offline dirs,
+damaged partitions, clean shutdown, status), ``BackgroundJobs`` (retention, flush and checkpoint
+jobs, delayed file deletion) and ``LogCleaner`` (compaction); it wires each ``Log`` to them.
 
-Opening a store for writing takes an exclusive ``flock`` on ``<dir>/.lock`` in every data dir (a second
-writer fails at once, naming the holder's pid). ``shutdown()`` (or ``close()``, the same) stops the
-jobs, flushes and closes every log, writes the checkpoints and, per dir whose logs all closed cleanly,
-the clean-shutdown marker, and releases the locks; a second call does nothing.
-
-A read-only open (``read_only=True``) takes no lock, changes no file and runs no recovery: it reads the
-valid prefix of every log while another process may be writing, and its waiting reads watch the files.
+Opening a store for writing takes an exclusive ``flock`` on ``<dir>/.lock`` in every data dir (a
+second writer fails at once, naming the holder's pid). ``shutdown()`` (or ``close()``) stops the
+jobs, flushes and closes every log, writes the checkpoints and, per dir whose logs all closed
+cleanly, the clean-shutdown marker, and releases the locks; a second call does nothing. A read-only
+open takes no lock, changes no file and runs no recovery: it reads the valid prefix of every log
+while another process may be writing, and its waiting reads watch the files.
 """
 
 from __future__ import annotations
