@@ -95,7 +95,6 @@ class LogManager:
         self.problems: list[str] = []  # what the open found wrong (the dirs and the topics add to it)
         self._close_callbacks: list[Callable[[], None]] = []
         self._closed = False
-        # A read-only view of a few partitions (a Spark task) loads only those (load_only).
         self._dirs = LogDirs(self.log_dirs, read_only=read_only, fs=self._fs, clock=self._clock,
                              config=self.manager_config, topic_config=self.topic_config, adopt_log=self._adopt_log,
                              problems=self.problems, load_only=load_only)
