@@ -28,6 +28,7 @@ from ..records.decoder import COMPRESSION_MASK, HEADER_BYTES, BatchHeader, Recor
 from ..records.fetch import HEAD_CACHE, take_records
 from .file_records import FileRecords
 from .index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
+from .time_lookup import load_max_timestamp
 
 logger = logging.getLogger("logstore.segment")  # its name before the subpackages (logging configs)
 
@@ -120,15 +121,8 @@ class LogSegment:
         """The largest record timestamp in the segment and the offset of the batch holding it
         (``(-1, base_offset)`` when none); loaded from the time index on first use."""
         if self._max_timestamp is None:
-            self._max_timestamp = self.time_index.last_entry if not self.indexes_distrusted else self._scan_max_timestamp()
+            self._max_timestamp = load_max_timestamp(self)
         return self._max_timestamp
-
-    def _scan_max_timestamp(self) -> TimestampOffset:
-        maximum = TimestampOffset(-1, self.base_offset)
-        for _, header, _, _ in self.scan_headers(0):
-            if header.max_timestamp > maximum.timestamp_ms:
-                maximum = TimestampOffset(header.max_timestamp, header.last_offset)
-        return maximum
 
     def can_hold(self, last_offset: int) -> bool:
         return 0 <= last_offset - self.base_offset <= _MAX_RELATIVE_OFFSET
@@ -567,7 +561,12 @@ class LogSegment:
             return
         if self.writable:
             time_entries = self.time_index.entries
-            if self.max_timestamp_so_far.timestamp_ms >= 0:
+            # Unloaded, the maximum adds nothing to the index it would be read from (and loading
+            # it reads the data: a clean close stays cheap). An inactive segment's index was trimmed
+            # at its roll: full, it takes no entry (a cut one understates, and lookups read past it).
+            maximum = self._max_timestamp
+            if (maximum is not None and maximum.timestamp_ms >= 0
+                    and self.time_index.entries < self.time_index.max_entries):
                 self.time_index.maybe_append(*self._max_timestamp_pair(), skip_full_check=True)
             # The clean marker says nothing needs recovering: what close writes is made durable too.
             if self.offset_index.resize(self.offset_index.size_bytes):
