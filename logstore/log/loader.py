@@ -166,6 +166,11 @@ def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, 
                 if clean_shutdown or base < recovery_point}
     plan.orphan_indexes = [name for name in plan.orphan_indexes
                            if not any(name in names for names in suspects.values())]
+    # A suspect's ``.log.deleted`` is the evidence of an interrupted deletion: a writer removes it
+    # only after the orphans it explains (a crash in between must not leave them unexplained).
+    deleted_logs = {base: base_log_name(base) + DELETED_SUFFIX for base in suspects
+                    if base_log_name(base) + DELETED_SUFFIX in plan.remove}
+    plan.remove = [name for name in plan.remove if name not in deleted_logs.values()]
     if not read_only:
         _apply_plan(fs, dir_path, plan)
     segments: list[LogSegment] = []
@@ -185,7 +190,8 @@ def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, 
         # inside a cleaned segment leaves it ending below the log end offset the next roll starts at.
         gaps = config.compact
         start = log_start_offset
-        evidence = _missing_segments(fs, dir_path, segments, suspects, read_only, log_start_offset, clean_shutdown)
+        evidence = _missing_segments(fs, dir_path, segments, suspects, read_only, log_start_offset, clean_shutdown,
+                                     deleted_logs)
         if evidence:
             damage = damage or missing_segment_damage(dir_path, min(evidence))
         if read_only:
@@ -244,12 +250,14 @@ def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, 
 
 
 def _missing_segments(fs: FileSystem, dir_path: str, segments: list[LogSegment], suspects: dict[int, list[str]],
-                      read_only: bool, log_start_offset: int, clean_shutdown: bool) -> dict[int, list[str]]:
+                      read_only: bool, log_start_offset: int, clean_shutdown: bool,
+                      deleted_logs: dict[int, str]) -> dict[int, list[str]]:
     """The suspect orphan index files that are a missing segment's: those whose base offset no
     segment covers, above the log start offset. (Index files at a base inside a segment's offsets
-    never had data of their own; those of a segment wholly below the log start offset are what a
+    never had data of their own; those of a segment wholly below the log start offset, or before
+    every segment after a crash when its ``.log.deleted`` is there (``deleted_logs``), are what a
     prefix deletion interrupted between renaming a ``.log`` and its indexes leaves. A writer
-    removes both.)"""
+    removes them, then that ``.log.deleted``.)"""
     evidence = {}
     for base, names in suspects.items():
         before = [segment for segment in segments if segment.base_offset < base]
@@ -259,14 +267,17 @@ def _missing_segments(fs: FileSystem, dir_path: str, segments: list[LogSegment],
         except CorruptRecordError:
             inside = False
         # Before every segment, after a crash: a prefix deletion (retention renames the oldest
-        # segment's files one by one before its new start offset is checkpointed) was interrupted.
-        front = not before and not clean_shutdown
+        # segment's files one by one, ``.log`` first, before its new start offset is checkpointed)
+        # was interrupted. A power loss keeps a prefix of the directory's renames: an index renamed
+        # means its ``.log`` was too. Without that ``.log.deleted`` the segment's data is missing.
+        front = not before and not clean_shutdown and base in deleted_logs
         if not inside and not front and not (after and after[0].base_offset <= log_start_offset):
             evidence[base] = names
         elif not read_only:
-            for name in names:
+            for name in names + ([deleted_logs[base]] if base in deleted_logs else []):
                 fs.remove(os.path.join(dir_path, name))
-            logger.info("%s: removed index files without data at base %d (inside a segment)", dir_path, base)
+            logger.info("%s: removed index files without data at base %d (%s)", dir_path, base,
+                        "an interrupted deletion" if front else "inside a segment, or below the log start offset")
     return evidence
 
 

@@ -285,6 +285,35 @@ def test_missing_segment_is_a_hole(tmp_path, what):
     assert plan.removed_offsets[0] == int(os.path.basename(files[1])[:20]) + 0 or plan.removed_offsets[0] > 0
 
 
+@pytest.mark.parametrize("renamed", [False, True], ids=["log_removed", "log_renamed_deleted"])
+def test_first_segment_log_gone_after_a_crash(tmp_path, renamed):
+    """After a crash, index files before every segment are an interrupted prefix deletion only when
+    that segment's ``.log.deleted`` is there (retention renames the ``.log`` first; a power loss keeps
+    a prefix of the renames). A ``.log`` simply gone is a missing segment: damage, never a silent
+    loss of its records."""
+    data_dir = str(tmp_path / "data")
+    build(data_dir)
+    os.remove(os.path.join(data_dir, ".kafka_cleanshutdown"))
+    first = segment_files(data_dir)[0]
+    second_base = int(os.path.basename(segment_files(data_dir)[1])[:20])
+    if not renamed:
+        os.remove(first)
+        with LogManager([data_dir], read_only=True) as store:
+            assert (TOPIC, 0) in store.damaged_partitions, store.problems
+            assert not verify_store(store).ok
+        assert_damaged_and_kept(data_dir, log_bytes(data_dir))
+        assert os.path.exists(first[: -len(".log")] + ".index"), "the evidence stays"
+        return
+    os.rename(first, first + ".deleted")
+    with LogManager([data_dir], read_only=True) as store:
+        assert not store.damaged_partitions, store.problems
+        assert [r.offset for r in store.get_log(TOPIC, 0).iter_records()] == list(range(second_base, 300))
+    with LogManager([data_dir]) as store:
+        assert not store.damaged_partitions, store.problems
+        assert [r.offset for r in store.get_log(TOPIC, 0).iter_records()] == list(range(second_base, 300))
+    assert not [name for name in os.listdir(part(data_dir)) if name.startswith(os.path.basename(first)[:20])]
+
+
 def test_missing_last_segment_of_a_clean_store(tmp_path):
     data_dir = str(tmp_path / "data")
     build(data_dir)
