@@ -365,7 +365,11 @@ class LogSegment:
         for batch_position, header, buffer, at in scan:
             if header.base_offset >= end_offset:
                 return records, charged, True
-            if header.last_offset < start_offset or header.record_count == 0:
+            if header.last_offset < start_offset:
+                continue
+            if header.record_count == 0:
+                # Verified, though it adds nothing: a damaged count must not hide a batch's records.
+                self.load_batch(batch_position, header, buffer, at)
                 continue
             batch = self._batch_for_read(batch_position, header, buffer, at, max_bytes - charged)
             cost, done = take_records(batch, start_offset, end_offset, max_bytes - charged, max_records, records,
@@ -385,11 +389,12 @@ class LogSegment:
         for batch_position, header, buffer, at in self.scan_from(start_offset, end, _LARGE_CHUNK_BYTES):
             if header.base_offset >= stop_offset:
                 return
-            if header.last_offset < start_offset or (header.record_count == 0 and not include_empty):
+            if header.last_offset < start_offset:
                 continue
-            batch = self.load_batch(batch_position, header, buffer, at)
+            batch = self.load_batch(batch_position, header, buffer, at)  # empty ones too (see ``read``)
             if header.record_count == 0:
-                yield batch, 0, 0
+                if include_empty:
+                    yield batch, 0, 0
                 continue
             first = batch.index_of(start_offset) if header.base_offset < start_offset else 0
             stop = batch.index_of(stop_offset) if header.last_offset >= stop_offset else header.record_count

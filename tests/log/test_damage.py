@@ -262,6 +262,29 @@ def test_read_only_view_of_a_running_writer_still_bounds_a_torn_tail(tmp_path):
         writer.get_log(TOPIC, 0).active_segment.file.truncate_to(os.path.getsize(last) - 30)
 
 
+@pytest.mark.parametrize("read_only", [True, False], ids=["read-only", "writable"])
+def test_a_record_count_zeroed_does_not_hide_a_batch(tmp_path, read_only):
+    """Zeros over a batch's record count (outside the header checksum, inside the body's) make it
+    look like an empty batch, which reads pass over: reads verify it and report the damage instead
+    of skipping its records."""
+    data_dir = str(tmp_path / "data")
+    build(data_dir)
+    victim = segment_files(data_dir)[2]
+    position = batch_positions(victim)[1]
+    with open(victim, "r+b") as handle:
+        handle.seek(position + 27)  # record_count: base_offset, length, magic, crc, header crc, attributes, delta
+        handle.write(b"\0\0\0\0")
+    base = int.from_bytes(open(victim, "rb").read()[position : position + 8], "little")
+    with LogManager([data_dir], read_only=read_only) as store:
+        log = store.get_log(TOPIC, 0)
+        with pytest.raises(CorruptRecordError, match="checksum"):
+            list(log.iter_records())
+        with pytest.raises(CorruptRecordError, match="checksum"):
+            log.read(base - 1, max_records=10)
+    with LogManager([data_dir], read_only=True) as store:
+        assert not verify_store(store).ok
+
+
 # --- D7: a missing segment ----------------------------------------------------------------------------
 
 
