@@ -77,8 +77,9 @@ def index_entry_positions(data_dir: str, segment: int) -> list[int]:
 
 def assert_damaged_and_kept(data_dir: str, before: dict[str, bytes], clean: bool = True) -> None:
     """A writable open reports ``t-0`` damaged, keeps its data, and the other topic works; ``check``
-    reports it, and so does a read-only view of a cleanly closed store (``clean``: of an unclean one,
-    the view cannot tell damage from a writer's append under way)."""
+    reports it, and so does a read-only view of a cleanly closed store, or of damage before an unclean
+    store's last segment (``clean``; in the last one the view cannot tell damage from a writer's
+    append under way)."""
     with LogManager([data_dir]) as store:  # the symptom first: an append to another topic
         store.append(OTHER, records(1))
     assert log_bytes(data_dir) == before, "no record was cut from the files"
@@ -176,8 +177,9 @@ def test_corrupt_batch_followed_by_valid_data_after_a_crash_is_not_a_torn_tail(t
     assert len(files) >= 4
     flip(files[1], batch_positions(files[1])[2] + 30)  # above the recovery point, below the end
     before = log_bytes(data_dir)
-    assert_damaged_and_kept(data_dir, before, clean=False)
-    assert_damaged_and_kept(data_dir, before, clean=False)  # the dir stays unclean: found again
+    # Not the last segment: a read-only view tells it from an append under way, and reports it too.
+    assert_damaged_and_kept(data_dir, before)
+    assert_damaged_and_kept(data_dir, before)  # the dir stays unclean: found again
     plan = repair_and_check(data_dir)
     assert plan.removed_files, "the repair drops the later segments (what recovery would have done)"
 
@@ -205,10 +207,20 @@ def test_lost_unsynced_tail_of_an_earlier_segment_drops_the_later_ones(tmp_path)
     cut_at = batch_positions(files[2])[3]
     with open(files[2], "r+b") as handle:
         handle.truncate(cut_at + 20)
+    # A read-only view (it cannot cut) ends where the writer's recovery cuts: no hole, and it says so.
+    with LogManager([data_dir], read_only=True) as view:
+        log = view.get_log(TOPIC, 0)
+        offsets = [r.offset for r in log.iter_records()]
+        assert offsets == list(range(log.log_end_offset)) and log.log_end_offset < 400
+        assert len(log.segments) == 3
+        assert any("the read-only view ends at offset" in problem for problem in view.problems)
+        assert [r.offset for r in log.read(log.log_end_offset - 1, max_records=5)] == [log.log_end_offset - 1]
+        view_end = log.log_end_offset
     with LogManager([data_dir]) as store:
         assert not store.damaged_partitions
         assert any("dropped" in problem for problem in store.problems)
         assert len(store.get_log(TOPIC, 0).segments) == 3
+        assert store.get_log(TOPIC, 0).log_end_offset == view_end
 
 
 # --- D6 / D10: the tail of a cleanly closed segment --------------------------------------------------
