@@ -166,6 +166,11 @@ def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, 
                 if clean_shutdown or base < recovery_point}
     plan.orphan_indexes = [name for name in plan.orphan_indexes
                            if not any(name in names for names in suspects.values())]
+    # A suspect's ``.log.deleted`` is the evidence of an interrupted deletion: a writer removes it
+    # only after the orphans it explains (a crash in between must not leave them unexplained).
+    deleted_logs = {base: base_log_name(base) + DELETED_SUFFIX for base in suspects
+                    if base_log_name(base) + DELETED_SUFFIX in plan.remove}
+    plan.remove = [name for name in plan.remove if name not in deleted_logs.values()]
     if not read_only:
         _apply_plan(fs, dir_path, plan)
     segments: list[LogSegment] = []
@@ -185,15 +190,18 @@ def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, 
         # inside a cleaned segment leaves it ending below the log end offset the next roll starts at.
         gaps = config.compact
         start = log_start_offset
-        evidence = _missing_segments(fs, dir_path, segments, suspects, read_only, log_start_offset, clean_shutdown)
+        evidence = _missing_segments(fs, dir_path, segments, suspects, read_only, log_start_offset, clean_shutdown,
+                                     deleted_logs)
         if evidence:
             damage = damage or missing_segment_damage(dir_path, min(evidence))
         if read_only:
             try:
-                return _read_only_result(segments, log_start_offset, problems, clean_shutdown, damage, gaps)
+                return _read_only_result(segments, log_start_offset, problems, clean_shutdown, damage, gaps,
+                                         recovery_point, first_recovered)
             except CorruptDataError as exc:
                 damage = LogDamage("data", dir_path, None, segments[0].base_offset, f"{dir_path}: {exc}")
-                return _read_only_result(segments, log_start_offset, problems, False, damage, gaps)
+                return _read_only_result(segments, log_start_offset, problems, False, damage, gaps,
+                                         recovery_point, first_recovered)
         try:
             if damage is None:
                 damage = _check_ends(segments[:first_recovered],
@@ -244,12 +252,14 @@ def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, 
 
 
 def _missing_segments(fs: FileSystem, dir_path: str, segments: list[LogSegment], suspects: dict[int, list[str]],
-                      read_only: bool, log_start_offset: int, clean_shutdown: bool) -> dict[int, list[str]]:
+                      read_only: bool, log_start_offset: int, clean_shutdown: bool,
+                      deleted_logs: dict[int, str]) -> dict[int, list[str]]:
     """The suspect orphan index files that are a missing segment's: those whose base offset no
     segment covers, above the log start offset. (Index files at a base inside a segment's offsets
-    never had data of their own; those of a segment wholly below the log start offset are what a
+    never had data of their own; those of a segment wholly below the log start offset, or before
+    every segment after a crash when its ``.log.deleted`` is there (``deleted_logs``), are what a
     prefix deletion interrupted between renaming a ``.log`` and its indexes leaves. A writer
-    removes both.)"""
+    removes them, then that ``.log.deleted``.)"""
     evidence = {}
     for base, names in suspects.items():
         before = [segment for segment in segments if segment.base_offset < base]
@@ -259,14 +269,17 @@ def _missing_segments(fs: FileSystem, dir_path: str, segments: list[LogSegment],
         except CorruptRecordError:
             inside = False
         # Before every segment, after a crash: a prefix deletion (retention renames the oldest
-        # segment's files one by one before its new start offset is checkpointed) was interrupted.
-        front = not before and not clean_shutdown
+        # segment's files one by one, ``.log`` first, before its new start offset is checkpointed)
+        # was interrupted. A power loss keeps a prefix of the directory's renames: an index renamed
+        # means its ``.log`` was too. Without that ``.log.deleted`` the segment's data is missing.
+        front = not before and not clean_shutdown and base in deleted_logs
         if not inside and not front and not (after and after[0].base_offset <= log_start_offset):
             evidence[base] = names
         elif not read_only:
-            for name in names:
+            for name in names + ([deleted_logs[base]] if base in deleted_logs else []):
                 fs.remove(os.path.join(dir_path, name))
-            logger.info("%s: removed index files without data at base %d (inside a segment)", dir_path, base)
+            logger.info("%s: removed index files without data at base %d (%s)", dir_path, base,
+                        "an interrupted deletion" if front else "inside a segment, or below the log start offset")
     return evidence
 
 
@@ -431,15 +444,24 @@ def _recover(fs: FileSystem, segments: list[LogSegment], first: int, recovery_po
 
 
 def _read_only_result(segments: list[LogSegment], log_start_offset: int, problems: list[str],
-                      clean_shutdown: bool, damage: LogDamage | None, gaps: bool) -> LoadedLog:
+                      clean_shutdown: bool, damage: LogDamage | None, gaps: bool, recovery_point: int,
+                      first_recovered: int) -> LoadedLog:
     """A read-only view: the valid prefix of the last segment bounds what can be read, when a writer
     may be appending to it (or crashed). A cleanly shut-down store has no torn tail: its segments
-    must end with whole batches, contiguous, or the view is of a damaged partition."""
+    must end with whole batches, contiguous, or the view is of a damaged partition. After an unclean
+    shutdown the segments below the recovery point are checked so too, and the view of those above
+    it ends where a writer's recovery would cut (``_bound_view``): never a hole in what it reads."""
     if not segments:
         return LoadedLog([], log_start_offset, log_start_offset, log_start_offset, problems, damage)
-    last = segments[-1]
     if clean_shutdown and damage is None:
-        damage = _check_ends(segments[:-1], last, gaps, log_start_offset)
+        damage = _check_ends(segments[:-1], segments[-1], gaps, log_start_offset)
+    elif damage is None:
+        first_recovered = min(first_recovered, len(segments) - 1)
+        damage = _check_ends(segments[:first_recovered], segments[first_recovered], gaps, log_start_offset)
+        if damage is None:
+            segments, damage = _bound_view(segments, first_recovered, recovery_point, problems, log_start_offset,
+                                           gaps)
+    last = segments[-1]
     last.size_bytes, log_end_offset = read_valid_end(last)
     if clean_shutdown and damage is None and last.size_bytes != last.file.file_size():
         damage = data_damage(last, last.size_bytes, log_end_offset, f"{last.file.file_size() - last.size_bytes} "
@@ -453,6 +475,41 @@ def _read_only_result(segments: list[LogSegment], log_start_offset: int, problem
         return LoadedLog(segments, log_end_offset, log_end_offset, log_start_offset, problems, damage)
     log_start_offset = max(log_start_offset, segments[0].base_offset)
     return LoadedLog(segments, log_end_offset, log_end_offset, min(log_start_offset, log_end_offset), problems)
+
+
+def _bound_view(segments: list[LogSegment], first: int, recovery_point: int, problems: list[str],
+                log_start_offset: int, gaps: bool) -> tuple[list[LogSegment], LogDamage | None]:
+    """Pass 5 as a read-only view sees it (it cannot cut, nor rebuild indexes): each segment from
+    ``first`` on but the last ends with a valid batch (CRCs from its last index entry) and the next
+    starts there. Where a writer would cut a torn tail or a gap above the recovery point and drop the
+    later segments, the view ends there (reported in ``problems``); what a writer would call damage
+    is returned as such. Damage further inside a batch is reported by the reads that reach it."""
+    for slot in range(first, len(segments) - 1):
+        segment, following = segments[slot], segments[slot + 1]
+        file_size = segment.file.file_size()
+        valid_end, next_offset = read_valid_end(segment)
+        below = max(next_offset, log_start_offset) < recovery_point
+        if valid_end != file_size:
+            follows = valid_batch_after(segment, valid_end, next_offset - 1, file_size)
+            if (follows is not None and not is_zero(segment, valid_end, follows)) or below:
+                what = ("invalid bytes followed by valid batches" if not below else
+                        f"invalid bytes below the recovery point {recovery_point}")
+                return segments, data_damage(segment, valid_end, next_offset, f"{file_size - valid_end} {what}")
+            what = f"a torn tail of {file_size - valid_end} bytes at position {valid_end}"
+        else:
+            hole = _hole(segment, next_offset, following, False, log_start_offset)
+            if hole is None or (below and gaps and following.base_offset > next_offset):
+                continue  # contiguous; or a compacted topic's fsynced gap (see ``_recover``)
+            if below or following.base_offset < next_offset:
+                return segments, hole
+            what = f"offsets from {next_offset} are missing (above the recovery point {recovery_point})"
+        problems.append(f"{segment.log_path}: {what}; the read-only view ends at offset {next_offset}, where a "
+                        f"writer's recovery cuts (dropping the {len(segments) - slot - 1} later segments)")
+        logger.warning("%s", problems[-1])
+        for later in segments[slot + 1 :]:
+            later.close_handlers()
+        return segments[: slot + 1], None
+    return segments, None
 
 
 def check_indexes(segment: LogSegment) -> None:

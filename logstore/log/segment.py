@@ -28,6 +28,7 @@ from ..records.decoder import COMPRESSION_MASK, HEADER_BYTES, BatchHeader, Recor
 from ..records.fetch import HEAD_CACHE, take_records
 from .file_records import FileRecords
 from .index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
+from .time_lookup import load_max_timestamp
 
 logger = logging.getLogger("logstore.segment")  # its name before the subpackages (logging configs)
 
@@ -120,15 +121,8 @@ class LogSegment:
         """The largest record timestamp in the segment and the offset of the batch holding it
         (``(-1, base_offset)`` when none); loaded from the time index on first use."""
         if self._max_timestamp is None:
-            self._max_timestamp = self.time_index.last_entry if not self.indexes_distrusted else self._scan_max_timestamp()
+            self._max_timestamp = load_max_timestamp(self)
         return self._max_timestamp
-
-    def _scan_max_timestamp(self) -> TimestampOffset:
-        maximum = TimestampOffset(-1, self.base_offset)
-        for _, header, _, _ in self.scan_headers(0):
-            if header.max_timestamp > maximum.timestamp_ms:
-                maximum = TimestampOffset(header.max_timestamp, header.last_offset)
-        return maximum
 
     def can_hold(self, last_offset: int) -> bool:
         return 0 <= last_offset - self.base_offset <= _MAX_RELATIVE_OFFSET
@@ -371,7 +365,11 @@ class LogSegment:
         for batch_position, header, buffer, at in scan:
             if header.base_offset >= end_offset:
                 return records, charged, True
-            if header.last_offset < start_offset or header.record_count == 0:
+            if header.last_offset < start_offset:
+                continue
+            if header.record_count == 0:
+                # Verified, though it adds nothing: a damaged count must not hide a batch's records.
+                self.load_batch(batch_position, header, buffer, at)
                 continue
             batch = self._batch_for_read(batch_position, header, buffer, at, max_bytes - charged)
             cost, done = take_records(batch, start_offset, end_offset, max_bytes - charged, max_records, records,
@@ -391,11 +389,12 @@ class LogSegment:
         for batch_position, header, buffer, at in self.scan_from(start_offset, end, _LARGE_CHUNK_BYTES):
             if header.base_offset >= stop_offset:
                 return
-            if header.last_offset < start_offset or (header.record_count == 0 and not include_empty):
+            if header.last_offset < start_offset:
                 continue
-            batch = self.load_batch(batch_position, header, buffer, at)
+            batch = self.load_batch(batch_position, header, buffer, at)  # empty ones too (see ``read``)
             if header.record_count == 0:
-                yield batch, 0, 0
+                if include_empty:
+                    yield batch, 0, 0
                 continue
             first = batch.index_of(start_offset) if header.base_offset < start_offset else 0
             stop = batch.index_of(stop_offset) if header.last_offset >= stop_offset else header.record_count
@@ -567,7 +566,12 @@ class LogSegment:
             return
         if self.writable:
             time_entries = self.time_index.entries
-            if self.max_timestamp_so_far.timestamp_ms >= 0:
+            # Unloaded, the maximum adds nothing to the index it would be read from (and loading
+            # it reads the data: a clean close stays cheap). An inactive segment's index was trimmed
+            # at its roll: full, it takes no entry (a cut one understates, and lookups read past it).
+            maximum = self._max_timestamp
+            if (maximum is not None and maximum.timestamp_ms >= 0
+                    and self.time_index.entries < self.time_index.max_entries):
                 self.time_index.maybe_append(*self._max_timestamp_pair(), skip_full_check=True)
             # The clean marker says nothing needs recovering: what close writes is made durable too.
             if self.offset_index.resize(self.offset_index.size_bytes):

@@ -6,14 +6,27 @@ that promise checks it first against the batch it names, as every offset index l
 (``LogSegment.scan_from``): a lying entry (a flipped byte) raises ``CorruptIndexError``, which the
 ``Log`` answers by rebuilding the indexes (a writer) or by scanning without them (a read-only view),
 never by returning the wrong offset. One check per lookup, not per record.
+
+A segment's largest timestamp (which decides whether a lookup skips it, and when retention deletes
+it) is never taken from the time index alone: a read-only view, or a writer that did not recover the
+segment, may find the index cut short or missing, and its last entry would understate the maximum.
+``load_max_timestamp`` confirms the last entry by its batch and reads the headers after it — a few
+for an intact index, whose final entry names (nearly) the segment's last batch.
 """
 
 from __future__ import annotations
 
+import logging
+from typing import TYPE_CHECKING
+
 from ..errors import CorruptIndexError
 from ..records.decoder import HEADER_BYTES
 from .index import TimestampOffset
-from .segment import LogSegment
+
+if TYPE_CHECKING:  # the segment calls load_max_timestamp: no import cycle at run time
+    from .segment import LogSegment
+
+logger = logging.getLogger(__name__)
 
 
 def find_offset_by_timestamp(segment: LogSegment, timestamp_ms: int, starting_offset: int) -> tuple[int, int] | None:
@@ -42,15 +55,40 @@ def find_offset_by_timestamp(segment: LogSegment, timestamp_ms: int, starting_of
     return None
 
 
+def load_max_timestamp(segment: LogSegment) -> TimestampOffset:
+    """The largest record timestamp of ``segment`` and the offset of the batch holding it (``(-1,
+    base_offset)`` when none): the time index's last entry when the batch it names confirms it, raised
+    by the batch headers after that batch (headers only). With no confirmed entry (none, a lying one,
+    or distrusted indexes) every header is read."""
+    entry, position = TimestampOffset(-1, segment.base_offset), 0
+    last = entry if segment.indexes_distrusted else segment.time_index.last_entry
+    if last != entry:
+        try:
+            found = segment.translate_offset(last.offset, chunk_bytes=HEADER_BYTES)
+        except CorruptIndexError:
+            found = None
+        if found is not None and (found[1].last_offset, found[1].max_timestamp) == (last.offset, last.timestamp_ms):
+            segment.confirmed_max_timestamp = last
+            entry, position = last, found[0] + found[1].size_bytes
+        else:  # checked_max_timestamp reports it; the maximum read from the headers is right anyway
+            logger.warning("time index %s last entry %s does not match its batch: reading every header of %s",
+                           segment.time_index.path, tuple(last), segment.log_path)
+    for _, header, _, _ in segment.scan_headers(position, chunk_bytes=HEADER_BYTES):
+        if header.max_timestamp > entry.timestamp_ms:
+            entry = TimestampOffset(header.max_timestamp, header.last_offset)
+    return entry
+
+
 def checked_max_timestamp(segment: LogSegment) -> int:
-    """The segment's largest timestamp (``max_timestamp_so_far``), its time index entry confirmed
-    by the batch it names (a read-only view decides which segments to skip on it). Raises
-    ``CorruptIndexError`` when the entry lies."""
-    entry = segment.max_timestamp_so_far
+    """The segment's largest timestamp (``max_timestamp_so_far``, see ``load_max_timestamp``), its
+    time index's last entry confirmed by the batch it names (a read-only view decides which segments
+    to skip on it). Raises ``CorruptIndexError`` when the entry lies."""
+    maximum = segment.max_timestamp_so_far
+    entry = segment.time_index.last_entry if not segment.indexes_distrusted else segment.confirmed_max_timestamp
     if entry != segment.confirmed_max_timestamp and entry != (-1, segment.base_offset):
         found = segment.translate_offset(entry.offset, chunk_bytes=HEADER_BYTES)  # headers only
         if found is None or (found[1].last_offset, found[1].max_timestamp) != (entry.offset, entry.timestamp_ms):
             raise CorruptIndexError(f"time index {segment.time_index.path} last entry {tuple(entry)} does not "
                                     f"match the batch ending at that offset")
         segment.confirmed_max_timestamp = entry
-    return entry.timestamp_ms
+    return maximum.timestamp_ms

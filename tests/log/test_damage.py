@@ -77,8 +77,9 @@ def index_entry_positions(data_dir: str, segment: int) -> list[int]:
 
 def assert_damaged_and_kept(data_dir: str, before: dict[str, bytes], clean: bool = True) -> None:
     """A writable open reports ``t-0`` damaged, keeps its data, and the other topic works; ``check``
-    reports it, and so does a read-only view of a cleanly closed store (``clean``: of an unclean one,
-    the view cannot tell damage from a writer's append under way)."""
+    reports it, and so does a read-only view of a cleanly closed store, or of damage before an unclean
+    store's last segment (``clean``; in the last one the view cannot tell damage from a writer's
+    append under way)."""
     with LogManager([data_dir]) as store:  # the symptom first: an append to another topic
         store.append(OTHER, records(1))
     assert log_bytes(data_dir) == before, "no record was cut from the files"
@@ -176,8 +177,9 @@ def test_corrupt_batch_followed_by_valid_data_after_a_crash_is_not_a_torn_tail(t
     assert len(files) >= 4
     flip(files[1], batch_positions(files[1])[2] + 30)  # above the recovery point, below the end
     before = log_bytes(data_dir)
-    assert_damaged_and_kept(data_dir, before, clean=False)
-    assert_damaged_and_kept(data_dir, before, clean=False)  # the dir stays unclean: found again
+    # Not the last segment: a read-only view tells it from an append under way, and reports it too.
+    assert_damaged_and_kept(data_dir, before)
+    assert_damaged_and_kept(data_dir, before)  # the dir stays unclean: found again
     plan = repair_and_check(data_dir)
     assert plan.removed_files, "the repair drops the later segments (what recovery would have done)"
 
@@ -205,10 +207,20 @@ def test_lost_unsynced_tail_of_an_earlier_segment_drops_the_later_ones(tmp_path)
     cut_at = batch_positions(files[2])[3]
     with open(files[2], "r+b") as handle:
         handle.truncate(cut_at + 20)
+    # A read-only view (it cannot cut) ends where the writer's recovery cuts: no hole, and it says so.
+    with LogManager([data_dir], read_only=True) as view:
+        log = view.get_log(TOPIC, 0)
+        offsets = [r.offset for r in log.iter_records()]
+        assert offsets == list(range(log.log_end_offset)) and log.log_end_offset < 400
+        assert len(log.segments) == 3
+        assert any("the read-only view ends at offset" in problem for problem in view.problems)
+        assert [r.offset for r in log.read(log.log_end_offset - 1, max_records=5)] == [log.log_end_offset - 1]
+        view_end = log.log_end_offset
     with LogManager([data_dir]) as store:
         assert not store.damaged_partitions
         assert any("dropped" in problem for problem in store.problems)
         assert len(store.get_log(TOPIC, 0).segments) == 3
+        assert store.get_log(TOPIC, 0).log_end_offset == view_end
 
 
 # --- D6 / D10: the tail of a cleanly closed segment --------------------------------------------------
@@ -262,6 +274,29 @@ def test_read_only_view_of_a_running_writer_still_bounds_a_torn_tail(tmp_path):
         writer.get_log(TOPIC, 0).active_segment.file.truncate_to(os.path.getsize(last) - 30)
 
 
+@pytest.mark.parametrize("read_only", [True, False], ids=["read-only", "writable"])
+def test_a_record_count_zeroed_does_not_hide_a_batch(tmp_path, read_only):
+    """Zeros over a batch's record count (outside the header checksum, inside the body's) make it
+    look like an empty batch, which reads pass over: reads verify it and report the damage instead
+    of skipping its records."""
+    data_dir = str(tmp_path / "data")
+    build(data_dir)
+    victim = segment_files(data_dir)[2]
+    position = batch_positions(victim)[1]
+    with open(victim, "r+b") as handle:
+        handle.seek(position + 27)  # record_count: base_offset, length, magic, crc, header crc, attributes, delta
+        handle.write(b"\0\0\0\0")
+    base = int.from_bytes(open(victim, "rb").read()[position : position + 8], "little")
+    with LogManager([data_dir], read_only=read_only) as store:
+        log = store.get_log(TOPIC, 0)
+        with pytest.raises(CorruptRecordError, match="checksum"):
+            list(log.iter_records())
+        with pytest.raises(CorruptRecordError, match="checksum"):
+            log.read(base - 1, max_records=10)
+    with LogManager([data_dir], read_only=True) as store:
+        assert not verify_store(store).ok
+
+
 # --- D7: a missing segment ----------------------------------------------------------------------------
 
 
@@ -283,6 +318,35 @@ def test_missing_segment_is_a_hole(tmp_path, what):
         assert os.path.exists(victim[: -len(".log")] + ".index"), "the evidence stays"
     plan = repair_and_check(data_dir)
     assert plan.removed_offsets[0] == int(os.path.basename(files[1])[:20]) + 0 or plan.removed_offsets[0] > 0
+
+
+@pytest.mark.parametrize("renamed", [False, True], ids=["log_removed", "log_renamed_deleted"])
+def test_first_segment_log_gone_after_a_crash(tmp_path, renamed):
+    """After a crash, index files before every segment are an interrupted prefix deletion only when
+    that segment's ``.log.deleted`` is there (retention renames the ``.log`` first; a power loss keeps
+    a prefix of the renames). A ``.log`` simply gone is a missing segment: damage, never a silent
+    loss of its records."""
+    data_dir = str(tmp_path / "data")
+    build(data_dir)
+    os.remove(os.path.join(data_dir, ".kafka_cleanshutdown"))
+    first = segment_files(data_dir)[0]
+    second_base = int(os.path.basename(segment_files(data_dir)[1])[:20])
+    if not renamed:
+        os.remove(first)
+        with LogManager([data_dir], read_only=True) as store:
+            assert (TOPIC, 0) in store.damaged_partitions, store.problems
+            assert not verify_store(store).ok
+        assert_damaged_and_kept(data_dir, log_bytes(data_dir))
+        assert os.path.exists(first[: -len(".log")] + ".index"), "the evidence stays"
+        return
+    os.rename(first, first + ".deleted")
+    with LogManager([data_dir], read_only=True) as store:
+        assert not store.damaged_partitions, store.problems
+        assert [r.offset for r in store.get_log(TOPIC, 0).iter_records()] == list(range(second_base, 300))
+    with LogManager([data_dir]) as store:
+        assert not store.damaged_partitions, store.problems
+        assert [r.offset for r in store.get_log(TOPIC, 0).iter_records()] == list(range(second_base, 300))
+    assert not [name for name in os.listdir(part(data_dir)) if name.startswith(os.path.basename(first)[:20])]
 
 
 def test_missing_last_segment_of_a_clean_store(tmp_path):
