@@ -17,8 +17,8 @@ are still read. A damaged line that is not a torn last line is ignored with a wa
 in ``problems``; as it may have been a ``P`` line, the next id then starts a block further on. A
 journal left with no intact ``P`` line, or missing although a server ran on the dir (its
 ``__consumer_offsets`` partitions exist), is reported and the ids go on from a block derived from
-the clock (milliseconds since the epoch), which no id can have reached unless the store handed out
-more than one id per millisecond on average. A journal that does not end with its closing ``P`` line
+the clock (microseconds since the epoch), which no id can have reached unless the store handed out
+more than one id per microsecond on average. A journal that does not end with its closing ``P`` line
 (a crash's tail, or a cut of whole lines: they cannot be told apart) is reported as "producer state
 may be incomplete": a retry of the last batches may then be appended again.
 
@@ -178,9 +178,10 @@ class ProducerStateManager:
             return False
 
     def _skip_to_clock_block(self) -> None:
-        """Reserve from the clock's milliseconds on: ids handed out before the reservation was lost
-        were below it unless the store ever averaged more than one new producer id per millisecond."""
-        self._reserved_until = max(self._reserved_until, time.time_ns() // 1_000_000)
+        """Reserve from the clock's microseconds since the epoch on: ids handed out before the
+        reservation was lost are below that unless the store averaged more than one new producer id
+        per microsecond (an earlier skip's block of ``PRODUCER_ID_BLOCK`` ids is used up in 1 ms)."""
+        self._reserved_until = max(self._reserved_until, time.time_ns() // 1_000)
 
     def _replay(self, fields: list[str], log_end_offset: Callable[[str, int], int | None]) -> int:
         kind = fields[0]
