@@ -222,8 +222,10 @@ class LogDirs:
         own = self._partition_starts.get(key)
         if in_dir == -1:
             return
-        in_dir, own = max(in_dir or 0, base), (None if own == -1 else max(own or 0, base))
-        if own is not None and own != in_dir:
+        if own == -1:
+            return  # damaged: reported when read
+        in_dir, own = max(in_dir or 0, base), max(own or 0, base)
+        if own != in_dir:  # a missing partition file reads as the base: disagrees with a start above it
             message = (f"{log.name}: the log start offset in {PARTITION_LOG_START_OFFSET} ({own}) and in the data "
                        f"dir's {LOG_START_OFFSET_CHECKPOINT} ({in_dir}) disagree; the larger, "
                        f"{max(own, in_dir)}, is used (a crash between their writes, or a damaged or lost file)")
