@@ -19,7 +19,9 @@ end offset or a higher log start offset, with nothing reported; for ``check``: d
 while check says OK), ``raw error`` (an exception outside ``LogStoreError``), ``reported`` (an error
 of the ``LogStoreError`` hierarchy, the open's ``store.problems`` or check's errors naming the damage),
 ``torn tail`` (an unclean store's last segment cut above its recovery point: a power loss may do
-that) and ``right``.
+that; or, after the writable open, the end of an unclean log from at or above its recovery point,
+cut by that open, which reported the cut in ``store.problems``: recovery of a power loss, which a
+cut file cannot be told from) and ``right``.
 """
 
 from __future__ import annotations
