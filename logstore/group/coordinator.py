@@ -153,6 +153,8 @@ class GroupCoordinator:
             return errors.COORDINATOR_NOT_AVAILABLE
         if not group_id and not allow_empty_id:
             return errors.INVALID_GROUP_ID
+        if self.storage.unavailable and self.storage.partition_for(group_id) in self.storage.unavailable:
+            return errors.COORDINATOR_NOT_AVAILABLE  # its partition could not be loaded: unknown, not empty
         return errors.NONE
 
     def _now(self) -> int:
@@ -552,8 +554,10 @@ class GroupCoordinator:
         if not self._active:
             return errors.COORDINATOR_NOT_AVAILABLE, []
         wanted = {state.lower() for state in states}
+        # Groups of a partition that could not be loaded are unknown: listed without them, said so.
+        error = errors.COORDINATOR_NOT_AVAILABLE if self.storage.unavailable else errors.NONE
         with self.lock:
-            return errors.NONE, [GroupOverview(group.group_id, group.protocol_type or "", group.state)
+            return error, [GroupOverview(group.group_id, group.protocol_type or "", group.state)
                                  for group in self.groups.values()
                                  if not wanted or group.state.lower() in wanted]
 

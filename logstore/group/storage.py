@@ -41,7 +41,10 @@ class GroupMetadataManager:
         self.groups: dict[str, GroupMetadata] = {}
         self.num_partitions = config.offsets_topic_num_partitions
         self.skipped_records = 0  # records of kinds this coordinator does not know (KIP-848 keys)
-        self.problems: list[str] = []  # records the replay could not decode
+        self.problems: list[str] = []  # partitions the replay could not read, records it could not decode
+        # ``__consumer_offsets`` partitions whose groups are unknown (damaged, missing or undecodable):
+        # their groups are answered COORDINATOR_NOT_AVAILABLE, never as empty groups.
+        self.unavailable: dict[int, str] = {}
         self._writer: OffsetsWriter | None = None
 
     # --- the topic -------------------------------------------------------------------------------
@@ -81,22 +84,31 @@ class GroupMetadataManager:
         """Replay every partition of the topic from its start (reference §6.5)."""
         group_values: dict[str, formats.GroupValue] = {}
         offsets: dict[str, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]] = {}
+        self.unavailable.clear()
         for partition in range(self.num_partitions):
             try:
                 log = self.store.get_log(OFFSETS_TOPIC, partition)
-            except LogStoreError as exc:  # an offline partition: its groups are unknown, say so
-                logger.error("%s-%d cannot be loaded: %s", OFFSETS_TOPIC, partition, exc)
-                continue
-            for record in log.iter_records():
-                try:
-                    self._replay(record, group_values, offsets)
-                except CorruptRecordError as exc:
-                    # One bad record must not take every group down: it is skipped, and reported.
-                    problem = f"{OFFSETS_TOPIC}-{partition} offset {record.offset}: skipped: {exc}"
-                    logger.error("%s", problem)
-                    self.problems.append(problem)
+                for record in log.iter_records():
+                    try:
+                        self._replay(record, group_values, offsets)
+                    except CorruptRecordError as exc:
+                        # One record that does not decode (its batch's CRC held) must not take every
+                        # group down: it is skipped, and reported.
+                        problem = f"{OFFSETS_TOPIC}-{partition} offset {record.offset}: skipped: {exc}"
+                        logger.error("%s", problem)
+                        self.problems.append(problem)
+                        self.store.problems.append(problem)
+            except LogStoreError as exc:
+                # Damaged (bad bytes, a hole, a cut), missing or offline: the groups of this
+                # partition are unknown. Kafka keeps them "loading"; here they are unavailable until
+                # the partition is repaired, never answered as empty groups.
+                self._set_unavailable(partition, exc)
         now_ms = self.clock.time_ms()
         self.groups.clear()
+        known = {group_id for group_id in (*group_values, *offsets)
+                 if self.partition_for(group_id) not in self.unavailable}
+        group_values = {group_id: value for group_id, value in group_values.items() if group_id in known}
+        offsets = {group_id: value for group_id, value in offsets.items() if group_id in known}
         for group_id, value in group_values.items():
             self.groups[group_id] = self._group_from_value(group_id, value, now_ms)
         for group_id, committed in offsets.items():
@@ -110,6 +122,14 @@ class GroupMetadataManager:
                 group.offset_positions[key] = position
         if self.groups:
             logger.info("loaded %d group(s) from %s", len(self.groups), OFFSETS_TOPIC)
+
+    def _set_unavailable(self, partition: int, exc: LogStoreError) -> None:
+        problem = (f"{OFFSETS_TOPIC}-{partition} cannot be loaded ({exc}): its consumer groups are unavailable "
+                   "(COORDINATOR_NOT_AVAILABLE) until the partition is repaired")
+        logger.error("%s", problem)
+        self.unavailable[partition] = problem
+        self.problems.append(problem)
+        self.store.problems.append(problem)
 
     def _replay(self, record: Record, group_values: dict, offsets: dict) -> None:
         if record.key is None:

@@ -52,6 +52,9 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+# The second home of a partition's log start offset, in the partition's own directory (same format,
+# one entry): present only while the start is above the first segment's base offset.
+PARTITION_LOG_START_OFFSET = "log-start-offset"
 DAMAGED_SUFFIX = ".damaged"  # a checkpoint set aside because no copy of it could be read
 CHECKPOINT_VERSION = 1
 LEGACY_CHECKPOINT_VERSION = 0
@@ -205,6 +208,12 @@ class OffsetCheckpointFile:
 
     def write(self, entries: Mapping[TopicPartition, int]) -> None:
         self._fs.write_file_atomic(self.path, format_offsets(entries))
+
+    def remove(self) -> None:
+        """Remove the file (if present), durably."""
+        if self._fs.exists(self.path):
+            self._fs.remove(self.path)
+            self._fs.fsync_dir(os.path.dirname(self.path) or ".")
 
     def set_aside(self, now_ms: int) -> str:
         """Rename the (damaged) file to ``<name>.<now_ms>.damaged``, durably, so it is kept for

@@ -14,6 +14,12 @@ A ``LogManager`` holds one. It owns the open logs (``logs``) and which dir holds
   by a writer, kept aside as ``<name>.<ms>.damaged`` (which ``logstore check`` reports until it is
   removed): the offsets it held are lost, so records removed by ``delete_records`` may be back, and
   that must never become permanent without a word.
+- **A second home for log start offsets**: while a partition's log start offset is above its first
+  segment's base offset (only ``delete_records`` and truncation make it so), its directory also
+  holds ``log-start-offset`` (same format, one entry), written *before* the dir's checkpoint and
+  removed when the start falls back to the base. An open takes the larger of the intact values, so
+  losing either file (or a crash between the two writes) never brings deleted records back, and
+  reports when they disagree or one is damaged or missing.
 - **Loading** (Kafka's ``loadLogs``): every dir's partitions are opened by a pool of
   ``num.recovery.threads.per.data.dir`` threads of its own, all dirs at once. After an unclean
   shutdown each log re-verifies only its segments from its recovery point on.
@@ -44,7 +50,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Collection
 
 from ..errors import CorruptCheckpointError, LockedError, LogStoreError, OfflineDirError, StorageError
-from ..log.checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile,
+from ..log.checkpoint import (LOG_START_OFFSET_CHECKPOINT, PARTITION_LOG_START_OFFSET, RECOVERY_POINT_CHECKPOINT,
+                              OffsetCheckpointFile,
                               take_clean_shutdown_marker, write_clean_shutdown_marker)
 from ..log.damage import RepairPlan
 from ..log.log import Log
@@ -107,6 +114,10 @@ class LogDirs:
         self._markers: dict[str, bytes] = {}  # the intact clean-shutdown marker found at open, per dir
         self._opened_state: dict[str, tuple] = {}  # per dir, its state when the open finished
         self._locks: dict[str, int] = {}
+        # What each partition's own log-start-offset file holds (None: no file; -1: unknown, so the
+        # next checkpoint writes or removes it), and the dir checkpoint's entry until the log loads.
+        self._partition_starts: dict[tuple[str, int], int | None] = {}
+        self._dir_starts: dict[tuple[str, int], int | None] = {}
 
     # --- opening ---------------------------------------------------------------------------------
 
@@ -176,6 +187,67 @@ class LogDirs:
             logger.warning("%s", message)
             return {}
 
+    # --- the partitions' own log-start-offset files ----------------------------------------------
+
+    def _read_partition_start(self, key: tuple[str, int], path: str) -> int:
+        """The value in ``<partition>/log-start-offset`` (0 when absent or damaged: reported, and a
+        writer rewrites it at its next checkpoint)."""
+        checkpoint = OffsetCheckpointFile(self._fs, os.path.join(path, PARTITION_LOG_START_OFFSET))
+        try:
+            contents = checkpoint.read_contents()
+        except CorruptCheckpointError as exc:
+            self._partition_starts[key] = -1  # unknown: rewritten (or removed) at the next checkpoint
+            message = (f"{exc}: the partition's own copy of its log start offset is lost; the data dir's "
+                       "log-start-offset-checkpoint is used")
+            self.problems.append(message)
+            logger.warning("%s", message)
+            return 0
+        value = None if contents is None else contents.entries.get(key)
+        if contents is not None and (value is None or len(contents.entries) != 1):
+            value = None
+            self._partition_starts[key] = -1
+            self.problems.append(f"{checkpoint.path} does not hold the log start offset of this partition; ignored")
+            logger.warning("%s", self.problems[-1])
+        else:
+            self._partition_starts[key] = value
+        return value or 0
+
+    def _compare_starts(self, key: tuple[str, int], log: Log) -> None:
+        """Report when the two homes of a loaded log's start offset disagree (both read as at least
+        the first segment's base offset, since below it an entry means nothing)."""
+        if not log.segments:
+            return
+        base = log.segments[0].base_offset
+        in_dir = self._dir_starts.pop(key, None)
+        own = self._partition_starts.get(key)
+        if in_dir == -1:
+            return
+        if own == -1:
+            return  # damaged: reported when read
+        in_dir, own = max(in_dir or 0, base), max(own or 0, base)
+        if own != in_dir:  # a missing partition file reads as the base: disagrees with a start above it
+            message = (f"{log.name}: the log start offset in {PARTITION_LOG_START_OFFSET} ({own}) and in the data "
+                       f"dir's {LOG_START_OFFSET_CHECKPOINT} ({in_dir}) disagree; the larger, "
+                       f"{max(own, in_dir)}, is used (a crash between their writes, or a damaged or lost file)")
+            self.problems.append(message)
+            logger.warning("%s", message)
+
+    def _write_partition_starts(self, logs: list[tuple[tuple[str, int], Log]]) -> None:
+        """Write (or remove) the ``log-start-offset`` file of every log whose value changed. Damaged
+        logs keep theirs as found."""
+        for key, log in logs:
+            if log.damage is not None or not log.segments:
+                continue
+            wanted = log.log_start_offset if log.log_start_offset > log.segments[0].base_offset else None
+            if self._partition_starts.get(key, -1) == wanted:
+                continue
+            checkpoint = OffsetCheckpointFile(self._fs, os.path.join(log.dir_path, PARTITION_LOG_START_OFFSET))
+            if wanted is None:
+                checkpoint.remove()
+            else:
+                checkpoint.write({key: wanted})
+            self._partition_starts[key] = wanted
+
     # --- loading ---------------------------------------------------------------------------------
 
     def load(self, topics: TopicsFile) -> None:
@@ -201,6 +273,7 @@ class LogDirs:
                             log.close_handlers()
                             continue
                         (self.logs if log.damage is None else self.damaged)[key] = log
+                        self._compare_starts(key, log)
                     except OSError as exc:
                         self.mark_offline(dir_path, f"loading {partition_dir_name(*key)} in {dir_path} failed: "
                                                      f"{exc.strerror or exc}")
@@ -236,7 +309,9 @@ class LogDirs:
             # A damaged recovery-point checkpoint is not trusted, and neither is the clean marker
             # beside it: recover the whole dir (every recovery point is 0 now).
             self.clean_shutdown[dir_path] = False
+        problems_before = len(self.problems)
         start_offsets = self._read_checkpoint(dir_path, LOG_START_OFFSET_CHECKPOINT)
+        starts_lost = len(self.problems) > problems_before  # reported already: no comparison per partition
         jobs = []
         for name in self._fs.list_dir(dir_path):
             path = os.path.join(dir_path, name)
@@ -259,7 +334,9 @@ class LogDirs:
             self.dir_of[parsed] = dir_path
             if meta.state == DELETING:
                 continue
-            jobs.append((parsed, (parsed, path, recovery_points.get(parsed, 0), start_offsets.get(parsed, 0),
+            start = max(start_offsets.get(parsed, 0), self._read_partition_start(parsed, path))
+            self._dir_starts[parsed] = -1 if starts_lost else start_offsets.get(parsed)
+            jobs.append((parsed, (parsed, path, recovery_points.get(parsed, 0), start,
                                   self.clean_shutdown[dir_path])))
         return jobs
 
@@ -291,6 +368,7 @@ class LogDirs:
         path = os.path.join(dir_path, partition_dir_name(*topic_partition))
         self._fs.make_dirs(path)
         self.dir_of[topic_partition] = dir_path
+        self._partition_starts.pop(topic_partition, None)  # a resumed creation may have left one
         log = self.logs[topic_partition] = self.open_log(topic_partition, path, 0, 0, True)
         return log
 
@@ -388,6 +466,10 @@ class LogDirs:
             OffsetCheckpointFile(self._fs, os.path.join(dir_path, RECOVERY_POINT_CHECKPOINT)).write(
                 {key: log.recovery_point for key, log in logs})
         if LOG_START_OFFSET_CHECKPOINT in which:
+            # The partitions' own files first: a crash between the two writes leaves the new value
+            # in one home, and the open takes the larger (a raised start stays raised; a lowered one
+            # is lowered only after a truncation that left no record between the two values).
+            self._write_partition_starts(logs)
             OffsetCheckpointFile(self._fs, os.path.join(dir_path, LOG_START_OFFSET_CHECKPOINT)).write(
                 {key: log.log_start_offset for key, log in logs
                  if log.damage is not None or log.log_start_offset > log.segments[0].base_offset})

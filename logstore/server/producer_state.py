@@ -15,7 +15,12 @@ journal starts with the version line ``V 1`` and has its ``P`` line both first a
 damaged line cannot lose the id reservation. Lines without a checksum (version 0, before issue 14)
 are still read. A damaged line that is not a torn last line is ignored with a warning and recorded
 in ``problems``; as it may have been a ``P`` line, the next id then starts a block further on. A
-journal left with no intact ``P`` line raises ``CorruptCheckpointError`` (the server does not start).
+journal left with no intact ``P`` line, or missing although a server ran on the dir (its
+``__consumer_offsets`` partitions exist), is reported and the ids go on from a block derived from
+the clock (microseconds since the epoch), which no id can have reached unless the store handed out
+more than one id per microsecond on average. A journal that does not end with its closing ``P`` line
+(a crash's tail, or a cut of whole lines: they cannot be told apart) is reported as "producer state
+may be incomplete": a retry of the last batches may then be appended again.
 
 Both writes go to the OS like an ``acks=1`` append: they survive a kill -9 of the server. At start-up
 the journal is replayed and each batch line is checked against the log it names: a line whose
@@ -34,6 +39,7 @@ import logging
 import os
 import re
 import threading
+import time
 import zlib
 from dataclasses import dataclass, field
 from typing import Callable
@@ -50,6 +56,7 @@ PRODUCER_ID_BLOCK = 1000
 COMPACT_AFTER_LINES = 100_000
 _INT32_MAX = 2**31 - 1
 JOURNAL_VERSION = 1
+OFFSETS_TOPIC_DIR_PREFIX = "__consumer_offsets-"
 _CRC = re.compile(r"[0-9a-f]{8}")
 
 
@@ -113,6 +120,7 @@ class ProducerStateManager:
         if os.path.exists(self.path):
             with open(self.path, "rb") as journal:
                 data = journal.read()
+            last_kind, reservations = None, 0
             for number, raw in enumerate(data.split(b"\n"), 1):
                 if not raw:
                     continue
@@ -121,20 +129,33 @@ class ProducerStateManager:
                     checksummed = checksummed or fields[0] == "V"  # every line after a version line has one
                     reserved = reserved or fields[0] == "P"
                     dropped += self._replay(fields, log_end_offset)
+                    last_kind = fields[0]
+                    reservations = 0 if last_kind == "V" else reservations + (last_kind == "P")
                 except (ValueError, IndexError, UnicodeDecodeError):
                     # A torn last line after a crash; anything else is damage worth a word.
+                    last_kind = None
                     if number <= data.count(b"\n"):  # a complete line (a torn one has no line end)
                         damaged += 1
-                        message = f"{self.path} line {number} is damaged and ignored: {raw[:80]!r}"
-                        logger.warning("%s", message)
-                        self.problems.append(message)
+                        self._report(f"{self.path} line {number} is damaged and ignored: {raw[:80]!r}")
             if not reserved:
-                # Every version writes a P line first (and this one last too): without one, producer ids
-                # could be handed out twice. Refuse, naming the file.
-                raise CorruptCheckpointError(
-                    f"{self.path} is damaged: no intact producer id reservation (P line) is left, so producer "
-                    "ids could be handed out twice; move the file away to start the producer state afresh "
-                    "(idempotent producers then restart their sequences)")
+                # Every version writes a P line first (and this one last too): without one, the ids
+                # handed out are unknown. Reported, and the ids go on from a block no id can have used.
+                self._report(f"{self.path} is damaged: no intact producer id reservation (P line) is left; "
+                             "producer state may be incomplete and producer ids restart from a block derived "
+                             "from the clock")
+                self._skip_to_clock_block()
+            elif checksummed and (last_kind != "P" or reservations < 2) and not damaged:
+                # A journal closed cleanly ends with its P line (its second one since the V line;
+                # version 0 had no such rule). Any other end is a crash's torn or
+                # unsynced tail, or a cut that took whole lines: the two cannot be told apart, so a
+                # retry of the last batches may be appended again. Said, never silent.
+                self._report(f"{self.path} does not end with its closing P line (the server stopped without "
+                             "closing it, or the file was cut): producer state may be incomplete")
+        elif self._ran_before():
+            self._report(f"{self.path} is missing although a server used this data dir: producer state is lost "
+                         "(retried batches may be appended twice) and producer ids restart from a block "
+                         "derived from the clock")
+            self._skip_to_clock_block()
         if damaged:
             # The line may have reserved a block of producer ids (each P line reserves one block past
             # the previous one): skip a block, so no id can be handed out twice.
@@ -144,6 +165,23 @@ class ProducerStateManager:
                         "before the last stop)", dropped)
         self._next_id = max(self._next_id, self._reserved_until)
         self._rewrite()
+
+    def _report(self, message: str) -> None:
+        logger.warning("%s", message)
+        self.problems.append(message)
+
+    def _ran_before(self) -> bool:
+        """Whether a server ran on this dir: it creates ``__consumer_offsets`` at its first start."""
+        try:
+            return any(name.startswith(OFFSETS_TOPIC_DIR_PREFIX) for name in os.listdir(self.dir_path))
+        except OSError:
+            return False
+
+    def _skip_to_clock_block(self) -> None:
+        """Reserve from the clock's microseconds since the epoch on: ids handed out before the
+        reservation was lost are below that unless the store averaged more than one new producer id
+        per microsecond (an earlier skip's block of ``PRODUCER_ID_BLOCK`` ids is used up in 1 ms)."""
+        self._reserved_until = max(self._reserved_until, time.time_ns() // 1_000)
 
     def _replay(self, fields: list[str], log_end_offset: Callable[[str, int], int | None]) -> int:
         kind = fields[0]

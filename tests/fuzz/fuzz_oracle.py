@@ -19,7 +19,9 @@ end offset or a higher log start offset, with nothing reported; for ``check``: d
 while check says OK), ``raw error`` (an exception outside ``LogStoreError``), ``reported`` (an error
 of the ``LogStoreError`` hierarchy, the open's ``store.problems`` or check's errors naming the damage),
 ``torn tail`` (an unclean store's last segment cut above its recovery point: a power loss may do
-that) and ``right``.
+that; or, after the writable open, the end of an unclean log from at or above its recovery point,
+cut by that open, which reported the cut in ``store.problems``: recovery of a power loss, which a
+cut file cannot be told from) and ``right``.
 """
 
 from __future__ import annotations
@@ -135,6 +137,7 @@ def mutate(root: str, mutation: Mutation) -> None:
 class Verdict:
     outcome: str = RIGHT
     detail: str = ""
+    power_loss_cut: bool = False  # reported, and only for a cut a power loss could make: check may be silent
 
     def worse(self, outcome: str, detail: str) -> None:
         if SEVERITY[outcome] > SEVERITY[self.outcome]:
@@ -150,6 +153,7 @@ class PartitionView:
     raised: list[str] = field(default_factory=list)  # LogStoreError messages
     raw: list[str] = field(default_factory=list)  # other exceptions
     lost_offsets: set[int] = field(default_factory=set)
+    kept_offsets: set[int] = field(default_factory=set)  # the offsets the scan read
 
 
 def _error_text(exc: BaseException) -> str:
@@ -202,6 +206,7 @@ def observe_partition(store: LogManager, model, rng: random.Random, subset: bool
         beyond.append(f"log end offset {log_end} > {model.log_end_offset}")
     if log_start < model.log_start_offset and not view.wrong:
         beyond.append(f"log start offset {log_start} < {model.log_start_offset}")
+    view.kept_offsets = set(got)
     lost = expected - set(got)
     if lost:
         view.lost_offsets |= lost
@@ -286,10 +291,16 @@ def names_damage(texts, model, mutation: Mutation) -> bool:
 
 
 def classify(view: PartitionView | None, reported: bool, model, mutation: Mutation, template: StoreModel,
-             torn_allowed: bool) -> Verdict:
+             torn_allowed: bool, cut_reported: bool = False) -> Verdict:
+    """The verdict on one partition in one open. ``torn_allowed``: the mutation is a power loss's
+    shape (``torn_tail_allowed``). ``cut_reported``: the writable open that cut this partition said
+    so in ``store.problems`` ("cut a torn tail", "dropped ... later segments"): in an unclean store,
+    a loss of a suffix of the log at or above the recovery point is then the documented recovery of
+    a power loss (which cannot be told from a cut file), not a silent loss."""
     verdict = Verdict()
     if view is None:
         return verdict
+    power_loss_cut = _suffix_above_recovery_point(view, model) and (torn_allowed or cut_reported)
     if view.wrong:
         verdict.worse(WRONG, view.wrong[0])
     elif view.raw:
@@ -297,13 +308,33 @@ def classify(view: PartitionView | None, reported: bool, model, mutation: Mutati
     elif view.missing:
         if view.raised or reported:
             verdict.worse(REPORTED, view.missing[0])
+            verdict.power_loss_cut = power_loss_cut
         elif torn_allowed and min(view.lost_offsets) >= model.recovery_point:
             verdict.worse(TORN, view.missing[0])
+        elif cut_reported and power_loss_cut:
+            verdict.worse(TORN, f"{view.missing[0]} (cut by the writable open, which reported it)")
         else:
             verdict.worse(LOSS, view.missing[0])
     elif view.raised:
         verdict.worse(REPORTED, view.raised[0])
     return verdict
+
+
+def _suffix_above_recovery_point(view: PartitionView, model) -> bool:
+    """Whether the records lost are the end of the log, all at or above the recovery point: no hole
+    (no record read above a lost one)."""
+    if not view.lost_offsets:
+        return False
+    first_lost = min(view.lost_offsets)
+    return first_lost >= model.recovery_point and max(view.kept_offsets, default=-1) < first_lost
+
+
+def cut_reported_by(texts: list[str], model, template: StoreModel, mutation: Mutation) -> bool:
+    """Whether an open's ``store.problems`` report a recovery cut of ``model``'s partition (an unclean
+    store's damaged segment only)."""
+    if template.clean or not mutation.path.endswith(".log"):
+        return False
+    return any(model.name in text and ("cut a torn tail" in text or "later segments" in text) for text in texts)
 
 
 def torn_tail_allowed(template: StoreModel, mutation: Mutation) -> bool:
@@ -511,22 +542,26 @@ def judge_mutation(template: StoreModel, copy: StoreModel, mutation: Mutation, r
     verdicts: dict[str, Verdict] = {mode: Verdict() for mode in MODES}
     ro_views, ro_reported, _, check_report = _session(copy.dirs, True, template, mutation, rng, False, _check_extra)
     cli_result = _cli_check(copy.dirs) if cli_check else None
-    rw_views, rw_reported, _, _ = _session(copy.dirs, False, template, mutation, rng, False,
-                                           _writable_extra(template, mutation, rng))
+    rw_views, rw_reported, rw_texts, _ = _session(copy.dirs, False, template, mutation, rng, False,
+                                                  _writable_extra(template, mutation, rng))
     after_views, after_reported, _, after_report = _session(copy.dirs, True, template, mutation, rng, True,
                                                             _check_extra)
     check_errors = _check_texts(check_report)
     after_errors = _check_texts(after_report)
     for key, model in template.partitions.items():
         ro = classify(ro_views.get(key), ro_reported.get(key, False), model, mutation, template, torn)
-        rw = classify(rw_views.get(key), rw_reported.get(key, False), model, mutation, template, torn)
+        cut = cut_reported_by(rw_texts, model, copy, mutation)
+        rw = classify(rw_views.get(key), rw_reported.get(key, False), model, mutation, template, torn, cut)
         after_named = after_reported.get(key, False) or names_damage(after_errors, model, mutation)
-        after = classify(after_views.get(key), after_named, model, mutation, template, torn)
+        after = classify(after_views.get(key), after_named, model, mutation, template, torn, cut)
         if after.outcome == LOSS and rw.outcome == TORN:
             after = Verdict(TORN, after.detail)  # the same unflushed tail, cut by recovery
         for mode, verdict in (("read-only", ro), ("writable", rw), ("after writable", after)):
             verdicts[mode].worse(verdict.outcome, f"{model.name}: {verdict.detail}")
-        damaged = [verdict for verdict in (ro, rw) if verdict.outcome in (WRONG, LOSS, RAW, REPORTED)]
+        # The writable open's reported cut of a power loss's shape is recovery, not damage that check
+        # (which sees the store before it) must name; what the read-only open saw, check must see.
+        damaged = [verdict for verdict in (ro, rw) if verdict.outcome in (WRONG, LOSS, RAW, REPORTED)
+                   and not (verdict is rw and verdict.power_loss_cut)]
         if damaged:
             if isinstance(check_report, BaseException) and not isinstance(check_report, LogStoreError):
                 verdicts["check"].worse(RAW, f"{model.name}: {check_report}")

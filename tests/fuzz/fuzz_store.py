@@ -153,6 +153,10 @@ def build_clean_template(root: str, seed: int = 14) -> StoreModel:
     store.get_log(PLAIN, 0).delete_records(second.base_offset + 3)  # inside a segment, above the first's base
     assert plain0.log_start_offset > plain0.segments[0].base_offset
 
+    # The server's producer-state journal is made at its first start, before __consumer_offsets.
+    journal = ProducerStateManager(dirs[0])
+    journal.load(lambda topic, partition: store.get_log(topic, partition).log_end_offset)
+
     # The group's committed offsets, through the coordinator (in-process, no threads).
     coordinator = GroupCoordinator(store, config=GROUP_CONFIG, clock=clock, threaded=False)
     coordinator.startup()
@@ -166,9 +170,7 @@ def build_clean_template(root: str, seed: int = 14) -> StoreModel:
         committed.update(offsets)
     coordinator.shutdown()
 
-    # The server's producer-state journal: a few idempotent batches of plain-1, as the server journals them.
-    journal = ProducerStateManager(dirs[0])
-    journal.load(lambda topic, partition: store.get_log(topic, partition).log_end_offset)
+    # The journal: a few idempotent batches of plain-1, as the server journals them.
     producer_id = journal.new_producer_id()
     log1 = store.get_log(PLAIN, 1)
     for sequence in range(0, 12, 3):

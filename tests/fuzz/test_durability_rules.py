@@ -5,7 +5,8 @@ on the real engine:
 
 - ``write_file_atomic`` is durable when it returns (the directory fsync after the rename);
 - a checkpoint is replaced crash-safely: a crash at any file operation of ``delete_records`` leaves
-  the old or the new log start offset, never a lower one (records deleted come back);
+  the old or the new log start offset, never a lower one (records deleted come back), and no
+  damaged checkpoint;
 - recovery verifies every batch's checksum: a damaged last batch of an unclean log is cut;
 - a torn tail (an incomplete last batch) of an unclean log is cut, logged and recorded, never an error;
 - ``truncate_to`` removes exactly the records from the offset on, in memory and on disk;
@@ -136,6 +137,9 @@ def test_a_crash_at_any_operation_of_delete_records_keeps_the_log_start_offset(t
             log = view.get_log(TOPIC, 0)
             assert log.log_start_offset in (15, 55), (cut_at, log.log_start_offset, view.problems)
             assert min(_values(view)) == log.log_start_offset
+            # Each file holds its old or new content: at most the two homes of the log start offset
+            # disagree (a kill between their writes), never a damaged checkpoint.
+            assert all("disagree" in problem for problem in view.problems), (cut_at, view.problems)
 
 
 # --- recovery -------------------------------------------------------------------------------------

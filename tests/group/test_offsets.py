@@ -173,3 +173,29 @@ def test_a_record_that_does_not_decode_is_skipped_and_reported_not_fatal(env):
 def test_a_commit_to_unknown_partitions_only_creates_no_group(env):
     assert env.commit("ghost", {("no-such-topic", 0): 1}) == {("no-such-topic", 0): errors.UNKNOWN_TOPIC_OR_PARTITION}
     assert env.coordinator.list_groups()[1] == []
+
+
+def test_a_damaged_offsets_partition_makes_its_groups_unavailable_not_empty(env):
+    """Issue 14 fuzz #543/#615/#21: a damaged, cut or removed ``__consumer_offsets`` segment must not
+    make a group look empty (committed offsets None, error 0): its groups answer
+    COORDINATOR_NOT_AVAILABLE, the other partitions' groups work, and the store reports it."""
+    import os
+
+    env.commit("g", {T0: 10, T1: 11})
+    other = next(name for name in (f"o{n}" for n in range(100))
+                 if env.coordinator.partition_for(name) != env.coordinator.partition_for("g"))
+    env.commit(other, {T0: 5})
+    partition = env.coordinator.partition_for("g")
+    env.close()
+    folder = os.path.join(str(env.path), f"{formats.OFFSETS_TOPIC}-{partition}")
+    segment = os.path.join(folder, sorted(name for name in os.listdir(folder) if name.endswith(".log"))[0])
+    with open(segment, "r+b") as file:  # a clean store's last bytes cut: damage, not a torn tail
+        file.truncate(os.path.getsize(segment) - 3)
+    env.open()
+    assert env.fetch("g", [T0, T1])[0] == errors.COORDINATOR_NOT_AVAILABLE
+    assert env.join("g")[-1].error_code == errors.COORDINATOR_NOT_AVAILABLE
+    assert env.commit("g", {T0: 12}) == {T0: errors.COORDINATOR_NOT_AVAILABLE}
+    assert env.fetch(other, [T0])[1][T0].offset == 5  # the other partitions' groups work
+    assert env.coordinator.list_groups()[0] == errors.COORDINATOR_NOT_AVAILABLE
+    assert any(f"{formats.OFFSETS_TOPIC}-{partition}" in problem and "unavailable" in problem
+               for problem in env.store.problems)

@@ -12,14 +12,16 @@ import os
 import pytest
 
 from logstore import LogManager, Record
-from logstore.errors import CorruptCheckpointError
-from logstore.log.checkpoint import (CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+from logstore.errors import CorruptCheckpointError, OffsetOutOfRangeError
+from logstore.log.checkpoint import (CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT,
+                                     RECOVERY_POINT_CHECKPOINT,
                                      format_clean_shutdown_marker, format_offsets, parse_checkpoint,
                                      parse_clean_shutdown_marker)
 from logstore.manager.topics import TOPICS_FILE, TopicsFile
 from logstore.fs import OS_FILE_SYSTEM
 from logstore.tools.check import verify_store
 
+PARTITION_LOG_START_OFFSET = "log-start-offset"  # the partition's own copy
 ENTRIES = {("orders", 0): 1200, ("orders", 1): 1187, ("t", 0): 20}
 
 
@@ -252,3 +254,52 @@ def test_every_flip_and_cut_of_the_log_start_offset_checkpoint_in_a_store(tmp_pa
             open(path, "wb").write(data)
     assert survived and reported
     print(f"log-start-offset checkpoint in a store: {survived} opens with the right offset, {reported} reported")
+
+
+def _partition_start_file(data_dir: str) -> str:
+    return os.path.join(data_dir, "t-0", PARTITION_LOG_START_OFFSET)
+
+
+@pytest.mark.parametrize("damage", ["remove", "cut", "zero"])
+def test_a_lost_log_start_offset_checkpoint_does_not_bring_deleted_records_back(tmp_path, damage):
+    """Issue 14 (fuzz #76, #382, #490): with no intact copy of log-start-offset-checkpoint (removed,
+    cut, zero-filled), the partition's own ``log-start-offset`` file keeps its log start offset, in
+    read-only and writable opens and afterwards; a removed checkpoint is reported."""
+    data_dir = _store_with_deleted_records(tmp_path)
+    assert parse_checkpoint(open(_partition_start_file(data_dir), "rb").read()).entries == {("t", 0): 20}
+    path = os.path.join(data_dir, LOG_START_OFFSET_CHECKPOINT)
+    data = open(path, "rb").read()
+    if damage == "remove":
+        os.remove(path)
+    else:
+        half = len(data) // 2  # damage reaching into both copies
+        open(path, "wb").write(data[:half - 2] if damage == "cut" else data[:10] + bytes(half) + data[half + 10:])
+    with LogManager(data_dir, read_only=True) as store:
+        assert store.get_log("t", 0).log_start_offset == 20 and store.problems
+        with pytest.raises(OffsetOutOfRangeError):
+            store.read("t", 0, 19)
+        assert not verify_store(store).ok
+    start, problems = _log_start(data_dir)  # a writer: reported, and both homes written again
+    assert start == 20 and problems
+    assert _log_start(data_dir) == (20, [])
+    assert _log_start(data_dir, read_only=True) == (20, [])
+
+
+def test_the_partition_file_follows_the_log_start_offset(tmp_path):
+    """Written when delete_records raises the start above the first base offset, removed when a
+    truncation brings it back to the base; a lost partition file is reported, never used wrongly."""
+    data_dir = _store_with_deleted_records(tmp_path)
+    os.remove(_partition_start_file(data_dir))
+    start, problems = _log_start(data_dir, read_only=True)
+    assert start == 20 and any(PARTITION_LOG_START_OFFSET in problem and "disagree" in problem for problem in problems)
+    assert _log_start(data_dir)[0] == 20
+    assert os.path.exists(_partition_start_file(data_dir))  # written again by the writer
+    with LogManager(data_dir) as store:
+        store.get_log("t", 0).truncate_to(10)  # below the start: the start goes down to 10
+        assert store.get_log("t", 0).log_start_offset == 10
+        assert parse_checkpoint(open(_partition_start_file(data_dir), "rb").read()).entries == {("t", 0): 10}
+    assert _log_start(data_dir) == (10, [])
+    with LogManager(data_dir) as store:
+        store.get_log("t", 0).truncate_to(0)  # back to the base offset: no partition file
+    assert not os.path.exists(_partition_start_file(data_dir))
+    assert _log_start(data_dir) == (0, [])
