@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from logstore import FileSystem, Record
 from logstore.manager.topics import parse_partition_dir_name, partition_for_key
-from logstore.testing import OperationHookFileSystem
+from logstore.testing import OperationHookFileSystem, SimulatedCrashFileSystem
 
 T0_MS = 1_700_000_000_000
 _MASK64 = (1 << 64) - 1
@@ -438,3 +438,31 @@ def file_snapshot(root: str, include_dirs: bool = False) -> dict[str, tuple]:
                 out[os.path.relpath(path, root)] = (stat.st_size, stat.st_mtime_ns,
                                                     hashlib.sha256(handle.read()).hexdigest())
     return out
+
+
+class PowerCut(BaseException):
+    """The simulated process or machine stopped here: nothing after this point reaches the files."""
+
+
+class PowerCutFS(OperationHookFileSystem, SimulatedCrashFileSystem):
+    """``SimulatedCrashFileSystem`` that counts mutating file operations once ``armed`` and, at the
+    ``cut_at``-th (None: never), raises ``PowerCut`` for it and for every later one (the process is
+    gone: even cleanup code changes nothing). ``crash`` then leaves a power loss's state (or, with
+    ``lose_unsynced=False``, a process crash's)."""
+
+    def __init__(self, cut_at: int | None = None) -> None:
+        super().__init__()
+        self.cut_at = cut_at
+        self.armed = False
+        self.count = 0
+        self.dead = False
+
+    def before(self, operation, path) -> None:
+        if self.dead:
+            raise PowerCut()
+        if not self.armed:
+            return
+        self.count += 1
+        if self.cut_at is not None and self.count >= self.cut_at:
+            self.dead = True
+            raise PowerCut()

@@ -38,8 +38,9 @@ from crash_helpers import CrashFS, fork_call
 
 from logstore import LogManager, Record
 from logstore.clock import ManualClock
-from logstore.testing import OperationHookFileSystem, SimulatedCrashFileSystem
+from logstore.testing import OperationHookFileSystem
 from logstore.timer.scheduler import Scheduler
+from crash_helpers import PowerCut as _PowerCut, PowerCutFS
 
 TOPIC = "t"
 T0 = 1_700_000_000_000
@@ -293,32 +294,6 @@ def points_to_crash(base: Baseline) -> list[int]:
 
 
 # --- simulated power loss and process crash through the file-ops seam -------------------------------
-
-class _PowerCut(BaseException):
-    """The machine stopped: nothing after this point reaches the disk."""
-
-
-class PowerCutFS(OperationHookFileSystem, SimulatedCrashFileSystem):
-    """Counts file operations once ``armed``; the ``cut_at``-th and every later one raise
-    ``_PowerCut`` (even cleanup code changes nothing once the process is gone)."""
-
-    def __init__(self, cut_at: int) -> None:
-        super().__init__()
-        self.cut_at = cut_at
-        self.armed = False
-        self.count = 0
-        self.dead = False
-
-    def before(self, operation, path) -> None:
-        if self.dead:
-            raise _PowerCut()
-        if not self.armed:
-            return
-        self.count += 1
-        if self.count >= self.cut_at:
-            self.dead = True
-            raise _PowerCut()
-
 
 def cut_compaction(base: Baseline, data_dir: str, cut_at: int, seed: int, lose_unsynced: bool):
     shutil.copytree(base.source, data_dir)

@@ -31,37 +31,11 @@ from logstore.config import LogConfig
 from logstore.fs import OS_FILE_SYSTEM
 from logstore.log.checkpoint import CLEAN_SHUTDOWN_MARKER
 from logstore.log.log import Log
-from logstore.testing import OperationHookFileSystem, SimulatedCrashFileSystem
+from logstore.testing import SimulatedCrashFileSystem
+from crash_helpers import PowerCut as _Cut, PowerCutFS as CutFS
 
 TOPIC = "t"
 SMALL = {"segment.bytes": 1024, "index.interval.bytes": 64, "segment.index.bytes": 4096}
-
-
-class _Cut(BaseException):
-    """The process (or the machine) stopped here."""
-
-
-class CutFS(OperationHookFileSystem, SimulatedCrashFileSystem):
-    """Counts mutating file operations once armed; at the ``cut_at``-th and every later one raises
-    ``_Cut`` (nothing after it reaches the files). ``crash`` then leaves a process crash's state
-    (``lose_unsynced=False``) or a power loss's."""
-
-    def __init__(self, cut_at: int | None = None) -> None:
-        super().__init__()
-        self.cut_at = cut_at
-        self.armed = False
-        self.count = 0
-        self.dead = False
-
-    def before(self, operation, path) -> None:
-        if self.dead:
-            raise _Cut()
-        if not self.armed:
-            return
-        self.count += 1
-        if self.cut_at is not None and self.count >= self.cut_at:
-            self.dead = True
-            raise _Cut()
 
 
 def _records(start: int, count: int) -> list[Record]:

@@ -28,8 +28,8 @@ import pytest
 
 from crash_helpers import CrashFS, fork_call
 from logstore import FileSystem, LogManager, Record
-from logstore.testing import OperationHookFileSystem, SimulatedCrashFileSystem
 from crash_helpers import read_all, file_snapshot as snapshot
+from crash_helpers import PowerCut as _PowerCut, PowerCutFS
 
 TOPIC = "t"
 T0 = 1_700_000_000_000
@@ -270,33 +270,6 @@ def test_read_only_open_of_an_unclean_store_changes_nothing(twin_stores, tmp_pat
 
 
 # --- crash matrices of truncate_to ------------------------------------------------------------------
-
-class _PowerCut(BaseException):
-    """The simulated machine lost power: nothing after this point reaches the disk."""
-
-
-class PowerCutFS(OperationHookFileSystem, SimulatedCrashFileSystem):
-    """``SimulatedCrashFileSystem`` that counts mutating operations once ``armed`` and, at the
-    ``cut_at``-th, raises ``_PowerCut`` for it and for every later one (the process is gone: even
-    cleanup code changes nothing)."""
-
-    def __init__(self, cut_at: int | None = None) -> None:
-        super().__init__()
-        self.cut_at = cut_at
-        self.armed = False
-        self.count = 0
-        self.dead = False
-
-    def before(self, operation, path) -> None:
-        if self.dead:
-            raise _PowerCut()
-        if not self.armed:
-            return
-        self.count += 1
-        if self.cut_at is not None and self.count >= self.cut_at:
-            self.dead = True
-            raise _PowerCut()
-
 
 # Three truncations of one store (records 0..119, 5 per batch, segments of 20 records at
 # 0, 20, 40, ...), each a kind of truncate_to:
