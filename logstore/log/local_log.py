@@ -23,7 +23,6 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import time
 from itertools import chain
 from typing import Callable, Iterator, Sequence, TypeVar
 
@@ -46,7 +45,7 @@ _T = TypeVar("_T")
 View = tuple[tuple[LogSegment, ...], tuple[int, ...]]
 
 
-def retry_while_renamed(dir_path: str, read: Callable[[], _T]) -> _T:
+def retry_while_renamed(dir_path: str, clock: Clock, read: Callable[[], _T]) -> _T:
     """``read()`` (a read-only view loading or refreshing the segments of ``dir_path``), again when a
     file it listed was renamed or removed by the writer before it was opened (retention, a
     compaction swap, a roll): the listing was stale. After a few tries, ``StorageError``."""
@@ -56,7 +55,7 @@ def retry_while_renamed(dir_path: str, read: Callable[[], _T]) -> _T:
         except FileNotFoundError as exc:
             vanished = exc
             logger.debug("%s changed while a read-only view read it (%s); listing it again", dir_path, exc)
-            time.sleep(min(attempt, 10) / 1000)  # let the writer finish its sequence of renames
+            clock.sleep_ms(min(attempt, 10))  # let the writer finish its sequence of renames
     raise StorageError(f"{dir_path} kept changing while a read-only view read it ({_REFRESH_ATTEMPTS} "
                        f"listings): {vanished}") from vanished
 
@@ -265,7 +264,7 @@ class LocalLog:
         The writer renames and removes files meanwhile (retention, a compaction swap, a roll): a
         file listed a moment ago and gone when opened means the listing is stale, so it is read
         again (a few times, then ``StorageError``: never a raw ``OSError``)."""
-        return retry_while_renamed(self.dir_path, lambda: self._refresh_once(log_start_offset))
+        return retry_while_renamed(self.dir_path, self._clock, lambda: self._refresh_once(log_start_offset))
 
     def _refresh_once(self, log_start_offset: int) -> tuple[int, int, int, tuple[LogSegment, ...]] | None:
         segments, bases = self.view

@@ -79,7 +79,7 @@ class Log(DamagedLogMixin, LogReads):
         self.schedule_file_delete: Callable[[Sequence[LogSegment], int], None] | None = None
         load = partial(load_log, fs, clock, dir_path, config, recovery_point=recovery_point,
                        log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, read_only=read_only)
-        loaded = retry_while_renamed(dir_path, load) if read_only else load()  # a writer renames meanwhile
+        loaded = retry_while_renamed(dir_path, clock, load) if read_only else load()  # a writer renames meanwhile
         self.load_problems, self.damage, self._orphan_indexes = loaded.problems, loaded.damage, loaded.orphan_indexes
         self._local = LocalLog(dir_path, config, fs, clock, loaded.segments)
         self.log_end_offset = loaded.log_end_offset
