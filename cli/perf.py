@@ -157,6 +157,78 @@ def open_(sizes, repeats, value_bytes, segment_bytes, work_dir, keep, as_json, p
                work_dir=work_dir, keep=keep, progress=_progress(progress)), as_json)
 
 
+def _row_numbers(_ctx, _param, value: str) -> list[int]:
+    try:
+        rows = sorted({int(part) for part in value.split(",") if part.strip()})
+    except ValueError:
+        raise click.BadParameter(f"not a comma-separated list of row numbers: {value!r}") from None
+    if not rows or rows[0] < 1 or rows[-1] > 9:
+        raise click.BadParameter(f"give row numbers from 1 to 9, got {value!r}")
+    return rows
+
+
+def _thread_counts(_ctx, _param, value: str) -> tuple[int, ...]:
+    try:
+        counts = tuple(int(part) for part in value.split(",") if part.strip())
+    except ValueError:
+        raise click.BadParameter(f"not a comma-separated list of thread counts: {value!r}") from None
+    if not 1 <= len(counts) <= 2 or min(counts) < 1:
+        raise click.BadParameter(f"give one or two thread counts >= 1, got {value!r}")
+    return counts
+
+
+def _run_paths(sizes_args: dict, rows, compare: str, work_dir, keep, progress) -> dict:
+    from logstore.bench import paths as bench_paths
+    try:
+        sizes = bench_paths.PathSizes.scaled(**sizes_args)
+        return bench_paths.bench_paths(sizes, rows=rows, compare=compare == "sqlite", work_dir=work_dir, keep=keep,
+                                       say=_say(progress, "perf paths"))
+    except (bench.BenchmarkError, ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@perf.command("paths")
+@click.option("--records", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+              help="Records of rows 1-4; every other size scales with it (x/1,000,000) unless given.")
+@click.option("--rows", default="1,2,3,4,5,6,7,8,9", show_default=True, callback=_row_numbers,
+              help="Rows of issue 15's table to run (comma-separated).")
+@click.option("--lookups", type=click.IntRange(min=1), default=None, help="Point reads of row 2 [100,000].")
+@click.option("--singles", type=click.IntRange(min=1), default=None,
+              help="Single-record appends of row 5, read back by row 6 [100,000].")
+@click.option("--durable-threads", default="8,64", show_default=True, callback=_thread_counts,
+              help="Row 7's two thread counts (goals: >= 3x at the first, >= 5x at the second).")
+@click.option("--durable-seconds", type=click.FloatRange(min=0.01), default=None,
+              help="How long each row-7 run appends [1.0].")
+@click.option("--compact-records", type=click.IntRange(min=1), default=None, help="Records of row 8 [1,000,000].")
+@click.option("--compact-keys", type=click.IntRange(min=1), default=None, help="Distinct keys of row 8 [records/10].")
+@click.option("--recovery-base", "recovery_base_bytes", default=None, callback=_size,
+              help="Row 9: bytes below the recovery point [100MB].")
+@click.option("--recovery-tail", "recovery_tail_bytes", default=None, callback=_size,
+              help="Row 9: bytes past the recovery point when the writer is killed [10MB].")
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Interleaved runs of logstore and its baseline per figure (the best of each is reported).")
+@click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--compare", type=click.Choice(["sqlite", "none"]), default="none", show_default=True,
+              help="Run the SQLite baselines of rows 1, 2, 3 and 5 (row 7 always runs its own).")
+@_common
+def paths(records, rows, lookups, singles, durable_threads, durable_seconds, compact_records, compact_keys,
+          recovery_base_bytes, recovery_tail_bytes, repeats, seed, compare, work_dir, keep, as_json, progress) -> None:
+    """Issue 15's table: the consumer's read loop, point reads, varied sizes, headers, single-record
+    appends, one-record batches, durable appends, multi-pass compaction and recovery, each against its
+    baseline in the same run, best of --repeats interleaved runs, PASS/FAIL against the goals."""
+    from logstore.bench import paths as bench_paths
+    from logstore.bench.paths_report import render_paths
+
+    sizes_args = dict(records=records, lookups=lookups, singles=singles, durable_threads=durable_threads,
+                      durable_seconds=durable_seconds, compact_records=compact_records, compact_keys=compact_keys,
+                      recovery_base_bytes=recovery_base_bytes, recovery_tail_bytes=recovery_tail_bytes,
+                      repeats=repeats, seed=seed)
+    if compact_records is not None and compact_keys is None:
+        sizes_args["compact_keys"] = max(1, compact_records // 10)
+    result = _run_paths(sizes_args, rows, compare, work_dir, keep, progress)
+    click.echo(json.dumps(bench_paths.as_json(result), indent=2) if as_json else render_paths(result))
+
+
 @perf.command("all")
 @click.option("--records", type=click.IntRange(min=1), default=1_000_000, show_default=True)
 @click.option("--lookups", type=click.IntRange(min=1), default=100_000, show_default=True)
@@ -166,14 +238,30 @@ def open_(sizes, repeats, value_bytes, segment_bytes, work_dir, keep, as_json, p
 @click.option("--repeats", type=click.IntRange(min=1), default=7, show_default=True)
 @click.option("--seed", type=int, default=42, show_default=True)
 @click.option("--compare", type=click.Choice(["sqlite", "none"]), default="none", show_default=True)
+@click.option("--paths/--no-paths", "with_paths", default=True, show_default=True,
+              help="Also run issue 15's table (`perf paths`, sized from --records) after the acceptance table.")
 @_common
-def all_(records, lookups, large_records, large_value_bytes, sizes, repeats, seed, compare, work_dir, keep,
-         as_json, progress) -> None:
-    """The whole acceptance table in one run, with a pass/fail column against the targets."""
-    _show(_run(bench.bench_all, records=records, lookups=lookups, large_records=large_records,
-               large_value_bytes=large_value_bytes, open_sizes=sizes, repeats=repeats, seed=seed,
-               engines=_engines(compare), work_dir=work_dir, keep=keep, progress=_progress(progress)),
-          as_json)
+def all_(records, lookups, large_records, large_value_bytes, sizes, repeats, seed, compare, with_paths, work_dir,
+         keep, as_json, progress) -> None:
+    """The whole acceptance table in one run, with a pass/fail column against the targets; then issue
+    15's table (the paths users take, best of 3 interleaved runs, PASS/FAIL against its goals)."""
+    from logstore.bench import paths as bench_paths
+    from logstore.bench.paths_report import render_paths
+
+    results = _run(bench.bench_all, records=records, lookups=lookups, large_records=large_records,
+                   large_value_bytes=large_value_bytes, open_sizes=sizes, repeats=repeats, seed=seed,
+                   engines=_engines(compare), work_dir=work_dir, keep=keep, progress=_progress(progress))
+    if not with_paths:
+        _show(results, as_json)
+        return
+    if not as_json:  # shown now: the paths run takes minutes
+        click.echo(bench.render_table(results) + "\n")
+    table = _run_paths(dict(records=records, seed=seed), list(range(1, 10)), compare, work_dir, keep, progress)
+    if as_json:
+        click.echo(json.dumps({"results": [result.as_dict() for result in results],
+                               "paths": bench_paths.as_json(table)}, indent=2))
+    else:
+        click.echo(render_paths(table))
 
 
 @perf.command("format")
