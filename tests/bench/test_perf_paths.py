@@ -19,8 +19,7 @@ from logstore.bench import paths as bench_paths
 from logstore.bench.paths_report import ISSUE_ROWS, Goal, Measurement, render_paths, row_verdict, table_rows
 from logstore.cli.perf import perf
 
-TINY = dict(records=600, lookups=50, singles=40, durable_threads=(2, 3), durable_seconds=0.02,
-            compact_records=400, compact_keys=40, recovery_base_bytes=60_000, recovery_tail_bytes=12_000)
+TINY = dict(records=600, lookups=50, singles=40)
 
 
 def _expected_verdict(m: dict) -> bool | None:
@@ -135,23 +134,6 @@ def test_in_process_rows_without_sqlite_are_not_judged_against_it(tmp_path):
     assert "n/a" in render_paths(result)
 
 
-def test_child_process_rows(tmp_path):
-    result = bench_paths.bench_paths(bench_paths.PathSizes(**TINY), rows=(7, 8, 9), work_dir=str(tmp_path))
-    data = bench_paths.as_json(result)
-    _check_json_rows(data["rows"], [7, 8, 9])
-    durable = data["rows"][0]["measurements"]
-    assert [(m["label"], m["goal"]) for m in durable] == [
-        ("2 threads, acks=all vs fsync per append", "≥ 3×"), ("2 threads, acks=all vs SQLite synchronous=FULL", "≥ 3×"),
-        ("3 threads, acks=all vs fsync per append", "≥ 5×"), ("3 threads, acks=all vs SQLite synchronous=FULL", "≥ 5×")]
-    (compaction,), (recovery,) = data["rows"][1]["measurements"], data["rows"][2]["measurements"]
-    assert compaction["unit"] == recovery["unit"] == "s"
-    assert compaction["baseline"] == "single pass (default buffer)" and compaction["goal"] == "≤ 2×"
-    passes = int(re.search(r"(\d+) pass\(es\)", " ".join(compaction["notes"])).group(1))
-    assert passes > 1  # the small buffer really took several passes
-    assert recovery["goal"] == "≤ 1.5×" and "past the recovery point" in recovery["notes"][0]
-    assert os.listdir(tmp_path) == []
-
-
 def test_bad_row_numbers_are_refused(tmp_path):
     with pytest.raises(ValueError, match="rows must be"):
         bench_paths.bench_paths(bench_paths.PathSizes(**TINY), rows=(0, 10), work_dir=str(tmp_path))
@@ -192,8 +174,20 @@ def test_cli_all_adds_the_issue_15_table(tmp_path):
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert [row["kind"] for row in data["results"]][:2] == ["append", "append"]
-    _check_json_rows(data["paths"]["rows"], list(range(1, 10)))
+    rows = data["paths"]["rows"]
+    _check_json_rows(rows, list(range(1, 10)))
     assert data["paths"]["settings"]["records"] == 400 and data["paths"]["settings"]["compare"] == "sqlite"
+    durable = rows[6]["measurements"]  # rows 7-9 run in child processes
+    assert [(m["label"], m["goal"]) for m in durable] == [
+        ("8 threads, acks=all vs fsync per append", "≥ 3×"), ("8 threads, acks=all vs SQLite synchronous=FULL", "≥ 3×"),
+        ("64 threads, acks=all vs fsync per append", "≥ 5×"), ("64 threads, acks=all vs SQLite synchronous=FULL", "≥ 5×")]
+    (compaction,), (recovery,) = rows[7]["measurements"], rows[8]["measurements"]
+    assert compaction["unit"] == recovery["unit"] == "s"
+    assert compaction["baseline"] == "single pass (default buffer)" and compaction["goal"] == "≤ 2×"
+    passes = int(re.search(r"(\d+) pass\(es\)", " ".join(compaction["notes"])).group(1))
+    assert passes > 1  # the small buffer really took several passes
+    assert recovery["goal"] == "≤ 1.5×" and "past the recovery point" in " ".join(recovery["notes"])
+    assert os.listdir(tmp_path) == []
     result = CliRunner().invoke(perf, ["all", "--records", "400", "--lookups", "50", "--large-records", "20",
                                        "--large-value-bytes", "1024", "--sizes", "10KB", "--repeats", "1",
                                        "--no-paths", "--dir", str(tmp_path), "--json", "--no-progress"])
