@@ -42,7 +42,7 @@ from typing import Callable, Sequence
 from ..clock import Stopwatch
 from ..manager.log_manager import LogManager
 from ..records.decoder import Record
-from .core import BenchmarkError, SqliteEngine, Workload, pretouch
+from .core import BASE_TIMESTAMP_MS, BenchmarkError, SqliteEngine, Workload, pretouch
 from .paths_report import ISSUE_ROWS, Goal, Measurement, measurement_line, table_rows
 
 MAX_BYTES = 1 << 20  # the consumer's fetch size
@@ -116,7 +116,7 @@ class VariedWorkload(Workload):
         key_sizes, value_sizes = self._sizes
         key = (b"%032d" % offset)[-key_sizes[offset % SIZE_POOL]:]
         start = offset % 97
-        return offset, key, self._blob[start:start + value_sizes[(offset * 7) % SIZE_POOL]], Workload.row(self, offset)[3]
+        return offset, key, self._blob[start:start + value_sizes[(offset * 7) % SIZE_POOL]], BASE_TIMESTAMP_MS + offset
 
 
 def _record(row: tuple, headers: tuple = ()) -> Record:
