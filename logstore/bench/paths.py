@@ -46,7 +46,6 @@ from .core import BASE_TIMESTAMP_MS, BenchmarkError, SqliteEngine, Workload, pre
 from .paths_report import ISSUE_ROWS, Goal, Measurement, measurement_line, table_rows
 
 MAX_BYTES = 1 << 20  # the consumer's fetch size
-BATCH_RECORDS = 1000
 HEADERS = (("trace", b"abcdefgh"), ("src", b"svc"))
 SIZE_POOL = 1021  # varied sizes cycle through this many seeded draws
 MB = 10**6
@@ -89,9 +88,10 @@ class PathSizes:
         (None values are ignored)."""
         f = records / cls.records
         compact = max(100, round(cls.compact_records * f))
-        sizes = cls(records=records, lookups=max(10, round(cls.lookups * f)), singles=max(10, round(cls.singles * f)),
-                    durable_seconds=max(0.02, cls.durable_seconds * f), compact_records=compact,
-                    compact_keys=max(10, compact // 10), recovery_base_bytes=max(100_000, round(cls.recovery_base_bytes * f)),
+        sizes = cls(records=records, lookups=max(10, round(cls.lookups * f)),
+                    singles=max(10, round(cls.singles * f)), durable_seconds=max(0.02, cls.durable_seconds * f),
+                    compact_records=compact, compact_keys=max(10, compact // 10),
+                    recovery_base_bytes=max(100_000, round(cls.recovery_base_bytes * f)),
                     recovery_tail_bytes=max(10_000, round(cls.recovery_tail_bytes * f)))
         return replace(sizes, **{name: value for name, value in overrides.items() if value is not None})
 
@@ -127,8 +127,8 @@ def _fill_log(store: LogManager, topic: str, workload: Workload, headers: tuple 
     """A new one-partition topic holding the workload (batches of 1000, flushed): its ``Log``."""
     store.create_topic(topic, 1)
     log = store.get_log(topic, 0)
-    for start in range(0, workload.records, BATCH_RECORDS):
-        log.append([_record(row, headers) for row in workload.rows(start, min(start + BATCH_RECORDS, workload.records))])
+    for start, stop in workload.batch_ranges():  # batches of 1000 (the Workload's default batch size)
+        log.append([_record(row, headers) for row in workload.rows(start, stop)])
     log.flush()
     return log
 

@@ -53,8 +53,8 @@ def _child(workload: str, **kwargs) -> dict:
 
 def durable_row(sizes: PathSizes, root: str, say: Say) -> list[Measurement]:
     """Group commit against fsync per append and SQLite FULL at each thread count."""
-    result = perf_durable.bench_durable(tuple(sizes.durable_threads), sizes.durable_seconds, sizes.repeats,
-                                        None, root, say)
+    result = perf_durable.bench_durable(tuple(sizes.durable_threads), seconds=sizes.durable_seconds,
+                                        repeats=sizes.repeats, count=None, work_dir=root, say=say)
     by_mode = {(row["mode"], row["threads"]): row for row in result["rows"]}
     out = []
     for threads, bound in zip(sorted(sizes.durable_threads), DURABLE_GOALS):
@@ -135,7 +135,8 @@ def recovery_row(sizes: PathSizes, root: str, say: Say) -> list[Measurement]:
         parts.append(f"{clean['open_s']:.3f} + {clean['scan_s']:.3f} s")
     m.notes.append(f"row 9: clean open + tail scan per run: {', '.join(parts)}")
     m.notes.append(f"row 9: {facts['store_bytes']:,} bytes in {facts['segments']} segment(s) of 64 MiB, "
-                   f"{facts['store_bytes'] - facts['durable_bytes']:,} past the recovery point; each open in a new process")
+                   f"{facts['store_bytes'] - facts['durable_bytes']:,} past the recovery point; each open in a new "
+                   "process")
     say(measurement_line(m))
     return [m]
 

@@ -179,8 +179,8 @@ def test_cli_all_adds_the_issue_15_table(tmp_path):
     assert data["paths"]["settings"]["records"] == 400 and data["paths"]["settings"]["compare"] == "sqlite"
     durable = rows[6]["measurements"]  # rows 7-9 run in child processes
     assert [(m["label"], m["goal"]) for m in durable] == [
-        ("8 threads, acks=all vs fsync per append", "≥ 3×"), ("8 threads, acks=all vs SQLite synchronous=FULL", "≥ 3×"),
-        ("64 threads, acks=all vs fsync per append", "≥ 5×"), ("64 threads, acks=all vs SQLite synchronous=FULL", "≥ 5×")]
+        (f"{threads} threads, acks=all vs {baseline}", goal) for threads, goal in ((8, "≥ 3×"), (64, "≥ 5×"))
+        for baseline in ("fsync per append", "SQLite synchronous=FULL")]
     (compaction,), (recovery,) = rows[7]["measurements"], rows[8]["measurements"]
     assert compaction["unit"] == recovery["unit"] == "s"
     assert compaction["baseline"] == "single pass (default buffer)" and compaction["goal"] == "≤ 2×"
