@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import tempfile
 from dataclasses import dataclass
 from bisect import bisect_left, bisect_right
 from itertools import compress
@@ -41,6 +42,7 @@ from ..errors import CleaningAbortedError, LogStoreError
 from ..log.segment import LogSegment
 from ..records.decoder import COMPRESSION_MASK, HAS_NULL_KEYS, TIMESTAMP_TYPE_LOG_APPEND, RecordBatch
 from ..records.encoder import assign_base_offset, encode_batch
+from .multipass import CLEAN, DIRTY, KeySpill, PassCounts, SpillExhausted, SurvivorBitmap, first_fanout, resolve
 from .offset_map import OffsetMap
 from .stats import CleanerStats, Throttler
 
@@ -87,6 +89,7 @@ class Cleaner:
         self._check_abort = check_abort or (lambda log: False)
         self._first_dirty = 0
         self._survivors: list[int] = []
+        self._bitmap: SurvivorBitmap | None = None  # a multi-pass round's survivors
         self._map = offset_map  # the map of the round under way (``clean(offset_map=...)`` may pass another)
 
     # --- one round -------------------------------------------------------------------------------
@@ -104,6 +107,7 @@ class Cleaner:
         recopying, tombstones, the swap) is this same code, so both engines give the same result."""
         log = to_clean.log
         stats = CleanerStats(log.name, start_ms=self._clock.time_ms())
+        self._bitmap = None
         stats.first_dirty_offset = to_clean.first_dirty_offset
         stats.size_bytes_before = log.size_bytes
         segments, truncations = log.segments_and_truncations()
@@ -117,21 +121,28 @@ class Cleaner:
             try:
                 end_offset = self.build_offset_map(log, segments, to_clean.first_dirty_offset,
                                                    to_clean.first_uncleanable_offset, stats, progress, truncations)
+                if end_offset < to_clean.first_uncleanable_offset:  # the map is full: go on in passes
+                    end_offset = self._map_in_passes(log, segments, to_clean, end_offset, stats, progress,
+                                                     truncations)
             except (ValueError, TypeError, OSError):
                 self._check(log, truncations)  # a segment deleted under the round by a truncation: an abort
                 raise
         stats.end_offset = end_offset
-        # The offsets the map holds, sorted once: in the dirty section they are exactly the survivors.
         self._first_dirty = to_clean.first_dirty_offset
-        self._survivors = self._map.sorted_offsets()
-        stats.keys_mapped = len(self._map)
-        stats.map_utilization = self._map.utilization
+        if self._bitmap is None:
+            # The offsets the map holds, sorted once: in the dirty section they are exactly the survivors.
+            self._survivors = self._map.sorted_offsets()
+            stats.keys_mapped = len(self._map)
+            stats.map_utilization = self._map.utilization
         delete_horizon_ms = now_ms + log.config.delete_retention_ms
         cleanable = [segment for segment in segments[:-1] if segment.base_offset < end_offset]
-        for group in group_segments_by_size(cleanable, log.config.segment_bytes, log.config.segment_index_bytes,
-                                            end_offset):
-            self._check(log, truncations)
-            self.clean_segments(log, group, truncations, now_ms, delete_horizon_ms, stats, progress)
+        try:
+            for group in group_segments_by_size(cleanable, log.config.segment_bytes,
+                                                log.config.segment_index_bytes, end_offset):
+                self._check(log, truncations)
+                self.clean_segments(log, group, truncations, now_ms, delete_horizon_ms, stats, progress)
+        finally:
+            self._bitmap, self._survivors = None, []  # the buffer's memory goes back before the next round
         stats.size_bytes_after = log.size_bytes
         stats.end_ms = self._clock.time_ms()
         return stats
@@ -154,11 +165,32 @@ class Cleaner:
         offset_map = self.offset_map
         offset_map.clear()
         offset_map.update_latest_offset(start - 1)
+        for keys, offsets, last_offset, _null_keys in self._key_batches(log, segments, start, end, stats, progress,
+                                                                          truncations):
+            if keys:
+                taken = offset_map.put_batch(keys, offsets)
+                if taken < len(keys):  # full: this round ends at the last key that fitted
+                    if taken == 0 and offset_map.latest_offset < start:
+                        raise LogStoreError(
+                            f"the cleaner's offset map ({offset_map.memory_bytes} bytes) cannot hold one key "
+                            f"of {log.name} at offset {offsets[0]}: raise log.cleaner.dedupe.buffer.size")
+                    if taken:
+                        offset_map.update_latest_offset(offsets[taken - 1])
+                    return offset_map.latest_offset + 1
+            offset_map.update_latest_offset(last_offset)
+        return max(offset_map.latest_offset + 1, start)
+
+    def _key_batches(self, log: Log, segments: Sequence[LogSegment], start: int, end: int, stats: CleanerStats,
+                     progress: Callable[[int], None] | None, truncations: int | None):
+        """Yield ``(keys, offsets, last_offset, null_keys)`` for every batch holding offsets in
+        ``[start, end)``, its keys and offsets cut to that range (``null_keys``: some keys may be
+        None), then ``((), (), next_start - 1, False)`` at the end of each segment (offset gaps at
+        segment ends count as mapped). Every batch read is CRC-checked and counted as read."""
         next_bases = [segment.base_offset for segment in segments[1:]] + [2**63 - 1]
-        dirty = [segment for segment, next_base in zip(segments, next_bases)
-                 if segment.base_offset < end and next_base > start]
-        for slot, segment in enumerate(dirty):
-            next_start = dirty[slot + 1].base_offset if slot + 1 < len(dirty) else end
+        chosen = [segment for segment, next_base in zip(segments, next_bases)
+                  if segment.base_offset < end and next_base > start]
+        for slot, segment in enumerate(chosen):
+            next_start = chosen[slot + 1].base_offset if slot + 1 < len(chosen) else end
             # From the offset index's entry for start, checked against its batch (CorruptIndexError
             # when it lies: a skipped batch would leave its keys out of the map).
             scan = segment.scan_from(start, chunk_bytes=_SCAN_CHUNK_BYTES) if segment.base_offset <= start else \
@@ -173,24 +205,74 @@ class Cleaner:
                     progress(header.size_bytes)
                 if header.last_offset < start:
                     continue
+                keys = offsets = ()
                 if header.record_count:
                     keys, offsets = batch.keys(), batch.offsets()
                     if header.base_offset < start:
                         first = batch.index_of(start)
                         keys, offsets = keys[first:], offsets[first:]
-                    taken = offset_map.put_batch(keys, offsets)
-                    if taken < len(keys):  # full: this round ends at the last key that fitted
-                        if taken == 0 and offset_map.latest_offset < start:
-                            raise LogStoreError(
-                                f"the cleaner's offset map ({offset_map.memory_bytes} bytes) cannot hold one key "
-                                f"of {log.name} at offset {offsets[0]}: raise log.cleaner.dedupe.buffer.size")
-                        if taken:
-                            offset_map.update_latest_offset(offsets[taken - 1])
-                        return offset_map.latest_offset + 1
-                offset_map.update_latest_offset(header.last_offset)
+                    if header.last_offset >= end:  # a range ending inside a batch (the clean section's end)
+                        stop = len(offsets) - (header.last_offset - end + 1) if type(offsets) is range else \
+                            bisect_left(offsets, end)
+                        keys, offsets = keys[:stop], offsets[:stop]
+                yield keys, offsets, min(header.last_offset, end - 1), bool(header.attributes & HAS_NULL_KEYS)
             self._check(log, truncations)
-            offset_map.update_latest_offset(next_start - 1)  # offset gaps at segment ends
-        return max(offset_map.latest_offset + 1, start)
+            yield (), (), next_start - 1, False
+
+    # --- 1b. mapping in passes -------------------------------------------------------------------
+
+    def _map_in_passes(self, log: Log, segments: Sequence[LogSegment], to_clean: LogToClean, mapped_end: int,
+                       stats: CleanerStats, progress: Callable[[int], None] | None, truncations: int | None) -> int:
+        """The map filled up at ``mapped_end``: route what it holds, the clean section and the rest
+        of the dirty section into a hash-partitioned spill, map it one partition at a time into
+        the survivor bitmap (``multipass``) and return the round's end: the first uncleanable
+        offset, or the last segment base whose bitmap fits half the buffer. When no such end lies
+        past ``mapped_end``, the round is Kafka's: it ends at ``mapped_end`` with the map as it is."""
+        offset_map = self.offset_map
+        first_dirty, range_start = to_clean.first_dirty_offset, segments[0].base_offset
+        end = _multi_pass_end(segments, range_start, mapped_end, to_clean.first_uncleanable_offset,
+                              offset_map.capacity_bytes)
+        if end is None:
+            return mapped_end
+        bitmap = SurvivorBitmap(range_start, end)
+        reserved = bitmap.memory_bytes
+        capacity = offset_map.capacity_bytes
+        keys_per_pass = len(offset_map) * (capacity - reserved) // max(capacity, 1)
+        fanout = first_fanout(len(offset_map), mapped_end - first_dirty, end - mapped_end, keys_per_pass)
+        first_utilization = offset_map.utilization
+        counts = PassCounts()
+        try:
+            with tempfile.TemporaryFile(dir=log.dir_path, prefix=".cleaner-spill-") as scratch:
+                spill = KeySpill(scratch.fileno(), fanout, 0, (capacity - reserved) // 2)
+                keys, offsets = offset_map.keys_and_offsets()
+                offset_map.clear(reserved)
+                spill.add(keys, offsets, DIRTY)
+                del keys, offsets
+                for start, stop, kind in ((range_start, first_dirty, CLEAN), (mapped_end, end, DIRTY)):
+                    if start >= stop:
+                        continue
+                    for keys, offsets, _last, null_keys in self._key_batches(log, segments, start, stop, stats,
+                                                                               progress, truncations):
+                        if null_keys:  # records without a key never survive: they are not mapped
+                            present = [key is not None for key in keys]
+                            keys, offsets = list(compress(keys, present)), list(compress(offsets, present))
+                        spill.add(keys, offsets, kind)
+                resolve(spill, offset_map, reserved, bitmap, counts, lambda: self._check(log, truncations))
+        except SpillExhausted as exc:
+            logger.warning("cleaning %s in passes stopped (%s); this round ends where the map filled", log.name, exc)
+            return self.build_offset_map(log, segments, first_dirty, to_clean.first_uncleanable_offset, stats,
+                                         progress, truncations)
+        except OSError as exc:
+            if _no_space(exc):
+                raise _aborted_by(exc, log) from exc
+            raise
+        offset_map.clear()
+        offset_map.update_latest_offset(end - 1)
+        self._bitmap = bitmap
+        stats.passes = 1 + counts.passes
+        stats.keys_mapped = counts.keys_mapped
+        stats.map_utilization = max(first_utilization, counts.max_utilization)
+        return end
 
     # --- 3. recopying a group ----------------------------------------------------------------------
 
@@ -259,7 +341,16 @@ class Cleaner:
                 stats.records_kept += count
             return
         offsets = batch.offsets()
-        if base >= self._first_dirty and header.last_offset <= mapped_up_to:
+        if self._bitmap is not None:
+            # A round mapped in passes: the survivors of the whole range, clean section included.
+            kept_offsets = self._bitmap.between(base, min(header.last_offset, mapped_up_to))
+            if header.last_offset > mapped_up_to:  # the round ended inside this batch: the rest stays
+                kept_offsets += [offset for offset in offsets if offset > mapped_up_to]
+            if type(offsets) is range:
+                kept_indexes = [offset - base for offset in kept_offsets]
+            else:
+                kept_indexes = [bisect_left(offsets, offset) for offset in kept_offsets]
+        elif base >= self._first_dirty and header.last_offset <= mapped_up_to:
             # Wholly in the mapped dirty section: a record stays exactly when the map holds its
             # offset, so the survivors are a slice of the map's sorted offsets (no per-record lookup).
             survivors = self._survivors
@@ -334,6 +425,18 @@ def _aborted_by(exc: OSError, log: Log) -> CleaningAbortedError:
     dropped and retried later (the log is not marked uncleanable)."""
     logger.warning("cleaning of %s was aborted: %s; its segments stay as they were", log.name, exc)
     return CleaningAbortedError(f"cleaning of {log.name} was aborted: {exc}; its segments stay as they were")
+
+
+def _multi_pass_end(segments: Sequence[LogSegment], range_start: int, mapped_end: int, first_uncleanable: int,
+                    capacity_bytes: int) -> int | None:
+    """Where a round mapped in passes ends: ``first_uncleanable`` when the survivor bitmap of
+    ``[range_start, first_uncleanable)`` takes at most half of the map's capacity; else the last
+    segment base past ``mapped_end`` within that bound; None when there is none."""
+    limit = range_start + (capacity_bytes // 2) * 8
+    if first_uncleanable <= limit:
+        return first_uncleanable
+    fitting = [segment.base_offset for segment in segments if mapped_end < segment.base_offset <= limit]
+    return fitting[-1] if fitting else None
 
 
 def group_segments_by_size(segments: Sequence[LogSegment], max_bytes: int, max_index_bytes: int,
