@@ -42,17 +42,20 @@ from array import array
 from bisect import bisect_left, bisect_right
 from itertools import accumulate, chain, compress
 from operator import not_
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from .offset_map import OffsetMap
 
 HASH_BYTES = 8  # a key's hash() is 64 bits: one byte of it per partitioning level
+MAX_DEPTH = HASH_BYTES  # levels of partitioning before a round gives up on passes
 FIRST_FANOUT_MAX = 8  # routing costs about 20 ns per record and partition: keep the first level small
 MAX_FANOUT = 256
 # A routed entry waiting to be spilled: its key object (33 bytes + its length), its offset (an int,
 # 32 bytes) and a slot in two lists (16 bytes), rounded up.
 PENDING_ENTRY_BYTES = 88
 DIRTY, CLEAN = 0, 1
+_write = os.write  # the spill's one write call (a test stands a full disk in for it)
+_IS_ZERO = bytes([1] + [0] * 255)
 _BIT = [1 << bit for bit in range(8)]
 _BITS_OF = [tuple(bit for bit in range(8) if byte >> bit & 1) for byte in range(256)]
 
@@ -170,7 +173,7 @@ class KeySpill:
         position = os.lseek(self.fd, 0, os.SEEK_END)
         view = memoryview(data)
         while view:  # a short write on a regular file means a full disk next time: loop until it says so
-            view = view[os.write(self.fd, view):]
+            view = view[_write(self.fd, view):]
         self.chunks[part].append((kind, position, len(keys), len(blob)))
         self.entries[part][kind] += len(keys)
         self.spilled_bytes += len(data)
@@ -222,9 +225,10 @@ class PassCounts:
 
 
 def resolve(spill: KeySpill, offset_map: OffsetMap, reserved_bytes: int, bitmap: SurvivorBitmap,
-            counts: PassCounts, check: callable = lambda: None) -> None:
-    """One map pass per partition of ``spill``; the survivors of each go into ``bitmap``. A
-    partition that overflows the map is split again by the next byte of the hashes."""
+            clean_bitmap: SurvivorBitmap, counts: PassCounts, check: Callable[[], None] = lambda: None) -> None:
+    """One map pass per partition of ``spill``; the surviving dirty offsets of each go into
+    ``bitmap``, the surviving clean entries (record ordinals) into ``clean_bitmap``. A partition
+    that overflows the map is split again by the next byte of the hashes."""
     spill.flush()
     counts.spilled_bytes += spill.spilled_bytes
     for part in range(spill.fanout):
@@ -232,27 +236,51 @@ def resolve(spill: KeySpill, offset_map: OffsetMap, reserved_bytes: int, bitmap:
             continue
         check()
         counts.passes += 1
-        taken = _one_pass(spill, part, offset_map, reserved_bytes, bitmap)
+        taken = _one_pass(spill, part, offset_map, reserved_bytes, bitmap, clean_bitmap)
         if taken is None:
             counts.keys_mapped += len(offset_map)
             counts.max_utilization = max(counts.max_utilization, offset_map.utilization)
             continue
-        if spill.depth + 1 >= HASH_BYTES:
+        if spill.depth + 1 >= MAX_DEPTH:
             raise SpillExhausted(f"{len(offset_map)} keys of one hash partition fill the map")
-        # Split this partition by the next byte of the hashes, into as many parts as its
-        # distinct keys (extrapolated from where the map filled) need.
-        wanted = 1.25 * spill.entries[part][DIRTY] / max(taken, 1)
+        # Split this partition by the next byte of the hashes, into as many parts as its distinct
+        # keys need: counted (roughly) when they are few, else extrapolated from where the map filled.
+        keys_per_pass = max(len(offset_map), 1)
+        distinct = _distinct_keys(spill, part)
+        wanted = 1.25 * (spill.entries[part][DIRTY] / max(taken, 1) if distinct is None else distinct / keys_per_pass)
         sub = KeySpill(spill.fd, _power_of_two(wanted, MAX_FANOUT), spill.depth + 1, spill.budget_bytes)
         for chunk in spill.chunks[part]:
             keys, offsets = spill.read(chunk)
             sub.add(keys, offsets, chunk[0])
         offset_map.clear(reserved_bytes)
-        resolve(sub, offset_map, reserved_bytes, bitmap, counts, check)
+        resolve(sub, offset_map, reserved_bytes, bitmap, clean_bitmap, counts, check)
     offset_map.clear(reserved_bytes)
 
 
+def _distinct_keys(spill: KeySpill, part: int) -> float | None:
+    """The distinct dirty keys of a partition, roughly, by linear counting: how many of the 256
+    values the next byte of their hashes takes, among all keys (good to ~900 keys) and among the
+    1/256 whose byte after that is 0 (good to ~230,000). C-level, two sets of at most 256 small
+    ints. None when both saturate."""
+    depth = spill.depth
+    seen: set[int] = set()
+    sampled: set[int] = set()
+    for chunk in spill.kind_chunks(part, DIRTY):
+        keys, _offsets = spill.read(chunk)
+        hashes = array("q", map(hash, keys)).tobytes()
+        following = hashes[depth + 1::HASH_BYTES]
+        seen.update(following)
+        if depth + 2 < HASH_BYTES:
+            sampled.update(compress(following, hashes[depth + 2::HASH_BYTES].translate(_IS_ZERO)))
+    for values, scale in ((seen, 1), (sampled, 256)):
+        empty = 256 - len(values)
+        if empty >= 8:
+            return -256 * math.log(empty / 256) * scale
+    return None
+
+
 def _one_pass(spill: KeySpill, part: int, offset_map: OffsetMap, reserved_bytes: int,
-              bitmap: SurvivorBitmap) -> int | None:
+              bitmap: SurvivorBitmap, clean_bitmap: SurvivorBitmap) -> int | None:
     """Map partition ``part`` and add its survivors to ``bitmap``; None when done, else the dirty
     entries taken before the map filled up."""
     offset_map.clear(reserved_bytes)
@@ -266,6 +294,6 @@ def _one_pass(spill: KeySpill, part: int, offset_map: OffsetMap, reserved_bytes:
     bitmap.add(offset_map.offsets())
     contains = offset_map.__contains__
     for chunk in spill.kind_chunks(part, CLEAN):  # a clean record stays iff its key is not dirty
-        keys, offsets = spill.read(chunk)
-        bitmap.add(compress(offsets, map(not_, map(contains, keys))))
+        keys, ordinals = spill.read(chunk)
+        clean_bitmap.add(compress(ordinals, map(not_, map(contains, keys))))
     return None
