@@ -23,14 +23,17 @@ every partition lands in one survivor set; the log is then recopied once against
   dir: never fsynced, never renamed, gone with the process, so a crash leaves nothing to recover
   and it is outside the durability contract (and the ``FileSystem`` seam, which is for files that
   outlive the process). A full disk aborts the round like a full disk while recopying.
-- A bitmap, not a sorted list of survivors: 1 bit per offset of the recopied range (1M offsets:
-  125 KB) whatever the survivor count; it is charged to the dedupe buffer (the maps of the
-  partition passes get what is left), and the recopy cuts each batch's survivors out of it a byte
-  at a time.
+- Bitmaps, not a sorted list of survivors: 1 bit per offset of the dirty section (1M offsets:
+  125 KB) and 1 bit per record of the clean section (by ordinal: after earlier cleanings its offsets
+  are sparse, its records about one per key), whatever the survivor count; they are charged to the
+  dedupe buffer (the maps of the partition passes get what is left), and the recopy cuts each
+  batch's survivors out of them a byte at a time.
 
-Memory: the bitmap, plus either the routing buffers (flushed to the spill when their accounted size
-reaches half of the rest of the buffer) or one partition's offset map (the map's own accounting,
-on the rest of the buffer), plus one spilled chunk being read back (no larger than a flush).
+Memory, all within ``log.cleaner.dedupe.buffer.size`` as accounted: while routing, the buffers of
+pending entries (flushed to the spill at a quarter of the buffer); then the bitmaps (at most half of
+the buffer: the cleaner ends the round earlier otherwise) and one partition's offset map on the rest,
+plus one spilled chunk being read back (no larger than a flush). The first map, full when this starts,
+is spilled and emptied before anything else is held.
 """
 
 from __future__ import annotations
@@ -246,13 +249,13 @@ def resolve(spill: KeySpill, offset_map: OffsetMap, reserved_bytes: int, bitmap:
         # Split this partition by the next byte of the hashes, into as many parts as its distinct
         # keys need: counted (roughly) when they are few, else extrapolated from where the map filled.
         keys_per_pass = max(len(offset_map), 1)
+        offset_map.clear(reserved_bytes)  # its memory goes to the split's routing buffers
         distinct = _distinct_keys(spill, part)
         wanted = 1.25 * (spill.entries[part][DIRTY] / max(taken, 1) if distinct is None else distinct / keys_per_pass)
         sub = KeySpill(spill.fd, _power_of_two(wanted, MAX_FANOUT), spill.depth + 1, spill.budget_bytes)
         for chunk in spill.chunks[part]:
             keys, offsets = spill.read(chunk)
             sub.add(keys, offsets, chunk[0])
-        offset_map.clear(reserved_bytes)
         resolve(sub, offset_map, reserved_bytes, bitmap, clean_bitmap, counts, check)
     offset_map.clear(reserved_bytes)
 
