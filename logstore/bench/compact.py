@@ -21,7 +21,9 @@ its own and one engine's heap does not slow the other:
   the result synced into its file. Run on two copies of the table, without and with an index on
   ``key`` (built untimed); the faster one is SQLite's figure;
 - logstore again on a copy of the log with a small dedupe buffer (room for about a quarter of the keys),
-  which takes many passes: that multi-pass cleaning works, and what it costs.
+  which maps the dirty section in several passes (hash partitions into a survivor bitmap) and
+  recopies it once: that multi-pass cleaning works, and its time against the single pass (goal:
+  at most ``GOAL_MULTI_PASS`` times).
 
 Peak memory is the child's peak resident set during the timed call minus its resident set just before
 it: the kernel's high-water mark (VmHWM) reset right before the call (``PeakMemory``; not ``ru_maxrss``,
@@ -57,6 +59,7 @@ from .report import MB, Result, render_table, text_table
 
 TOPIC = "compact"
 GOAL_VS_SQLITE = 1.5  # logstore time × this ≤ SQLite time
+GOAL_MULTI_PASS = 2.0  # the small-buffer (multi-pass) time ≤ this × the default buffer's (single pass)
 SEGMENT_BYTES = 64 << 20
 BATCH_RECORDS = 1000
 BASE_TIMESTAMP_MS = 1_700_000_000_000
@@ -371,13 +374,21 @@ def bench_compact(workload: CompactWorkload, *, dedupe_buffer_bytes: int | None 
         shutil.rmtree(root, ignore_errors=True)
     best = min(runs["sqlite"], key=lambda run: run["elapsed_s"])
     ratio = best["elapsed_s"] / max(runs["logstore"]["elapsed_s"], 1e-9)
+    goals = [{"goal": f"logstore >= {GOAL_VS_SQLITE:g}x faster than SQLite", "measured": f"{ratio:.2f}×",
+              "target": f"≥ {GOAL_VS_SQLITE:g}×", "passed": ratio >= GOAL_VS_SQLITE}]
+    extra = {}
+    if small:
+        slower = runs["multipass"]["elapsed_s"] / max(runs["logstore"]["elapsed_s"], 1e-9)
+        extra["multipass_vs_single"] = slower
+        goals.append({"goal": f"multi-pass (small buffer) <= {GOAL_MULTI_PASS:g}x the single pass's time",
+                      "measured": f"{slower:.2f}×", "target": f"≤ {GOAL_MULTI_PASS:g}×",
+                      "passed": slower <= GOAL_MULTI_PASS})
     return {"settings": {**asdict(workload), "dedupe_buffer_bytes": buffer, "small_buffer_bytes": small,
                          "segment_bytes": SEGMENT_BYTES, "sqlite_index": sqlite_index,
                          "distinct_keys": len(latest), "payload_bytes": workload.payload_bytes,
                          "python": sys.version.split()[0], "sqlite": sqlite3.sqlite_version},
-            "log": log_facts, **runs, "sqlite_best": best["engine"], "speedup": ratio, "verified": verified,
-            "goals": [{"goal": f"logstore >= {GOAL_VS_SQLITE:g}x faster than SQLite", "measured": f"{ratio:.2f}×",
-                       "target": f"≥ {GOAL_VS_SQLITE:g}×", "passed": ratio >= GOAL_VS_SQLITE}]}
+            "log": log_facts, **runs, "sqlite_best": best["engine"], "speedup": ratio, **extra, "verified": verified,
+            "goals": goals}
 
 
 # --- text ------------------------------------------------------------------------------------------
@@ -406,6 +417,18 @@ def _rows(result: dict) -> list[Result]:
             row.extra["note"] = (f"{'index on key' if run['index'] else 'no index'}: DELETE+COMMIT "
                                  f"{run['delete_s']:.3f} s, VACUUM {run['vacuum_s']:.3f} s, checkpoint "
                                  f"{run['checkpoint_s']:.3f} s")
+        rows.append(row)
+    if "multipass" in result:  # the small buffer against the default one: speed ratio, ≥ 1/goal passes
+        mp = result["multipass"]
+        row = Result("compact", label, "logstore-multipass", s["records"], s["payload_bytes"], mp["elapsed_s"],
+                     mp["cpu_s"], result["verified"]["logstore, small buffer"])
+        single = result["logstore"]
+        row.ratio = single["elapsed_s"] / max(mp["elapsed_s"], 1e-9)
+        row.cpu_ratio = single["cpu_s"] / mp["cpu_s"] if mp["cpu_s"] else None
+        row.target = f"≥{1 / GOAL_MULTI_PASS:g}×"
+        row.passed = row.ratio >= 1 / GOAL_MULTI_PASS
+        row.extra["note"] = (f"dedupe buffer {mp['dedupe_buffer_bytes']:,} bytes, {mp['stats']['passes']} passes; "
+                             "ratio: its records/s ÷ the default buffer's (≥ 0.5: at most 2× the time)")
         rows.append(row)
     return rows
 
@@ -451,8 +474,8 @@ def render_compact(result: dict) -> str:
                 f"({mp['elapsed_s'] / max(seconds, 1e-9):.1f}× the default buffer's), "
                 f"bytes read {mp['stats']['bytes_read']:,}, written {mp['stats']['bytes_written']:,}, "
                 f"peak memory growth {_mb(mp['rss_growth_bytes'])}",
-                "a pass ends when the map is full; with keys in shuffled order the map fills with the distinct "
-                "keys of a short stretch of the log, and each pass recopies the segments below where it ended."]
+                "when the map fills, the rest of the keys are spilled in hash partitions (one map pass each) "
+                "into a survivor bitmap, and the log is recopied once (Kafka recopies the prefix every pass)."]
     out += ["", "verified (read back, untimed): " + ", ".join(f"{name} {count:,} records"
                                                               for name, count in result["verified"].items())
             + f", each the latest record of its key ({s['distinct_keys']:,} keys)",
@@ -461,7 +484,7 @@ def render_compact(result: dict) -> str:
     goals = result["goals"]
     out += text_table(("goal", "measured", "target", "result"),
                   [(g["goal"], g["measured"], g["target"], "PASS" if g["passed"] else "FAIL") for g in goals])
-    out += [f"goal: {goals[0]['goal']}: {'PASS' if goals[0]['passed'] else 'FAIL'} ({goals[0]['measured']})"]
+    out += [f"goal: {goal['goal']}: {'PASS' if goal['passed'] else 'FAIL'} ({goal['measured']})" for goal in goals]
     return "\n".join(out)
 
 

@@ -3,6 +3,8 @@
 Owns:
 
 - ``offset_map`` (``OffsetMap``: key -> latest offset, bounded by the dedupe buffer);
+- ``multipass`` (a dirty section whose keys do not fit the map: hash-partitioned spill, one map pass
+  per partition, survivor bitmaps, so the log is still recopied once);
 - ``cleaner`` (``Cleaner``: one round over one log: map the dirty section, recopy segment groups into
   ``.cleaned`` files, swap them in through the log);
 - ``cleaner_manager`` (``LogCleanerManager``: which log is dirtiest, its cleanable range, the

@@ -4,15 +4,24 @@ A round gets the log's cleanable range ``[first_dirty_offset, first_uncleanable_
 ``LogCleanerManager``) and:
 
 1. **maps** the dirty section: key -> latest offset, into the memory-bounded ``OffsetMap``, a batch at
-   a time (the key column is cut out in one pass; one ``dict.update`` per batch). When the map fills
-   up the round ends there: ``end_offset`` = last mapped offset + 1 and the next round goes on from it
-   (several passes, never a failure);
+   a time (the key column is cut out in one pass; one ``dict.update`` per batch);
+1b. **in passes** when the map fills up before the end (``multipass``; Kafka would end the round
+   there, and each of its rounds recopies the whole prefix again: 36 passes cost 14× one pass in the
+   benchmark). The keys the map holds, the clean section's keys and the rest of the dirty section's
+   are spilled, split by key hash, to an unnamed scratch file; each partition is then mapped alone
+   (one ``OffsetMap`` pass, split again if it still overflows) and its survivors set in a bitmap:
+   one bit per dirty offset, one per clean record (by ordinal). Keys with different hashes never
+   decide each other's fate, so the bitmap holds exactly the survivors of a single pass with a big
+   enough map, and the round still ends at the first uncleanable offset. Memory: the bitmaps (1M
+   offsets: 125 KB) are charged to the buffer, at most half of it, the partition maps get the rest;
+   a round whose bitmaps would pass that ends at an earlier segment base (the next round goes on),
+   and one that cannot (or whose keys' hashes cannot be split further) is Kafka's round;
 2. **groups** the segments below ``end_offset`` (clean section included: the whole prefix is recopied)
    so that each group fits one segment: ``segment.bytes``, ``segment.index.bytes`` for both indexes,
    and 32-bit relative offsets;
 3. **recopies** each group into one ``<base>.log.cleaned`` segment, batch by batch, keeping a record
-   when it is beyond the mapped range, or has a key and is the latest for it (offset >= the map's),
-   and is not a tombstone whose delete horizon has passed. A batch whose records all stay is copied
+   when it is beyond the mapped range, or has a key and is the latest for it (offset >= the map's, or
+   its bit set), and is not a tombstone whose delete horizon has passed. A batch whose records all stay is copied
    byte for byte; otherwise it is rebuilt with the same base offset, last offset, record offsets and
    timestamps, compression and timestamp type. A batch still holding a tombstone gets a delete
    horizon (now + ``delete.retention.ms``) the first time it is recopied; a later round after that
@@ -32,6 +41,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import tempfile
 from dataclasses import dataclass
 from bisect import bisect_left, bisect_right
 from itertools import compress
@@ -41,6 +51,7 @@ from ..errors import CleaningAbortedError, LogStoreError
 from ..log.segment import LogSegment
 from ..records.decoder import COMPRESSION_MASK, HAS_NULL_KEYS, TIMESTAMP_TYPE_LOG_APPEND, RecordBatch
 from ..records.encoder import assign_base_offset, encode_batch
+from .multipass import CLEAN, DIRTY, KeySpill, PassCounts, SpillExhausted, SurvivorBitmap, first_fanout, resolve
 from .offset_map import OffsetMap
 from .stats import CleanerStats, Throttler
 
@@ -87,6 +98,9 @@ class Cleaner:
         self._check_abort = check_abort or (lambda log: False)
         self._first_dirty = 0
         self._survivors: list[int] = []
+        self._bitmap: SurvivorBitmap | None = None  # a multi-pass round's survivors: dirty offsets,
+        self._clean_bitmap: SurvivorBitmap | None = None  # clean records by ordinal,
+        self._clean_ordinal = 0  # and the ordinal the recopy has reached
         self._map = offset_map  # the map of the round under way (``clean(offset_map=...)`` may pass another)
 
     # --- one round -------------------------------------------------------------------------------
@@ -104,6 +118,7 @@ class Cleaner:
         recopying, tombstones, the swap) is this same code, so both engines give the same result."""
         log = to_clean.log
         stats = CleanerStats(log.name, start_ms=self._clock.time_ms())
+        self._bitmap = self._clean_bitmap = None
         stats.first_dirty_offset = to_clean.first_dirty_offset
         stats.size_bytes_before = log.size_bytes
         segments, truncations = log.segments_and_truncations()
@@ -117,21 +132,31 @@ class Cleaner:
             try:
                 end_offset = self.build_offset_map(log, segments, to_clean.first_dirty_offset,
                                                    to_clean.first_uncleanable_offset, stats, progress, truncations)
+                if end_offset < to_clean.first_uncleanable_offset:  # the map is full: go on in passes
+                    end_offset = self._map_in_passes(log, segments, to_clean, end_offset, stats, progress,
+                                                     truncations)
             except (ValueError, TypeError, OSError):
                 self._check(log, truncations)  # a segment deleted under the round by a truncation: an abort
                 raise
         stats.end_offset = end_offset
-        # The offsets the map holds, sorted once: in the dirty section they are exactly the survivors.
         self._first_dirty = to_clean.first_dirty_offset
-        self._survivors = self._map.sorted_offsets()
-        stats.keys_mapped = len(self._map)
-        stats.map_utilization = self._map.utilization
+        if self._bitmap is None:
+            # The offsets the map holds, sorted once: in the dirty section they are exactly the survivors.
+            self._survivors = self._map.sorted_offsets()
+            stats.keys_mapped = len(self._map)
+            stats.map_utilization = self._map.utilization
         delete_horizon_ms = now_ms + log.config.delete_retention_ms
         cleanable = [segment for segment in segments[:-1] if segment.base_offset < end_offset]
-        for group in group_segments_by_size(cleanable, log.config.segment_bytes, log.config.segment_index_bytes,
-                                            end_offset):
-            self._check(log, truncations)
-            self.clean_segments(log, group, truncations, now_ms, delete_horizon_ms, stats, progress)
+        try:
+            for group in group_segments_by_size(cleanable, log.config.segment_bytes,
+                                                log.config.segment_index_bytes, end_offset):
+                self._check(log, truncations)
+                self.clean_segments(log, group, truncations, now_ms, delete_horizon_ms, stats, progress)
+            if self._clean_bitmap is not None and self._clean_ordinal != self._clean_bitmap.end_offset:
+                raise LogStoreError(f"cleaning {log.name}: the recopy met {self._clean_ordinal} records below offset "
+                                    f"{self._first_dirty}, the mapping {self._clean_bitmap.end_offset}")
+        finally:  # the buffer's memory goes back before the next round
+            self._bitmap, self._clean_bitmap, self._survivors = None, None, []
         stats.size_bytes_after = log.size_bytes
         stats.end_ms = self._clock.time_ms()
         return stats
@@ -154,11 +179,32 @@ class Cleaner:
         offset_map = self.offset_map
         offset_map.clear()
         offset_map.update_latest_offset(start - 1)
+        for keys, offsets, last_offset, _null_keys in self._key_batches(log, segments, start, end, stats, progress,
+                                                                          truncations):
+            if keys:
+                taken = offset_map.put_batch(keys, offsets)
+                if taken < len(keys):  # full: this round ends at the last key that fitted
+                    if taken == 0 and offset_map.latest_offset < start:
+                        raise LogStoreError(
+                            f"the cleaner's offset map ({offset_map.memory_bytes} bytes) cannot hold one key "
+                            f"of {log.name} at offset {offsets[0]}: raise log.cleaner.dedupe.buffer.size")
+                    if taken:
+                        offset_map.update_latest_offset(offsets[taken - 1])
+                    return offset_map.latest_offset + 1
+            offset_map.update_latest_offset(last_offset)
+        return max(offset_map.latest_offset + 1, start)
+
+    def _key_batches(self, log: Log, segments: Sequence[LogSegment], start: int, end: int, stats: CleanerStats,
+                     progress: Callable[[int], None] | None, truncations: int | None):
+        """Yield ``(keys, offsets, last_offset, null_keys)`` for every batch holding offsets in
+        ``[start, end)``, its keys and offsets cut to that range (``null_keys``: some keys may be
+        None), then ``((), (), next_start - 1, False)`` at the end of each segment (offset gaps at
+        segment ends count as mapped). Every batch read is CRC-checked and counted as read."""
         next_bases = [segment.base_offset for segment in segments[1:]] + [2**63 - 1]
-        dirty = [segment for segment, next_base in zip(segments, next_bases)
-                 if segment.base_offset < end and next_base > start]
-        for slot, segment in enumerate(dirty):
-            next_start = dirty[slot + 1].base_offset if slot + 1 < len(dirty) else end
+        chosen = [segment for segment, next_base in zip(segments, next_bases)
+                  if segment.base_offset < end and next_base > start]
+        for slot, segment in enumerate(chosen):
+            next_start = chosen[slot + 1].base_offset if slot + 1 < len(chosen) else end
             # From the offset index's entry for start, checked against its batch (CorruptIndexError
             # when it lies: a skipped batch would leave its keys out of the map).
             scan = segment.scan_from(start, chunk_bytes=_SCAN_CHUNK_BYTES) if segment.base_offset <= start else \
@@ -173,24 +219,100 @@ class Cleaner:
                     progress(header.size_bytes)
                 if header.last_offset < start:
                     continue
+                keys = offsets = ()
                 if header.record_count:
                     keys, offsets = batch.keys(), batch.offsets()
                     if header.base_offset < start:
                         first = batch.index_of(start)
                         keys, offsets = keys[first:], offsets[first:]
-                    taken = offset_map.put_batch(keys, offsets)
-                    if taken < len(keys):  # full: this round ends at the last key that fitted
-                        if taken == 0 and offset_map.latest_offset < start:
-                            raise LogStoreError(
-                                f"the cleaner's offset map ({offset_map.memory_bytes} bytes) cannot hold one key "
-                                f"of {log.name} at offset {offsets[0]}: raise log.cleaner.dedupe.buffer.size")
-                        if taken:
-                            offset_map.update_latest_offset(offsets[taken - 1])
-                        return offset_map.latest_offset + 1
-                offset_map.update_latest_offset(header.last_offset)
+                    if header.last_offset >= end:  # a range ending inside a batch (the clean section's end)
+                        stop = len(offsets) - (header.last_offset - end + 1) if type(offsets) is range else \
+                            bisect_left(offsets, end)
+                        keys, offsets = keys[:stop], offsets[:stop]
+                yield keys, offsets, min(header.last_offset, end - 1), bool(header.attributes & HAS_NULL_KEYS)
             self._check(log, truncations)
-            offset_map.update_latest_offset(next_start - 1)  # offset gaps at segment ends
-        return max(offset_map.latest_offset + 1, start)
+            yield (), (), next_start - 1, False
+
+    # --- 1b. mapping in passes -------------------------------------------------------------------
+
+    def _map_in_passes(self, log: Log, segments: Sequence[LogSegment], to_clean: LogToClean, mapped_end: int,
+                       stats: CleanerStats, progress: Callable[[int], None] | None, truncations: int | None) -> int:
+        """The map filled up at ``mapped_end``: route what it holds, the clean section and the rest
+        of the dirty section into a hash-partitioned spill, map it one partition at a time into
+        the survivor bitmaps (``multipass``) and return the round's end: the first uncleanable
+        offset, or the last segment base whose bitmaps fit half the buffer. When none past
+        ``mapped_end`` does, the round is Kafka's: it ends where the map filled.
+
+        Two bitmaps: the dirty section's by offset (its offsets are dense: records as appended),
+        the clean section's by record ordinal (its offsets are sparse after earlier cleanings, its
+        records about one per key): the n-th record below the first dirty offset, counted in log
+        order by this scan and again by the recopy."""
+        offset_map = self.offset_map
+        first_dirty, first_uncleanable = to_clean.first_dirty_offset, to_clean.first_uncleanable_offset
+        capacity = offset_map.capacity_bytes
+        fanout = first_fanout(len(offset_map), mapped_end - first_dirty, first_uncleanable - mapped_end,
+                              len(offset_map) // 2)
+        first_utilization = offset_map.utilization
+        counts = PassCounts()
+        try:
+            with tempfile.TemporaryFile(dir=log.dir_path, prefix=".cleaner-spill-") as scratch:
+                spill = KeySpill(scratch.fileno(), fanout, 0, capacity // 4)
+                keys, offsets = offset_map.keys_and_offsets()
+                offset_map.clear()
+                spill.add(keys, offsets, DIRTY)
+                del keys, offsets
+                clean_records = 0
+                for keys, _offsets, _last, null_keys in self._key_batches(
+                        log, segments, segments[0].base_offset, first_dirty, stats, progress, truncations):
+                    ordinals = range(clean_records, clean_records + len(keys))
+                    clean_records += len(keys)
+                    keys, ordinals = _keyed(keys, ordinals, null_keys)
+                    spill.add(keys, ordinals, CLEAN)
+                end = _multi_pass_end(segments, first_dirty, clean_records, mapped_end, first_uncleanable, capacity)
+                if end is None:
+                    raise SpillExhausted("the survivor bitmap of the clean section would pass half the buffer")
+                for keys, offsets, _last, null_keys in self._key_batches(log, segments, mapped_end, end, stats,
+                                                                           progress, truncations):
+                    spill.add(*_keyed(keys, offsets, null_keys), DIRTY)
+                bitmap, clean_bitmap = SurvivorBitmap(first_dirty, end), SurvivorBitmap(0, clean_records)
+                reserved = bitmap.memory_bytes + clean_bitmap.memory_bytes
+                resolve(spill, offset_map, reserved, bitmap, clean_bitmap, counts,
+                        lambda: self._check(log, truncations))
+        except SpillExhausted as exc:
+            logger.warning("cleaning %s in passes stopped (%s); this round ends where the map filled", log.name, exc)
+            return self.build_offset_map(log, segments, first_dirty, first_uncleanable, stats, progress, truncations)
+        except OSError as exc:
+            if _no_space(exc):
+                raise _aborted_by(exc, log) from exc
+            raise
+        offset_map.clear()
+        offset_map.update_latest_offset(end - 1)
+        self._bitmap, self._clean_bitmap, self._clean_ordinal = bitmap, clean_bitmap, 0
+        stats.passes = 1 + counts.passes
+        stats.keys_mapped = counts.keys_mapped
+        stats.map_utilization = max(first_utilization, counts.max_utilization)
+        return end
+
+    def _kept_by_bitmaps(self, header, offsets: Sequence[int], mapped_up_to: int) -> list[int]:
+        """The indexes of the records of a batch that survive, from the bitmaps of a round mapped in
+        passes (records below the first dirty offset by ordinal, the others by offset)."""
+        base, last, count, first_dirty = header.base_offset, header.last_offset, header.record_count, self._first_dirty
+        clean = count if last < first_dirty else 0 if base >= first_dirty else bisect_left(offsets, first_dirty)
+        kept = []
+        if clean:
+            start = self._clean_ordinal
+            self._clean_ordinal += clean
+            kept = [ordinal - start for ordinal in self._clean_bitmap.between(start, start + clean - 1)]
+        if clean < count:
+            low, high = max(base, first_dirty), min(last, mapped_up_to)
+            kept_offsets = self._bitmap.between(low, high) if low <= high else []
+            if last > mapped_up_to:  # the round ended inside this batch: the rest stays
+                kept_offsets += [offset for offset in offsets if offset > mapped_up_to]
+            if type(offsets) is range:
+                kept += [offset - base for offset in kept_offsets]
+            else:
+                kept += [bisect_left(offsets, offset) for offset in kept_offsets]
+        return kept
 
     # --- 3. recopying a group ----------------------------------------------------------------------
 
@@ -259,7 +381,9 @@ class Cleaner:
                 stats.records_kept += count
             return
         offsets = batch.offsets()
-        if base >= self._first_dirty and header.last_offset <= mapped_up_to:
+        if self._bitmap is not None:  # a round mapped in passes: the survivors of the whole range
+            kept_indexes = self._kept_by_bitmaps(header, offsets, mapped_up_to)
+        elif base >= self._first_dirty and header.last_offset <= mapped_up_to:
             # Wholly in the mapped dirty section: a record stays exactly when the map holds its
             # offset, so the survivors are a slice of the map's sorted offsets (no per-record lookup).
             survivors = self._survivors
@@ -334,6 +458,26 @@ def _aborted_by(exc: OSError, log: Log) -> CleaningAbortedError:
     dropped and retried later (the log is not marked uncleanable)."""
     logger.warning("cleaning of %s was aborted: %s; its segments stay as they were", log.name, exc)
     return CleaningAbortedError(f"cleaning of {log.name} was aborted: {exc}; its segments stay as they were")
+
+
+def _multi_pass_end(segments: Sequence[LogSegment], first_dirty: int, clean_records: int, mapped_end: int,
+                    first_uncleanable: int, capacity_bytes: int) -> int | None:
+    """Where a round mapped in passes ends: ``first_uncleanable`` when the bitmaps (one bit per
+    clean record, one per offset from ``first_dirty``) take at most half of the map's capacity;
+    else the last segment base past ``mapped_end`` within that bound; None when there is none."""
+    limit = first_dirty + (capacity_bytes // 2 - SurvivorBitmap.bytes_for(clean_records)) * 8
+    if first_uncleanable <= limit:
+        return first_uncleanable
+    fitting = [segment.base_offset for segment in segments if mapped_end < segment.base_offset <= limit]
+    return fitting[-1] if fitting else None
+
+
+def _keyed(keys: Sequence[bytes | None], offsets: Sequence[int], null_keys: bool) -> tuple[Sequence, Sequence]:
+    """The keys and offsets of the records that have a key (the others never survive)."""
+    if not null_keys:
+        return keys, offsets
+    present = [key is not None for key in keys]
+    return list(compress(keys, present)), list(compress(offsets, present))
 
 
 def group_segments_by_size(segments: Sequence[LogSegment], max_bytes: int, max_index_bytes: int,

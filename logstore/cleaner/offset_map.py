@@ -60,6 +60,14 @@ class OffsetMap:
         """``get`` for every key of a batch in one C-level pass (-1 where absent or None)."""
         return list(map(self._offsets.get, keys, repeat(-1)))
 
+    def offsets(self):
+        """Every offset the map holds (a view, in insertion order)."""
+        return self._offsets.values()
+
+    def keys_and_offsets(self) -> tuple[list[bytes], list[int]]:
+        """Every key and its offset, as two lists in insertion order."""
+        return list(self._offsets), list(self._offsets.values())
+
     def sorted_offsets(self) -> list[int]:
         """Every offset the map holds, ascending: after mapping a range, the records of that range
         that are the latest of their key (the cleaner's survivors), found by ``bisect``."""
@@ -117,11 +125,14 @@ class OffsetMap:
         """Mark everything up to ``offset`` as mapped (Kafka: skips offset gaps at segment ends)."""
         self.latest_offset = offset
 
-    def clear(self) -> None:
-        """Empty the map for the next cleaning round."""
+    def clear(self, reserved_bytes: int = 0) -> None:
+        """Empty the map for the next cleaning round (or pass). ``reserved_bytes`` of the accounted
+        capacity are set aside for something else that lives from the buffer meanwhile (the
+        multi-pass survivor bitmap); 0 gives the whole capacity back."""
         self._offsets.clear()
         self.used_bytes = 0
         self.latest_offset = -1
+        self.capacity_bytes = max(int(self.memory_bytes * self.load_factor) - reserved_bytes, 0)
 
     def __repr__(self) -> str:
         return (f"OffsetMap(keys={len(self)}, utilization={self.utilization:.2f}, "

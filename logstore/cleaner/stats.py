@@ -65,7 +65,7 @@ class CleanerStats:
 class CleanerTotals:
     """Cumulative counters of every round since the store opened (thread-safe through ``add``)."""
 
-    rounds: int = 0
+    rounds: int = 0  # map passes: a round that maps its dirty section in N passes counts N (as N Kafka rounds would)
     aborted_rounds: int = 0
     failed_rounds: int = 0
     bytes_read: int = 0
@@ -78,7 +78,7 @@ class CleanerTotals:
 
     def add(self, stats: CleanerStats) -> None:
         with self._lock:
-            self.rounds += 1
+            self.rounds += stats.passes
             self.bytes_read += stats.bytes_read
             self.bytes_written += stats.bytes_written
             self.records_dropped += stats.records_dropped
