@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from _thread import allocate_lock as _allocate_lock
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Hashable, Mapping, Sequence
 
-from ..clock import SYSTEM_CLOCK
+from ..clock import SYSTEM_CLOCK, Stopwatch
 from ..records.decoder import RECORD_OVERHEAD_BYTES
 from ..timer.purgatory import DelayedOperation, DelayedOperationPurgatory
 from .dir_watch import DirectoryWatcher
@@ -43,6 +44,12 @@ logger = logging.getLogger("logstore.delayed")  # its name before the subpackage
 # A waiter that the timer somehow never woke gives up this long after its deadline (defensive: the
 # timer is tested, but a waiter must never hang forever).
 _GRACE_S = 5.0
+# A round waits for the appenders still in flight (those the last round woke come back within
+# moments) at most this fraction of the last round's flush time, and never longer than the cap:
+# without it, N synchronous callers settle into two groups of N/2 taking turns, each fsync covering
+# half of them.
+LINGER_FRACTION = 0.5
+MAX_LINGER_S = 0.005
 
 
 @dataclass
@@ -106,14 +113,28 @@ class DelayedFetch(DelayedOperation):
 
 
 class FlushRound:
-    """The durable appends of one log waiting for the flusher's next flush of it: one ``Event``
-    that the flusher sets once that flush ended (fsynced, failed, or skipped because the log is
-    closed or failed), waking every waiter of the round at once."""
+    """The durable appends of one log waiting for the flusher's next flush of it. Each waiter
+    parks on a lock of its own, held from the start, that ``release`` (the flusher, once that flush
+    ended: fsynced, failed, or skipped because the log is closed or failed) lets go: one wake-up per
+    waiter, no shared lock for the woken to queue on again (a ``Condition`` has one)."""
 
-    __slots__ = ("done",)
+    __slots__ = ("waiters",)
 
     def __init__(self) -> None:
-        self.done = threading.Event()
+        self.waiters: list = []
+
+    def join(self):
+        """A held lock for one waiter, to block on with ``acquire(timeout=...)`` (call under the
+        flusher's lock: a round is released once, after its last join)."""
+        waiter = _allocate_lock()
+        waiter.acquire()
+        self.waiters.append(waiter)
+        return waiter
+
+    def release(self) -> None:
+        """Wake every waiter (once per round; a waiter that timed out meanwhile ignores it)."""
+        for waiter in self.waiters:
+            waiter.release()
 
 
 class GroupCommitFlusher:
@@ -124,8 +145,9 @@ class GroupCommitFlusher:
     that park elsewhere: the server's produce responses). A round takes every marked log and its
     round, flushes each log (one fsync covers everything appended to it so far), sets the round's
     event, and completes what waits in the produce purgatory (``produce.check_and_complete(key)``).
-    The next round starts as soon as the previous one returns: appends that arrived during an fsync
-    are covered by the next one. An fsync error makes that log fail-stop (``Log.flush``); its waiters
+    Appends that arrive during an fsync are covered by the next round, which starts once the appenders
+    in flight (those the last round woke, those already waiting) have joined it, or after a fraction of
+    the last flush time, whichever comes first (``LINGER_FRACTION``). An fsync error makes that log fail-stop (``Log.flush``); its waiters
     wake and see the failure. The thread starts on the first request."""
 
     def __init__(self, produce: DelayedOperationPurgatory | None = None, name: str = "logstore-group-commit") -> None:
@@ -137,6 +159,10 @@ class GroupCommitFlusher:
         self._rounds: dict[int, FlushRound] = {}  # id(log) -> the round of its next flush
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self._full = threading.Event()
+        self._joined = 0
+        self._expected = 0
+        self._linger_s = 0.0
         self.rounds = 0  # flush rounds so far
         self.flushes = 0  # log flushes so far (a round flushes each requested log once)
 
@@ -162,7 +188,11 @@ class GroupCommitFlusher:
                 round_ = self._rounds.get(key)
                 if round_ is None:
                     round_ = self._rounds[key] = FlushRound()
+                waiter = round_.join()
                 self._pending[key] = log
+                self._joined += 1
+                if self._joined == self._expected:
+                    self._full.set()
                 if self._thread is None:
                     self._start()
         wanted = self._wanted
@@ -171,14 +201,14 @@ class GroupCommitFlusher:
         # Joined, then checked again: a close or a failure after the caller's check either shows
         # here or wakes the round (``wake``), so no wake-up is lost.
         if round_ is not None and log.recovery_point < required_offset and not log.closed and not log.failed:
-            round_.done.wait(timeout_s)
+            waiter.acquire(timeout=timeout_s)
 
     def wake(self, key: Hashable) -> None:
         """Wake the waiters of every log under ``key`` now (it closed or failed): they re-check."""
         with self._lock:
             woken = [self._rounds.pop(k) for k, log in self._pending.items() if log.key == key and k in self._rounds]
         for round_ in woken:
-            round_.done.set()
+            round_.release()
 
     def _start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
@@ -187,17 +217,27 @@ class GroupCommitFlusher:
     def _run(self) -> None:
         while True:
             self._wanted.wait()
+            linger_s = self._linger_s
+            if linger_s and self._joined < self._expected:
+                self._full.wait(linger_s)
             with self._lock:
                 self._wanted.clear()
+                self._full.clear()
                 logs, self._pending = self._pending, {}
                 rounds, self._rounds = self._rounds, {}
+                joined, self._joined = self._joined, 0
                 stopped = self._stopped
+            started = Stopwatch.now_s()
             for key, log in logs.items():
                 self._flush(log, rounds.pop(key, None))
             if logs:
                 self.rounds += 1
-            for round_ in rounds.values():  # woken by ``wake`` meanwhile: set again, harmless
-                round_.done.set()
+                flush_s = Stopwatch.now_s() - started
+                with self._lock:
+                    # Everyone in flight: the appenders just woken, who append again within
+                    # moments, and those already waiting for the next round.
+                    self._expected = joined + self._joined
+                self._linger_s = min(flush_s * LINGER_FRACTION, MAX_LINGER_S) if self._expected > 1 else 0.0
             if stopped:
                 return
 
@@ -210,7 +250,7 @@ class GroupCommitFlusher:
             logger.warning("group commit: flushing %s failed: %s", log.name, exc)
         finally:
             if round_ is not None:
-                round_.done.set()
+                round_.release()
             produce = self.produce
             if produce is not None:
                 produce.check_and_complete(log.key)
@@ -220,6 +260,7 @@ class GroupCommitFlusher:
         with self._lock:
             self._stopped = True
             thread = self._thread
+        self._full.set()  # no lingering: finish now
         self._wanted.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout_s)
