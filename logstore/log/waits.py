@@ -44,11 +44,15 @@ logger = logging.getLogger("logstore.delayed")  # its name before the subpackage
 # A waiter that the timer somehow never woke gives up this long after its deadline (defensive: the
 # timer is tested, but a waiter must never hang forever).
 _GRACE_S = 5.0
-# A round waits for the appenders still in flight (those the last round woke come back within
-# moments) at most this fraction of the last round's flush time, and never longer than the cap:
-# without it, N synchronous callers settle into two groups of N/2 taking turns, each fsync covering
-# half of them.
+# Before it starts, a round waits for the appenders in flight (those the last round woke append
+# again within moments; those already waiting) to join it, for at most this fraction of the last
+# round's flush time, bounded below and above. Without it, N synchronous callers settle into two
+# groups of N/2 taking turns, each fsync covering half of them; with a fast disk, into many small
+# rounds, each costing the flusher's Python work and an fsync's CPU. It ends as soon as everyone in
+# flight joined, so it costs time only when an appender does not come back (then the next round
+# expects fewer).
 LINGER_FRACTION = 0.5
+MIN_LINGER_S = 0.002
 MAX_LINGER_S = 0.005
 
 
@@ -237,7 +241,8 @@ class GroupCommitFlusher:
                     # Everyone in flight: the appenders just woken, who append again within
                     # moments, and those already waiting for the next round.
                     self._expected = joined + self._joined
-                self._linger_s = min(flush_s * LINGER_FRACTION, MAX_LINGER_S) if self._expected > 1 else 0.0
+                self._linger_s = (min(max(flush_s * LINGER_FRACTION, MIN_LINGER_S), MAX_LINGER_S)
+                                 if self._expected > 1 else 0.0)
             if stopped:
                 return
 
