@@ -220,10 +220,13 @@ class GroupCommitFlusher:
 
     def _run(self) -> None:
         while True:
-            self._wanted.wait()
+            # Lingering first: the appenders in flight join (the one that completes the count wakes
+            # this thread, the others' ``_wanted.set()`` finds nobody to wake), then ``_wanted`` is
+            # set already. One wake-up per round, not one to start lingering and one to end it.
             linger_s = self._linger_s
             if linger_s and self._joined < self._expected:
                 self._full.wait(linger_s)
+            self._wanted.wait()
             with self._lock:
                 self._wanted.clear()
                 self._full.clear()
