@@ -8,11 +8,11 @@ This module owns:
   (log, offset) positions, or ``max_wait_ms`` passes. Appends complete it: a log publishes its new
   end offset, then calls ``check_and_complete`` on the fetch purgatory for its key, outside its lock.
 - ``GroupCommitFlusher``: one thread that fsyncs the logs durable appends are waiting on. An
-  ``acks="all"`` append writes its batch, joins the log's next ``FlushRound`` and blocks on its
-  event; the flusher takes every waiting log with its round, flushes each (one fsync covers every
-  append so far) and sets the round's event, waking all its appends at once (one hand-off per
-  round, not an operation per append). While it fsyncs, more appends arrive: the next round, which
-  starts as soon as this one returns, covers them all. After each flush it also completes what the
+  ``acks="all"`` append writes its batch (encoded outside any lock), joins the log's next
+  ``FlushRound`` and blocks on a lock of its own; the flusher takes every waiting log with its
+  round, flushes each (one fsync covers every append so far) and releases the round, waking all its
+  appends at once (no purgatory operation, timer entry or completion per append). While it fsyncs,
+  more appends arrive: the next round covers them all. After each flush it also completes what the
   server parked in the produce purgatory (Kafka's DelayedProduce: a response, not a thread).
 - ``LogWaits``: the two purgatories and the flusher, shared by every log of a store (a standalone
   ``Log`` makes its own on first use).
@@ -147,12 +147,13 @@ class GroupCommitFlusher:
     ``wait(log, required_offset, timeout_s)`` (a durable append, after writing its batch) joins the
     log's next ``FlushRound`` and blocks on it; ``request(log)`` only marks ``log`` (for waiters
     that park elsewhere: the server's produce responses). A round takes every marked log and its
-    round, flushes each log (one fsync covers everything appended to it so far), sets the round's
-    event, and completes what waits in the produce purgatory (``produce.check_and_complete(key)``).
-    Appends that arrive during an fsync are covered by the next round, which starts once the appenders
-    in flight (those the last round woke, those already waiting) have joined it, or after a fraction of
-    the last flush time, whichever comes first (``LINGER_FRACTION``). An fsync error makes that log fail-stop (``Log.flush``); its waiters
-    wake and see the failure. The thread starts on the first request."""
+    round, flushes each log (one fsync covers everything appended to it so far), releases the
+    round's waiters, and completes what waits in the produce purgatory (``check_and_complete``).
+    Appends that arrive during an fsync are covered by the next round, which starts once the
+    appenders in flight (those the last round woke, those already waiting) joined it, or after a
+    bounded fraction of the last flush time (``LINGER_FRACTION``), whichever comes first. An fsync
+    error makes that log fail-stop (``Log.flush``); its waiters wake and see the failure. The thread
+    starts on the first request."""
 
     def __init__(self, produce: DelayedOperationPurgatory | None = None, name: str = "logstore-group-commit") -> None:
         self.produce = produce  # set by LogWaits once the server or a caller parks operations there
