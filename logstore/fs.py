@@ -18,15 +18,36 @@ Conventions:
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import mmap
 import os
 import stat
+import sys
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _ALLOCATE_CHUNK_BYTES = 1 << 20
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
+
+
+def _libc_msync():
+    """libc's ``msync`` through ctypes, which releases the GIL around the call (``mmap.flush``
+    holds it while the page is written to disk, stalling every other thread of the process: the
+    appenders of a group commit); None where it is not known to be safe (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).msync
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    function.restype = ctypes.c_int
+    return function
+
+
+_MSYNC = _libc_msync()
+_MS_SYNC = 4  # Linux's value (mmap does not export it)
 
 
 class FileSystem:
@@ -116,8 +137,19 @@ class FileSystem:
         return mmap.mmap(fd, length, access=access)
 
     def msync(self, mapping: mmap.mmap) -> None:
-        """Make a writable mapping's changes durable (msync)."""
-        mapping.flush()
+        """Make a writable mapping's changes durable (msync), letting other threads run meanwhile."""
+        if _MSYNC is None:
+            mapping.flush()
+            return
+        # The view exports the mapping's buffer (a close or resize meanwhile raises instead of
+        # unmapping under the call) until it is freed, right after the call.
+        view = (ctypes.c_char * len(mapping)).from_buffer(mapping)
+        try:
+            if _MSYNC(ctypes.addressof(view), len(mapping), _MS_SYNC) != 0:
+                code = ctypes.get_errno()
+                raise OSError(code, os.strerror(code))
+        finally:
+            del view
 
     # --- the namespace -------------------------------------------------------------------------
 

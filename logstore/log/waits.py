@@ -1,27 +1,32 @@
-"""The two waits a user of a log has, served through the purgatory (Kafka's DelayedFetch and
-DelayedProduce), and the group-commit flusher that makes durable appends cheap.
+"""The two waits a user of a log has: a read that waits for data, served through the fetch
+purgatory (Kafka's DelayedFetch), and a durable append that waits for an fsync, served by the
+group-commit flusher that makes durable appends cheap.
 
 This module owns:
 
 - ``DelayedFetch``: a read that waits until ``min_bytes`` of new data are available at one or more
   (log, offset) positions, or ``max_wait_ms`` passes. Appends complete it: a log publishes its new
   end offset, then calls ``check_and_complete`` on the fetch purgatory for its key, outside its lock.
-- ``DelayedProduce``: an append with ``acks="all"`` that waits until the log's recovery point (the
-  first offset not yet fsynced) covers its last offset, or its timeout passes.
-- ``GroupCommitFlusher``: one thread that fsyncs the logs durable appends are waiting on. While it
-  fsyncs, more appends arrive; the next round's single fsync covers all of them (group commit). After
-  each flush it completes the waiting appends through the produce purgatory.
+- ``GroupCommitFlusher``: one thread that fsyncs the logs durable appends are waiting on. An
+  ``acks="all"`` append writes its batch (encoded outside any lock), joins the log's next
+  ``FlushRound`` and blocks on a lock of its own; the flusher takes every waiting log with its
+  round, flushes each (one fsync covers every append so far) and releases the round, waking all its
+  appends at once (no purgatory operation, timer entry or completion per append). While it fsyncs,
+  more appends arrive: the next round covers them all. After each flush it also completes what the
+  server parked in the produce purgatory (Kafka's DelayedProduce: a response, not a thread).
 - ``LogWaits``: the two purgatories and the flusher, shared by every log of a store (a standalone
   ``Log`` makes its own on first use).
 
-Wake-ups are never lost: whoever changes the state (the appender, the flusher) publishes it first
-and calls ``check_and_complete`` after; a waiter registers and checks again (``purgatory``'s contract).
+Wake-ups are never lost: whoever changes the state (the appender, the flusher, a close) publishes it
+first and wakes after; a waiter registers and checks again (``purgatory``'s contract; for a flush
+round: join the round, then re-check the recovery point, ``closed`` and ``failed``).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from _thread import allocate_lock as _allocate_lock
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Hashable, Mapping, Sequence
 
@@ -39,9 +44,16 @@ logger = logging.getLogger("logstore.delayed")  # its name before the subpackage
 # A waiter that the timer somehow never woke gives up this long after its deadline (defensive: the
 # timer is tested, but a waiter must never hang forever).
 _GRACE_S = 5.0
-LINGER_FRACTION = 0.25  # of the last round's flush time, waited before the next round starts
-MAX_LINGER_S = 0.002
-MIN_LINGER_FLUSH_S = 0.0005  # lingering starts once a round's flushes take this long
+# Before it starts, a round waits for the appenders in flight (those the last round woke append
+# again within moments; those already waiting) to join it, for at most this fraction of the last
+# round's flush time, bounded below and above. Without it, N synchronous callers settle into two
+# groups of N/2 taking turns, each fsync covering half of them; with a fast disk, into many small
+# rounds, each costing the flusher's Python work and an fsync's CPU. It ends as soon as everyone in
+# flight joined, so it costs time only when an appender does not come back (then the next round
+# expects fewer).
+LINGER_FRACTION = 0.5
+MIN_LINGER_S = 0.002
+MAX_LINGER_S = 0.005
 
 
 @dataclass
@@ -104,42 +116,57 @@ class DelayedFetch(DelayedOperation):
         self.expired = True
 
 
-class DelayedProduce(DelayedOperation):
-    """An append that completes once ``log.recovery_point >= required_offset`` (fsynced), when the
-    log fails or closes, or after ``delay_ms`` (a timeout: the data may still become durable)."""
+class FlushRound:
+    """The durable appends of one log waiting for the flusher's next flush of it. Each waiter
+    parks on a lock of its own, held from the start, that ``release`` (the flusher, once that flush
+    ended: fsynced, failed, or skipped because the log is closed or failed) lets go: one wake-up per
+    waiter, no shared lock for the woken to queue on again (a ``Condition`` has one)."""
 
-    def __init__(self, delay_ms: int, log: Log, required_offset: int) -> None:
-        super().__init__(delay_ms)
-        self.log = log
-        self.required_offset = required_offset
-        self.done = threading.Event()
+    __slots__ = ("waiters",)
 
-    def try_complete(self) -> bool:
-        log = self.log
-        if log.recovery_point >= self.required_offset or log.failed or log.closed:
-            return self.force_complete()
-        return False
+    def __init__(self) -> None:
+        self.waiters: list = []
 
-    def on_complete(self) -> None:
-        self.done.set()
+    def join(self):
+        """A held lock for one waiter, to block on with ``acquire(timeout=...)`` (call under the
+        flusher's lock: a round is released once, after its last join)."""
+        waiter = _allocate_lock()
+        waiter.acquire()
+        self.waiters.append(waiter)
+        return waiter
+
+    def release(self) -> None:
+        """Wake every waiter (once per round; a waiter that timed out meanwhile ignores it)."""
+        for waiter in self.waiters:
+            waiter.release()
 
 
 class GroupCommitFlusher:
     """A thread that flushes the logs durable appends wait on, many appends per fsync.
 
-    ``request(log)`` marks ``log`` and wakes the thread; a round takes every marked log, flushes each
-    (one fsync covers everything appended to it so far) and then completes its waiting appends with
-    ``produce.check_and_complete(log.key)``. An fsync error makes that log fail-stop (``Log.flush``);
-    its waiters complete and see the failure. The thread starts on the first request."""
+    ``wait(log, required_offset, timeout_s)`` (a durable append, after writing its batch) joins the
+    log's next ``FlushRound`` and blocks on it; ``request(log)`` only marks ``log`` (for waiters
+    that park elsewhere: the server's produce responses). A round takes every marked log and its
+    round, flushes each log (one fsync covers everything appended to it so far), releases the
+    round's waiters, and completes what waits in the produce purgatory (``check_and_complete``).
+    Appends that arrive during an fsync are covered by the next round, which starts once the
+    appenders in flight (those the last round woke, those already waiting) joined it, or after a
+    bounded fraction of the last flush time (``LINGER_FRACTION``), whichever comes first. An fsync
+    error makes that log fail-stop (``Log.flush``); its waiters wake and see the failure. The thread
+    starts on the first request."""
 
-    def __init__(self, produce: DelayedOperationPurgatory, name: str = "logstore-group-commit") -> None:
-        self.produce = produce
+    def __init__(self, produce: DelayedOperationPurgatory | None = None, name: str = "logstore-group-commit") -> None:
+        self.produce = produce  # set by LogWaits once the server or a caller parks operations there
         self.name = name
         self._lock = threading.Lock()
         self._wanted = threading.Event()
         self._pending: dict[int, Log] = {}
+        self._rounds: dict[int, FlushRound] = {}  # id(log) -> the round of its next flush
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self._full = threading.Event()
+        self._joined = 0
+        self._expected = 0
         self._linger_s = 0.0
         self.rounds = 0  # flush rounds so far
         self.flushes = 0  # log flushes so far (a round flushes each requested log once)
@@ -151,35 +178,79 @@ class GroupCommitFlusher:
                 return  # shutting down: the store's own shutdown flush covers the log
             self._pending[id(log)] = log
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-                self._thread.start()
+                self._start()
         self._wanted.set()
+
+    def wait(self, log: Log, required_offset: int, timeout_s: float) -> None:
+        """Block until a flush of ``log`` that began after this call ended, the log closed or
+        failed, or ``timeout_s`` passed; the caller checks ``log.recovery_point``. The records
+        below ``required_offset`` must be written (their end offset published) before the call."""
+        key = id(log)
+        with self._lock:
+            if self._stopped:
+                round_ = None  # shut down (the store closed): no flush comes, the caller checks the log
+            else:
+                round_ = self._rounds.get(key)
+                if round_ is None:
+                    round_ = self._rounds[key] = FlushRound()
+                waiter = round_.join()
+                self._pending[key] = log
+                self._joined += 1
+                if self._joined == self._expected:
+                    self._full.set()
+                if self._thread is None:
+                    self._start()
+        wanted = self._wanted
+        if not wanted.is_set():
+            wanted.set()
+        # Joined, then checked again: a close or a failure after the caller's check either shows
+        # here or wakes the round (``wake``), so no wake-up is lost.
+        if round_ is not None and log.recovery_point < required_offset and not log.closed and not log.failed:
+            waiter.acquire(timeout=timeout_s)
+
+    def wake(self, key: Hashable) -> None:
+        """Wake the waiters of every log under ``key`` now (it closed or failed): they re-check."""
+        with self._lock:
+            woken = [self._rounds.pop(k) for k, log in self._pending.items() if log.key == key and k in self._rounds]
+        for round_ in woken:
+            round_.release()
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
 
     def _run(self) -> None:
         while True:
+            # Lingering first: the appenders in flight join (the one that completes the count wakes
+            # this thread, the others' ``_wanted.set()`` finds nobody to wake), then ``_wanted`` is
+            # set already. One wake-up per round, not one to start lingering and one to end it.
+            linger_s = self._linger_s
+            if linger_s and self._joined < self._expected:
+                self._full.wait(linger_s)
             self._wanted.wait()
-            if self._linger_s:
-                # The appenders the last round woke append again within moments; waiting a quarter
-                # of an fsync lets this round's fsync cover them too, instead of leaving them for
-                # the next one (without it, N synchronous callers settle into two groups of N/2).
-                SYSTEM_CLOCK.sleep_ms(self._linger_s * 1000)
             with self._lock:
                 self._wanted.clear()
-                logs, self._pending = list(self._pending.values()), {}
+                self._full.clear()
+                logs, self._pending = self._pending, {}
+                rounds, self._rounds = self._rounds, {}
+                joined, self._joined = self._joined, 0
                 stopped = self._stopped
             started = Stopwatch.now_s()
-            for log in logs:
-                self._flush(log)
+            for key, log in logs.items():
+                self._flush(log, rounds.pop(key, None))
             if logs:
                 self.rounds += 1
                 flush_s = Stopwatch.now_s() - started
-                # On a fast disk (an fsync about as long as an append's own CPU time) lingering only
-                # adds latency: the appenders are CPU-bound, not waiting for the disk.
-                self._linger_s = min(flush_s * LINGER_FRACTION, MAX_LINGER_S) if flush_s >= MIN_LINGER_FLUSH_S else 0.0
+                with self._lock:
+                    # Everyone in flight: the appenders just woken, who append again within
+                    # moments, and those already waiting for the next round.
+                    self._expected = joined + self._joined
+                self._linger_s = (min(max(flush_s * LINGER_FRACTION, MIN_LINGER_S), MAX_LINGER_S)
+                                 if self._expected > 1 else 0.0)
             if stopped:
                 return
 
-    def _flush(self, log: Log) -> None:
+    def _flush(self, log: Log, round_: FlushRound | None) -> None:
         try:
             if not log.closed and not log.failed:
                 log.flush()
@@ -187,13 +258,18 @@ class GroupCommitFlusher:
         except Exception as exc:  # the log is fail-stop or closed; its waiters learn it from the log
             logger.warning("group commit: flushing %s failed: %s", log.name, exc)
         finally:
-            self.produce.check_and_complete(log.key)
+            if round_ is not None:
+                round_.release()
+            produce = self.produce
+            if produce is not None:
+                produce.check_and_complete(log.key)
 
     def shutdown(self, timeout_s: float | None = 5.0) -> None:
         """Finish the round in progress and any requested flushes, then stop. Idempotent."""
         with self._lock:
             self._stopped = True
             thread = self._thread
+        self._full.set()  # no lingering: finish now
         self._wanted.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout_s)
@@ -201,7 +277,8 @@ class GroupCommitFlusher:
 
 class LogWaits:
     """The fetch and produce purgatories and the group-commit flusher of one store (or one
-    standalone log). Threads start lazily: a store that never waits starts none."""
+    standalone log). Threads start lazily: a store that never waits starts none, and durable
+    appends alone start only the flusher (they wait on its rounds, not in the produce purgatory)."""
 
     def __init__(self, name: str = "logstore") -> None:
         self.name = name
@@ -221,27 +298,28 @@ class LogWaits:
 
     @property
     def produce(self) -> DelayedOperationPurgatory:
+        """The purgatory of operations that wait for fsyncs without a thread each (the server's
+        produce responses); the flusher completes them after each flush."""
         if self._produce is None:
             with self._lock:
                 if self._produce is None:
                     self._produce = DelayedOperationPurgatory(f"{self.name}-produce")
+                    if self._flusher is not None:
+                        self._flusher.produce = self._produce
         return self._produce
 
     @property
     def flusher(self) -> GroupCommitFlusher:
         if self._flusher is None:
-            produce = self.produce
             with self._lock:
                 if self._flusher is None:
-                    self._flusher = GroupCommitFlusher(produce, f"{self.name}-group-commit")
+                    self._flusher = GroupCommitFlusher(self._produce, f"{self.name}-group-commit")
         return self._flusher
 
     def wait_fsynced(self, log: Log, required_offset: int, timeout_ms: int) -> None:
         """Block until ``log``'s recovery point covers ``required_offset`` or ``timeout_ms`` passes,
-        asking the group-commit flusher for the fsync (shared with every other waiter)."""
-        op = DelayedProduce(timeout_ms, log, required_offset)
-        self.flusher.request(log)
-        wait_for(op, self.produce, [log.key], timeout_ms)
+        sharing the flusher's fsync with every other waiter (the caller checks the recovery point)."""
+        self.flusher.wait(log, required_offset, timeout_ms / 1000.0)
 
     def data_arrived(self, key: Hashable) -> None:
         """Called by a log after it published a new end offset: completes the reads it satisfies."""
@@ -256,6 +334,8 @@ class LogWaits:
                 self._fetch.check_and_complete(key)
             if self._produce is not None:
                 self._produce.check_and_complete(key)
+            if self._flusher is not None:
+                self._flusher.wake(key)
 
     def shutdown(self) -> None:
         """Flush what durable appends wait for, then stop the threads. Idempotent."""
@@ -271,7 +351,7 @@ class LogWaits:
                 purgatory.shutdown()
 
 
-def wait_for(op: DelayedProduce | DelayedFetch, purgatory: DelayedOperationPurgatory, keys: Sequence[Hashable],
+def wait_for(op: DelayedFetch, purgatory: DelayedOperationPurgatory, keys: Sequence[Hashable],
              delay_ms: int) -> None:
     """Watch ``op`` under ``keys`` and block until it completes (or expires)."""
     if purgatory.try_complete_else_watch(op, keys):
