@@ -31,9 +31,13 @@ from itertools import chain, repeat
 from typing import Callable, Iterator, NamedTuple, Sequence
 
 from ..errors import CorruptRecordError
+from . import header_columns
+from .header_columns import decode_headers
 
-MAGIC = 1
-"""Format version. Any change to the byte layout must change it (the golden fixture pins it)."""
+MAGIC = 2
+"""Format version the encoder writes. Any change to the byte layout must change it (the golden
+fixtures pin it). Magic 1 (headers as length-prefixed pairs) is still read: ``MAGICS``."""
+MAGICS = (1, 2)
 
 # base_offset(8) batch_length(4) magic(1) crc(4) header_crc(4) attributes(2) last_offset_delta(4)
 # record_count(4) base_timestamp(8) max_timestamp(8) delete_horizon_ms(8)
@@ -145,7 +149,7 @@ def read_header(buffer, position: int = 0, where: str = "", whole: bool = True) 
         return None
     (base_offset, batch_length, magic, crc, _hcrc, attributes, last_offset_delta, record_count,
      base_timestamp, max_timestamp, delete_horizon_ms) = HEADER_STRUCT.unpack_from(buffer, position)
-    if magic != MAGIC:
+    if magic not in MAGICS:
         raise CorruptRecordError(f"unknown batch magic {magic}{where} at position {position}")
     if batch_length < _MIN_BATCH_LENGTH:
         raise CorruptRecordError(f"impossible batch length {batch_length}{where} at position {position}")
@@ -159,7 +163,7 @@ def columns_bytes(header: BatchHeader) -> int:
     """Bytes of the fixed-width columns at the start of an uncompressed body."""
     attributes = header.attributes
     per_record = 8 + 4 * bool(attributes & HAS_OFFSET_DELTAS) + 8 * bool(attributes & HAS_TIMESTAMPS)
-    per_record += 4 * bool(attributes & HAS_HEADERS)
+    per_record += 4 * bool(attributes & HAS_HEADERS) * (1 + (header.magic >= 2))  # magic 2: header_counts too
     return per_record * header.record_count
 
 
@@ -254,6 +258,16 @@ class RecordBatch:
             return ()
         return columns._byte_values(_VALUES, _VALUE_ENDS, 0, columns.count, columns.null_values)
 
+    def headers(self, start: int = 0, stop: int | None = None) -> list:
+        """Per record [start, stop), its headers (a tuple of ``(name, value)`` pairs), decoded column-wise
+        without building records: what the Spark source and the Kafka server's fetch path take."""
+        count = self.header.record_count
+        start, stop = max(start, 0), count if stop is None else min(stop, count)
+        if start >= stop:
+            return []
+        columns = self.columns
+        return columns._headers(start, stop) if columns.at[_HEADER_ENDS] >= 0 else [()] * (stop - start)
+
     def null_values(self) -> Sequence[bool] | None:
         """Per record, whether its value is null (a tombstone); None when the batch has none."""
         columns = self.columns
@@ -304,9 +318,9 @@ class RawColumns(NamedTuple):
     null_values: bool
 
 
-_DELTAS, _TIMESTAMPS, _KEY_ENDS, _VALUE_ENDS, _HEADER_ENDS = range(5)
-_CODES = ("i", "q", "i", "i", "i")
-_WIDTHS = (4, 8, 4, 4, 4)
+_DELTAS, _TIMESTAMPS, _KEY_ENDS, _VALUE_ENDS, _HEADER_ENDS, _HEADER_COUNTS = range(6)
+_CODES = ("i", "q", "i", "i", "i", "i")
+_WIDTHS = (4, 8, 4, 4, 4, 4)
 _KEYS, _VALUES, _HEADERS = range(3)
 _INT = struct.Struct("<i")
 _INT_PAIR = struct.Struct("<ii")
@@ -319,7 +333,7 @@ class _Columns:
     column entries and blob bytes a request touches are unpacked and copied."""
 
     __slots__ = ("count", "body", "fetch", "at", "cache", "blob_at", "blob_bytes", "full_blobs",
-                 "null_keys", "null_values", "timestamp_default", "constant_timestamps")
+                 "null_keys", "null_values", "timestamp_default", "constant_timestamps", "magic")
 
     def __init__(self, header: BatchHeader, body: memoryview, fetch) -> None:
         attributes = header.attributes
@@ -343,17 +357,19 @@ class _Columns:
         self.count = count
         self.body = body
         self.fetch = fetch
-        self.cache: list[tuple | None] = [None] * 5
+        self.cache: list[tuple | None] = [None] * 6
         self.full_blobs: list[bytes | None] = [None] * 3
         self.null_keys = bool(attributes & HAS_NULL_KEYS)
         self.null_values = bool(attributes & HAS_NULL_VALUES)
         self.constant_timestamps = bool(attributes & TIMESTAMP_TYPE_LOG_APPEND or not attributes & HAS_TIMESTAMPS)
         self.timestamp_default = (header.max_timestamp if attributes & TIMESTAMP_TYPE_LOG_APPEND
                                   else header.base_timestamp)
-        present = (attributes & HAS_OFFSET_DELTAS, attributes & HAS_TIMESTAMPS, True, True, attributes & HAS_HEADERS)
-        self.at = [-1] * 5
+        self.magic = header.magic
+        present = (attributes & HAS_OFFSET_DELTAS, attributes & HAS_TIMESTAMPS, True, True, attributes & HAS_HEADERS,
+                   attributes & HAS_HEADERS and header.magic >= 2)
+        self.at = [-1] * 6
         position = 0
-        for column in range(5):
+        for column in range(6):
             if present[column]:
                 self.at[column] = position
                 position += _WIDTHS[column] * count
@@ -361,6 +377,8 @@ class _Columns:
             raise CorruptRecordError(f"batch body of {len(body)} bytes is too short for {count} records")
         lengths = (self.end_at(_KEY_ENDS, count - 1), self.end_at(_VALUE_ENDS, count - 1),
                    self.end_at(_HEADER_ENDS, count - 1) if present[_HEADER_ENDS] else 0)
+        if present[_HEADER_COUNTS] and count:  # magic 2: the section holds 8 bytes per header too
+            lengths = lengths[:2] + (lengths[2] + header_columns.ENTRY_BYTES * self.end_at(_HEADER_COUNTS, count - 1),)
         self.blob_at = (position, position + lengths[0], position + lengths[0] + lengths[1])
         self.blob_bytes = lengths
         total = position + sum(lengths)
@@ -371,6 +389,9 @@ class _Columns:
             deltas = self.ints(_DELTAS, 0, count)
             if deltas[0] < 0 or deltas[-1] > header.last_offset_delta or any(map(int.__ge__, deltas, deltas[1:])):
                 raise CorruptRecordError("offset deltas are not increasing within the batch")
+        if present[_HEADER_COUNTS] and fetch is None:
+            header_columns.check(body[self.blob_at[_HEADERS] :], body[self.at[_HEADER_COUNTS] : self.at[_HEADER_COUNTS] + 4 * count],
+                                 body[self.at[_HEADER_ENDS] : self.at[_HEADER_ENDS] + 4 * count], count)
 
     # --- column access ---------------------------------------------------------------------------
 
@@ -431,6 +452,8 @@ class _Columns:
         total = self.end_at(_KEY_ENDS, index - 1) + self.end_at(_VALUE_ENDS, index - 1)
         if self.at[_HEADER_ENDS] >= 0:
             total += self.end_at(_HEADER_ENDS, index - 1)
+            if self.at[_HEADER_COUNTS] >= 0:  # magic 2: header_ends count names and values only
+                total += header_columns.ENTRY_BYTES * self.end_at(_HEADER_COUNTS, index - 1)
         return total + RECORD_OVERHEAD_BYTES * index
 
     def iter_records(self, header: BatchHeader, start: int, stop: int) -> Iterator[Record]:
@@ -519,10 +542,29 @@ class _Columns:
         return _fixed_values_struct(size, count).unpack_from(self.body, self.blob_at[which])
 
     def _headers(self, start: int, stop: int) -> list:
+        """One headers tuple per record [start, stop)."""
+        count, counts_at, ends_at = self.count, self.at[_HEADER_COUNTS], self.at[_HEADER_ENDS]
+        if counts_at >= 0:  # magic 2
+            data_at = header_columns.ENTRY_BYTES * self.end_at(_HEADER_COUNTS, count - 1)
+            if start == 0 and stop == count and self.fetch is None:
+                section, _ = self.blob(_HEADERS, 0, self.blob_bytes[_HEADERS])
+                found = header_columns.decode_whole(section, data_at, self.body[counts_at : counts_at + 4 * count],
+                                                    self.body[ends_at : ends_at + 4 * count], count)
+                if found is not None:
+                    return found
         ends = self.ints(_HEADER_ENDS, start, stop)
         first = self.end_at(_HEADER_ENDS, start - 1)
-        blob, base = self.blob(_HEADERS, first, ends[-1])
-        return decode_headers(blob, [end - base for end in ends], first - base)
+        if counts_at < 0:  # magic 1
+            blob, base = self.blob(_HEADERS, first, ends[-1])
+            return decode_headers(blob, [end - base for end in ends], first - base)
+        counts = self.ints(_HEADER_COUNTS, start, stop)
+        first_count = self.end_at(_HEADER_COUNTS, start - 1)
+        if counts[-1] == first_count:
+            return [()] * len(counts)
+        entries, base = self.blob(_HEADERS, 8 * first_count, 8 * counts[-1])
+        data, data_base = self.blob(_HEADERS, data_at + first, data_at + ends[-1])
+        return header_columns.decode(memoryview(entries)[8 * first_count - base :], data, data_at - data_base,
+                                     first, first_count, counts)
 
 
 _FIXED_SIZE_MAX_BYTES = 64 * 1024
@@ -539,36 +581,6 @@ def _fixed_ends(size: int, count: int) -> bytes:
 @lru_cache(maxsize=8)  # each holds a code per value: ~0.3 MB for a 9000-record batch
 def _fixed_values_struct(size: int, count: int) -> struct.Struct:
     return struct.Struct("<" + f"{size}s" * count)
-
-
-def decode_headers(blob: bytes, ends: Sequence[int], position: int) -> list:
-    out = []
-    unpack = _INT.unpack_from
-    try:
-        for end in ends:
-            if position == end:
-                out.append(())
-                continue
-            pairs = []
-            while position < end:
-                (key_length,) = unpack(blob, position)
-                position += 4
-                key = blob[position : position + key_length].decode("utf-8")
-                position += key_length
-                (value_length,) = unpack(blob, position)
-                position += 4
-                if value_length < 0:
-                    value = None
-                else:
-                    value = blob[position : position + value_length]
-                    position += value_length
-                pairs.append((key, value))
-            if position != end:
-                raise CorruptRecordError("record headers overrun their bounds")
-            out.append(tuple(pairs))
-    except (struct.error, UnicodeDecodeError) as exc:
-        raise CorruptRecordError(f"undecodable record headers: {exc}") from None
-    return out
 
 
 def iter_batches(buffer, position: int = 0, where: str = "") -> Iterator[tuple[int, RecordBatch]]:

@@ -19,6 +19,7 @@ from itertools import accumulate
 from typing import Sequence
 
 from ..errors import InvalidRecordError
+from . import header_columns
 from .decoder import (BODY_AT, COMPRESSION_GZIP, COMPRESSION_MASK, COMPRESSION_NONE, CRC_AT, HAS_HEADERS, HAS_NULL_KEYS,
                       HAS_NULL_VALUES, HAS_OFFSET_DELTAS, HAS_TIMESTAMPS, HEADER_BYTES, HEADER_CRC_AT,
                       HEADER_STRUCT, LOG_OVERHEAD_BYTES, MAGIC, MAX_BATCH_BYTES, NO_TIMESTAMP,
@@ -130,12 +131,14 @@ def _timestamp_range(timestamps: tuple, default_ms: int) -> tuple[tuple, int, in
 def encode_batch_parts(records: Sequence[Record], *, default_timestamp_ms: int = NO_TIMESTAMP,
                        compression: int = COMPRESSION_NONE, log_append_time: bool = False,
                        offset_deltas: Sequence[int] | None = None, last_offset_delta: int | None = None,
-                       delete_horizon_ms: int = -1) -> tuple[bytearray, list]:
+                       delete_horizon_ms: int = -1, magic: int = MAGIC) -> tuple[bytearray, list]:
     """Encode ``records`` as one batch: ``(header, body_parts)``, base offset 0.
 
     Records whose ``timestamp_ms`` is None get ``default_timestamp_ms``. ``offset_deltas`` (strictly
     increasing, for compacted batches) and ``last_offset_delta`` override the dense 0..n-1 offsets;
-    with no records, ``last_offset_delta`` makes an empty batch that only carries offsets forward."""
+    with no records, ``last_offset_delta`` makes an empty batch that only carries offsets forward.
+    ``magic=1`` writes the previous format (headers as length-prefixed pairs), which readers since
+    then still read; the default is the current ``MAGIC``."""
     if len(records):
         keys, values, headers, timestamps, _offsets = zip(*records)
     else:
@@ -143,7 +146,7 @@ def encode_batch_parts(records: Sequence[Record], *, default_timestamp_ms: int =
     header, parts = encode_columns_parts(keys, values, headers, timestamps, default_timestamp_ms=default_timestamp_ms,
                                          compression=compression, log_append_time=log_append_time,
                                          offset_deltas=offset_deltas, last_offset_delta=last_offset_delta,
-                                         delete_horizon_ms=delete_horizon_ms)
+                                         delete_horizon_ms=delete_horizon_ms, magic=magic)
     return header, parts
 
 
@@ -151,7 +154,7 @@ def encode_columns_parts(keys: Sequence, values: Sequence, headers: Sequence, ti
                          default_timestamp_ms: int = NO_TIMESTAMP, compression: int = COMPRESSION_NONE,
                          log_append_time: bool = False, offset_deltas: Sequence[int] | None = None,
                          last_offset_delta: int | None = None, delete_horizon_ms: int = -1,
-                         max_bytes: int | None = None) -> tuple[bytearray | None, list | int]:
+                         max_bytes: int | None = None, magic: int = MAGIC) -> tuple[bytearray | None, list | int]:
     """``encode_batch_parts`` of records given as columns (equally long sequences: keys, values,
     headers, timestamps), for callers that hold columns already (``RecordColumns``, the splits of an
     append). With ``max_bytes``, a batch larger than that is checked as fully as any other (so it
@@ -208,9 +211,18 @@ def encode_columns_parts(keys: Sequence, values: Sequence, headers: Sequence, ti
         has_headers = True  # _encode_headers names the bad value
     if has_headers:
         attributes |= HAS_HEADERS
-        header_ends, header_blob = _encode_headers(headers)
-        columns.append(int_columns.pack(*header_ends))
+        if magic == MAGIC:
+            header_ends, header_counts, header_blob = header_columns.encode(headers)
+            columns.append(int_columns.pack(*header_ends))
+            columns.append(int_columns.pack(*header_counts))
+        elif magic == 1:
+            header_ends, header_blob = _encode_headers(headers)
+            columns.append(int_columns.pack(*header_ends))
+        else:
+            raise ValueError(f"cannot encode batch magic {magic!r}")
         blobs.append(header_blob)
+    elif magic not in (1, MAGIC):
+        raise ValueError(f"cannot encode batch magic {magic!r}")
     parts = columns + blobs
     if compression == COMPRESSION_GZIP:
         parts = [zlib.compress(b"".join(parts), 6, wbits=31)]
@@ -222,7 +234,7 @@ def encode_columns_parts(keys: Sequence, values: Sequence, headers: Sequence, ti
         raise InvalidRecordError(f"a batch of {batch_length} bytes exceeds the 2 GiB format limit")
     header = bytearray(HEADER_BYTES)
     try:
-        HEADER_STRUCT.pack_into(header, 0, 0, batch_length, MAGIC, 0, 0, attributes, last_offset_delta,
+        HEADER_STRUCT.pack_into(header, 0, 0, batch_length, magic, 0, 0, attributes, last_offset_delta,
                                 count, low, high, delete_horizon_ms)
     except struct.error:
         _check_timestamp_types(timestamps)
