@@ -159,7 +159,7 @@ def _regular(section, counts_column, ends_column, count: int) -> tuple[int, ...]
     pattern: a memcmp each), else None."""
     (k,) = _INT.unpack_from(counts_column)
     (size,) = _INT.unpack_from(ends_column)
-    if k <= 0 or size < 0:
+    if k <= 0 or size < 0 or (ENTRY_BYTES * k + size) * count > len(section):  # (also keeps the packs in range)
         return None
     if bytes(counts_column) != _steps(k, count) or bytes(ends_column) != _steps(size, count):
         return None
