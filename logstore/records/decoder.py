@@ -9,7 +9,7 @@ little-endian header followed by a column-wise body::
     base_timestamp int64 | max_timestamp int64 | delete_horizon_ms int64 | body
 
     body = [offset_deltas int32*n] [timestamps int64*n] key_ends int32*n value_ends int32*n
-           [header_ends int32*n] keys values [headers]
+           [header_ends int32*n header_counts int32*n] keys values [headers]   (headers: header_columns.py)
 
 ``crc`` is one ``zlib.crc32`` over everything after the header's first 21 bytes (attributes to the
 end); ``header_crc`` covers the first 17 bytes (base offset, length, magic, crc), so assigning offsets
@@ -32,7 +32,6 @@ from typing import Callable, Iterator, NamedTuple, Sequence
 
 from ..errors import CorruptRecordError
 from . import header_columns
-from .header_columns import decode_headers
 
 MAGIC = 2
 """Format version the encoder writes. Any change to the byte layout must change it (the golden
@@ -263,10 +262,9 @@ class RecordBatch:
         without building records: what the Spark source and the Kafka server's fetch path take."""
         count = self.header.record_count
         start, stop = max(start, 0), count if stop is None else min(stop, count)
-        if start >= stop:
-            return []
-        columns = self.columns
-        return columns._headers(start, stop) if columns.at[_HEADER_ENDS] >= 0 else [()] * (stop - start)
+        if start >= stop or self.columns.at[_HEADER_ENDS] < 0:
+            return [()] * max(stop - start, 0)
+        return self.columns._headers(start, stop)
 
     def null_values(self) -> Sequence[bool] | None:
         """Per record, whether its value is null (a tombstone); None when the batch has none."""
@@ -333,7 +331,7 @@ class _Columns:
     column entries and blob bytes a request touches are unpacked and copied."""
 
     __slots__ = ("count", "body", "fetch", "at", "cache", "blob_at", "blob_bytes", "full_blobs",
-                 "null_keys", "null_values", "timestamp_default", "constant_timestamps", "magic")
+                 "null_keys", "null_values", "timestamp_default", "constant_timestamps")
 
     def __init__(self, header: BatchHeader, body: memoryview, fetch) -> None:
         attributes = header.attributes
@@ -364,7 +362,6 @@ class _Columns:
         self.constant_timestamps = bool(attributes & TIMESTAMP_TYPE_LOG_APPEND or not attributes & HAS_TIMESTAMPS)
         self.timestamp_default = (header.max_timestamp if attributes & TIMESTAMP_TYPE_LOG_APPEND
                                   else header.base_timestamp)
-        self.magic = header.magic
         present = (attributes & HAS_OFFSET_DELTAS, attributes & HAS_TIMESTAMPS, True, True, attributes & HAS_HEADERS,
                    attributes & HAS_HEADERS and header.magic >= 2)
         self.at = [-1] * 6
@@ -377,8 +374,8 @@ class _Columns:
             raise CorruptRecordError(f"batch body of {len(body)} bytes is too short for {count} records")
         lengths = (self.end_at(_KEY_ENDS, count - 1), self.end_at(_VALUE_ENDS, count - 1),
                    self.end_at(_HEADER_ENDS, count - 1) if present[_HEADER_ENDS] else 0)
-        if present[_HEADER_COUNTS] and count:  # magic 2: the section holds 8 bytes per header too
-            lengths = lengths[:2] + (lengths[2] + header_columns.ENTRY_BYTES * self.end_at(_HEADER_COUNTS, count - 1),)
+        if present[_HEADER_COUNTS]:  # magic 2: the headers section holds 8 bytes per header too
+            lengths = (*lengths[:2], lengths[2] + header_columns.ENTRY_BYTES * self.end_at(_HEADER_COUNTS, count - 1))
         self.blob_at = (position, position + lengths[0], position + lengths[0] + lengths[1])
         self.blob_bytes = lengths
         total = position + sum(lengths)
@@ -390,8 +387,7 @@ class _Columns:
             if deltas[0] < 0 or deltas[-1] > header.last_offset_delta or any(map(int.__ge__, deltas, deltas[1:])):
                 raise CorruptRecordError("offset deltas are not increasing within the batch")
         if present[_HEADER_COUNTS] and fetch is None:
-            header_columns.check(body[self.blob_at[_HEADERS] :], body[self.at[_HEADER_COUNTS] : self.at[_HEADER_COUNTS] + 4 * count],
-                                 body[self.at[_HEADER_ENDS] : self.at[_HEADER_ENDS] + 4 * count], count)
+            header_columns.check(body[self.blob_at[_HEADERS] :], self._raw(_HEADER_COUNTS), self._raw(_HEADER_ENDS), count)
 
     # --- column access ---------------------------------------------------------------------------
 
@@ -406,6 +402,9 @@ class _Columns:
             return columns_struct(_CODES[column], stop - start).unpack_from(
                 self.body, self.at[column] + _WIDTHS[column] * start)
         return cached if start == 0 and stop == self.count else cached[start:stop]
+
+    def _raw(self, column: int) -> memoryview:
+        return self.body[self.at[column] : self.at[column] + _WIDTHS[column] * self.count]
 
     def end_at(self, column: int, index: int) -> int:
         """The blob end of record ``index`` in an ends column (0 before the first record)."""
@@ -543,24 +542,21 @@ class _Columns:
 
     def _headers(self, start: int, stop: int) -> list:
         """One headers tuple per record [start, stop)."""
-        count, counts_at, ends_at = self.count, self.at[_HEADER_COUNTS], self.at[_HEADER_ENDS]
-        if counts_at >= 0:  # magic 2
-            data_at = header_columns.ENTRY_BYTES * self.end_at(_HEADER_COUNTS, count - 1)
-            if start == 0 and stop == count and self.fetch is None:
-                section, _ = self.blob(_HEADERS, 0, self.blob_bytes[_HEADERS])
-                found = header_columns.decode_whole(section, data_at, self.body[counts_at : counts_at + 4 * count],
-                                                    self.body[ends_at : ends_at + 4 * count], count)
+        magic_2 = self.at[_HEADER_COUNTS] >= 0
+        if magic_2:
+            data_at = header_columns.ENTRY_BYTES * self.end_at(_HEADER_COUNTS, self.count - 1)
+            if start == 0 and stop == self.count and self.fetch is None:  # regular batches: the fast path
+                found = header_columns.decode_whole(self.blob(_HEADERS, 0, self.blob_bytes[_HEADERS])[0], data_at,
+                                                    self._raw(_HEADER_COUNTS), self._raw(_HEADER_ENDS), self.count)
                 if found is not None:
                     return found
         ends = self.ints(_HEADER_ENDS, start, stop)
         first = self.end_at(_HEADER_ENDS, start - 1)
-        if counts_at < 0:  # magic 1
+        if not magic_2:
             blob, base = self.blob(_HEADERS, first, ends[-1])
-            return decode_headers(blob, [end - base for end in ends], first - base)
+            return header_columns.decode_headers(blob, [end - base for end in ends], first - base)
         counts = self.ints(_HEADER_COUNTS, start, stop)
         first_count = self.end_at(_HEADER_COUNTS, start - 1)
-        if counts[-1] == first_count:
-            return [()] * len(counts)
         entries, base = self.blob(_HEADERS, 8 * first_count, 8 * counts[-1])
         data, data_base = self.blob(_HEADERS, data_at + first, data_at + ends[-1])
         return header_columns.decode(memoryview(entries)[8 * first_count - base :], data, data_at - data_base,

@@ -6,7 +6,9 @@ random damage to the header section never misread, and the encoder's type checks
 
 from __future__ import annotations
 
+import os
 import random
+import re
 import struct
 import zlib
 
@@ -233,3 +235,20 @@ def test_random_changes_to_the_header_bytes_are_refused_or_read_consistently(rec
     assert [RecordBatch.decode(resealed).record_at(i) for i in range(len(whole))] == whole
     assert partial(resealed).records() == whole
     assert sum(map(record_charge, whole)) == RecordBatch.decode(resealed).payload_bytes(0, len(whole))
+
+
+def test_the_magic_2_worked_example_in_the_format_doc_is_the_golden_example_v2():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "docs", "FORMAT.md"), encoding="utf-8") as file:
+        doc = file.read()
+    block = re.search(r"<!-- golden: fixtures/batches/example_v2\.bin -->\s*```text\n(.*?)```", doc, re.S)
+    assert block, "docs/FORMAT.md lost its magic-2 worked example"
+    dumped = bytearray()
+    for line in block.group(1).splitlines():
+        assert int(line[:5]) == len(dumped), line
+        dumped += bytes.fromhex(line[7:54])
+    with open(os.path.join(root, "fixtures", "batches", "example_v2.bin"), "rb") as file:
+        assert bytes(dumped) == file.read()
+    batch = RecordBatch.decode(bytes(dumped))
+    assert batch.header.magic == 2 and batch.records()[2].headers == (("src", b"web"), ("gone", None))
+    assert record_charge(batch.records()[2]) == 51 == batch.payload_bytes(2, 3)
