@@ -34,9 +34,8 @@ from ..errors import CorruptRecordError
 from . import header_columns
 
 MAGIC = 2
-"""Format version the encoder writes. Any change to the byte layout must change it (the golden
-fixtures pin it). Magic 1 (headers as length-prefixed pairs) is still read: ``MAGICS``."""
-MAGICS = (1, 2)
+"""Format version the encoder writes; any byte layout change must change it (golden fixtures pin it)."""
+MAGICS = (1, 2)  # what readers read: magic 1 (headers as length-prefixed pairs) stays readable
 
 # base_offset(8) batch_length(4) magic(1) crc(4) header_crc(4) attributes(2) last_offset_delta(4)
 # record_count(4) base_timestamp(8) max_timestamp(8) delete_horizon_ms(8)
@@ -545,9 +544,10 @@ class _Columns:
         magic_2 = self.at[_HEADER_COUNTS] >= 0
         if magic_2:
             data_at = header_columns.ENTRY_BYTES * self.end_at(_HEADER_COUNTS, self.count - 1)
-            if start == 0 and stop == self.count and self.fetch is None:  # regular batches: the fast path
-                found = header_columns.decode_whole(self.blob(_HEADERS, 0, self.blob_bytes[_HEADERS])[0], data_at,
-                                                    self._raw(_HEADER_COUNTS), self._raw(_HEADER_ENDS), self.count)
+            if self.fetch is None:  # regular batches: the fast path
+                found = header_columns.decode_regular(self.blob(_HEADERS, 0, self.blob_bytes[_HEADERS])[0], data_at,
+                                                      self._raw(_HEADER_COUNTS), self._raw(_HEADER_ENDS), self.count,
+                                                      start, stop)
                 if found is not None:
                     return found
         ends = self.ints(_HEADER_ENDS, start, stop)

@@ -160,6 +160,8 @@ def encode_columns_parts(keys: Sequence, values: Sequence, headers: Sequence, ti
     append). With ``max_bytes``, a batch larger than that is checked as fully as any other (so it
     raises what it would raise) but not checksummed: ``(None, its size in bytes)`` is returned."""
     count = len(keys)
+    if magic not in (1, MAGIC):
+        raise ValueError(f"cannot encode batch magic {magic!r}")
     if log_append_time or not count:  # every record reads as the append time, kept once in the header
         timestamps = (default_timestamp_ms,) * count
         low = high = default_timestamp_ms
@@ -210,19 +212,14 @@ def encode_columns_parts(keys: Sequence, values: Sequence, headers: Sequence, ti
     except TypeError:
         has_headers = True  # _encode_headers names the bad value
     if has_headers:
-        attributes |= HAS_HEADERS
-        if magic == MAGIC:
-            header_ends, header_counts, header_blob = header_columns.encode(headers)
-            columns.append(int_columns.pack(*header_ends))
-            columns.append(int_columns.pack(*header_counts))
-        elif magic == 1:
-            header_ends, header_blob = _encode_headers(headers)
-            columns.append(int_columns.pack(*header_ends))
-        else:
-            raise ValueError(f"cannot encode batch magic {magic!r}")
-        blobs.append(header_blob)
-    elif magic not in (1, MAGIC):
-        raise ValueError(f"cannot encode batch magic {magic!r}")
+        try:  # magic 2: header_ends, header_counts, section (None: no pairs after all); magic 1: ends, blob
+            encoded = header_columns.encode(headers) if magic == MAGIC else _encode_headers(headers)
+            if encoded is not None:
+                attributes |= HAS_HEADERS
+                columns += [int_columns.pack(*column) for column in encoded[:-1]]
+                blobs.append(encoded[-1])
+        except struct.error:
+            raise InvalidRecordError("a batch's headers exceed 2 GiB") from None
     parts = columns + blobs
     if compression == COMPRESSION_GZIP:
         parts = [zlib.compress(b"".join(parts), 6, wbits=31)]

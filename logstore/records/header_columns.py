@@ -72,15 +72,17 @@ def _bad_pair(pairs: Sequence) -> None:
             raise TypeError(f"a record header value must be bytes or None, got {value!r}")
 
 
-def encode(all_headers: Sequence) -> tuple[list[int], list[int], bytes]:
+def encode(all_headers: Sequence) -> tuple[list[int], list[int], bytes] | None:
     """``(header_ends, header_counts, section)`` of the records' headers (one sequence of
-    ``(str, bytes | None)`` pairs per record, at least one pair in all). Raises TypeError naming
-    a value of the wrong type. A few C-level passes over the pairs, no Python loop per header."""
+    ``(str, bytes | None)`` pairs per record), None when there is no pair at all. Raises TypeError
+    naming a value of the wrong type. A few C-level passes over the pairs, no Python loop per header."""
     if not set(map(type, all_headers)) <= _PAIR_TYPES:  # generators, other sequences, or wrong types
         _bad_record_headers(all_headers)
         all_headers = [tuple(headers) for headers in all_headers]
     counts = list(accumulate(map(len, all_headers)))
     pairs = list(chain.from_iterable(all_headers))
+    if not pairs:
+        return None  # (iterables that were all empty): the batch has no header columns
     try:
         pairs_ok = set(map(len, pairs)) == {2}
     except TypeError:
@@ -195,62 +197,64 @@ def _cut(codes: str, count: int) -> struct.Struct:
 _SHORT_BYTES = 16  # segments up to this size are tested for being the same in every record
 
 
-def decode_whole(section, data_at: int, counts_column, ends_column, count: int) -> list | None:
-    """Every record's headers when the batch is regular (see ``_regular``), else None. A name or a
-    short value that is the same in every record (compared a byte column at a time, by strided
-    slices) is decoded once and shared; the rest is cut by one cached struct call."""
+def decode_regular(section, data_at: int, counts_column, ends_column, count: int, start: int, stop: int) -> list | None:
+    """The headers of records [start, stop) when the batch is regular (see ``_regular``), else None.
+    A name or a short value that is the same in each of these records (compared a byte column at a
+    time, by strided slices) is decoded once and shared; the rest is cut by one cached struct call."""
     first = _regular(section, counts_column, ends_column, count)
     if first is None:
         return None
-    size = first[-1]
-    data_end = data_at + size * count
+    size, wanted = first[-1], stop - start
+    data_at += size * start  # from here on, record ``start`` is the first
+    data_end = data_at + size * wanted
     template = bytes(section[data_at : data_at + size])
     codes = []
     layout = []  # per header: (name or None, value or None): None where it varies
-    start = 0
+    begin = 0
     try:
         for name_end, value_end in zip(first[0::2], first[1::2]):
-            name = _same_everywhere(section, template, data_at, data_end, size, start, name_end, 32, count)
+            name = _same_everywhere(section, template, data_at, data_end, size, begin, name_end, 32, wanted)
             value = _same_everywhere(section, template, data_at, data_end, size, name_end, value_end, _SHORT_BYTES,
-                                     count)
-            codes.append(f"{name_end - start}{'s' if name is None else 'x'}")
+                                     wanted)
+            codes.append(f"{name_end - begin}{'s' if name is None else 'x'}")
             codes.append(f"{value_end - name_end}{'s' if value is None else 'x'}")
             layout.append((None if name is None else name.decode("utf-8"), value))
-            start = value_end
-        pieces = _cut("".join(codes), count).unpack_from(section, data_at)
-        varying = len(pieces) // count
+            begin = value_end
+        pieces = _cut("".join(codes), wanted).unpack_from(section, data_at)
+        varying = len(pieces) // wanted
         at = 0
         columns = []
         for name, value in layout:
             if name is not None and value is not None:
-                columns.append(repeat((name, value), count))
+                columns.append(repeat((name, value), wanted))
                 continue
             if name is None:
                 names = _texts(pieces[at::varying])
                 at += 1
             else:
-                names = repeat(name, count)
+                names = repeat(name, wanted)
             if value is None:
                 values = pieces[at::varying]
                 at += 1
             else:
-                values = repeat(value, count)
+                values = repeat(value, wanted)
             columns.append(zip(names, values))
         return list(zip(*columns))
     except UnicodeDecodeError as exc:
         raise CorruptRecordError(f"undecodable record header name: {exc}") from None
 
 
-def _same_everywhere(section, template: bytes, data_at: int, data_end: int, size: int, start: int, end: int,
+def _same_everywhere(section, template: bytes, data_at: int, data_end: int, size: int, begin: int, end: int,
                      limit: int, count: int) -> bytes | None:
-    """Bytes [start, end) of record 0's header data when every record has the same there, else None
-    (also for segments longer than ``limit``: cutting them is cheaper than comparing)."""
-    if end - start > limit:
+    """Bytes [begin, end) of the first record's header data when each of the ``count`` records from
+    ``data_at`` has the same there, else None (also for segments longer than ``limit``: cutting
+    them is cheaper than comparing)."""
+    if end - begin > limit:
         return None
-    for position in range(start, end):
+    for position in range(begin, end):
         if section[data_at + position : data_end : size] != template[position : position + 1] * count:
             return None
-    return template[start:end]
+    return template[begin:end]
 
 
 def decode(entries, data, shift: int, data_start: int, first_count: int, counts: Sequence[int]) -> list:
@@ -267,7 +271,9 @@ def decode(entries, data, shift: int, data_start: int, first_count: int, counts:
     nulls = min(ends) < 0
     real = [end if end >= 0 else ~end for end in ends] if nulls else ends
     starts = chain((data_start,), real)
-    if shift:  # a range of the header data (a partial batch), or the whole section
+    if shift > 0:  # the whole section: one copy of the header data, so that slices need no shift
+        data, shift = data[shift:], 0
+    if shift:  # a range of the header data (a partial batch: a point read, usually)
         pieces = [data[start + shift : end + shift] for start, end in zip(starts, real)]
     else:
         pieces = list(map(data.__getitem__, map(slice, starts, real)))

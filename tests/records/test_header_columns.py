@@ -119,15 +119,19 @@ def test_the_regular_fast_path_gives_what_the_general_path_gives(records):
     batch = RecordBatch.decode(bytes(encode_batch(records)))
     count = len(records)
     want = [r.headers for r in expected(records)]
-    whole = batch.headers()  # the fast path (every record of a regular batch)
-    pieces = [header for i in range(count) for header in RecordBatch.decode(batch.buffer).headers(i, i + 1)]
-    assert whole == pieces == want
+    encoded = bytes(batch.buffer)
+    whole = batch.headers()  # the fast path (a regular batch read whole or in part)
+    pieces = [header for i in range(count) for header in RecordBatch.decode(encoded).headers(i, i + 1)]
+    general = partial(encoded).headers()  # a partial batch takes the general path
+    assert whole == pieces == general == want
+    for start in range(count):
+        assert RecordBatch.decode(encoded).headers(start, count) == partial(encoded).headers(start, count) == want[start:]
     columns = batch.columns
     section = bytes(columns.body[columns.blob_at[2]:])
     counts_at, ends_at = columns.at[5], columns.at[4]
-    assert header_columns.decode_whole(section, 8 * sum(len(r.headers) for r in records),
+    assert header_columns.decode_regular(section, 8 * sum(len(r.headers) for r in records),
                                        columns.body[counts_at : counts_at + 4 * count],
-                                       columns.body[ends_at : ends_at + 4 * count], count) == want
+                                       columns.body[ends_at : ends_at + 4 * count], count, 0, count) == want
 
 
 def test_a_batch_with_a_null_header_value_or_mixed_counts_takes_the_general_path_and_reads_right():
@@ -139,6 +143,8 @@ def test_a_batch_with_a_null_header_value_or_mixed_counts_takes_the_general_path
 def test_headers_given_as_lists_or_generators_are_encoded_like_tuples():
     records = [Record(b"k", b"v", [["a", b"1"], ("b", None)]), Record(b"k", b"v", (pair for pair in [("c", b"")]))]
     assert RecordBatch.decode(bytes(encode_batch(records))).headers() == [(("a", b"1"), ("b", None)), (("c", b""),)]
+    empty = RecordBatch.decode(bytes(encode_batch([Record(b"k", b"v", iter(()))])))  # truthy, yet no pair
+    assert empty.records()[0].headers == () and empty.columns.at[4] < 0  # no header columns at all
 
 
 @pytest.mark.parametrize("headers, shown", [
