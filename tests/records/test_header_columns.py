@@ -258,3 +258,16 @@ def test_the_magic_2_worked_example_in_the_format_doc_is_the_golden_example_v2()
     batch = RecordBatch.decode(bytes(dumped))
     assert batch.header.magic == 2 and batch.records()[2].headers == (("src", b"web"), ("gone", None))
     assert record_charge(batch.records()[2]) == 51 == batch.payload_bytes(2, 3)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(records_strategy, min_size=1, max_size=20))
+def test_the_kafka_server_converts_both_magics_to_the_same_wire_batch(records):
+    from logstore.server.wire_records import decode_fetch, encode_fetch_batch
+    old = RecordBatch.decode(bytes(encode_batch(records, magic=1, base_offset=5)))
+    new = RecordBatch.decode(bytes(encode_batch(records, base_offset=5)))
+    wire = bytes(encode_fetch_batch(new))
+    assert bytes(encode_fetch_batch(old)) == wire
+    ((_, decoded),) = decode_fetch(wire)
+    assert [(r.key, r.value, tuple(r.headers), r.offset) for r in decoded] == [
+        (r.key, r.value, r.headers, r.offset) for r in expected(records, 5)]
