@@ -540,19 +540,19 @@ class _Columns:
         return _fixed_values_struct(size, count).unpack_from(self.body, self.blob_at[which])
 
     def _headers(self, start: int, stop: int) -> list:
-        """One headers tuple per record [start, stop)."""
-        magic_2 = self.at[_HEADER_COUNTS] >= 0
-        if magic_2:
-            data_at = header_columns.ENTRY_BYTES * self.end_at(_HEADER_COUNTS, self.count - 1)
-            if self.fetch is None:  # regular batches: the fast path
-                found = header_columns.decode_regular(self.blob(_HEADERS, 0, self.blob_bytes[_HEADERS])[0], data_at,
-                                                      self._raw(_HEADER_COUNTS), self._raw(_HEADER_ENDS), self.count,
-                                                      start, stop)
-                if found is not None:
-                    return found
+        """One headers tuple per record [start, stop) (magic 2: header_columns.py; magic 1: a loop)."""
+        counts_at, ends_at, section_at = self.at[_HEADER_COUNTS], self.at[_HEADER_ENDS], self.blob_at[_HEADERS]
+        data_at = header_columns.ENTRY_BYTES * self.end_at(_HEADER_COUNTS, self.count - 1) if counts_at >= 0 else 0
+        if counts_at >= 0 and self.fetch is None:  # a whole body: one record, or maybe a regular batch
+            if stop - start == 1:
+                return [header_columns.record_headers(self.body, counts_at, ends_at, section_at, data_at, start)]
+            found = header_columns.decode_regular(self.blob(_HEADERS, 0, self.blob_bytes[_HEADERS])[0], data_at,
+                                                  self._raw(_HEADER_COUNTS), self._raw(_HEADER_ENDS), self.count, start, stop)
+            if found is not None:
+                return found
         ends = self.ints(_HEADER_ENDS, start, stop)
         first = self.end_at(_HEADER_ENDS, start - 1)
-        if not magic_2:
+        if counts_at < 0:
             blob, base = self.blob(_HEADERS, first, ends[-1])
             return header_columns.decode_headers(blob, [end - base for end in ends], first - base)
         counts = self.ints(_HEADER_COUNTS, start, stop)

@@ -116,22 +116,40 @@ def regular_batches(draw):
 @settings(max_examples=200, deadline=None)
 @given(regular_batches())
 def test_the_regular_fast_path_gives_what_the_general_path_gives(records):
-    batch = RecordBatch.decode(bytes(encode_batch(records)))
+    """Every decoding path of header_columns, each forced whatever the batch size: the regular fast
+    path (whole batches and ranges of full bodies), the column-wise general path and the loop for a
+    few headers (partial batches), and the one-record path."""
+    encoded = bytes(encode_batch(records))
     count = len(records)
     want = [r.headers for r in expected(records)]
-    encoded = bytes(batch.buffer)
-    whole = batch.headers()  # the fast path (a regular batch read whole or in part)
-    pieces = [header for i in range(count) for header in RecordBatch.decode(encoded).headers(i, i + 1)]
-    general = partial(encoded).headers()  # a partial batch takes the general path
-    assert whole == pieces == general == want
-    for start in range(count):
-        assert RecordBatch.decode(encoded).headers(start, count) == partial(encoded).headers(start, count) == want[start:]
-    columns = batch.columns
-    section = bytes(columns.body[columns.blob_at[2]:])
-    counts_at, ends_at = columns.at[5], columns.at[4]
-    assert header_columns.decode_regular(section, 8 * sum(len(r.headers) for r in records),
-                                       columns.body[counts_at : counts_at + 4 * count],
-                                       columns.body[ends_at : ends_at + 4 * count], count, 0, count) == want
+    answers = {}
+    for name, regular_from, loop_up_to in (("regular", 1, 0), ("columns", 10**9, 0), ("loop", 10**9, 10**9)):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(header_columns, "_REGULAR_MIN_RECORDS", regular_from)
+            patch.setattr(header_columns, "_LOOP_MAX_HEADERS", loop_up_to)
+            answers[name + " whole"] = RecordBatch.decode(encoded).headers()
+            answers[name + " partial"] = partial(encoded).headers()
+            answers[name + " ranges"] = [RecordBatch.decode(encoded).headers(start, count) for start in range(count)]
+            answers[name + " one by one"] = [h for i in range(count) for h in RecordBatch.decode(encoded).headers(i, i + 1)]
+    ranges = [want[start:] for start in range(count)]
+    assert answers == {name: ranges if name.endswith("ranges") else want for name in answers}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(records_strategy, min_size=1, max_size=40), st.data())
+def test_every_decoding_path_reads_arbitrary_headers_the_same(records, data):
+    encoded = bytes(encode_batch(records))
+    want = [r.headers for r in expected(records)]
+    count = len(want)
+    start = data.draw(st.integers(0, count - 1), label="start")
+    stop = data.draw(st.integers(start + 1, count), label="stop")
+    for regular_from, loop_up_to in ((1, 0), (10**9, 0), (10**9, 10**9)):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(header_columns, "_REGULAR_MIN_RECORDS", regular_from)
+            patch.setattr(header_columns, "_LOOP_MAX_HEADERS", loop_up_to)
+            assert RecordBatch.decode(encoded).headers() == want
+            assert RecordBatch.decode(encoded).headers(start, stop) == want[start:stop]
+            assert partial(encoded).headers(start, stop) == want[start:stop]
 
 
 def test_a_batch_with_a_null_header_value_or_mixed_counts_takes_the_general_path_and_reads_right():
