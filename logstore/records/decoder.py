@@ -161,7 +161,7 @@ def columns_bytes(header: BatchHeader) -> int:
     """Bytes of the fixed-width columns at the start of an uncompressed body."""
     attributes = header.attributes
     per_record = 8 + 4 * bool(attributes & HAS_OFFSET_DELTAS) + 8 * bool(attributes & HAS_TIMESTAMPS)
-    per_record += 4 * bool(attributes & HAS_HEADERS) * (1 + (header.magic >= 2))  # magic 2: header_counts too
+    per_record += header_columns.per_record_bytes(header.magic, attributes) if attributes & HAS_HEADERS else 0
     return per_record * header.record_count
 
 
@@ -316,9 +316,10 @@ class RawColumns(NamedTuple):
 
 
 _DELTAS, _TIMESTAMPS, _KEY_ENDS, _VALUE_ENDS, _HEADER_ENDS, _HEADER_COUNTS = range(6)
-_CODES = ("i", "q", "i", "i", "i", "i")
-_WIDTHS = (4, 8, 4, 4, 4, 4)
+_CODES, _CODES_WIDE = ("i", "q", "i", "i", "i", "H"), ("i", "q", "i", "i", "i", "i")  # header_counts: uint16 | int32
+_WIDTHS, _WIDTHS_WIDE = (4, 8, 4, 4, 4, 2), (4, 8, 4, 4, 4, 4)
 _KEYS, _VALUES, _HEADERS = range(3)
+assert (_HEADER_ENDS, _HEADER_COUNTS, _HEADERS) == header_columns.COLUMN_NUMBERS
 _INT = struct.Struct("<i")
 _INT_PAIR = struct.Struct("<ii")
 _LONG = struct.Struct("<q")
@@ -330,12 +331,14 @@ class _Columns:
     column entries and blob bytes a request touches are unpacked and copied."""
 
     __slots__ = ("count", "body", "fetch", "at", "cache", "blob_at", "blob_bytes", "full_blobs",
-                 "null_keys", "null_values", "timestamp_default", "constant_timestamps")
+                 "null_keys", "null_values", "timestamp_default", "constant_timestamps", "codes", "widths")
 
     def __init__(self, header: BatchHeader, body: memoryview, fetch) -> None:
         attributes = header.attributes
-        if attributes & ~KNOWN_ATTRIBUTES:
+        if attributes & ~(KNOWN_ATTRIBUTES | header_columns.known_attributes(header.magic, attributes)):
             raise CorruptRecordError(f"unknown attribute bits {attributes:#x}")
+        wide = attributes & header_columns.WIDE_COUNTS
+        self.codes, self.widths = (_CODES_WIDE, _WIDTHS_WIDE) if wide else (_CODES, _WIDTHS)
         compression = attributes & COMPRESSION_MASK
         if compression == COMPRESSION_GZIP:
             if fetch is not None:
@@ -368,13 +371,13 @@ class _Columns:
         for column in range(6):
             if present[column]:
                 self.at[column] = position
-                position += _WIDTHS[column] * count
+                position += self.widths[column] * count
         if position > len(body):
             raise CorruptRecordError(f"batch body of {len(body)} bytes is too short for {count} records")
         lengths = (self.end_at(_KEY_ENDS, count - 1), self.end_at(_VALUE_ENDS, count - 1),
                    self.end_at(_HEADER_ENDS, count - 1) if present[_HEADER_ENDS] else 0)
         if present[_HEADER_COUNTS]:  # magic 2: the headers section holds 8 bytes per header too
-            lengths = (*lengths[:2], lengths[2] + header_columns.ENTRY_BYTES * self.end_at(_HEADER_COUNTS, count - 1))
+            lengths = (*lengths[:2], lengths[2] + header_columns.ENTRY_BYTES * self.count_at(count - 1))
         self.blob_at = (position, position + lengths[0], position + lengths[0] + lengths[1])
         self.blob_bytes = lengths
         total = position + sum(lengths)
@@ -386,7 +389,8 @@ class _Columns:
             if deltas[0] < 0 or deltas[-1] > header.last_offset_delta or any(map(int.__ge__, deltas, deltas[1:])):
                 raise CorruptRecordError("offset deltas are not increasing within the batch")
         if present[_HEADER_COUNTS] and fetch is None:
-            header_columns.check(body[self.blob_at[_HEADERS] :], self._raw(_HEADER_COUNTS), self._raw(_HEADER_ENDS), count)
+            header_columns.check(body[self.blob_at[_HEADERS] :], self.column_bytes(_HEADER_COUNTS),
+                                 self.column_bytes(_HEADER_ENDS), count)
 
     # --- column access ---------------------------------------------------------------------------
 
@@ -395,15 +399,19 @@ class _Columns:
         cached = self.cache[column]
         if cached is None:
             if start == 0 and stop == self.count:
-                cached = self.cache[column] = columns_struct(_CODES[column], stop).unpack_from(
+                cached = self.cache[column] = columns_struct(self.codes[column], stop).unpack_from(
                     self.body, self.at[column])
                 return cached
-            return columns_struct(_CODES[column], stop - start).unpack_from(
-                self.body, self.at[column] + _WIDTHS[column] * start)
+            return columns_struct(self.codes[column], stop - start).unpack_from(
+                self.body, self.at[column] + self.widths[column] * start)
         return cached if start == 0 and stop == self.count else cached[start:stop]
 
-    def _raw(self, column: int) -> memoryview:
-        return self.body[self.at[column] : self.at[column] + _WIDTHS[column] * self.count]
+    def column_bytes(self, column: int) -> memoryview:
+        return self.body[self.at[column] : self.at[column] + self.widths[column] * self.count]
+
+    def count_at(self, index: int) -> int:
+        """``header_counts[index]`` (0 before the first record)."""
+        return self.ints(_HEADER_COUNTS, index, index + 1)[0] if index >= 0 else 0
 
     def end_at(self, column: int, index: int) -> int:
         """The blob end of record ``index`` in an ends column (0 before the first record)."""
@@ -451,7 +459,7 @@ class _Columns:
         if self.at[_HEADER_ENDS] >= 0:
             total += self.end_at(_HEADER_ENDS, index - 1)
             if self.at[_HEADER_COUNTS] >= 0:  # magic 2: header_ends count names and values only
-                total += header_columns.ENTRY_BYTES * self.end_at(_HEADER_COUNTS, index - 1)
+                total += header_columns.ENTRY_BYTES * self.count_at(index - 1)
         return total + RECORD_OVERHEAD_BYTES * index
 
     def iter_records(self, header: BatchHeader, start: int, stop: int) -> Iterator[Record]:
@@ -541,26 +549,12 @@ class _Columns:
 
     def _headers(self, start: int, stop: int) -> list:
         """One headers tuple per record [start, stop) (magic 2: header_columns.py; magic 1: a loop)."""
-        counts_at, ends_at, section_at = self.at[_HEADER_COUNTS], self.at[_HEADER_ENDS], self.blob_at[_HEADERS]
-        data_at = header_columns.ENTRY_BYTES * self.end_at(_HEADER_COUNTS, self.count - 1) if counts_at >= 0 else 0
-        if counts_at >= 0 and self.fetch is None:  # a whole body: one record, or maybe a regular batch
-            if stop - start == 1:
-                return [header_columns.record_headers(self.body, counts_at, ends_at, section_at, data_at, start)]
-            found = header_columns.decode_regular(self.blob(_HEADERS, 0, self.blob_bytes[_HEADERS])[0], data_at,
-                                                  self._raw(_HEADER_COUNTS), self._raw(_HEADER_ENDS), self.count, start, stop)
-            if found is not None:
-                return found
+        if self.at[_HEADER_COUNTS] >= 0:
+            return header_columns.read(self, start, stop)
         ends = self.ints(_HEADER_ENDS, start, stop)
         first = self.end_at(_HEADER_ENDS, start - 1)
-        if counts_at < 0:
-            blob, base = self.blob(_HEADERS, first, ends[-1])
-            return header_columns.decode_headers(blob, [end - base for end in ends], first - base)
-        counts = self.ints(_HEADER_COUNTS, start, stop)
-        first_count = self.end_at(_HEADER_COUNTS, start - 1)
-        entries, base = self.blob(_HEADERS, 8 * first_count, 8 * counts[-1])
-        data, data_base = self.blob(_HEADERS, data_at + first, data_at + ends[-1])
-        return header_columns.decode(memoryview(entries)[8 * first_count - base :], data, data_at - data_base,
-                                     first, first_count, counts)
+        blob, base = self.blob(_HEADERS, first, ends[-1])
+        return header_columns.decode_headers(blob, [end - base for end in ends], first - base)
 
 
 _FIXED_SIZE_MAX_BYTES = 64 * 1024

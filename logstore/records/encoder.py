@@ -212,12 +212,16 @@ def encode_columns_parts(keys: Sequence, values: Sequence, headers: Sequence, ti
     except TypeError:
         has_headers = True  # _encode_headers names the bad value
     if has_headers:
-        try:  # magic 2: header_ends, header_counts, section (None: no pairs after all); magic 1: ends, blob
-            encoded = header_columns.encode(headers) if magic == MAGIC else _encode_headers(headers)
+        try:  # (columns, section, attributes); None: no pair after all (iterables that were empty)
+            if magic == MAGIC:
+                encoded = header_columns.encode(headers)
+            else:
+                header_ends, header_blob = _encode_headers(headers)
+                encoded = [int_columns.pack(*header_ends)], header_blob, 0
             if encoded is not None:
-                attributes |= HAS_HEADERS
-                columns += [int_columns.pack(*column) for column in encoded[:-1]]
-                blobs.append(encoded[-1])
+                attributes |= HAS_HEADERS | encoded[2]
+                columns += encoded[0]
+                blobs.append(encoded[1])
         except struct.error:
             raise InvalidRecordError("a batch's headers exceed 2 GiB") from None
     parts = columns + blobs

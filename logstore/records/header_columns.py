@@ -1,8 +1,8 @@
 """Record headers in column form (batch magic 2): encoding, the consistency check, bulk decoding.
 
-Owns the bytes of the headers of a magic-2 batch (docs/FORMAT.md 1.2 and 1.9); ``decoder._Columns``
-and ``encoder.encode_columns_parts`` call in here and own everything else. Magic-1 headers (a
-length-prefixed pair list per record, read by a Python loop) stay in ``decoder.decode_headers``.
+Owns the bytes of the headers of a magic-2 batch (docs/FORMAT.md 1.1, 1.2, 1.10), and the reading
+of magic-1 headers (``decode_headers``: a length-prefixed pair list per record, a Python loop);
+``decoder._Columns`` and ``encoder.encode_columns_parts`` call in here and own everything else.
 
 Layout, for a batch of ``n`` records with ``H`` headers in all::
 
@@ -18,7 +18,9 @@ Layout, for a batch of ``n`` records with ``H`` headers in all::
 Why this shape: every column is cut by one ``struct`` call and the names and values by one cached
 ``struct`` call when the batch is regular (every record has the same header names and sizes:
 tracing and CDC headers), else by slices; the pairs and the per-record tuples are built by ``zip``
-(C-level, no Python loop per record). A record's headers are one range of ``header_entries`` and one
+(C-level, no Python loop per record). Decoding takes the cheapest of four paths: the regular one
+(from ``_REGULAR_MIN_RECORDS`` records), the column-wise one, a loop for a few headers (small
+batches, partial batches' point reads) and one record read straight from the body. A record's headers are one range of ``header_entries`` and one
 range of ``header_data`` found from the two per-record columns, so a point read of a partial batch
 fetches exactly 8 bytes per header plus its name and value bytes, and the bytes a read charges for a
 record's headers (8 + name + value per header, as with magic 1) are
@@ -36,20 +38,35 @@ from typing import Sequence
 from ..errors import CorruptRecordError
 
 _INT = struct.Struct("<i")
-_PAIR = struct.Struct("<ii")
+_COUNT_STRUCTS = {2: (struct.Struct("<H"), struct.Struct("<HH")), 4: (_INT, struct.Struct("<ii"))}
 ENTRY_BYTES = 8
 """Bytes per header in ``header_entries`` (name end, value end)."""
+WIDE_COUNTS = 0x200
+"""Attribute bit (magic 2, with HAS_HEADERS): ``header_counts`` are int32, for batches of more than
+65,535 headers; else uint16, so that a record costs 6 bytes of columns besides its headers' 8 bytes
+each (magic 1: 4), and batches split by size as they did."""
+MAX_NARROW_HEADERS = 0xFFFF
+COLUMN_NUMBERS = (4, 5, 2)
+"""The decoder's numbers of the header_ends and header_counts columns and of the headers section."""
+_ENDS, _COUNTS, _SECTION = COLUMN_NUMBERS
+
+
+def known_attributes(magic: int, attributes: int) -> int:
+    """The attribute bits this module adds to a batch's known ones (``WIDE_COUNTS`` in magic 2)."""
+    return WIDE_COUNTS if magic >= 2 and attributes & 0x40 else 0
+
+
+def per_record_bytes(magic: int, attributes: int) -> int:
+    """Bytes of header columns per record of a batch with headers."""
+    return 4 if magic < 2 else 8 if attributes & WIDE_COUNTS else 6
 
 _PAIR_TYPES = frozenset((tuple, list))
 _VALUE_TYPES = frozenset((bytes, bytearray, type(None)))
 
 
-def _ints(count: int) -> struct.Struct:
-    return _int_struct(count)
-
-
 @lru_cache(maxsize=256)
-def _int_struct(count: int) -> struct.Struct:
+def _ints(count: int) -> struct.Struct:
+    """A cached struct of ``count`` little-endian int32s."""
     return struct.Struct(f"<{count}i")
 
 
@@ -73,10 +90,11 @@ def _bad_pair(pairs: Sequence) -> None:
             raise TypeError(f"a record header value must be bytes or None, got {value!r}")
 
 
-def encode(all_headers: Sequence) -> tuple[list[int], list[int], bytes] | None:
-    """``(header_ends, header_counts, section)`` of the records' headers (one sequence of
-    ``(str, bytes | None)`` pairs per record), None when there is no pair at all. Raises TypeError
-    naming a value of the wrong type. A few C-level passes over the pairs, no Python loop per header."""
+def encode(all_headers: Sequence) -> tuple[list[bytes], bytes, int] | None:
+    """``([header_ends, header_counts], section, attributes)`` of the records' headers (one
+    sequence of ``(str, bytes | None)`` pairs per record), packed; None when there is no pair at
+    all. Raises TypeError naming a value of the wrong type, struct.error past 2 GiB. A few C-level
+    passes over the pairs, no Python loop per header."""
     if not set(map(type, all_headers)) <= _PAIR_TYPES:  # generators, other sequences, or wrong types
         _bad_record_headers(all_headers)
         all_headers = [tuple(headers) for headers in all_headers]
@@ -109,7 +127,14 @@ def encode(all_headers: Sequence) -> tuple[list[int], list[int], bytes] | None:
     ends = list(accumulate(map(len, data)))
     value_ends = (0,) + tuple(ends[1::2])
     header_ends = list(itemgetter(*counts)(value_ends)) if len(counts) > 1 else [value_ends[counts[0]]]
-    return header_ends, counts, _ints(len(ends)).pack(*ends) + b"".join(data)
+    return _packed(header_ends, counts, _ints(len(ends)).pack(*ends) + b"".join(data))
+
+
+def _packed(header_ends: list[int], counts: list[int], section: bytes) -> tuple[list[bytes], bytes, int]:
+    count = len(counts)
+    if counts[-1] > MAX_NARROW_HEADERS:
+        return [_ints(count).pack(*header_ends), _ints(count).pack(*counts)], section, WIDE_COUNTS
+    return [_ints(count).pack(*header_ends), struct.pack(f"<{count}H", *counts)], section, 0
 
 
 def _encode_with_nulls(counts: list[int], name_bytes: list[bytes], values: Sequence) -> tuple[list[int], list[int], bytes]:
@@ -127,7 +152,7 @@ def _encode_with_nulls(counts: list[int], name_bytes: list[bytes], values: Seque
         value_ends.append(total)
     header_ends = [value_ends[count] for count in counts]
     data = b"".join(chain.from_iterable(zip(name_bytes, (b"" if value is None else value for value in values))))
-    return header_ends, counts, _ints(len(ends)).pack(*ends) + data
+    return _packed(header_ends, counts, _ints(len(ends)).pack(*ends) + data)
 
 
 # --- checking --------------------------------------------------------------------------------------------
@@ -142,7 +167,7 @@ def check(section, counts_column, ends_column, count: int) -> None:
         raise CorruptRecordError("a batch without records has header columns")
     if _regular(section, counts_column, ends_column, count) is not None:
         return  # the columns and the entries repeat one consistent record shape
-    counts = _ints(count).unpack_from(counts_column)
+    counts = struct.unpack_from(f"<{count}{_code(counts_column, count)}", counts_column)
     ends = _ints(count).unpack_from(ends_column)
     total = counts[-1]
     if counts[0] < 0 or total <= 0 or ends[0] < 0 or list(counts) != sorted(counts) or list(ends) != sorted(ends):
@@ -160,11 +185,12 @@ def _regular(section, counts_column, ends_column, count: int) -> tuple[int, ...]
     """Record 0's entries when every record has the same number of headers with the same name and
     value sizes and no null value (the columns and the entries compared as raw bytes with a cached
     pattern: a memcmp each), else None."""
-    (k,) = _INT.unpack_from(counts_column)
+    code = _code(counts_column, count)
+    (k,) = _COUNT_STRUCTS[len(counts_column) // count][0].unpack_from(counts_column)
     (size,) = _INT.unpack_from(ends_column)
     if k <= 0 or size < 0 or (ENTRY_BYTES * k + size) * count > len(section):  # (also keeps the packs in range)
         return None
-    if bytes(counts_column) != _steps(k, count) or bytes(ends_column) != _steps(size, count):
+    if bytes(counts_column) != _steps(k, count, code) or bytes(ends_column) != _steps(size, count, "i"):
         return None
     first = _ints(2 * k).unpack_from(section)
     if min(first) < 0 or first[-1] != size or list(first) != sorted(first):
@@ -174,10 +200,16 @@ def _regular(section, counts_column, ends_column, count: int) -> tuple[int, ...]
     return first
 
 
+def _code(counts_column, count: int) -> str:
+    return "H" if len(counts_column) == 2 * count else "i"
+
+
 @lru_cache(maxsize=64)
-def _steps(step: int, count: int) -> bytes:
-    """The int32 column step, 2 * step, ..., count * step."""
-    return _ints(count).pack(*range(step, step * count + 1, step)) if step else bytes(4 * count)
+def _steps(step: int, count: int, code: str) -> bytes:
+    """The column step, 2 * step, ..., count * step (``code``: "i" int32, "H" uint16)."""
+    if not step:
+        return bytes(struct.calcsize(code) * count)
+    return struct.pack(f"<{count}{code}", *range(step, step * count + 1, step))
 
 
 @lru_cache(maxsize=32)
@@ -262,6 +294,30 @@ def _same_everywhere(section, template: bytes, data_at: int, data_end: int, size
     return template[begin:end]
 
 
+def read(columns, start: int, stop: int) -> list:
+    """One headers tuple per record [start, stop) of a magic-2 batch, from its ``decoder._Columns``
+    (its body, column positions, cached columns and blob access): the cheapest path that applies."""
+    count, body = columns.count, columns.body
+    section_at = columns.blob_at[_SECTION]
+    data_at = ENTRY_BYTES * columns.count_at(count - 1)
+    if columns.fetch is None:  # a whole body: one record, or maybe a regular batch
+        if stop - start == 1:
+            return [record_headers(body, columns.at[_COUNTS], columns.widths[_COUNTS], columns.at[_ENDS], section_at,
+                                   data_at, start)]
+        found = decode_regular(columns.blob(_SECTION, 0, columns.blob_bytes[_SECTION])[0], data_at,
+                               columns.column_bytes(_COUNTS), columns.column_bytes(_ENDS), count, start, stop)
+        if found is not None:
+            return found
+    ends = columns.ints(_ENDS, start, stop)
+    first = columns.end_at(_ENDS, start - 1)
+    counts = columns.ints(_COUNTS, start, stop)
+    first_count = columns.count_at(start - 1)
+    entries, base = columns.blob(_SECTION, ENTRY_BYTES * first_count, ENTRY_BYTES * counts[-1])
+    data, data_base = columns.blob(_SECTION, data_at + first, data_at + ends[-1])
+    return decode(memoryview(entries)[ENTRY_BYTES * first_count - base :], data, data_at - data_base, first,
+                  first_count, counts)
+
+
 def decode(entries, data, shift: int, data_start: int, first_count: int, counts: Sequence[int]) -> list:
     """One headers tuple per record, for records whose cumulative ``header_counts`` are ``counts``
     (the count and the header data end before them being ``first_count`` and ``data_start``).
@@ -300,17 +356,18 @@ def decode(entries, data, shift: int, data_start: int, first_count: int, counts:
     return [pairs[start:end] for start, end in zip(chain((0,), counts), counts)]
 
 
-def record_headers(body, counts_at: int, ends_at: int, entries_at: int, data_at: int, index: int) -> tuple:
+def record_headers(body, counts_at: int, width: int, ends_at: int, entries_at: int, data_at: int, index: int) -> tuple:
     """The headers of record ``index`` read straight from a whole, checked body (point reads,
     one-record batches): the two columns start at ``counts_at`` and ``ends_at``, the entries at
     ``entries_at``, the header data ``data_at`` bytes after them. A loop over the record's headers."""
     data_at += entries_at
+    single, pair = _COUNT_STRUCTS[width]
     if index:
-        first_count, count = _PAIR.unpack_from(body, counts_at + 4 * index - 4)
-        start, end = _PAIR.unpack_from(body, ends_at + 4 * index - 4)
+        first_count, count = pair.unpack_from(body, counts_at + width * index - width)
+        start, end = _COUNT_STRUCTS[4][1].unpack_from(body, ends_at + 4 * index - 4)
     else:
         first_count = start = 0
-        (count,) = _INT.unpack_from(body, counts_at)
+        (count,) = single.unpack_from(body, counts_at)
         (end,) = _INT.unpack_from(body, ends_at)
     if count == first_count:
         return ()

@@ -289,3 +289,27 @@ def test_the_kafka_server_converts_both_magics_to_the_same_wire_batch(records):
     ((_, decoded),) = decode_fetch(wire)
     assert [(r.key, r.value, tuple(r.headers), r.offset) for r in decoded] == [
         (r.key, r.value, r.headers, r.offset) for r in expected(records, 5)]
+
+
+def test_more_than_65535_headers_take_int32_counts():
+    records = [Record(b"k%d" % i, b"v", (("trace", b"%d" % i), ("src", b"svc")), 5) for i in range(33_000)]
+    records[5] = records[5]._replace(headers=(("n", None),))
+    encoded = bytes(encode_batch(records))
+    batch = RecordBatch.decode(encoded)
+    assert batch.header.attributes & header_columns.WIDE_COUNTS
+    want = expected(records)
+    assert batch.records() == want
+    assert partial(encoded).records(32_990, 33_000) == want[32_990:]
+    assert [RecordBatch.decode(encoded).record_at(i) for i in (0, 5, 32_999)] == [want[0], want[5], want[32_999]]
+    assert batch.payload_bytes(0, 33_000) == sum(map(record_charge, want))
+    narrow = RecordBatch.decode(bytes(encode_batch(records[:1000])))
+    assert not narrow.header.attributes & header_columns.WIDE_COUNTS
+
+
+@pytest.mark.parametrize("records, magic", [([Record(b"k", b"v")], 2), ([Record(b"k", b"v", (("a", b"1"),))], 1)])
+def test_the_wide_counts_bit_is_unknown_without_magic_2_headers(records, magic):
+    data = bytearray(encode_batch(records, magic=magic))
+    attributes = struct.unpack_from("<H", data, 21)[0]
+    struct.pack_into("<H", data, 21, attributes | header_columns.WIDE_COUNTS)
+    with pytest.raises(CorruptRecordError, match="unknown attribute bits"):
+        RecordBatch.decode(_reseal(data))
