@@ -9,7 +9,7 @@ little-endian header followed by a column-wise body::
     base_timestamp int64 | max_timestamp int64 | delete_horizon_ms int64 | body
 
     body = [offset_deltas int32*n] [timestamps int64*n] key_ends int32*n value_ends int32*n
-           [header_ends int32*n header_counts int32*n] keys values [headers]   (headers: header_columns.py)
+           [header_ends int32*n header_counts uint16*n] keys values [headers]   (headers: header_columns.py)
 
 ``crc`` is one ``zlib.crc32`` over everything after the header's first 21 bytes (attributes to the
 end); ``header_crc`` covers the first 17 bytes (base offset, length, magic, crc), so assigning offsets

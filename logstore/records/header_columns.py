@@ -9,7 +9,8 @@ Layout, for a batch of ``n`` records with ``H`` headers in all::
     columns (fixed width, with the other columns):
         header_ends   int32 * n    cumulative bytes of the header data (names and values) up to and
                                    including record i
-        header_counts int32 * n    cumulative number of headers up to and including record i
+        header_counts uint16 * n   cumulative number of headers up to and including record i
+                                   (int32 * n with attribute ``WIDE_COUNTS``: more than 65,535)
     section (after the values blob):
         header_entries (name_end int32, value_end int32) * H
                                    cumulative ends in the header data; value_end ~end for a null
