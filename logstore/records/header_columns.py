@@ -160,8 +160,8 @@ def _encode_with_nulls(counts: list[int], name_bytes: list[bytes], values: Seque
 
 
 def check(section, counts_column, ends_column, count: int) -> None:
-    """Raise CorruptRecordError unless the two columns (raw int32 bytes of every record of the
-    batch) and the section's entries agree: counts and ends non-decreasing from >= 0, at least one
+    """Raise CorruptRecordError unless the two columns (their raw bytes, every record of the batch)
+    and the section's entries agree: counts and ends non-decreasing from >= 0, at least one
     header, the entries' real ends non-decreasing from 0, names never null, and each record's
     entries ending where its ``header_ends`` says."""
     if count <= 0:
@@ -228,7 +228,8 @@ def _cut(codes: str, count: int) -> struct.Struct:
 
 # --- decoding --------------------------------------------------------------------------------------------
 
-_SHORT_BYTES = 16  # segments up to this size are tested for being the same in every record
+_SHORT_BYTES = 16  # values up to this size are tested for being the same in every record
+_SHORT_NAME_BYTES = 32  # names likewise (they nearly always are the same)
 _REGULAR_MIN_RECORDS = 32  # the fast path's fixed cost (a few µs) pays from about this many records on
 _LOOP_MAX_HEADERS = 16  # up to this many headers, a loop is cheaper than the column-wise passes
 
@@ -251,7 +252,8 @@ def decode_regular(section, data_at: int, counts_column, ends_column, count: int
     begin = 0
     try:
         for name_end, value_end in zip(first[0::2], first[1::2]):
-            name = _same_everywhere(section, template, data_at, data_end, size, begin, name_end, 32, wanted)
+            name = _same_everywhere(section, template, data_at, data_end, size, begin, name_end, _SHORT_NAME_BYTES,
+                                    wanted)
             value = _same_everywhere(section, template, data_at, data_end, size, name_end, value_end, _SHORT_BYTES,
                                      wanted)
             codes.append(f"{name_end - begin}{'s' if name is None else 'x'}")
