@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 
 from ..errors import CorruptRecordError, LogDamagedError
 from ..fs import FileSystem
-from ..records.decoder import HEADER_BYTES, MAGIC, RecordBatch, read_header
+from ..records.decoder import HEADER_BYTES, MAGICS, RecordBatch, read_header
 from .segment import DELETED_SUFFIX, LogSegment
 
 logger = logging.getLogger("logstore.loader")
@@ -27,7 +28,7 @@ logger = logging.getLogger("logstore.loader")
 _SEARCH_CHUNK_BYTES = 1 << 20
 _END_CHUNK_BYTES = 16 * 1024  # from the last index entry to the end: usually one read
 _MAGIC_AT = 12  # base_offset (8) and batch_length (4) come first
-_MAGIC_BYTE = bytes([MAGIC])
+_MAGIC_BYTE = re.compile(b"[" + re.escape(bytes(MAGICS)) + b"]")  # any magic a reader knows (old logs)
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,8 @@ def valid_batch_after(segment: LogSegment, start: int, after_offset: int, end: i
         chunk = segment.file.pread(min(_SEARCH_CHUNK_BYTES, end - position), position)
         if len(chunk) < HEADER_BYTES:
             return None
-        found = chunk.find(_MAGIC_BYTE, _MAGIC_AT)
+        match = _MAGIC_BYTE.search(chunk, _MAGIC_AT)
+        found = match.start() if match else -1
         while found >= 0 and found - _MAGIC_AT + HEADER_BYTES <= len(chunk):
             at = found - _MAGIC_AT
             candidate = position + at
@@ -121,7 +123,8 @@ def valid_batch_after(segment: LogSegment, start: int, after_offset: int, end: i
                     return candidate
                 except CorruptRecordError:
                     pass
-            found = chunk.find(_MAGIC_BYTE, found + 1)
+            match = _MAGIC_BYTE.search(chunk, found + 1)
+            found = match.start() if match else -1
         position += max(len(chunk) - HEADER_BYTES, 1)
     return None
 

@@ -4,6 +4,8 @@ Owns:
 
 - ``decoder``: ``Record``, ``BatchHeader`` and ``RecordBatch`` (the 55-byte header, the column-wise
   body, CRC checks, records built column-wise) and the constants of the format;
+- ``header_columns``: the bytes of record headers in a batch of magic 2 (columns: encoded, checked
+  and decoded in bulk), and the magic-1 header decoder;
 - ``encoder``: records to batch bytes (``encode_batch``, ``encode_batch_parts``), offsets assigned by
   rewriting the base offset (``assign_base_offset``), a batch's prefix (``encode_batch_prefix``);
 - ``batching``: one append's records to the batches a log accepts (validation against the topic's

@@ -9,7 +9,7 @@ little-endian header followed by a column-wise body::
     base_timestamp int64 | max_timestamp int64 | delete_horizon_ms int64 | body
 
     body = [offset_deltas int32*n] [timestamps int64*n] key_ends int32*n value_ends int32*n
-           [header_ends int32*n] keys values [headers]
+           [header_ends int32*n header_counts uint16*n] keys values [headers]   (headers: header_columns.py)
 
 ``crc`` is one ``zlib.crc32`` over everything after the header's first 21 bytes (attributes to the
 end); ``header_crc`` covers the first 17 bytes (base offset, length, magic, crc), so assigning offsets
@@ -31,9 +31,11 @@ from itertools import chain, repeat
 from typing import Callable, Iterator, NamedTuple, Sequence
 
 from ..errors import CorruptRecordError
+from . import header_columns
 
-MAGIC = 1
-"""Format version. Any change to the byte layout must change it (the golden fixture pins it)."""
+MAGIC = 2
+"""Format version the encoder writes; any byte layout change must change it (golden fixtures pin it)."""
+MAGICS = (1, 2)  # what readers read: magic 1 (headers as length-prefixed pairs) stays readable
 
 # base_offset(8) batch_length(4) magic(1) crc(4) header_crc(4) attributes(2) last_offset_delta(4)
 # record_count(4) base_timestamp(8) max_timestamp(8) delete_horizon_ms(8)
@@ -145,7 +147,7 @@ def read_header(buffer, position: int = 0, where: str = "", whole: bool = True) 
         return None
     (base_offset, batch_length, magic, crc, _hcrc, attributes, last_offset_delta, record_count,
      base_timestamp, max_timestamp, delete_horizon_ms) = HEADER_STRUCT.unpack_from(buffer, position)
-    if magic != MAGIC:
+    if magic not in MAGICS:
         raise CorruptRecordError(f"unknown batch magic {magic}{where} at position {position}")
     if batch_length < _MIN_BATCH_LENGTH:
         raise CorruptRecordError(f"impossible batch length {batch_length}{where} at position {position}")
@@ -159,7 +161,7 @@ def columns_bytes(header: BatchHeader) -> int:
     """Bytes of the fixed-width columns at the start of an uncompressed body."""
     attributes = header.attributes
     per_record = 8 + 4 * bool(attributes & HAS_OFFSET_DELTAS) + 8 * bool(attributes & HAS_TIMESTAMPS)
-    per_record += 4 * bool(attributes & HAS_HEADERS)
+    per_record += header_columns.per_record_bytes(header.magic, attributes) if attributes & HAS_HEADERS else 0
     return per_record * header.record_count
 
 
@@ -254,6 +256,15 @@ class RecordBatch:
             return ()
         return columns._byte_values(_VALUES, _VALUE_ENDS, 0, columns.count, columns.null_values)
 
+    def headers(self, start: int = 0, stop: int | None = None) -> list:
+        """Per record [start, stop), its headers (a tuple of ``(name, value)`` pairs), decoded column-wise
+        without building records: what the Spark source and the Kafka server's fetch path take."""
+        count = self.header.record_count
+        start, stop = max(start, 0), count if stop is None else min(stop, count)
+        if start >= stop or self.columns.at[_HEADER_ENDS] < 0:
+            return [()] * max(stop - start, 0)
+        return self.columns._headers(start, stop)
+
     def null_values(self) -> Sequence[bool] | None:
         """Per record, whether its value is null (a tombstone); None when the batch has none."""
         columns = self.columns
@@ -304,10 +315,11 @@ class RawColumns(NamedTuple):
     null_values: bool
 
 
-_DELTAS, _TIMESTAMPS, _KEY_ENDS, _VALUE_ENDS, _HEADER_ENDS = range(5)
-_CODES = ("i", "q", "i", "i", "i")
-_WIDTHS = (4, 8, 4, 4, 4)
+_DELTAS, _TIMESTAMPS, _KEY_ENDS, _VALUE_ENDS, _HEADER_ENDS, _HEADER_COUNTS = range(6)
+_CODES, _CODES_WIDE = ("i", "q", "i", "i", "i", "H"), ("i", "q", "i", "i", "i", "i")  # header_counts: uint16 | int32
+_WIDTHS, _WIDTHS_WIDE = (4, 8, 4, 4, 4, 2), (4, 8, 4, 4, 4, 4)
 _KEYS, _VALUES, _HEADERS = range(3)
+assert (_HEADER_ENDS, _HEADER_COUNTS, _HEADERS) == header_columns.COLUMN_NUMBERS
 _INT = struct.Struct("<i")
 _INT_PAIR = struct.Struct("<ii")
 _LONG = struct.Struct("<q")
@@ -319,12 +331,14 @@ class _Columns:
     column entries and blob bytes a request touches are unpacked and copied."""
 
     __slots__ = ("count", "body", "fetch", "at", "cache", "blob_at", "blob_bytes", "full_blobs",
-                 "null_keys", "null_values", "timestamp_default", "constant_timestamps")
+                 "null_keys", "null_values", "timestamp_default", "constant_timestamps", "codes", "widths")
 
     def __init__(self, header: BatchHeader, body: memoryview, fetch) -> None:
         attributes = header.attributes
-        if attributes & ~KNOWN_ATTRIBUTES:
+        if attributes & ~(KNOWN_ATTRIBUTES | header_columns.known_attributes(header.magic, attributes)):
             raise CorruptRecordError(f"unknown attribute bits {attributes:#x}")
+        wide = attributes & header_columns.WIDE_COUNTS
+        self.codes, self.widths = (_CODES_WIDE, _WIDTHS_WIDE) if wide else (_CODES, _WIDTHS)
         compression = attributes & COMPRESSION_MASK
         if compression == COMPRESSION_GZIP:
             if fetch is not None:
@@ -343,24 +357,27 @@ class _Columns:
         self.count = count
         self.body = body
         self.fetch = fetch
-        self.cache: list[tuple | None] = [None] * 5
+        self.cache: list[tuple | None] = [None] * 6
         self.full_blobs: list[bytes | None] = [None] * 3
         self.null_keys = bool(attributes & HAS_NULL_KEYS)
         self.null_values = bool(attributes & HAS_NULL_VALUES)
         self.constant_timestamps = bool(attributes & TIMESTAMP_TYPE_LOG_APPEND or not attributes & HAS_TIMESTAMPS)
         self.timestamp_default = (header.max_timestamp if attributes & TIMESTAMP_TYPE_LOG_APPEND
                                   else header.base_timestamp)
-        present = (attributes & HAS_OFFSET_DELTAS, attributes & HAS_TIMESTAMPS, True, True, attributes & HAS_HEADERS)
-        self.at = [-1] * 5
+        present = (attributes & HAS_OFFSET_DELTAS, attributes & HAS_TIMESTAMPS, True, True, attributes & HAS_HEADERS,
+                   attributes & HAS_HEADERS and header.magic >= 2)
+        self.at = [-1] * 6
         position = 0
-        for column in range(5):
+        for column in range(6):
             if present[column]:
                 self.at[column] = position
-                position += _WIDTHS[column] * count
+                position += self.widths[column] * count
         if position > len(body):
             raise CorruptRecordError(f"batch body of {len(body)} bytes is too short for {count} records")
         lengths = (self.end_at(_KEY_ENDS, count - 1), self.end_at(_VALUE_ENDS, count - 1),
                    self.end_at(_HEADER_ENDS, count - 1) if present[_HEADER_ENDS] else 0)
+        if present[_HEADER_COUNTS]:  # magic 2: the headers section holds 8 bytes per header too
+            lengths = (*lengths[:2], lengths[2] + header_columns.ENTRY_BYTES * self.count_at(count - 1))
         self.blob_at = (position, position + lengths[0], position + lengths[0] + lengths[1])
         self.blob_bytes = lengths
         total = position + sum(lengths)
@@ -371,6 +388,9 @@ class _Columns:
             deltas = self.ints(_DELTAS, 0, count)
             if deltas[0] < 0 or deltas[-1] > header.last_offset_delta or any(map(int.__ge__, deltas, deltas[1:])):
                 raise CorruptRecordError("offset deltas are not increasing within the batch")
+        if present[_HEADER_COUNTS] and fetch is None:
+            header_columns.check(body[self.blob_at[_HEADERS] :], self.column_bytes(_HEADER_COUNTS),
+                                 self.column_bytes(_HEADER_ENDS), count)
 
     # --- column access ---------------------------------------------------------------------------
 
@@ -379,12 +399,19 @@ class _Columns:
         cached = self.cache[column]
         if cached is None:
             if start == 0 and stop == self.count:
-                cached = self.cache[column] = columns_struct(_CODES[column], stop).unpack_from(
+                cached = self.cache[column] = columns_struct(self.codes[column], stop).unpack_from(
                     self.body, self.at[column])
                 return cached
-            return columns_struct(_CODES[column], stop - start).unpack_from(
-                self.body, self.at[column] + _WIDTHS[column] * start)
+            return columns_struct(self.codes[column], stop - start).unpack_from(
+                self.body, self.at[column] + self.widths[column] * start)
         return cached if start == 0 and stop == self.count else cached[start:stop]
+
+    def column_bytes(self, column: int) -> memoryview:
+        return self.body[self.at[column] : self.at[column] + self.widths[column] * self.count]
+
+    def count_at(self, index: int) -> int:
+        """``header_counts[index]`` (0 before the first record)."""
+        return self.ints(_HEADER_COUNTS, index, index + 1)[0] if index >= 0 else 0
 
     def end_at(self, column: int, index: int) -> int:
         """The blob end of record ``index`` in an ends column (0 before the first record)."""
@@ -431,6 +458,8 @@ class _Columns:
         total = self.end_at(_KEY_ENDS, index - 1) + self.end_at(_VALUE_ENDS, index - 1)
         if self.at[_HEADER_ENDS] >= 0:
             total += self.end_at(_HEADER_ENDS, index - 1)
+            if self.at[_HEADER_COUNTS] >= 0:  # magic 2: header_ends count names and values only
+                total += header_columns.ENTRY_BYTES * self.count_at(index - 1)
         return total + RECORD_OVERHEAD_BYTES * index
 
     def iter_records(self, header: BatchHeader, start: int, stop: int) -> Iterator[Record]:
@@ -519,10 +548,13 @@ class _Columns:
         return _fixed_values_struct(size, count).unpack_from(self.body, self.blob_at[which])
 
     def _headers(self, start: int, stop: int) -> list:
+        """One headers tuple per record [start, stop) (magic 2: header_columns.py; magic 1: a loop)."""
+        if self.at[_HEADER_COUNTS] >= 0:
+            return header_columns.read(self, start, stop)
         ends = self.ints(_HEADER_ENDS, start, stop)
         first = self.end_at(_HEADER_ENDS, start - 1)
         blob, base = self.blob(_HEADERS, first, ends[-1])
-        return decode_headers(blob, [end - base for end in ends], first - base)
+        return header_columns.decode_headers(blob, [end - base for end in ends], first - base)
 
 
 _FIXED_SIZE_MAX_BYTES = 64 * 1024
@@ -539,36 +571,6 @@ def _fixed_ends(size: int, count: int) -> bytes:
 @lru_cache(maxsize=8)  # each holds a code per value: ~0.3 MB for a 9000-record batch
 def _fixed_values_struct(size: int, count: int) -> struct.Struct:
     return struct.Struct("<" + f"{size}s" * count)
-
-
-def decode_headers(blob: bytes, ends: Sequence[int], position: int) -> list:
-    out = []
-    unpack = _INT.unpack_from
-    try:
-        for end in ends:
-            if position == end:
-                out.append(())
-                continue
-            pairs = []
-            while position < end:
-                (key_length,) = unpack(blob, position)
-                position += 4
-                key = blob[position : position + key_length].decode("utf-8")
-                position += key_length
-                (value_length,) = unpack(blob, position)
-                position += 4
-                if value_length < 0:
-                    value = None
-                else:
-                    value = blob[position : position + value_length]
-                    position += value_length
-                pairs.append((key, value))
-            if position != end:
-                raise CorruptRecordError("record headers overrun their bounds")
-            out.append(tuple(pairs))
-    except (struct.error, UnicodeDecodeError) as exc:
-        raise CorruptRecordError(f"undecodable record headers: {exc}") from None
-    return out
 
 
 def iter_batches(buffer, position: int = 0, where: str = "") -> Iterator[tuple[int, RecordBatch]]:

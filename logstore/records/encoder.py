@@ -19,6 +19,7 @@ from itertools import accumulate
 from typing import Sequence
 
 from ..errors import InvalidRecordError
+from . import header_columns
 from .decoder import (BODY_AT, COMPRESSION_GZIP, COMPRESSION_MASK, COMPRESSION_NONE, CRC_AT, HAS_HEADERS, HAS_NULL_KEYS,
                       HAS_NULL_VALUES, HAS_OFFSET_DELTAS, HAS_TIMESTAMPS, HEADER_BYTES, HEADER_CRC_AT,
                       HEADER_STRUCT, LOG_OVERHEAD_BYTES, MAGIC, MAX_BATCH_BYTES, NO_TIMESTAMP,
@@ -130,12 +131,14 @@ def _timestamp_range(timestamps: tuple, default_ms: int) -> tuple[tuple, int, in
 def encode_batch_parts(records: Sequence[Record], *, default_timestamp_ms: int = NO_TIMESTAMP,
                        compression: int = COMPRESSION_NONE, log_append_time: bool = False,
                        offset_deltas: Sequence[int] | None = None, last_offset_delta: int | None = None,
-                       delete_horizon_ms: int = -1) -> tuple[bytearray, list]:
+                       delete_horizon_ms: int = -1, magic: int = MAGIC) -> tuple[bytearray, list]:
     """Encode ``records`` as one batch: ``(header, body_parts)``, base offset 0.
 
     Records whose ``timestamp_ms`` is None get ``default_timestamp_ms``. ``offset_deltas`` (strictly
     increasing, for compacted batches) and ``last_offset_delta`` override the dense 0..n-1 offsets;
-    with no records, ``last_offset_delta`` makes an empty batch that only carries offsets forward."""
+    with no records, ``last_offset_delta`` makes an empty batch that only carries offsets forward.
+    ``magic=1`` writes the previous format (headers as length-prefixed pairs), which readers since
+    then still read; the default is the current ``MAGIC``."""
     if len(records):
         keys, values, headers, timestamps, _offsets = zip(*records)
     else:
@@ -143,7 +146,7 @@ def encode_batch_parts(records: Sequence[Record], *, default_timestamp_ms: int =
     header, parts = encode_columns_parts(keys, values, headers, timestamps, default_timestamp_ms=default_timestamp_ms,
                                          compression=compression, log_append_time=log_append_time,
                                          offset_deltas=offset_deltas, last_offset_delta=last_offset_delta,
-                                         delete_horizon_ms=delete_horizon_ms)
+                                         delete_horizon_ms=delete_horizon_ms, magic=magic)
     return header, parts
 
 
@@ -151,12 +154,14 @@ def encode_columns_parts(keys: Sequence, values: Sequence, headers: Sequence, ti
                          default_timestamp_ms: int = NO_TIMESTAMP, compression: int = COMPRESSION_NONE,
                          log_append_time: bool = False, offset_deltas: Sequence[int] | None = None,
                          last_offset_delta: int | None = None, delete_horizon_ms: int = -1,
-                         max_bytes: int | None = None) -> tuple[bytearray | None, list | int]:
+                         max_bytes: int | None = None, magic: int = MAGIC) -> tuple[bytearray | None, list | int]:
     """``encode_batch_parts`` of records given as columns (equally long sequences: keys, values,
     headers, timestamps), for callers that hold columns already (``RecordColumns``, the splits of an
     append). With ``max_bytes``, a batch larger than that is checked as fully as any other (so it
     raises what it would raise) but not checksummed: ``(None, its size in bytes)`` is returned."""
     count = len(keys)
+    if magic not in (1, MAGIC):
+        raise ValueError(f"cannot encode batch magic {magic!r}")
     if log_append_time or not count:  # every record reads as the append time, kept once in the header
         timestamps = (default_timestamp_ms,) * count
         low = high = default_timestamp_ms
@@ -207,10 +212,18 @@ def encode_columns_parts(keys: Sequence, values: Sequence, headers: Sequence, ti
     except TypeError:
         has_headers = True  # _encode_headers names the bad value
     if has_headers:
-        attributes |= HAS_HEADERS
-        header_ends, header_blob = _encode_headers(headers)
-        columns.append(int_columns.pack(*header_ends))
-        blobs.append(header_blob)
+        try:  # (columns, section, attributes); None: no pair after all (iterables that were empty)
+            if magic == MAGIC:
+                encoded = header_columns.encode(headers)
+            else:
+                header_ends, header_blob = _encode_headers(headers)
+                encoded = [int_columns.pack(*header_ends)], header_blob, 0
+            if encoded is not None:
+                attributes |= HAS_HEADERS | encoded[2]
+                columns += encoded[0]
+                blobs.append(encoded[1])
+        except struct.error:
+            raise InvalidRecordError("a batch's headers exceed 2 GiB") from None
     parts = columns + blobs
     if compression == COMPRESSION_GZIP:
         parts = [zlib.compress(b"".join(parts), 6, wbits=31)]
@@ -222,7 +235,7 @@ def encode_columns_parts(keys: Sequence, values: Sequence, headers: Sequence, ti
         raise InvalidRecordError(f"a batch of {batch_length} bytes exceeds the 2 GiB format limit")
     header = bytearray(HEADER_BYTES)
     try:
-        HEADER_STRUCT.pack_into(header, 0, 0, batch_length, MAGIC, 0, 0, attributes, last_offset_delta,
+        HEADER_STRUCT.pack_into(header, 0, 0, batch_length, magic, 0, 0, attributes, last_offset_delta,
                                 count, low, high, delete_horizon_ms)
     except struct.error:
         _check_timestamp_types(timestamps)

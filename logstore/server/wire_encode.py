@@ -171,10 +171,10 @@ def encode_fetch_batch(batch: RecordBatch, *, partition_leader_epoch: int = 0, p
                       header.max_timestamp, producer_id, producer_epoch, base_sequence, 0, b"")
     raw = batch.raw_columns()
     # Keys and values come straight from the stored columns (one struct call or one slice each,
-    # never a Record); only headers, rare and slow anyway, go through the records.
+    # never a Record), and so do headers (decoded column-wise, RecordBatch.headers).
     keys = batch.keys()
     values = batch.values()
-    headers = None if raw.header_ends is None else [record.headers for record in batch.records()]
+    headers = None if raw.header_ends is None else batch.headers()
     if log_append:
         base_timestamp = max_timestamp = header.max_timestamp
         timestamp_deltas = None

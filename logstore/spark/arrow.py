@@ -28,7 +28,7 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..records.decoder import TIMESTAMP_TYPE_LOG_APPEND, RawColumns, Record, RecordBatch, decode_headers, columns_struct
+from ..records.decoder import TIMESTAMP_TYPE_LOG_APPEND, RawColumns, Record, RecordBatch
 
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
@@ -101,7 +101,7 @@ def arrow_batches(slices: Iterable[tuple[RecordBatch, int, int]], topic: str, pa
             if not builder.fits(len(raw.keys), len(raw.values)):
                 yield builder.build()
             end = min(stop, first + max_rows - builder.rows)
-            builder.add(raw, first, end)
+            builder.add(raw, first, end, batch)
             first = end
             if builder.rows >= max_rows:
                 yield builder.build()
@@ -178,8 +178,8 @@ class _Builder:
         if self.include_headers:
             self.headers.append(headers)
 
-    def add(self, raw: RawColumns, first: int, stop: int) -> None:
-        """Add records [first, stop) of the batch with columns ``raw``."""
+    def add(self, raw: RawColumns, first: int, stop: int, batch: RecordBatch) -> None:
+        """Add records [first, stop) of ``batch``, whose columns are ``raw``."""
         # Once per log batch: one unpack instead of a dozen attribute lookups.
         (count, base_offset, deltas, millis, timestamp_default, log_append_time, key_ends, value_ends,
          _header_ends, keys, values, _headers_blob, null_keys, null_values) = raw
@@ -204,7 +204,7 @@ class _Builder:
             low, high = _blob_range(value_ends, first, stop)
             self.values.add(value_ends[4 * first : 4 * stop], values[low:high], low, null_values)
         if self.include_headers:
-            self.headers += _headers(raw, first, stop)
+            self.headers += batch.headers(first, stop)
 
     def build(self) -> pa.RecordBatch:
         """The output batch of the pieces added since the last build."""
@@ -270,15 +270,6 @@ class _BlobColumn:
         ends = pc.add(ends, spread(self.shifts, pa.int32()))
         offsets = pa.concat_arrays([_ZERO_INT32, ends]).buffers()[1]
         return pa.Array.from_buffers(pa.binary(), count, [validity, offsets, pa.py_buffer(self.data)])
-
-
-def _headers(raw: RawColumns, first: int, stop: int) -> list:
-    """The headers of records [first, stop), per record a tuple of (key, value) pairs."""
-    if raw.header_ends is None:
-        return [()] * (stop - first)
-    low, high = _blob_range(raw.header_ends, first, stop)
-    ends = columns_struct("i", stop - first).unpack_from(raw.header_ends, 4 * first)
-    return decode_headers(bytes(raw.headers[low:high]), [end - low for end in ends], 0)
 
 
 def _int_array(type_: pa.DataType, count: int, data: bytearray) -> pa.Array:
