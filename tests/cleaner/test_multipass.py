@@ -156,9 +156,12 @@ def test_a_round_whose_bitmap_does_not_fit_ends_at_a_segment_base(tmp_path, capl
         assert stats.end_offset in bases and 200 < stats.end_offset <= 14_744 and stats.passes > 1
         assert snapshot(log) == model(before, stats.end_offset)
         # The next rounds go on in passes too: the clean section costs a bit per record, not per offset.
+        # Partitions follow hash(), so the count moves with PYTHONHASHSEED (54-62 over 16 seeds for
+        # two more rounds of ~8 first-level partitions, some split again); a per-offset cost would
+        # need hundreds.
         total = store.compact("c")[("c", 0)]
         assert snapshot(log) == model(before, 40_000)
-        assert "ends where the map filled" not in caplog.text and total.passes < 3 * 20
+        assert "ends where the map filled" not in caplog.text and total.passes < 3 * 30
 
 
 def test_when_the_hashes_cannot_split_a_partition_the_round_is_kafkas(tmp_path, monkeypatch, caplog):
