@@ -24,6 +24,7 @@ import bisect
 import logging
 import os
 from itertools import chain
+from operator import itemgetter
 from typing import Callable, Iterator, Sequence, TypeVar
 
 from ..clock import Clock
@@ -232,12 +233,35 @@ class LocalLog:
         error it calls ``recover(segments of the view, error, offset)`` (which rebuilds a lying
         index, re-reads a changed segment list, or raises) and goes on from the first offset not
         yet yielded, on the view then current (``get_view()``): no slice twice, none skipped."""
+        return LocalLog._resuming(view, get_view, start, recover,
+                                  lambda view, start: LocalLog.iter_batch_slices(view, start, stop, include_empty),
+                                  lambda batch_slice: batch_slice[0].header.last_offset + 1)
+
+    @staticmethod
+    def iter_records_resuming(view: View, get_view: Callable[[], View], start: int, stop: int,
+                              recover: Callable[[Sequence[LogSegment], Exception, int], None]) -> Iterator:
+        """Iterables of the records of ``view`` with offsets in [start, stop), in order, resuming as
+        ``iter_batch_slices_resuming`` does (``LogSegment.iter_record_runs`` per segment)."""
+        def runs(view: View, start: int) -> Iterator:
+            segments, bases = view
+            sizes = [segment.size_bytes for segment in segments]
+            first = max(bisect.bisect_right(bases, start) - 1, 0)
+            return chain.from_iterable(segments[slot].iter_record_runs(start, stop, sizes[slot])
+                                       for slot in range(first, len(segments)))
+
+        for records, _next_offset in LocalLog._resuming(view, get_view, start, recover, runs, itemgetter(1)):
+            yield records
+
+    @staticmethod
+    def _resuming(view: View, get_view: Callable[[], View], start: int,
+                  recover: Callable[[Sequence[LogSegment], Exception, int], None],
+                  scan: Callable[[View, int], Iterator], next_start: Callable[[tuple], int]) -> Iterator:
         for attempt in range(_RESUME_ATTEMPTS):
             view = get_view() if attempt else view
             try:
-                for batch_slice in LocalLog.iter_batch_slices(view, start, stop, include_empty):
-                    yield batch_slice
-                    start = batch_slice[0].header.last_offset + 1
+                for item in scan(view, start):
+                    yield item
+                    start = next_start(item)
                 return
             except (CorruptIndexError, ValueError, TypeError, OSError) as exc:
                 recover(view[0], exc, start)

@@ -26,6 +26,7 @@ from ..errors import CorruptIndexError, CorruptRecordError, LogSegmentOffsetOver
 from ..fs import FileSystem
 from ..records.decoder import COMPRESSION_MASK, HEADER_BYTES, BatchHeader, Record, RecordBatch, columns_bytes, read_header
 from ..records.fetch import HEAD_CACHE, take_records
+from ..records.record_builder import NO_LIMIT, take_single_record_batches
 from .file_records import FileRecords
 from .index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
 from .segment_recovery import SegmentRecovery
@@ -363,22 +364,67 @@ class LogSegment(SegmentRecovery):
         chunk_bytes = min(max(2 * max_bytes, _SMALL_CHUNK_BYTES), _LARGE_CHUNK_BYTES)
         scan = self.scan_from(start_offset, end, chunk_bytes, entry) if position == entry.position else \
             self.scan_headers(position, end, chunk_bytes)
-        for batch_position, header, buffer, at in scan:
+        while True:
+            item = next(scan, None)
+            if item is None:
+                return records, charged, False
+            batch_position, header, buffer, at = item
             if header.base_offset >= end_offset:
                 return records, charged, True
-            if header.last_offset < start_offset:
-                continue
-            if header.record_count == 0:
+            if header.record_count == 0 and header.last_offset >= start_offset:
                 # Verified, though it adds nothing: a damaged count must not hide a batch's records.
                 self.load_batch(batch_position, header, buffer, at)
-                continue
-            batch = self._batch_for_read(batch_position, header, buffer, at, max_bytes - charged)
-            cost, done = take_records(batch, start_offset, end_offset, max_bytes - charged, max_records, records,
-                                    min_one and not records)
+            elif header.last_offset >= start_offset:
+                batch = self._batch_for_read(batch_position, header, buffer, at, max_bytes - charged)
+                cost, done = take_records(batch, start_offset, end_offset, max_bytes - charged, max_records,
+                                          records, min_one and not records)
+                charged += cost
+                if done:
+                    return records, charged, True
+            # The one-record batches that follow in the same buffer, without the per-batch general path.
+            run_at = at + header.size_bytes
+            limit = min(len(buffer), end - batch_position + at)
+            following, cost, done = take_single_record_batches(
+                buffer.obj, run_at, limit, start_offset, end_offset, max_bytes - charged,
+                max_records - len(records), records, min_one and not records)
             charged += cost
             if done:
                 return records, charged, True
-        return records, charged, False
+            if following != run_at:
+                scan = self.scan_headers(batch_position - at + following, end, chunk_bytes)
+
+    def iter_record_runs(self, start_offset: int, stop_offset: int, end: int | None = None) -> Iterator:
+        """``(records, next_offset)`` for the records with offsets in [start_offset, stop_offset)
+        within the first ``end`` bytes, in order: ``records`` is an iterable of ``Record`` (built
+        lazily for a large batch, at once for a run of one-record batches), ``next_offset`` the offset
+        after the last batch it covers (where a resumed scan goes on)."""
+        end = self.size_bytes if end is None else end
+        scan = self.scan_from(start_offset, end, _LARGE_CHUNK_BYTES)
+        while True:
+            item = next(scan, None)
+            if item is None:
+                return
+            batch_position, header, buffer, at = item
+            if header.base_offset >= stop_offset:
+                return
+            if header.last_offset >= start_offset:
+                batch = self.load_batch(batch_position, header, buffer, at)  # empty ones too (see ``read``)
+                if header.record_count:
+                    first = batch.index_of(start_offset) if header.base_offset < start_offset else 0
+                    stop = batch.index_of(stop_offset) if header.last_offset >= stop_offset else header.record_count
+                    if first < stop:
+                        yield batch.iter_records(first, stop), header.next_offset
+            run_at = at + header.size_bytes
+            records: list[Record] = []
+            following, _, done = take_single_record_batches(
+                buffer.obj, run_at, min(len(buffer), end - batch_position + at), start_offset, stop_offset,
+                NO_LIMIT, NO_LIMIT, records, False)
+            if records:
+                yield records, records[-1].offset + 1
+            if done:
+                return
+            if following != run_at:
+                scan = self.scan_headers(batch_position - at + following, end, _LARGE_CHUNK_BYTES)
 
     def iter_batch_slices(self, start_offset: int, stop_offset: int, end: int | None = None,
                           include_empty: bool = False) -> Iterator:
