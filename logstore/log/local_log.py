@@ -31,8 +31,9 @@ from ..clock import Clock
 from ..config import LogConfig
 from ..errors import CorruptIndexError, CorruptRecordError, StorageError
 from ..fs import FileSystem
-from ..records.decoder import Record
+from ..records.decoder import RECORD_OVERHEAD_BYTES, Record
 from ..records.encoder import encode_batch, encode_batch_prefix
+from ..records.record_builder import PAUSE_MIN_RECORDS, call_paused
 from .loader import extend_valid_end, live_segment_bases, load_log
 from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
 from .time_lookup import checked_max_timestamp, find_offset_by_timestamp
@@ -187,7 +188,14 @@ class LocalLog:
     @staticmethod
     def read(view: View, offset: int, end_offset: int, max_bytes: int, max_records: int) -> list[Record]:
         """Records of ``view`` from ``offset`` below ``end_offset``: at least one when any exists,
-        then as many as fit ``max_bytes`` and ``max_records``."""
+        then as many as fit ``max_bytes`` and ``max_records`` (a read that may return many is built
+        with the garbage collector paused: ``record_builder.call_paused``)."""
+        if max_records >= PAUSE_MIN_RECORDS and max_bytes >= PAUSE_MIN_RECORDS * RECORD_OVERHEAD_BYTES:
+            return call_paused(LocalLog._read, view, offset, end_offset, max_bytes, max_records)
+        return LocalLog._read(view, offset, end_offset, max_bytes, max_records)
+
+    @staticmethod
+    def _read(view: View, offset: int, end_offset: int, max_bytes: int, max_records: int) -> list[Record]:
         segments, bases = view
         records: list[Record] = []
         charged = 0

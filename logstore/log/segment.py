@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+from bisect import bisect_right, insort
 from functools import partial
 from itertools import chain
 from typing import Iterator
@@ -25,8 +26,8 @@ from ..clock import Clock
 from ..errors import CorruptIndexError, CorruptRecordError, LogSegmentOffsetOverflowError
 from ..fs import FileSystem
 from ..records.decoder import COMPRESSION_MASK, HEADER_BYTES, BatchHeader, Record, RecordBatch, columns_bytes, read_header
-from ..records.fetch import HEAD_CACHE, take_records
-from ..records.record_builder import NO_LIMIT, take_single_record_batches
+from ..records.fetch import HEAD_CACHE, CachedHead, take_records
+from ..records.record_builder import NO_LIMIT, PointHead, take_single_record_batches
 from .file_records import FileRecords
 from .index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
 from .segment_recovery import SegmentRecovery
@@ -96,9 +97,9 @@ class LogSegment(SegmentRecovery):
         # Positions of large batches whose CRC was verified since open: later point reads may read
         # just their columns and one record's bytes, trusting that verification (checking it again
         # would mean reading the whole batch). Cleared whenever bytes are cut or rewritten (and the
-        # token, which keys this segment's entries in HEAD_CACHE, replaced).
-        self._verified: set[int] = set()
-        self._token = object()
+        # token, which keys this segment's entries in HEAD_CACHE, replaced). Point reads find those
+        # entries by ``_cached_bases`` (base offsets, sorted) and ``_cached_positions`` (-> position).
+        self._forget_verified()
         self.indexes_distrusted = False  # a read-only view found them lying: it scans instead
         self.confirmed_max_timestamp: TimestampOffset | None = None  # checked against its batch
         self.active = False  # the last segment of its log (``activate``)
@@ -209,8 +210,10 @@ class LogSegment(SegmentRecovery):
         return batch
 
     def _forget_verified(self) -> None:
-        self._verified.clear()
+        self._verified: set[int] = set()
         self._token = object()
+        self._cached_bases: list[int] = []
+        self._cached_positions: dict[int, int] = {}
 
     def _remember_verified(self, position: int) -> None:
         if len(self._verified) >= _VERIFIED_CACHE_ENTRIES:
@@ -256,8 +259,14 @@ class LogSegment(SegmentRecovery):
             head = bytes(data[: head_bytes + keys_bytes])
         else:
             head = partial_batch.buffer
-        batch = RecordBatch(header, head, partial(self._pread_body, position + HEADER_BYTES))
+        batch = CachedHead(header, head, partial(self._pread_body, position + HEADER_BYTES))
         HEAD_CACHE.put((self._token, position), batch)
+        if len(self._cached_positions) >= _VERIFIED_CACHE_ENTRIES:
+            self._cached_bases.clear()
+            self._cached_positions.clear()
+        if header.base_offset not in self._cached_positions:
+            self._cached_positions[header.base_offset] = position  # before the base: readers bisect the bases
+            insort(self._cached_bases, header.base_offset)
         return batch
 
     def _pread_body(self, body_position: int, at_in_body: int, size_bytes: int) -> bytes:
@@ -267,21 +276,22 @@ class LogSegment(SegmentRecovery):
 
     def read_one_cached(self, offset: int) -> Record | None:
         """The record at ``offset`` when the head of its batch is cached from an earlier point read
-        and the index entry is confirmed by it (the fast path of ``Log.read`` for one record); None
-        when the general path must run."""
-        if self.indexes_distrusted:
+        (the fast path of ``Log.read`` for one record); None when the general path must run. The
+        batch is found among the cached ones by its base offset (a verified header's, so no index
+        entry needs confirming): the last cached batch starting at or below ``offset`` holds it, or
+        none does."""
+        bases = self._cached_bases
+        slot = bisect_right(bases, offset) - 1
+        if slot < 0 or self.indexes_distrusted:
             return None
-        entry_offset, position = self.offset_index.floor_entry(offset)
+        position = self._cached_positions.get(bases[slot])
         cached = HEAD_CACHE.get((self._token, position))
         if cached is None:
             return None
-        header = cached.header
-        base = header.base_offset
-        if not base <= offset <= base + header.last_offset_delta or (position and base != entry_offset):
-            return None
-        columns = cached.columns
-        index = offset - base if columns.at[0] < 0 else columns.index_of(base, offset)
-        return columns._record_at(header, index) if index < header.record_count else None
+        point = cached.point
+        if point is None:
+            point = cached.point = PointHead(cached, position + HEADER_BYTES, self.file.read_exact)
+        return point.record(offset)
 
     def _index_entry(self, offset: int) -> OffsetPosition:
         """The offset index's floor entry for ``offset``, or ``(base, 0)`` when the index is
@@ -382,11 +392,10 @@ class LogSegment(SegmentRecovery):
                 if done:
                     return records, charged, True
             # The one-record batches that follow in the same buffer, without the per-batch general path.
-            run_at = at + header.size_bytes
-            limit = min(len(buffer), end - batch_position + at)
-            following, cost, done = take_single_record_batches(
-                buffer.obj, run_at, limit, start_offset, end_offset, max_bytes - charged,
-                max_records - len(records), records, min_one and not records)
+            run_at, limit = at + header.size_bytes, min(len(buffer), end - batch_position + at)
+            following, cost, done = take_single_record_batches(buffer.obj, run_at, limit, start_offset, end_offset,
+                                                               max_bytes - charged, max_records - len(records),
+                                                               records, min_one and not records)
             charged += cost
             if done:
                 return records, charged, True

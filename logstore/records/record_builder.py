@@ -11,7 +11,7 @@ general path. What lives here is what makes reads cost little per record and per
   batches whose layout it knows completely (uncompressed, one dense record, no header column, a body
   that adds up) and stops at anything else, leaving that batch to the general path: a damaged batch is
   therefore always reported by the general path, with its usual error.
-- ``build_paused``: a read returns its records in a list, so they all stay alive; every ~700 tracked
+- ``call_paused``: a read returns its records in a list, so they all stay alive; every ~700 tracked
   allocations then start a collection of the young generation, which costs as much as building the
   records (about 90 ns of 210 per record, measured). Records hold only bytes and ints, so they can
   form no reference cycle: the list is built with the collector paused, and the next collection sees
@@ -188,10 +188,79 @@ def _take_uniform(buffer: bytes, view: memoryview, at: int, limit: int, start_of
     return at + count * size, charged, False, taken
 
 
+# --- point reads -------------------------------------------------------------------------------
+
+
+class PointHead:
+    """What a point read needs of a batch whose head (header, columns and perhaps the keys) is
+    cached, unpacked once: the ends columns as tuples, the keys blob as bytes when it is cached, and
+    where the values start in the file. ``record(offset)`` then costs two tuple lookups, a slice of
+    the keys, one read of the value (``read_exact(file_position, size)``, a mapping slice in a writer)
+    and a tuple. The same record ``RecordBatch.record_at`` gives, or None when the batch holds no record
+    at exactly ``offset`` (the general path decides then)."""
+
+    __slots__ = ("base_offset", "last_offset", "count", "deltas", "key_ends", "value_ends", "keys",
+                 "keys_position", "values_position", "read_exact", "timestamps", "timestamp", "columns")
+
+    def __init__(self, batch, body_position: int, read_exact) -> None:
+        header, columns = batch.header, batch.columns
+        count = header.record_count
+        self.base_offset = header.base_offset
+        self.last_offset = header.base_offset + header.last_offset_delta
+        self.count = count
+        self.columns = columns
+        self.deltas = None if columns.at[_DELTAS] < 0 else columns.ints(_DELTAS, 0, count)
+        self.key_ends = columns.ints(_KEY_ENDS, 0, count)
+        self.value_ends = columns.ints(_VALUE_ENDS, 0, count)
+        key_at, keys_bytes = columns.blob_at[_KEYS], columns.blob_bytes[_KEYS]
+        self.keys = bytes(columns.body[key_at : key_at + keys_bytes]) if key_at + keys_bytes <= len(columns.body) else None
+        self.keys_position = body_position + key_at
+        self.values_position = body_position + columns.blob_at[_VALUES]
+        self.read_exact = read_exact
+        self.timestamps = None if columns.constant_timestamps else columns.ints(_TIMESTAMPS, 0, count)
+        self.timestamp = columns.timestamp_default
+
+    def record(self, offset: int) -> Record | None:
+        index = offset - self.base_offset
+        if index < 0 or offset > self.last_offset:
+            return None
+        deltas = self.deltas
+        if deltas is not None:
+            delta = index
+            index = bisect_left(deltas, delta)
+            if index >= self.count or deltas[index] != delta:
+                return None
+        key_end = self.key_ends[index]
+        value_end = self.value_ends[index]
+        if index:
+            key_start = self.key_ends[index - 1]
+            value_start = self.value_ends[index - 1]
+            if key_start < 0:
+                key_start = ~key_start
+            if value_start < 0:
+                value_start = ~value_start
+        else:
+            key_start = value_start = 0
+        if key_end < 0:
+            key = None
+        elif self.keys is not None:
+            key = self.keys[key_start:key_end]
+        else:
+            key = self.read_exact(key_end - key_start, self.keys_position + key_start)
+        value = None if value_end < 0 else self.read_exact(value_end - value_start, self.values_position + value_start)
+        columns = self.columns
+        return _new(Record, (key, value, () if columns.at[_HEADER_ENDS] < 0 else columns._headers(index, index + 1)[0],
+                             self.timestamp if self.timestamps is None else self.timestamps[index], offset))
+
+
+_DELTAS, _TIMESTAMPS, _KEY_ENDS, _VALUE_ENDS, _HEADER_ENDS = range(5)  # as in decoder._Columns
+_KEYS, _VALUES = 0, 1
+
+
 # --- building with the collector paused ---------------------------------------------------------
 
 PAUSE_MIN_RECORDS = 256
-"""Below this many records a pause costs more than the collections it saves."""
+"""A read that may return fewer records than this is not worth a pause."""
 
 _pause_lock = threading.Lock()
 _pausers = 0
@@ -216,24 +285,17 @@ def _resume() -> None:
             gc.enable()
 
 
-def build_paused(records: list, built) -> None:
-    """``records.extend(built)`` (an iterator building ``Record`` tuples) with the cyclic garbage
-    collector paused: see the module docstring. Threads pausing at the same time share one pause (the
-    last to finish resumes it); a collector the program had disabled stays disabled."""
+def call_paused(function, *args):
+    """``function(*args)`` with the cyclic garbage collector paused: for a read that builds many
+    records and returns them (see the module docstring). Threads pausing at the same time share one
+    pause (the last to finish resumes it); a collector the program had disabled stays disabled.
+    Once the caller drops the previous read's records (a consumer loop), the counts even out and no
+    collection runs at all; records kept are seen by the next collection, once."""
     _pause()
     try:
-        records.extend(built)
+        return function(*args)
     finally:
         _resume()
-
-
-def build_list(built, count: int) -> list:
-    """``list(built)`` of ``count`` records, paused when there are many (see ``build_paused``)."""
-    if count < PAUSE_MIN_RECORDS:
-        return list(built)
-    records: list = []
-    build_paused(records, built)
-    return records
 
 
 def records_of(keys, values, headers, timestamps, offsets, count: int):
