@@ -172,17 +172,16 @@ class LogSegment(SegmentRecovery):
 
     # --- reading ---------------------------------------------------------------------------------
 
-    def scan_headers(self, position: int = 0, end: int | None = None,
-                     chunk_bytes: int = _READ_CHUNK_BYTES) -> Iterator[tuple[int, BatchHeader, memoryview, int]]:
+    def scan_headers(self, position: int = 0, end: int | None = None, chunk_bytes: int = _READ_CHUNK_BYTES,
+                     buffer: memoryview = memoryview(b""), buffer_position: int = -1) -> Iterator[tuple[int, BatchHeader, memoryview, int]]:
         """Yield ``(position, header, buffer, at)`` for consecutive batches from ``position`` up to
-        ``end`` (default: the size), reading ``chunk_bytes`` at a time. ``buffer[at:]`` starts the
-        batch but may hold only part of it (``load_batch`` completes it). Stops quietly at an
-        incomplete batch (one that runs past ``end``); raises ``CorruptRecordError`` at a damaged
-        header."""
+        ``end`` (default: the size), reading ``chunk_bytes`` at a time (after ``buffer``, the file's
+        bytes from ``buffer_position``, when given). ``buffer[at:]`` starts the batch but may hold only
+        part of it (``load_batch`` completes it). Stops quietly at an incomplete batch (one that runs
+        past ``end``); raises ``CorruptRecordError`` at a damaged header."""
         end = self.size_bytes if end is None else end
         where = f" in {self.log_path}"
-        buffer = memoryview(b"")
-        buffer_position = position
+        buffer_position = position if buffer_position < 0 else buffer_position
         while position < end:
             at = position - buffer_position
             if len(buffer) - at < HEADER_BYTES:
@@ -399,8 +398,8 @@ class LogSegment(SegmentRecovery):
             charged += cost
             if done:
                 return records, charged, True
-            if following != run_at:
-                scan = self.scan_headers(batch_position - at + following, end, chunk_bytes)
+            if following != run_at:  # go on in the same buffer, as the scan would have
+                scan = self.scan_headers(batch_position - at + following, end, chunk_bytes, buffer, batch_position - at)
 
     def iter_record_runs(self, start_offset: int, stop_offset: int, end: int | None = None) -> Iterator:
         """``(records, next_offset)`` for the records with offsets in [start_offset, stop_offset)
@@ -433,7 +432,8 @@ class LogSegment(SegmentRecovery):
             if done:
                 return
             if following != run_at:
-                scan = self.scan_headers(batch_position - at + following, end, _LARGE_CHUNK_BYTES)
+                scan = self.scan_headers(batch_position - at + following, end, _LARGE_CHUNK_BYTES, buffer,
+                                         batch_position - at)
 
     def iter_batch_slices(self, start_offset: int, stop_offset: int, end: int | None = None,
                           include_empty: bool = False) -> Iterator:
