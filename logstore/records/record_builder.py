@@ -157,11 +157,16 @@ def _take_uniform(buffer: bytes, view: memoryview, at: int, limit: int, start_of
         for column, expected in ((lengths, batch_length), (magics, MAGIC), (attributes_column, 0),
                                  (last_offset_deltas, 0), (record_counts, 1), (key_ends, key_end),
                                  (value_ends, value_end)):
-            part = column[:count]
+            part = column if len(column) == count else column[:count]
             if part.count(expected) != count:
                 count = list(map(expected.__eq__, part)).index(False)
-        if not all(map(int.__lt__, bases[: count - 1], bases[1:count])):
-            return at, 0, False, 0  # offsets that do not increase: batch by batch
+        if count < 1:
+            return at, 0, False, 0
+        # Bisecting the bases below takes the batches the batch-by-batch loop takes when they never
+        # decrease (it skips those below ``start_offset`` and stops at the first at ``end_offset``).
+        part = list(bases if len(bases) == count else bases[:count])
+        if part != sorted(part):
+            return at, 0, False, 0
         prefixes, bodies = zip(*spans.iter_unpack(region[: count * size]))
         if tuple(map(crc32, prefixes)) != header_crcs[:count]:
             count = list(map(int.__eq__, map(crc32, prefixes), header_crcs)).index(False)
