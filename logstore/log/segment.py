@@ -173,7 +173,7 @@ class LogSegment(SegmentRecovery):
     # --- reading ---------------------------------------------------------------------------------
 
     def scan_headers(self, position: int = 0, end: int | None = None, chunk_bytes: int = _READ_CHUNK_BYTES,
-                     buffer: memoryview = memoryview(b""), buffer_position: int = -1) -> Iterator[tuple[int, BatchHeader, memoryview, int]]:
+                     buffer: memoryview = memoryview(b""), buffer_position: int = -1) -> Iterator[tuple]:
         """Yield ``(position, header, buffer, at)`` for consecutive batches from ``position`` up to
         ``end`` (default: the size), reading ``chunk_bytes`` at a time (after ``buffer``, the file's
         bytes from ``buffer_position``, when given). ``buffer[at:]`` starts the batch but may hold only

@@ -1,4 +1,5 @@
-"""Fast record building for reads: runs of one-record batches, and building many records at once.
+"""Fast record building for reads: runs of one-record batches, point reads, and reads built with the
+garbage collector paused.
 
 Pure (bytes in, ``Record`` tuples out), beside ``decoder.py`` whose ``RecordBatch``/``_Columns`` are the
 general path. What lives here is what makes reads cost little per record and per batch:
@@ -7,15 +8,19 @@ general path. What lives here is what makes reads cost little per record and per
   leaves a file of one-record batches, where the general path (decode the header, verify, set up the
   columns, build one record) costs several microseconds a batch. This loop reads the header and both
   ends columns of such a batch with one ``struct`` call, verifies both checksums exactly as
-  ``read_header`` and ``RecordBatch.verify`` do, and slices the key and value. It takes only the
-  batches whose layout it knows completely (uncompressed, one dense record, no header column, a body
-  that adds up) and stops at anything else, leaving that batch to the general path: a damaged batch is
-  therefore always reported by the general path, with its usual error.
+  ``read_header`` and ``RecordBatch.verify`` do, and slices the key and value. A stretch of batches of
+  one size (``_take_uniform``) is unpacked, checked and built by C-level calls over whole columns. It
+  takes only the batches whose layout it knows completely (uncompressed, one dense record, no header
+  column, a body that adds up) and stops at anything else, leaving that batch to the general path: a
+  damaged batch is therefore always reported by the general path, with its usual error.
+- ``PointHead``: a point read into a batch whose head is cached, with the columns unpacked once.
 - ``call_paused``: a read returns its records in a list, so they all stay alive; every ~700 tracked
-  allocations then start a collection of the young generation, which costs as much as building the
-  records (about 90 ns of 210 per record, measured). Records hold only bytes and ints, so they can
-  form no reference cycle: the list is built with the collector paused, and the next collection sees
-  the records once.
+  allocations then start a collection of the young generation, and the survivors are traversed again
+  in the older ones: about as much time as building the records (90 of 210 ns per record, measured).
+  Records hold only bytes, ints and tuples of them, so they form no reference cycle: the read runs with
+  the collector paused. The pause is process-wide (``gc.disable``), shared by concurrent reads and
+  short (one read); a program that calls ``gc.disable()`` itself while a read is under way in another
+  thread has it undone when that read ends (a ``gc.disable()`` made before stays).
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ from functools import lru_cache
 from itertools import repeat
 from zlib import crc32
 
-from .decoder import (BODY_AT, HAS_NULL_KEYS, HAS_NULL_VALUES, HEADER_CRC_AT, LOG_OVERHEAD_BYTES, MAGIC,
-                      RECORD_OVERHEAD_BYTES, TIMESTAMP_TYPE_LOG_APPEND, Record)
+from .decoder import (_DELTAS, _HEADER_ENDS, _KEY_ENDS, _KEYS, _TIMESTAMPS, _VALUE_ENDS, _VALUES, BODY_AT,
+                      HAS_NULL_KEYS, HAS_NULL_VALUES, HEADER_CRC_AT, LOG_OVERHEAD_BYTES, MAGIC, RECORD_OVERHEAD_BYTES,
+                      TIMESTAMP_TYPE_LOG_APPEND, Record)
 
 # A one-record batch without offset deltas, timestamps or headers: the header and the two ends
 # columns (one int32 each), then the key and the value.
@@ -37,7 +43,7 @@ _SINGLE = struct.Struct("<qiBIIHiiqqqii")
 _SINGLE_BYTES = _SINGLE.size  # 63
 _SINGLE_KNOWN_ATTRIBUTES = HAS_NULL_KEYS | HAS_NULL_VALUES | TIMESTAMP_TYPE_LOG_APPEND  # no codec, no columns
 _EMPTY_HEADERS = ()
-_NO_LIMIT = 2**62
+NO_LIMIT = 2**62  # a budget or a room that never binds (a scan)
 
 _new = tuple.__new__
 
@@ -218,7 +224,8 @@ class PointHead:
         self.key_ends = columns.ints(_KEY_ENDS, 0, count)
         self.value_ends = columns.ints(_VALUE_ENDS, 0, count)
         key_at, keys_bytes = columns.blob_at[_KEYS], columns.blob_bytes[_KEYS]
-        self.keys = bytes(columns.body[key_at : key_at + keys_bytes]) if key_at + keys_bytes <= len(columns.body) else None
+        cached = key_at + keys_bytes <= len(columns.body)
+        self.keys = bytes(columns.body[key_at : key_at + keys_bytes]) if cached else None
         self.keys_position = body_position + key_at
         self.values_position = body_position + columns.blob_at[_VALUES]
         self.read_exact = read_exact
@@ -256,10 +263,6 @@ class PointHead:
         columns = self.columns
         return _new(Record, (key, value, () if columns.at[_HEADER_ENDS] < 0 else columns._headers(index, index + 1)[0],
                              self.timestamp if self.timestamps is None else self.timestamps[index], offset))
-
-
-_DELTAS, _TIMESTAMPS, _KEY_ENDS, _VALUE_ENDS, _HEADER_ENDS = range(5)  # as in decoder._Columns
-_KEYS, _VALUES = 0, 1
 
 
 # --- building with the collector paused ---------------------------------------------------------
@@ -302,11 +305,3 @@ def call_paused(function, *args):
     finally:
         _resume()
 
-
-def records_of(keys, values, headers, timestamps, offsets, count: int):
-    """An iterator building ``count`` records from per-record columns (any iterables; ``headers`` and
-    ``timestamps`` may be ``repeat`` of one value): one C-level map, no Python code per record."""
-    return map(_new, repeat(Record, count), zip(keys, values, headers, timestamps, offsets))
-
-
-NO_LIMIT = _NO_LIMIT
