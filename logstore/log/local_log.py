@@ -257,8 +257,7 @@ class LocalLog:
             return chain.from_iterable(segments[slot].iter_record_runs(start, stop, sizes[slot])
                                        for slot in range(first, len(segments)))
 
-        for records, _next_offset in LocalLog._resuming(view, get_view, start, recover, runs, itemgetter(1)):
-            yield records
+        return map(itemgetter(0), LocalLog._resuming(view, get_view, start, recover, runs, itemgetter(1)))
 
     @staticmethod
     def _resuming(view: View, get_view: Callable[[], View], start: int,

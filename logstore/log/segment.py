@@ -390,7 +390,8 @@ class LogSegment(SegmentRecovery):
                 charged += cost
                 if done:
                     return records, charged, True
-            # The one-record batches that follow in the same buffer, without the per-batch general path.
+            if header.record_count > 1:  # else the one-record batches that follow, in the fast loop
+                continue
             run_at, limit = at + header.size_bytes, min(len(buffer), end - batch_position + at)
             following, cost, done = take_single_record_batches(buffer.obj, run_at, limit, start_offset, end_offset,
                                                                max_bytes - charged, max_records - len(records),
@@ -399,13 +400,12 @@ class LogSegment(SegmentRecovery):
             if done:
                 return records, charged, True
             if following != run_at:  # go on in the same buffer, as the scan would have
-                scan = self.scan_headers(batch_position - at + following, end, chunk_bytes, buffer, batch_position - at)
+                scan = self.scan_headers(following + batch_position - at, end, chunk_bytes, buffer, batch_position - at)
 
     def iter_record_runs(self, start_offset: int, stop_offset: int, end: int | None = None) -> Iterator:
-        """``(records, next_offset)`` for the records with offsets in [start_offset, stop_offset)
-        within the first ``end`` bytes, in order: ``records`` is an iterable of ``Record`` (built
-        lazily for a large batch, at once for a run of one-record batches), ``next_offset`` the offset
-        after the last batch it covers (where a resumed scan goes on)."""
+        """``(records, next_offset)`` for the records with offsets in [start_offset, stop_offset) within
+        the first ``end`` bytes: ``records`` iterates ``Record`` (lazily built for a large batch, at once
+        for one-record batches), ``next_offset`` follows the batches it covers (a resumed scan's start)."""
         end = self.size_bytes if end is None else end
         scan = self.scan_from(start_offset, end, _LARGE_CHUNK_BYTES)
         while True:
@@ -422,11 +422,11 @@ class LogSegment(SegmentRecovery):
                     stop = batch.index_of(stop_offset) if header.last_offset >= stop_offset else header.record_count
                     if first < stop:
                         yield batch.iter_records(first, stop), header.next_offset
-            run_at = at + header.size_bytes
-            records: list[Record] = []
-            following, _, done = take_single_record_batches(
-                buffer.obj, run_at, min(len(buffer), end - batch_position + at), start_offset, stop_offset,
-                NO_LIMIT, NO_LIMIT, records, False)
+            if header.record_count > 1:
+                continue
+            run_at, limit, records = at + header.size_bytes, min(len(buffer), end - batch_position + at), []
+            following, _, done = take_single_record_batches(buffer.obj, run_at, limit, start_offset, stop_offset,
+                                                            NO_LIMIT, NO_LIMIT, records, False)
             if records:
                 yield records, records[-1].offset + 1
             if done:
