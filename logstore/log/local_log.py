@@ -24,14 +24,16 @@ import bisect
 import logging
 import os
 from itertools import chain
+from operator import itemgetter
 from typing import Callable, Iterator, Sequence, TypeVar
 
 from ..clock import Clock
 from ..config import LogConfig
 from ..errors import CorruptIndexError, CorruptRecordError, StorageError
 from ..fs import FileSystem
-from ..records.decoder import Record
+from ..records.decoder import RECORD_OVERHEAD_BYTES, Record
 from ..records.encoder import encode_batch, encode_batch_prefix
+from ..records.record_builder import PAUSE_MIN_RECORDS, call_paused
 from .loader import extend_valid_end, live_segment_bases, load_log
 from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
 from .time_lookup import checked_max_timestamp, find_offset_by_timestamp
@@ -186,7 +188,14 @@ class LocalLog:
     @staticmethod
     def read(view: View, offset: int, end_offset: int, max_bytes: int, max_records: int) -> list[Record]:
         """Records of ``view`` from ``offset`` below ``end_offset``: at least one when any exists,
-        then as many as fit ``max_bytes`` and ``max_records``."""
+        then as many as fit ``max_bytes`` and ``max_records`` (a read that may return many is built
+        with the garbage collector paused: ``record_builder.call_paused``)."""
+        if max_records >= PAUSE_MIN_RECORDS and max_bytes >= PAUSE_MIN_RECORDS * RECORD_OVERHEAD_BYTES:
+            return call_paused(LocalLog._read, view, offset, end_offset, max_bytes, max_records)
+        return LocalLog._read(view, offset, end_offset, max_bytes, max_records)
+
+    @staticmethod
+    def _read(view: View, offset: int, end_offset: int, max_bytes: int, max_records: int) -> list[Record]:
         segments, bases = view
         records: list[Record] = []
         charged = 0
@@ -232,12 +241,34 @@ class LocalLog:
         error it calls ``recover(segments of the view, error, offset)`` (which rebuilds a lying
         index, re-reads a changed segment list, or raises) and goes on from the first offset not
         yet yielded, on the view then current (``get_view()``): no slice twice, none skipped."""
+        return LocalLog._resuming(view, get_view, start, recover,
+                                  lambda view, start: LocalLog.iter_batch_slices(view, start, stop, include_empty),
+                                  lambda batch_slice: batch_slice[0].header.last_offset + 1)
+
+    @staticmethod
+    def iter_records_resuming(view: View, get_view: Callable[[], View], start: int, stop: int,
+                              recover: Callable[[Sequence[LogSegment], Exception, int], None]) -> Iterator:
+        """Iterables of the records of ``view`` with offsets in [start, stop), in order, resuming as
+        ``iter_batch_slices_resuming`` does (``LogSegment.iter_record_runs`` per segment)."""
+        def runs(view: View, start: int) -> Iterator:
+            segments, bases = view
+            sizes = [segment.size_bytes for segment in segments]
+            first = max(bisect.bisect_right(bases, start) - 1, 0)
+            return chain.from_iterable(segments[slot].iter_record_runs(start, stop, sizes[slot])
+                                       for slot in range(first, len(segments)))
+
+        return map(itemgetter(0), LocalLog._resuming(view, get_view, start, recover, runs, itemgetter(1)))
+
+    @staticmethod
+    def _resuming(view: View, get_view: Callable[[], View], start: int,
+                  recover: Callable[[Sequence[LogSegment], Exception, int], None],
+                  scan: Callable[[View, int], Iterator], next_start: Callable[[tuple], int]) -> Iterator:
         for attempt in range(_RESUME_ATTEMPTS):
             view = get_view() if attempt else view
             try:
-                for batch_slice in LocalLog.iter_batch_slices(view, start, stop, include_empty):
-                    yield batch_slice
-                    start = batch_slice[0].header.last_offset + 1
+                for item in scan(view, start):
+                    yield item
+                    start = next_start(item)
                 return
             except (CorruptIndexError, ValueError, TypeError, OSError) as exc:
                 recover(view[0], exc, start)

@@ -133,20 +133,26 @@ class LogReads:
         """Every record from ``offset`` (default: the log start offset) up to ``end_offset``
         (default: the log end offset when called), lazily: each ``Record`` is built when the
         iterator reaches it, so a scan holds one batch of bytes and few objects at a time."""
-        return chain.from_iterable(batch.iter_records(first, stop)
-                                   for batch, first, stop in self.iter_batch_slices(offset, end_offset))
+        view = self._local.view  # the snapshot, taken now: a scan created before retention reads it all
+        start, stop = self._scan_range(offset, end_offset)
+        return chain.from_iterable(LocalLog.iter_records_resuming(view, lambda: self._local.view, start, stop,
+                                                                  self._resume_scan))
 
     def iter_batch_slices(self, offset: int | None = None, end_offset: int | None = None, *, include_empty=False) -> Iterator:
         """``(batch, first, stop)`` per batch over the same range as ``iter_records``: records
         [first, stop) of each verified ``RecordBatch`` are in range (Spark's Arrow path takes its raw
         columns). ``include_empty``: also batches with offsets but no record in range (first == stop)."""
         view = self._local.view  # the snapshot, taken now: a scan created before retention reads it all
+        start, stop = self._scan_range(offset, end_offset)
+        return LocalLog.iter_batch_slices_resuming(view, lambda: self._local.view, start, stop,
+                                                   include_empty, self._resume_scan)
+
+    def _scan_range(self, offset: int | None, end_offset: int | None) -> tuple[int, int]:
         start = self.log_start_offset if offset is None else offset
         stop = self.log_end_offset if end_offset is None else min(end_offset, self.log_end_offset)
         if start < self.log_start_offset or start > self.log_end_offset:
             raise self._out_of_range(start, self.log_start_offset, self.log_end_offset)
-        return LocalLog.iter_batch_slices_resuming(view, lambda: self._local.view, start, stop,
-                                                   include_empty, self._resume_scan)
+        return start, stop
 
     def _resume_scan(self, segments: Sequence[LogSegment], exc: Exception, offset: int) -> None:
         """A lazy scan failed at ``offset`` (nothing from it on yielded yet): repair what it met, so

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+from bisect import bisect_right, insort
 from functools import partial
 from itertools import chain
 from typing import Iterator
@@ -25,7 +26,8 @@ from ..clock import Clock
 from ..errors import CorruptIndexError, CorruptRecordError, LogSegmentOffsetOverflowError
 from ..fs import FileSystem
 from ..records.decoder import COMPRESSION_MASK, HEADER_BYTES, BatchHeader, Record, RecordBatch, columns_bytes, read_header
-from ..records.fetch import HEAD_CACHE, take_records
+from ..records.fetch import HEAD_CACHE, CachedHead, take_records
+from ..records.record_builder import NO_LIMIT, PointHead, take_single_record_batches
 from .file_records import FileRecords
 from .index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
 from .segment_recovery import SegmentRecovery
@@ -95,9 +97,9 @@ class LogSegment(SegmentRecovery):
         # Positions of large batches whose CRC was verified since open: later point reads may read
         # just their columns and one record's bytes, trusting that verification (checking it again
         # would mean reading the whole batch). Cleared whenever bytes are cut or rewritten (and the
-        # token, which keys this segment's entries in HEAD_CACHE, replaced).
-        self._verified: set[int] = set()
-        self._token = object()
+        # token, which keys this segment's entries in HEAD_CACHE, replaced). Point reads find those
+        # entries by ``_cached_bases`` (base offsets, sorted) and ``_cached_positions`` (-> position).
+        self._forget_verified()
         self.indexes_distrusted = False  # a read-only view found them lying: it scans instead
         self.confirmed_max_timestamp: TimestampOffset | None = None  # checked against its batch
         self.active = False  # the last segment of its log (``activate``)
@@ -170,17 +172,16 @@ class LogSegment(SegmentRecovery):
 
     # --- reading ---------------------------------------------------------------------------------
 
-    def scan_headers(self, position: int = 0, end: int | None = None,
-                     chunk_bytes: int = _READ_CHUNK_BYTES) -> Iterator[tuple[int, BatchHeader, memoryview, int]]:
+    def scan_headers(self, position: int = 0, end: int | None = None, chunk_bytes: int = _READ_CHUNK_BYTES,
+                     buffer: memoryview = memoryview(b""), buffer_position: int = -1) -> Iterator[tuple]:
         """Yield ``(position, header, buffer, at)`` for consecutive batches from ``position`` up to
-        ``end`` (default: the size), reading ``chunk_bytes`` at a time. ``buffer[at:]`` starts the
-        batch but may hold only part of it (``load_batch`` completes it). Stops quietly at an
-        incomplete batch (one that runs past ``end``); raises ``CorruptRecordError`` at a damaged
-        header."""
+        ``end`` (default: the size), reading ``chunk_bytes`` at a time (after ``buffer``, the file's
+        bytes from ``buffer_position``, when given). ``buffer[at:]`` starts the batch but may hold only
+        part of it (``load_batch`` completes it). Stops quietly at an incomplete batch (one that runs
+        past ``end``); raises ``CorruptRecordError`` at a damaged header."""
         end = self.size_bytes if end is None else end
         where = f" in {self.log_path}"
-        buffer = memoryview(b"")
-        buffer_position = position
+        buffer_position = position if buffer_position < 0 else buffer_position
         while position < end:
             at = position - buffer_position
             if len(buffer) - at < HEADER_BYTES:
@@ -208,8 +209,10 @@ class LogSegment(SegmentRecovery):
         return batch
 
     def _forget_verified(self) -> None:
-        self._verified.clear()
+        self._verified: set[int] = set()
         self._token = object()
+        self._cached_bases: list[int] = []
+        self._cached_positions: dict[int, int] = {}
 
     def _remember_verified(self, position: int) -> None:
         if len(self._verified) >= _VERIFIED_CACHE_ENTRIES:
@@ -255,8 +258,14 @@ class LogSegment(SegmentRecovery):
             head = bytes(data[: head_bytes + keys_bytes])
         else:
             head = partial_batch.buffer
-        batch = RecordBatch(header, head, partial(self._pread_body, position + HEADER_BYTES))
+        batch = CachedHead(header, head, partial(self._pread_body, position + HEADER_BYTES))
         HEAD_CACHE.put((self._token, position), batch)
+        if len(self._cached_positions) >= _VERIFIED_CACHE_ENTRIES:
+            self._cached_bases.clear()
+            self._cached_positions.clear()
+        if header.base_offset not in self._cached_positions:
+            self._cached_positions[header.base_offset] = position  # before the base: readers bisect the bases
+            insort(self._cached_bases, header.base_offset)
         return batch
 
     def _pread_body(self, body_position: int, at_in_body: int, size_bytes: int) -> bytes:
@@ -266,21 +275,22 @@ class LogSegment(SegmentRecovery):
 
     def read_one_cached(self, offset: int) -> Record | None:
         """The record at ``offset`` when the head of its batch is cached from an earlier point read
-        and the index entry is confirmed by it (the fast path of ``Log.read`` for one record); None
-        when the general path must run."""
-        if self.indexes_distrusted:
+        (the fast path of ``Log.read`` for one record); None when the general path must run. The
+        batch is found among the cached ones by its base offset (a verified header's, so no index
+        entry needs confirming): the last cached batch starting at or below ``offset`` holds it, or
+        none does."""
+        bases = self._cached_bases
+        slot = bisect_right(bases, offset) - 1
+        if slot < 0 or self.indexes_distrusted:
             return None
-        entry_offset, position = self.offset_index.floor_entry(offset)
+        position = self._cached_positions.get(bases[slot])
         cached = HEAD_CACHE.get((self._token, position))
         if cached is None:
             return None
-        header = cached.header
-        base = header.base_offset
-        if not base <= offset <= base + header.last_offset_delta or (position and base != entry_offset):
-            return None
-        columns = cached.columns
-        index = offset - base if columns.at[0] < 0 else columns.index_of(base, offset)
-        return columns._record_at(header, index) if index < header.record_count else None
+        point = cached.point
+        if point is None:
+            point = cached.point = PointHead(cached, position + HEADER_BYTES, self.file.read_exact)
+        return point.record(offset)
 
     def _index_entry(self, offset: int) -> OffsetPosition:
         """The offset index's floor entry for ``offset``, or ``(base, 0)`` when the index is
@@ -363,22 +373,67 @@ class LogSegment(SegmentRecovery):
         chunk_bytes = min(max(2 * max_bytes, _SMALL_CHUNK_BYTES), _LARGE_CHUNK_BYTES)
         scan = self.scan_from(start_offset, end, chunk_bytes, entry) if position == entry.position else \
             self.scan_headers(position, end, chunk_bytes)
-        for batch_position, header, buffer, at in scan:
+        while True:
+            item = next(scan, None)
+            if item is None:
+                return records, charged, False
+            batch_position, header, buffer, at = item
             if header.base_offset >= end_offset:
                 return records, charged, True
-            if header.last_offset < start_offset:
-                continue
-            if header.record_count == 0:
+            if header.record_count == 0 and header.last_offset >= start_offset:
                 # Verified, though it adds nothing: a damaged count must not hide a batch's records.
                 self.load_batch(batch_position, header, buffer, at)
+            elif header.last_offset >= start_offset:
+                batch = self._batch_for_read(batch_position, header, buffer, at, max_bytes - charged)
+                cost, done = take_records(batch, start_offset, end_offset, max_bytes - charged, max_records,
+                                          records, min_one and not records)
+                charged += cost
+                if done:
+                    return records, charged, True
+            if header.record_count > 1:  # else the one-record batches that follow, in the fast loop
                 continue
-            batch = self._batch_for_read(batch_position, header, buffer, at, max_bytes - charged)
-            cost, done = take_records(batch, start_offset, end_offset, max_bytes - charged, max_records, records,
-                                    min_one and not records)
+            run_at, limit = at + header.size_bytes, min(len(buffer), end - batch_position + at)
+            following, cost, done = take_single_record_batches(buffer.obj, run_at, limit, start_offset, end_offset,
+                                                               max_bytes - charged, max_records - len(records),
+                                                               records, min_one and not records)
             charged += cost
             if done:
                 return records, charged, True
-        return records, charged, False
+            if following != run_at:  # go on in the same buffer, as the scan would have
+                scan = self.scan_headers(following + batch_position - at, end, chunk_bytes, buffer, batch_position - at)
+
+    def iter_record_runs(self, start_offset: int, stop_offset: int, end: int | None = None) -> Iterator:
+        """``(records, next_offset)`` for the records with offsets in [start_offset, stop_offset) within
+        the first ``end`` bytes: ``records`` iterates ``Record`` (lazily built for a large batch, at once
+        for one-record batches), ``next_offset`` follows the batches it covers (a resumed scan's start)."""
+        end = self.size_bytes if end is None else end
+        scan = self.scan_from(start_offset, end, _LARGE_CHUNK_BYTES)
+        while True:
+            item = next(scan, None)
+            if item is None:
+                return
+            batch_position, header, buffer, at = item
+            if header.base_offset >= stop_offset:
+                return
+            if header.last_offset >= start_offset:
+                batch = self.load_batch(batch_position, header, buffer, at)  # empty ones too (see ``read``)
+                if header.record_count:
+                    first = batch.index_of(start_offset) if header.base_offset < start_offset else 0
+                    stop = batch.index_of(stop_offset) if header.last_offset >= stop_offset else header.record_count
+                    if first < stop:
+                        yield batch.iter_records(first, stop), header.next_offset
+            if header.record_count > 1:
+                continue
+            run_at, limit, records = at + header.size_bytes, min(len(buffer), end - batch_position + at), []
+            following, _, done = take_single_record_batches(buffer.obj, run_at, limit, start_offset, stop_offset,
+                                                            NO_LIMIT, NO_LIMIT, records, False)
+            if records:
+                yield records, records[-1].offset + 1
+            if done:
+                return
+            if following != run_at:
+                scan = self.scan_headers(batch_position - at + following, end, _LARGE_CHUNK_BYTES, buffer,
+                                         batch_position - at)
 
     def iter_batch_slices(self, start_offset: int, stop_offset: int, end: int | None = None,
                           include_empty: bool = False) -> Iterator:

@@ -512,10 +512,10 @@ class _Columns:
         return _new_record(Record, (key, value, headers, timestamp, header.base_offset + delta))
 
     def _byte_values(self, which: int, column: int, start: int, stop: int, has_nulls: bool) -> Sequence:
-        if not has_nulls and start == 0 and stop == self.count > 1 and self.fetch is None:
-            fixed = self._fixed_size_values(which, column)
+        if not has_nulls and 4 * (stop - start) >= self.count > 1 and self.fetch is None:
+            fixed = self._fixed_size_values(which, column)  # all of them: a part is a slice of the tuple
             if fixed is not None:
-                return fixed
+                return fixed if stop - start == self.count else fixed[start:stop]
         ends = self.ints(column, start, stop)
         first = self.end_at(column, start - 1)
         blob, base = self.blob(which, first, self.end_at(column, stop - 1))

@@ -17,6 +17,16 @@ from collections import OrderedDict
 from .decoder import RECORD_OVERHEAD_BYTES, RecordBatch, record_charge
 
 
+class CachedHead(RecordBatch):
+    """A partial batch in ``HEAD_CACHE``, with the ``PointHead`` that point reads built from it."""
+
+    __slots__ = ("point",)
+
+    def __init__(self, header, buffer, fetch) -> None:
+        super().__init__(header, buffer, fetch)
+        self.point = None
+
+
 class _HeadCache:
     """Process-wide LRU of partial batches (header and columns) of large batches that point reads
     touched, bounded by bytes. A hit makes a point read cost two small reads (key and value).
