@@ -409,7 +409,9 @@ def _recover(fs: FileSystem, segments: list[LogSegment], first: int, recovery_po
     for slot in range(first, len(segments)):
         segment = segments[slot]
         file_size = segment.file.file_size()
-        invalid_bytes = segment.recover(cut_tail=False)
+        # From the index entry at or below the recovery point: the bytes before it were fsynced.
+        invalid_bytes = segment.recover(cut_tail=False, recovery_point=recovery_point,
+                                        keep_capacity=slot == len(segments) - 1)
         valid_end = file_size - invalid_bytes
         next_offset = next_offset_before(segment, valid_end)
         later = segments[slot + 1 :]
