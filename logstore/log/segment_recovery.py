@@ -84,13 +84,18 @@ class SegmentRecovery:
         offset_index, time_index = self.offset_index, self.time_index
         interval = self.index_interval_bytes
         where = f" in {self.log_path}"
-        read_header, load_batch, pread = _read_header, self.load_batch, self.file.pread
+        read_header, load_batch, pread, can_hold = _read_header, self.load_batch, self.file.pread, self.can_hold
         maximum_ms, maximum_offset = self._max_timestamp
         last_index_entry = position if resumed else 0
-        offsets_full = offset_index.is_full()
-        times_full = time_index.is_full()
-        new_offsets: list[int] = []
-        new_positions: list[int] = []
+        # New entries are collected and written in bulk at the end, as ``append`` and ``maybe_append``
+        # would have added them one by one (the same fullness rules).
+        offsets: list[int] = []
+        positions: list[int] = []
+        times: list[int] = []
+        time_offsets: list[int] = []
+        offset_room = offset_index.max_entries - offset_index.entries
+        time_room = time_index.max_entries - 1 - time_index.entries  # ``TimeIndex.is_full`` keeps a slot free
+        last_time_ms = time_index.last_entry.timestamp_ms
         buffer = memoryview(b"")
         buffer_position = position
         valid_bytes = position
@@ -112,7 +117,7 @@ class SegmentRecovery:
                 load_batch(position, header, buffer, at)
                 base_offset = header.base_offset
                 last_offset = base_offset + header.last_offset_delta
-                if base_offset <= previous_last_offset or not self.can_hold(last_offset):
+                if base_offset <= previous_last_offset or not can_hold(last_offset):
                     raise CorruptRecordError(
                         f"batch at position {position} of {self.log_path} has offsets "
                         f"{base_offset}..{last_offset} after {previous_last_offset}")
@@ -120,23 +125,25 @@ class SegmentRecovery:
                     maximum_ms, maximum_offset = header.max_timestamp, last_offset
                 # A rebuilt index can need more entries than the appends made (their byte count
                 # restarts after a truncation): when full it stays sparser, never fails.
-                if position - last_index_entry > interval and not (offsets_full or times_full):
-                    new_offsets.append(base_offset)
-                    new_positions.append(position)
-                    offsets_full = offset_index.entries + len(new_offsets) >= offset_index.max_entries
-                    time_index.maybe_append(maximum_ms, maximum_offset)
-                    times_full = time_index.is_full()
-                    last_index_entry = position
-                elif resumed and position == last_index_entry and not times_full:
-                    time_index.maybe_append(maximum_ms, maximum_offset)  # the entry made with the kept one
-                    times_full = time_index.is_full()
+                new_entry = position - last_index_entry > interval and len(offsets) < offset_room
+                if new_entry or (resumed and position == last_index_entry):  # or the kept entry's time entry
+                    if len(times) >= time_room:
+                        new_entry = False
+                    elif maximum_ms > last_time_ms:
+                        times.append(maximum_ms)
+                        time_offsets.append(maximum_offset)
+                        last_time_ms = maximum_ms
+                    if new_entry:
+                        offsets.append(base_offset)
+                        positions.append(position)
+                        last_index_entry = position
                 valid_bytes = position + size
                 previous_last_offset = last_offset
                 position = valid_bytes
         except CorruptRecordError as exc:
             logger.warning("recovery of %s stops at position %d: %s", self.log_path, valid_bytes, exc)
-        for offset, entry_position in zip(new_offsets, new_positions):
-            offset_index.append(offset, entry_position)
+        offset_index.append_all(offsets, positions)
+        time_index.append_all(times, time_offsets)
         self._max_timestamp = TimestampOffset(maximum_ms, maximum_offset)
         return valid_bytes, last_index_entry
 
@@ -150,7 +157,7 @@ class SegmentRecovery:
         offset_index, time_index = self.offset_index, self.time_index
         if recovery_point - 1 <= self.base_offset or offset_index.damage or time_index.damage:
             return None
-        entry = offset_index.lookup(recovery_point - 1)
+        entry = offset_index.lookup_in_place(recovery_point - 1)
         if not (entry.offset > self.base_offset and 0 < entry.position < file_size):
             return None
         try:
@@ -181,7 +188,7 @@ class SegmentRecovery:
         if not confirmed:
             if last.timestamp_ms < 0:
                 return None  # no real entry holds a negative timestamp
-            start = self.offset_index.lookup(last.offset)
+            start = self.offset_index.lookup_in_place(last.offset)
         maximum = last
         try:
             for _, header, _, _ in self.scan_from(start.offset, entry.position, _READ_CHUNK_BYTES, start):

@@ -21,6 +21,7 @@ import os
 import shutil
 import tempfile
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -161,5 +162,56 @@ def test_resumed_recovery_matches_the_full_rebuild(batches, interval, gzip, trun
         finally:
             segment.close()
         assert _files(copies["full"]) == full_files  # a resume leaves a full rebuild's files as they are
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@settings(max_examples=60)
+@given(base=st.integers(0, 1000), first=st.lists(st.tuples(st.integers(1, 50), st.integers(1, 900)), max_size=5),
+       bulk=st.lists(st.tuples(st.integers(1, 50), st.integers(1, 900), st.integers(0, 3)), max_size=30))
+def test_bulk_index_appends_write_what_single_appends_write(base, first, bulk):
+    """``append_all`` of both indexes leaves the bytes (and last entries) ``append`` and
+    ``maybe_append`` one by one leave; increasing keys are required of both."""
+    from logstore.log.index import OffsetIndex, TimeIndex
+    root = tempfile.mkdtemp()
+    try:
+        made = {}
+        for how in ("single", "bulk"):
+            offsets = OffsetIndex(FileSystem(), os.path.join(root, f"{how}.index"), base, 4096)
+            times = TimeIndex(FileSystem(), os.path.join(root, f"{how}.timeindex"), base, 4096)
+            offset, position, stamp = base, 0, T0
+            for step, gap in first:  # entries already there, one by one
+                offset, position, stamp = offset + step, position + gap, stamp + step
+                offsets.append(offset, position)
+                times.maybe_append(stamp, offset)
+            new_offsets, new_positions, new_stamps, new_time_offsets = [], [], [], []
+            for step, gap, rise in bulk:
+                offset, position, stamp = offset + step, position + gap, stamp + rise
+                new_offsets.append(offset)
+                new_positions.append(position)
+                if stamp > max([times.last_entry.timestamp_ms] + new_stamps):
+                    new_stamps.append(stamp)
+                    new_time_offsets.append(offset)
+            if how == "single":
+                for offset_, position_ in zip(new_offsets, new_positions):
+                    offsets.append(offset_, position_)
+                for stamp_, offset_ in zip(new_stamps, new_time_offsets):
+                    times.maybe_append(stamp_, offset_)
+            else:
+                offsets.append_all(new_offsets, new_positions)
+                times.append_all(new_stamps, new_time_offsets)
+                if new_offsets:
+                    with pytest.raises(ValueError):
+                        offsets.append_all([new_offsets[-1]], [position + 1])
+                if new_stamps:
+                    with pytest.raises(ValueError):
+                        times.append_all([new_stamps[-1]], [offset + 1])
+            made[how] = (offsets.entries, offsets.last_offset, times.last_entry)
+            offsets.close()
+            times.close()
+        assert made["single"] == made["bulk"]
+        for suffix in (".index", ".timeindex"):
+            with open(os.path.join(root, "single" + suffix), "rb") as a, open(os.path.join(root, "bulk" + suffix), "rb") as b:
+                assert a.read() == b.read()
     finally:
         shutil.rmtree(root, ignore_errors=True)
