@@ -2,7 +2,10 @@
 
 ``recover`` re-verifies every batch of the data file (both CRCs, offsets increasing and inside the
 segment's 32-bit range), rebuilds both indexes from what is valid and, when asked, cuts the invalid
-tail; ``truncate_to`` removes whole batches from an offset on. The loader decides *whether* bytes may
+tail. Given the log's recovery point it resumes instead from the offset index entry at or below it
+(the bytes before were fsynced with their entries), once the batch there and the time index's last
+entry before it confirm them: after a crash only the bytes past the recovery point are read. One
+pass over large reads; new index entries are written in bulk at the end. ``truncate_to`` removes whole batches from an offset on. The loader decides *whether* bytes may
 be cut (a crash's torn tail may; damage may not: ``damage.py``); this class only does it.
 
 A base class of ``LogSegment`` (it works on the segment's own files, indexes and caches), kept apart
