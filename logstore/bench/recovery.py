@@ -2,14 +2,15 @@
 bytes past the recovery point, in the same run (issue 15, Deliver 6: the goal is ≤ 1.5×).
 
 ``bench_recovery`` writes ``size_mb`` MB to one partition (64 MiB segments, 1 KB values, batches of
-1000), flushes and checkpoints (the recovery point), appends ``tail_mb`` MB more without a flush and
-SIGKILLs the writer. The crashed directory is copied once per repeat (an unclean open changes its
-files: each timed recovery needs its own copy of the crashed state) and one more copy is recovered and
-closed cleanly: the clean store of the same data. Then each repeat runs in a fresh interpreter: an
-untimed warm-up open of the clean store, then, in alternating order, the unclean open of its copy and
-the clean open of the clean store, then a verified scan (every batch read and its CRC checked, as
-``LogSegment.iter_batches`` does) of the batches past the recovery point. Best of the repeats for
-each; the ratio is best unclean ÷ (best clean open + best scan). All data is in the page cache.
+1000 by default), flushes and checkpoints (the recovery point), appends ``tail_mb`` MB more without a
+flush and SIGKILLs the writer. The crashed directory is copied once per repeat (an unclean open
+changes its files: each timed recovery needs its own copy of the crashed state) and one more copy is
+recovered and closed cleanly: the clean store of the same data. Then each repeat runs in a fresh
+interpreter: an untimed warm-up (an open of the clean store and a scan), then, in alternating order,
+the unclean open of its copy and the clean open of the clean store, then a verified scan (every batch
+read and its CRC checked, as ``LogSegment.iter_batches`` does) of the batches past the recovery
+point. Best of the repeats for each; the ratio is best unclean ÷ (best clean open + best scan). All
+data is in the page cache.
 
 Workloads run in children (``python -m logstore.bench.recovery``), as the other open benchmarks do.
 """
@@ -102,9 +103,13 @@ def scan_from(path: str, start_offset: int) -> tuple[float, int]:
 
 
 def time_round(crashed_copy: str, clean_path: str, start_offset: int, unclean_first: bool) -> dict:
-    """One repeat in this interpreter: a warm-up open of the clean store, then the unclean open of
-    ``crashed_copy`` and a clean open of ``clean_path`` (in the order given), then the scan."""
-    _open_s(clean_path)  # warm-up: first-use costs (imports, caches) are paid by neither side
+    """One repeat in this interpreter: a warm-up (an open of the clean store and a scan), then the
+    unclean open of ``crashed_copy`` and a clean open of ``clean_path`` (in the order given), then
+    the scan."""
+    # Warm-up: first-use costs (imports, caches, the allocator's first large buffers: page faults) are
+    # paid by neither side.
+    _open_s(clean_path)
+    scan_from(clean_path, start_offset)
     result = {}
     for which in (("unclean", "clean") if unclean_first else ("clean", "unclean")):
         seconds, clean, end_offset, problems = _open_s(crashed_copy if which == "unclean" else clean_path)
