@@ -11,41 +11,21 @@ the segment up to the batch ending at offset O is T". Entries are added sparsely
 ``index.interval.bytes`` of data), keys strictly increase, and lookups are floor searches (largest
 entry <= target) by binary search.
 
-Lifecycle: while its segment is active an index file is preallocated to ``segment.index.bytes`` and
-mapped read-write; on roll or close it is trimmed to its entries. Because files are trimmed, the entry
-count on open comes from the file length, except that a zero-filled tail (a preallocated file that was
-never trimmed: a crash, or a writer that is still running) is recognised and ignored.
-
-Descriptors: an index holds a descriptor and a writable mapping only while written (its segment
-active, recovered or truncated); ``freeze`` keeps a copy of its trimmed entries and closes both. Opening
-an existing file reads its length and last entry; the entries are read when a search needs them.
-
-The preallocated file is sparse; each page is backed by disk blocks (``FileSystem.allocate``, a little
-ahead of the entries) before it is written, since writing a page the file system cannot back kills the
-process with SIGBUS while a failed allocation is an ``OSError`` (``ENOSPC``). ``reserve`` runs before
-the data an entry points at is written, so a full disk fails an append before anything is written.
-
-A read-only opener (another process, concurrently with a writer) reads the file with ``pread``, never
-a mapping: the writer may trim the file while a reader looks, and touching a mapping past a shrunken
-end of file kills the process with SIGBUS.
+The file under each index (its mapping, lazy reads, preallocation, trimming, truncation and
+flushes) is ``index_file.IndexFile``; this module owns the two entry formats, their lookups and checks,
+and their appends (one at a time while appending, in bulk while rebuilding).
 """
 
 from __future__ import annotations
 
-import mmap
 import struct
-import threading
-from array import array
-from bisect import bisect_left, bisect_right
-from operator import itemgetter
+from bisect import bisect_right
+from collections.abc import Sequence
+from operator import le, lt
 from typing import NamedTuple
 
-from ..errors import CorruptIndexError, LogSegmentOffsetOverflowError
-from ..fs import FileSystem
-
-_MAX_RELATIVE_OFFSET = 2**31 - 1
-_PAGE_BYTES = mmap.PAGESIZE
-_ALLOCATE_AHEAD_BYTES = 64 * 1024  # backed ahead of the entries: one allocation per ~8,000 entries
+from ..errors import CorruptIndexError
+from .index_file import MAX_RELATIVE_OFFSET, IndexFile
 
 
 class OffsetPosition(NamedTuple):
@@ -65,394 +45,7 @@ class TimestampOffset(NamedTuple):
 _new_tuple = tuple.__new__  # builds a NamedTuple in C (its __new__ is Python code)
 
 
-class _Column:
-    """A read-only Sequence over one field of the index's entries, for ``bisect``."""
-
-    __slots__ = ("_unpack", "_buffer", "_entry_bytes", "_count")
-
-    def __init__(self, unpack, buffer, entry_bytes: int, count: int) -> None:
-        self._unpack = unpack
-        self._buffer = buffer
-        self._entry_bytes = entry_bytes
-        self._count = count
-
-    def __len__(self) -> int:
-        return self._count
-
-    def __getitem__(self, slot: int) -> int:
-        return self._unpack(self._buffer, slot * self._entry_bytes)[0]
-
-
-class _Index:
-    """Shared mechanics of both indexes: the file, its mapping, entries, resize, trim, truncate."""
-
-    ENTRY_BYTES = 0
-    _RESERVED_SLOTS = 1  # slots ``reserve`` backs ahead of the entries
-    _ENTRY: struct.Struct
-    _KEY: struct.Struct  # the field searched by ``_floor_slot``
-    _KEY_CODE = "i"  # array typecode of that field
-    _OFFSET: struct.Struct  # the relative-offset field, for truncation
-
-    def __init__(self, fs: FileSystem, path: str, base_offset: int, max_index_size_bytes: int,
-                 *, writable: bool = True) -> None:
-        if max_index_size_bytes < self.ENTRY_BYTES:
-            raise ValueError(f"max_index_size_bytes {max_index_size_bytes!r} is smaller than one entry")
-        self._fs = fs
-        self.path = path
-        self.base_offset = base_offset
-        self.max_index_size_bytes = max_index_size_bytes
-        self.writable = writable
-        self._buffer = None  # a writable mmap, bytes (frozen, read-only), None (empty, not read yet)
-        self._length = 0  # bytes of the file (whole entries)
-        self.entries = 0
-        self._changes = 0  # entries written or cut, length changes: what flush() must make durable
-        self._flushed_changes = -1  # the first flush always syncs
-        # The searched field of every entry, copied out once: ``bisect`` then runs in C.
-        self._keys = array(self._KEY_CODE)
-        self._keys_lock = threading.Lock()
-        self._fd: int | None = None  # open while the buffer is a writable mapping of the file
-        self._allocated_bytes = 0  # the file's first bytes known backed by disk blocks (while mapped)
-        self._closed = False
-        self._load_lock = threading.Lock()  # the name, lazy reads, the descriptor vs flush and close
-        self._last_raw = b""  # the last entry's bytes, read on open (no need to read all for it)
-        self.damage: str | None = None  # why ``quick_check`` must fail, found while opening
-        existed = fs.exists(path)
-        if writable and not existed:
-            self._map_for_writing(self._rounded(max_index_size_bytes), create=True)
-        elif writable:
-            self._open_lazily()
-        elif existed:
-            self._load_read_only()
-            self.entries = self._valid_entries()
-
-    # --- sizes -----------------------------------------------------------------------------------
-
-    def _rounded(self, size_bytes: int) -> int:
-        return size_bytes // self.ENTRY_BYTES * self.ENTRY_BYTES
-
-    @property
-    def max_entries(self) -> int:
-        return self._length // self.ENTRY_BYTES
-
-    @property
-    def size_bytes(self) -> int:
-        """Bytes of valid entries (what the file is trimmed to)."""
-        return self.entries * self.ENTRY_BYTES
-
-    def is_full(self) -> bool:
-        return self.entries >= self.max_entries
-
-    @property
-    def mapped(self) -> bool:
-        """Whether the index holds a descriptor and a writable mapping (it is being written)."""
-        return self._fd is not None
-
-    # --- the file: lazy reads, mappings for writing -----------------------------------------------
-
-    def _open_lazily(self) -> None:
-        """An existing file opened by a writer: its length and last entry, no descriptor kept (an
-        untrimmed zero tail: a binary search, one entry read per probe)."""
-        fd = self._fs.open_file(self.path, writable=False)
-        try:
-            length = self._fs.file_size(fd)
-            self._length = self._rounded(length)
-            read_slot = lambda slot: self._fs.pread(fd, self.ENTRY_BYTES, slot * self.ENTRY_BYTES)
-            self.entries = count = self._length // self.ENTRY_BYTES
-            last = read_slot(count - 1) if count else b""
-            if count and not any(last):
-                self.entries = self._valid_entries(lambda slot: not any(read_slot(slot)))
-                last = read_slot(self.entries - 1) if self.entries else b""
-            self._last_raw = last
-        finally:
-            self._fs.close(fd)
-        if length % self.ENTRY_BYTES:
-            self.damage = f"index file {self.path} ends with a partial entry ({length} bytes)"
-
-    def _content(self):
-        """The entries' bytes (the mapping, or a copy), read from the file when first needed."""
-        buffer = self._buffer
-        if buffer is None and self.entries:
-            with self._load_lock:
-                if self._buffer is None and self.entries:
-                    if self._closed:
-                        raise ValueError(f"index {self.path} is closed")
-                    self._buffer = self._read_file(self.size_bytes)
-                buffer = self._buffer
-        return buffer
-
-    def _read_file(self, length: int) -> bytes:
-        fd = self._fs.open_file(self.path, writable=False)
-        try:
-            data = self._fs.pread(fd, length, 0)
-        finally:
-            self._fs.close(fd)
-        if len(data) < length:
-            raise CorruptIndexError(f"index file {self.path} shrank to {len(data)} of {length} bytes")
-        return data
-
-    def _map_for_writing(self, length: int, create: bool = False) -> None:
-        """Open the file (creating it) and map ``length`` bytes of it read-write."""
-        with self._load_lock:
-            if self._closed:
-                raise ValueError(f"index {self.path} is closed")
-            self._fd = self._fs.open_file(self.path, create=create)
-        try:
-            self._set_length(length)
-        except BaseException:
-            fd, self._fd = self._fd, None
-            self._fs.close(fd)
-            raise
-
-    def _writable_buffer(self):
-        """The writable mapping, made first when the index holds none (``freeze`` released it)."""
-        self._require_writable()
-        if self._fd is None:
-            self._map_for_writing(self._length)
-        return self._buffer
-
-    def _set_length(self, length: int) -> None:
-        """Make the file ``length`` bytes long (sparse: ``ftruncate``) and map it (no mapping for
-        an empty file)."""
-        fd = self._fd
-        assert fd is not None and length % self.ENTRY_BYTES == 0
-        old_size = self._fs.file_size(fd)
-        if length != old_size:
-            self._fs.truncate(fd, length)
-        # The entries' blocks exist (they were written); later slots are backed when reserved, so
-        # opening or rolling a log needs no free space. The old mapping is left to the collector:
-        # a reader thread may still hold it for one lookup of slots that remain inside the file.
-        self._allocated_bytes = self.size_bytes
-        self._buffer = self._fs.map_file(fd, length, writable=True) if length else None
-        self._length = length
-
-    def _allocate_up_to(self, needed_bytes: int) -> None:
-        """Back the file's first ``needed_bytes`` (and ``_ALLOCATE_AHEAD_BYTES`` more, whole pages)
-        with disk blocks unless they are: ``ENOSPC`` here, not SIGBUS at a write into the page."""
-        length = self._length
-        if needed_bytes <= self._allocated_bytes or not length:
-            return
-        end = min(length, -(-(needed_bytes + _ALLOCATE_AHEAD_BYTES) // _PAGE_BYTES) * _PAGE_BYTES)
-        self._fs.allocate(self._fd, self._allocated_bytes, end - self._allocated_bytes)
-        self._allocated_bytes = end
-
-    def reserve(self) -> None:
-        """Back the next entry (and a time index's final one) with disk blocks now: called before
-        the data it indexes is written, so a full disk fails the append before anything is."""
-        self._writable_buffer()
-        self._allocate_up_to((self.entries + self._RESERVED_SLOTS) * self.ENTRY_BYTES)
-
-    def freeze(self) -> None:
-        """Stop writing (the segment is no longer active): trim, keep a copy of the entries, release
-        the mapping and the descriptor. ``flush`` still syncs earlier changes; a write maps again."""
-        if self._fd is None:
-            return
-        self.trim_to_valid_size()
-        with self._load_lock:  # not under a flush; the mapping is left to the collector (a reader)
-            copy = bytes(self._buffer[: self.size_bytes]) if self._buffer is not None and self.entries else None
-            self._buffer, fd, self._fd = copy, self._fd, None
-        self._fs.close(fd)
-
-    def _load_read_only(self) -> None:
-        fd = self._fs.open_file(self.path, writable=False)
-        try:
-            data = self._fs.pread(fd, self._fs.file_size(fd), 0)
-        finally:
-            self._fs.close(fd)
-        self._length = self._rounded(len(data))
-        self._buffer = data[: self._length] if self._length else None
-
-    def _valid_entries(self, is_empty_slot=None) -> int:
-        """Entries in the file, ignoring a zero-filled tail (a never-trimmed preallocation).
-        ``is_empty_slot`` probes one slot (default: in the loaded content)."""
-        is_empty_slot = is_empty_slot or self._is_empty_slot
-        count = self._length // self.ENTRY_BYTES
-        if count == 0 or not is_empty_slot(count - 1):
-            return count
-        # Binary search for the first empty slot: real entries are never all-zero except possibly
-        # slot 0 of a time index, which is then dropped (an index is only an accelerator).
-        low, high = 0, count - 1
-        while low < high:
-            middle = (low + high) // 2
-            if is_empty_slot(middle):
-                high = middle
-            else:
-                low = middle + 1
-        return low
-
-    def _is_empty_slot(self, slot: int) -> bool:
-        start = slot * self.ENTRY_BYTES
-        return not any(self._content()[start : start + self.ENTRY_BYTES])
-
-    # --- searching -------------------------------------------------------------------------------
-
-    def _relative(self, offset: int) -> int:
-        relative = offset - self.base_offset
-        if not 0 <= relative <= _MAX_RELATIVE_OFFSET:
-            raise LogSegmentOffsetOverflowError(
-                f"offset {offset} does not fit in the index {self.path} with base offset {self.base_offset}")
-        return relative
-
-    def can_append_offset(self, offset: int) -> bool:
-        return 0 <= offset - self.base_offset <= _MAX_RELATIVE_OFFSET
-
-    def _column(self, field: struct.Struct, entries: int) -> _Column:
-        return _Column(field.unpack_from, self._content(), self.ENTRY_BYTES, entries)
-
-    def _floor_slot(self, key: int) -> int:
-        """The largest slot whose key is <= ``key``; -1 when none."""
-        entries = self.entries
-        keys = self._keys
-        if len(keys) < entries:
-            with self._keys_lock:
-                if len(keys) < entries:
-                    raw = self._content()[len(keys) * self.ENTRY_BYTES : entries * self.ENTRY_BYTES]
-                    keys.extend(map(itemgetter(0), self._ENTRY.iter_unpack(raw)))
-        return bisect_right(keys, key, 0, entries) - 1
-
-    def _entry(self, slot: int) -> tuple:
-        if not 0 <= slot < self.entries:
-            raise IndexError(f"slot {slot} is outside the {self.entries} entries of {self.path}")
-        if self._buffer is None and self._last_raw and slot == self.entries - 1:
-            return self._ENTRY.unpack(self._last_raw)  # the last entry, read on open: no load
-        return self._ENTRY.unpack_from(self._content(), slot * self.ENTRY_BYTES)
-
-    def _write(self, *fields) -> None:
-        if self.entries >= self.max_entries:
-            raise ValueError(f"attempt to append to a full index {self.path} ({self.entries} entries)")
-        buffer = self._writable_buffer()
-        self._allocate_up_to(self.size_bytes + self.ENTRY_BYTES)  # reserved already, but never SIGBUS
-        self._ENTRY.pack_into(buffer, self.entries * self.ENTRY_BYTES, *fields)
-        self._last_raw = b""
-        self.entries += 1
-        self._changes += 1
-
-    # --- maintenance -----------------------------------------------------------------------------
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove every entry whose offset is >= ``offset``."""
-        if self.entries == 0:
-            return
-        keep = bisect_left(self._column(self._OFFSET, self.entries), offset - self.base_offset)
-        self._truncate_to_entries(keep)
-
-    def truncate(self) -> None:
-        """Remove every entry."""
-        self._truncate_to_entries(0)
-
-    def _truncate_to_entries(self, keep: int) -> None:
-        self._require_writable()
-        if keep < self.entries:
-            buffer = self._writable_buffer()
-            start, end = keep * self.ENTRY_BYTES, self.entries * self.ENTRY_BYTES
-            buffer[start:end] = bytes(end - start)  # zero them: a reopen must not see them
-            self._last_raw = b""
-        self.entries = keep
-        self._changes += 1
-        with self._keys_lock:
-            del self._keys[keep:]
-        self._after_truncate()
-
-    def _after_truncate(self) -> None:
-        pass
-
-    def resize(self, new_size_bytes: int) -> bool:
-        """Set the file length to ``new_size_bytes`` rounded down to whole entries (never below the
-        entries held). Returns False when nothing changed."""
-        self._require_writable()
-        length = max(self._rounded(new_size_bytes), self.size_bytes)
-        if length == self._length:
-            return False
-        if self._fd is not None:
-            self._set_length(length)
-        elif length < self._length:  # a trim (an untrimmed file left by a crash): no mapping needed
-            fd = self._fs.open_file(self.path)
-            try:
-                self._fs.truncate(fd, length)
-            finally:
-                self._fs.close(fd)
-            with self._load_lock:
-                self._buffer = self._buffer[:length] if self._buffer is not None and length else None
-                self._length = length
-        else:
-            self._map_for_writing(length)
-        self._changes += 1
-        return True
-
-    def trim_to_valid_size(self) -> None:
-        self.resize(self.size_bytes)
-
-    def reset(self) -> None:
-        """Drop every entry and preallocate to the maximum size again."""
-        self.truncate()
-        self.resize(self.max_index_size_bytes)
-        self.damage = None
-
-    def flush(self) -> None:
-        """Make the entries durable: msync the mapping, fsync the file (its length). Skipped when
-        nothing changed: a group commit of small appends costs one fsync of the data file."""
-        if self._closed or self._changes == self._flushed_changes:
-            return
-        changes = self._changes
-        with self._load_lock:  # ``freeze`` (a roll, under the log's lock) never closes it meanwhile
-            fd, buffer = self._fd, self._buffer
-            if fd is not None:
-                if buffer is not None:
-                    self._fs.msync(buffer)
-                self._fs.fsync(fd)
-            elif self.writable:  # frozen since the changes: an fsync by name flushes their pages
-                fd = self._fs.open_file(self.path)
-                try:
-                    self._fs.fsync(fd)
-                finally:
-                    self._fs.close(fd)
-        self._flushed_changes = changes
-
-    def close(self) -> None:
-        """Trim to the valid entries and release the file. Safe to call twice."""
-        if self.writable and not self._closed:
-            self.trim_to_valid_size()
-        self.close_handlers()
-
-    def close_handlers(self) -> None:
-        """Release the mapping and descriptor without writing anything (a failed disk)."""
-        with self._load_lock:
-            self._closed = True
-        buffer, self._buffer = self._buffer, None
-        if buffer is not None and not isinstance(buffer, bytes):
-            buffer.close()
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            self._fs.close(fd)
-
-    def rename_to(self, new_path: str) -> None:
-        with self._load_lock:  # a lazy load reads the file by name: never between the two steps
-            if self._fs.exists(self.path):
-                self._fs.rename(self.path, new_path)
-            self.path = new_path
-
-    def delete(self) -> None:
-        self.close_handlers()
-        if self._fs.exists(self.path):
-            self._fs.remove(self.path)
-
-    def _require_writable(self) -> None:
-        if not self.writable:
-            raise ValueError(f"index {self.path} is open read-only")
-        if self._closed:
-            raise ValueError(f"index {self.path} is closed")
-
-    def quick_check(self, segment_size_bytes: int) -> None:
-        """O(1) checks on open: whole entries, and the last entry inside the segment's data."""
-        if self.damage:
-            raise CorruptIndexError(self.damage)
-        if self.entries:
-            self._check_entry(self.entries - 1, segment_size_bytes)
-
-    def _check_entry(self, slot: int, segment_size_bytes: int) -> None:
-        raise NotImplementedError
-
-
-class OffsetIndex(_Index):
+class OffsetIndex(IndexFile):
     """Maps offsets to byte positions of batches in a segment's .log file (8-byte entries)."""
 
     ENTRY_BYTES = 8
@@ -475,6 +68,29 @@ class OffsetIndex(_Index):
             raise ValueError(f"attempt to append offset {offset} to position {self.entries} no larger "
                              f"than the last offset appended ({self.last_offset}) to {self.path}")
         self._write(relative, position)
+
+    def append_all(self, offsets: Sequence[int], positions: Sequence[int]) -> None:
+        """``append`` of every ``(offsets[i], positions[i])`` in one write (a rebuild adds many)."""
+        count = len(offsets)
+        if count != len(positions):
+            raise ValueError(f"{count} offsets but {len(positions)} positions for the index {self.path}")
+        if not count:
+            return
+        relatives = [offset - self.base_offset for offset in offsets]
+        if not 0 <= relatives[0] <= relatives[-1] <= MAX_RELATIVE_OFFSET:
+            self._relative(offsets[0] if relatives[0] < 0 else offsets[-1])  # raises, naming the offset
+        if (self.entries and offsets[0] <= self.last_offset) or not all(map(lt, relatives, relatives[1:])):
+            raise ValueError(f"offsets appended to {self.path} must increase past {self.last_offset}: "
+                             f"{offsets[0]}..{offsets[-1]}")
+        entries = [0] * (2 * count)
+        entries[0::2], entries[1::2] = relatives, positions
+        self._write_packed(struct.pack(f"<{2 * count}i", *entries), count)
+
+    def lookup_in_place(self, target_offset: int) -> OffsetPosition:
+        """``lookup`` by a binary search over the entries where they are, without copying out the
+        searched column first (that costs a pass over every entry): for a single lookup."""
+        slot = bisect_right(self._column(self._KEY, self.entries), target_offset - self.base_offset) - 1
+        return self.entry(slot) if slot >= 0 else OffsetPosition(self.base_offset, 0)
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The largest entry with offset <= ``target_offset``; ``(base_offset, 0)`` if none."""
@@ -525,7 +141,7 @@ class OffsetIndex(_Index):
             previous = entry
 
 
-class TimeIndex(_Index):
+class TimeIndex(IndexFile):
     """Maps timestamps to offsets (12-byte entries). The last slot is kept free for the entry
     written when the segment stops being active."""
 
@@ -564,6 +180,26 @@ class TimeIndex(_Index):
         if timestamp_ms > last.timestamp_ms:
             self._write(timestamp_ms, self._relative(offset))
             self._last_entry = TimestampOffset(timestamp_ms, offset)
+
+    def append_all(self, timestamps_ms: Sequence[int], offsets: Sequence[int]) -> None:
+        """Add every ``(timestamps_ms[i], offsets[i])`` in one write (a rebuild adds many): each
+        timestamp larger than the one before (the last entry's first), offsets never decreasing."""
+        count = len(timestamps_ms)
+        if count != len(offsets):
+            raise ValueError(f"{count} timestamps but {len(offsets)} offsets for the time index {self.path}")
+        if not count:
+            return
+        last = self._last_entry
+        relatives = [self._relative(offsets[0])] + [offset - self.base_offset for offset in offsets[1:]]
+        if relatives[-1] > MAX_RELATIVE_OFFSET:
+            self._relative(offsets[-1])  # raises, naming the offset
+        if (timestamps_ms[0] <= last.timestamp_ms or (self.entries and offsets[0] < last.offset)
+                or not all(map(lt, timestamps_ms, timestamps_ms[1:])) or not all(map(le, relatives, relatives[1:]))):
+            raise ValueError(f"entries appended to the time index {self.path} must increase past {tuple(last)}")
+        entries = [0] * (2 * count)
+        entries[0::2], entries[1::2] = timestamps_ms, relatives
+        self._write_packed(struct.pack("<" + "qi" * count, *entries), count)
+        self._last_entry = TimestampOffset(timestamps_ms[-1], offsets[-1])
 
     def lookup(self, target_timestamp_ms: int) -> TimestampOffset:
         """The largest entry with timestamp <= target; ``(-1, base_offset)`` if none."""

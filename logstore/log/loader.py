@@ -12,8 +12,10 @@
    segment whose ``.index`` is missing or fails its checks has its indexes rebuilt from the data.
    Segments below the recovery point (all, after a clean shutdown) must end with a whole batch and
    the next must start where they end.
-5. **Recover** after an unclean shutdown: every segment from the one holding the recovery point on is
-   re-verified batch by batch (CRC and offsets) and its indexes rebuilt. A torn tail at or above the
+5. **Recover** after an unclean shutdown: every batch from the recovery point on is re-verified (CRC
+   and offsets) and indexed again, from the offset index entry at or below the recovery point once
+   the data confirms it (else from the start of that segment; ``SegmentRecovery.recover``); later
+   segments from their start. A torn tail at or above the
    recovery point (nothing valid follows it in its file) is cut and the later segments dropped.
 6. **Offsets.** A log whose end is below the checkpointed log start offset after a crash (and whose
    recovery point is not above that start) restarts empty at the log start offset: records below it
@@ -401,7 +403,8 @@ def _valid_prefix_end(segment: LogSegment) -> tuple[int, int]:
 
 def _recover(fs: FileSystem, segments: list[LogSegment], first: int, recovery_point: int,
              problems: list[str], gaps: bool, log_start_offset: int) -> tuple[list[LogSegment], LogDamage | None]:
-    """Pass 5: re-verify every segment from the one holding the recovery point on. A torn tail (no
+    """Pass 5: re-verify every segment from the one holding the recovery point on (that one from its
+    index entry at or below the recovery point, when the data confirms that entry). A torn tail (no
     valid batch follows it in its file, or only zeros lie between; at or above the recovery point)
     is cut, and the later segments, all above the recovery point, are dropped: a power loss lost
     that file's unsynced tail. Any other invalid bytes, or a hole below the recovery point, are
@@ -409,7 +412,9 @@ def _recover(fs: FileSystem, segments: list[LogSegment], first: int, recovery_po
     for slot in range(first, len(segments)):
         segment = segments[slot]
         file_size = segment.file.file_size()
-        invalid_bytes = segment.recover(cut_tail=False)
+        # From the index entry at or below the recovery point: the bytes before it were fsynced.
+        invalid_bytes = segment.recover(cut_tail=False, recovery_point=recovery_point,
+                                        keep_capacity=slot == len(segments) - 1)
         valid_end = file_size - invalid_bytes
         next_offset = next_offset_before(segment, valid_end)
         later = segments[slot + 1 :]
