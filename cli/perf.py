@@ -178,12 +178,14 @@ def _thread_counts(_ctx, _param, value: str) -> tuple[int, ...]:
 
 
 def _run_paths(sizes_args: dict, rows, compare: str, work_dir, keep, progress) -> dict:
-    from logstore.bench import paths as bench_paths
+    from logstore.bench import compact as perf_compact, durable as perf_durable, paths as bench_paths
+    from logstore.bench import recovery as perf_recovery
     try:
         sizes = bench_paths.PathSizes.scaled(**sizes_args)
         return bench_paths.bench_paths(sizes, rows=rows, compare=compare == "sqlite", work_dir=work_dir, keep=keep,
                                        say=_say(progress, "perf paths"))
-    except (bench.BenchmarkError, ValueError, OSError) as exc:
+    except (bench.BenchmarkError, perf_durable.DurableBenchmarkError, perf_compact.CompactBenchmarkError,
+            perf_recovery.RecoveryBenchmarkError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
 
 

@@ -35,6 +35,7 @@ TOPIC = "recovery"
 GOAL_RATIO = 1.5  # unclean open ≤ this × (clean open + verified scan of the bytes past the recovery point)
 MIB = 1 << 20
 SEGMENT_BYTES = 64 * MIB
+VALUE_BYTES = 1000
 Say = Callable[[str], None]
 
 
@@ -48,7 +49,7 @@ def build_and_crash(path: str, size_bytes: int, tail_bytes: int, batch_records: 
     store = LogManager([path])
     store.create_topic(TOPIC, 1, {"segment.bytes": SEGMENT_BYTES})
     log = store.get_log(TOPIC, 0)
-    value = os.urandom(1000)
+    value = os.urandom(VALUE_BYTES)
     batch = [Record(b"%016d" % i, value) for i in range(batch_records)]  # reused: offsets come from the log
     while log.size_bytes < size_bytes:
         log.append(batch)
@@ -123,15 +124,15 @@ def _child(workload: str, **kwargs) -> dict:
     return run_child("logstore.bench.recovery", workload, kwargs, RecoveryBenchmarkError, returncodes=expected)
 
 
-def bench_recovery(size_mb: int = 100, tail_mb: int = 10, repeats: int = 3, work_dir: str | None = None,
+def bench_recovery(size_mb: float = 100, tail_mb: float = 10, repeats: int = 3, work_dir: str | None = None,
                    say: Say | None = None, batch_records: int = 1000) -> dict:
     """Unclean open after kill -9 with ``tail_mb`` MB past the recovery point (``size_mb`` MB below
     it, batches of ``batch_records`` records of 1 KB) against a clean open of the same store plus a
     verified scan of those bytes, best of ``repeats`` interleaved rounds. Returns ``{"settings", "crash", "rounds", "unclean_open_s",
     "clean_open_s", "scan_s", "scan_bytes", "ratio", "goals"}``; raises ``RecoveryBenchmarkError``."""
-    if min(size_mb, tail_mb, repeats, batch_records) < 1:
-        raise ValueError(f"size_mb {size_mb}, tail_mb {tail_mb}, repeats {repeats} and batch_records "
-                         f"{batch_records} must be >= 1")
+    if min(size_mb, tail_mb) <= 0 or min(repeats, batch_records) < 1:
+        raise ValueError(f"size_mb {size_mb} and tail_mb {tail_mb} must be > 0, repeats {repeats} and "
+                         f"batch_records {batch_records} >= 1")
     say = say or (lambda _: None)
     if work_dir:
         os.makedirs(work_dir, exist_ok=True)
@@ -139,7 +140,8 @@ def bench_recovery(size_mb: int = 100, tail_mb: int = 10, repeats: int = 3, work
     try:
         crashed = os.path.join(root, "crashed")
         say(f"recovery: writing {size_mb:,} MB + {tail_mb:,} MB unflushed, then SIGKILL")
-        crash = _child("build_and_crash", path=crashed, size_bytes=size_mb * 10**6, tail_bytes=tail_mb * 10**6,
+        crash = _child("build_and_crash", path=crashed, size_bytes=round(size_mb * 10**6),
+                       tail_bytes=round(tail_mb * 10**6),
                        batch_records=batch_records)
         clean_path = os.path.join(root, "clean")
         shutil.copytree(crashed, clean_path)
