@@ -33,9 +33,9 @@ from ..config import LogConfig
 from ..errors import (CorruptIndexError, DurabilityTimeoutError, LogFailedError,
                       OffsetOutOfRangeError, ReadOnlyError, StorageError, StoreClosedError)
 from ..fs import FileSystem
-from ..records.batching import AppendInfo, PreparedAppend, encode_records, encode_small, small_batch_plan
+from ..records.batching import AppendInfo, PreparedAppend, encode_records, small_batch_plan
 from ..records.decoder import Record, read_header
-from ..records.encoder import assign_base_offset
+from ..records.encoder import assign_base_offset, encode_one
 from .damage import DamagedLogMixin
 from .loader import load_log
 from .local_log import LocalLog, retry_while_renamed
@@ -167,26 +167,31 @@ class Log(DamagedLogMixin, LogReads):
 
     def _append_one(self, records: Sequence[Record]) -> AppendInfo | None:
         """Append ``records`` when they are one ``Record``, as ``append_prepared(prepare(records))``
-        would (the same bytes, the same checks), without its per-batch machinery: ``encode_small``
+        would (the same bytes, the same checks), without its per-batch machinery: ``encode_one``
         encodes the batch with its base offset (the log end offset, again under the lock if another
-        append took it meanwhile), so no header is parsed back and no offset rewritten. None, having
-        done nothing, when the short path does not take them (more records, a closed or failed log,
-        a compressed topic, an invalid or unusual record): the general path then appends or raises."""
+        append took it meanwhile), so no header is parsed back and no offset rewritten. The rules of
+        ``encode_records`` that apply to one record are the config's ``SmallBatchPlan`` and the
+        checks below. None, having done nothing, when the short path does not take the records (more
+        than one, a closed or failed log, a compressed topic, an invalid, unusual or too large
+        record): the general path then appends them or raises."""
         if ((type(records) is not list and type(records) is not tuple) or len(records) != 1
                 or type(records[0]) is not Record):
             return None
         if self._closed or self.read_only or self._failure is not None or self.damage is not None:
             return None
-        record = records[0]
         plan = self._small_plan
         if plan.config is not self._local.config:
             plan = self._small_plan = small_batch_plan(self._local.config)
+        key, value, headers, timestamp_ms, _offset = records[0]
+        if not plan.short_path or (key is None and plan.compact):
+            return None  # a compressed topic; a record a compacted topic refuses
         now_ms = self._clock.time_ms()
+        if timestamp_ms is None or plan.log_append_time:
+            timestamp_ms = now_ms
         base = self.log_end_offset
-        encoded = encode_small(record, plan, now_ms, base)
-        if encoded is None:
-            return None
-        data, timestamp_ms = encoded
+        data = encode_one(base, key, value, headers, timestamp_ms, plan.attributes)
+        if data is None or (len(data) if type(data) is bytes else sum(map(len, data))) > plan.limit_bytes:
+            return None  # an unusual or invalid record, or one too large
         lock = self._lock
         lock.acquire()  # not ``with``: that costs as much again, once per append
         try:
@@ -194,7 +199,7 @@ class Log(DamagedLogMixin, LogReads):
                 self._check_writable()
             if base != self.log_end_offset:  # another append came first
                 base = self.log_end_offset
-                data = encode_small(record, plan, now_ms, base)[0]
+                data = encode_one(base, key, value, headers, timestamp_ms, plan.attributes)
             segment = self._local.view[0][-1]
             try:
                 written = type(data) is bytes and segment.append_unless_roll(

@@ -5,11 +5,11 @@ append larger than ``max.message.bytes`` into several batches. Also the values a
 hands back: ``RecordColumns`` (records given as columns), ``PreparedAppend`` (encoded, not yet
 written) and ``AppendInfo`` (what was written).
 
-One record (what an application appending one event at a time sends) takes a short path:
-``small_batch_plan`` works out once per config what the config says about it, and ``encode_small``
-encodes the record with ``encoder.encode_one`` (the same bytes as the general path), or declines,
-leaving anything unusual (a bad type, a record too large, a compressed topic) to ``encode_records``,
-which raises what it would raise.
+One record (what an application appending one event at a time sends) takes a short path in
+``Log``: ``small_batch_plan`` works out once per config what the config says about it, and
+``encoder.encode_one`` encodes it (the same bytes as ``encode_records``), or declines, leaving
+anything unusual (a bad type, a record too large, a compressed topic) to ``encode_records``, which
+raises what it would raise.
 
 The general work is column-wise: an append's records are taken apart into columns once (``RecordColumns``
 come as columns already), an uncompressed batch found too large is not checksummed before it is
@@ -30,7 +30,7 @@ from ..config import LogConfig
 from ..errors import InvalidRecordError, RecordTooLargeError
 from .decoder import (COMPRESSION_GZIP, COMPRESSION_NONE, HEADER_BYTES, RECORD_OVERHEAD_BYTES,
                       TIMESTAMP_TYPE_LOG_APPEND, Record)
-from .encoder import encode_columns_parts, encode_one
+from .encoder import encode_columns_parts
 
 _new_record = tuple.__new__
 
@@ -161,23 +161,6 @@ def small_batch_plan(config: LogConfig) -> SmallBatchPlan:
     return SmallBatchPlan(config, config.compression_type != "gzip", TIMESTAMP_TYPE_LOG_APPEND if log_append else 0,
                           log_append, min(config.max_message_bytes, config.segment_bytes), config.compact,
                           config.segment_bytes, config.max_segment_ms, config.flush_messages)
-
-
-def encode_small(record: Record, plan: SmallBatchPlan, now_ms: int, base_offset: int) -> tuple[bytes | list, int] | None:
-    """The one-record batch of ``record`` (a ``Record``) at ``base_offset``, for a log whose config
-    has ``plan``, as ``encode_records([record], ...)`` would encode it: ``(the batch as bytes or a
-    list of buffers, its timestamp)``; or None when the short path does not take the record (it is
-    invalid for this log, too large, or unusual in type): ``encode_records`` then encodes it or
-    raises."""
-    key, value, headers, timestamp_ms, _offset = record
-    if not plan.short_path or (key is None and plan.compact):
-        return None
-    if timestamp_ms is None or plan.log_append_time:
-        timestamp_ms = now_ms
-    data = encode_one(base_offset, key, value, headers, timestamp_ms, plan.attributes)
-    if data is None or (len(data) if type(data) is bytes else sum(map(len, data))) > plan.limit_bytes:
-        return None
-    return data, timestamp_ms
 
 
 class PreparedAppend:

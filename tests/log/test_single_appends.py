@@ -101,16 +101,16 @@ def test_an_append_that_comes_first_moves_the_base_offset(tmp_path, monkeypatch)
     try:
         store.create_topic(TOPIC, 1)
         log = store.get_log(TOPIC, 0)
-        encode_small = log_module.encode_small
+        encode_one = log_module.encode_one
         calls = []
 
-        def racing(record, plan, now_ms, base_offset):
+        def racing(base_offset, *args):
             calls.append(base_offset)
             if len(calls) == 1:  # another writer takes offsets 0 and 1 meanwhile
                 log.append_prepared(log.prepare([Record(b"a", b"1"), Record(b"b", b"2")]))
-            return encode_small(record, plan, now_ms, base_offset)
+            return encode_one(base_offset, *args)
 
-        monkeypatch.setattr(log_module, "encode_small", racing)
+        monkeypatch.setattr(log_module, "encode_one", racing)
         info = log.append([Record(b"c", b"3")])
         assert calls == [0, 2] and (info.first_offset, info.last_offset) == (2, 2)
         assert [(r.key, r.offset) for r in log.iter_records(0)] == [(b"a", 0), (b"b", 1), (b"c", 2)]

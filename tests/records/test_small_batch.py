@@ -1,11 +1,12 @@
-"""The short path of one-record batches (``encoder.encode_one``, ``batching.encode_small``) against
-the general encoder it stands in for.
+"""The short path of one-record batches (``encoder.encode_one``) against the general encoder it
+stands in for.
 
 ``encode_one`` builds a one-record batch with a few ``struct`` calls instead of the column machinery,
-and ``encode_small`` applies the topic's config to it; both decline (None) what they do not take, so
-the general path encodes it or raises. The bytes must be the general encoder's, byte for byte, for
-every kind of record: null and empty keys and values, headers (null header values, non-ASCII names),
-given and missing timestamps, LogAppendTime, large values (written from parts), any base offset.
+and declines (None) what it does not take, so the general path encodes it or raises. The bytes must
+be the general encoder's, byte for byte, for every kind of record: null and empty keys and values,
+headers (null header values, non-ASCII names), given and missing timestamps, LogAppendTime, large
+values (written from parts), any base offset. (``tests/log/test_single_appends.py`` checks the
+log's use of it, config rules included, against the general path.)
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from logstore.config import LogConfig
-from logstore.records.batching import encode_records, encode_small, small_batch_plan
 from logstore.records.decoder import TIMESTAMP_TYPE_LOG_APPEND, Record, RecordBatch
 from logstore.records.encoder import LARGE_VALUE_BYTES, assign_base_offset, encode_batch, encode_one
 
@@ -63,34 +62,3 @@ def test_encode_one_raises_the_general_error_for_a_bad_header():
         with pytest.raises(TypeError) as general:
             encode_batch([Record(b"k", b"v", bad, NOW)])
         assert str(short.value) == str(general.value)
-
-
-configs = st.builds(lambda compression, timestamp_type, compact, limit: LogConfig.from_properties({
-    "compression.type": compression, "message.timestamp.type": timestamp_type,
-    "cleanup.policy": "compact" if compact else "delete", "max.message.bytes": limit}),
-    st.sampled_from(["producer", "gzip"]), st.sampled_from(["CreateTime", "LogAppendTime"]), st.booleans(),
-    st.sampled_from([60, 120, 5000, 1048588]))
-
-
-def outcome(encode):
-    try:
-        return encode()
-    except Exception as exc:  # the error itself is compared
-        return type(exc), str(exc)
-
-
-@settings(max_examples=400)
-@given(blobs, blobs, headers, st.one_of(timestamps, st.just("soon")), configs, base_offsets)
-def test_encode_small_is_encode_records_or_declines(key, value, record_headers, timestamp_ms, config, base):
-    record = Record(key, value, record_headers, timestamp_ms)
-    general = outcome(lambda: encode_records([record], config, NOW, "t"))
-    small = encode_small(record, small_batch_plan(config), NOW, base)
-    if small is None:  # declined: the general path encodes (a compressed topic) or raises
-        assert config.compression_type == "gzip" or isinstance(general, tuple)
-        return
-    assert isinstance(general, list) and len(general) == 1, general
-    header, parts = general[0]
-    assign_base_offset(header, base)
-    data, resolved = small
-    assert joined(data) == bytes(header) + b"".join(parts)
-    assert resolved == RecordBatch.decode(joined(data)).max_timestamp
