@@ -248,7 +248,15 @@ class FileRecords:
                 self._fs.pwrite(fd, data, position)
                 self.size_bytes = position + len(data)
         finally:
-            self._release()
+            lock.acquire()  # ``_release`` inline for the common case (nothing retired meanwhile)
+            try:
+                retired = self._users == 1 and bool(self._retired)
+                if not retired:
+                    self._users -= 1
+            finally:
+                lock.release()
+            if retired:
+                self._release()  # the last user closes the descriptors retired meanwhile
         return position
 
     def undo_partial_write(self) -> None:

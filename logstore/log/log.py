@@ -102,6 +102,7 @@ class Log(DamagedLogMixin, LogReads):
     @config.setter
     def config(self, config: LogConfig) -> None:
         self._local.config = config
+        self._small_plan = small_batch_plan(config)
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -179,9 +180,7 @@ class Log(DamagedLogMixin, LogReads):
             return None
         if self._closed or self.read_only or self._failure is not None or self.damage is not None:
             return None
-        plan = self._small_plan
-        if plan.config is not self._local.config:
-            plan = self._small_plan = small_batch_plan(self._local.config)
+        plan = self._small_plan  # the config's, replaced with it (the ``config`` setter)
         key, value, headers, timestamp_ms, _offset = records[0]
         if not plan.short_path or (key is None and plan.compact):
             return None  # a compressed topic; a record a compacted topic refuses

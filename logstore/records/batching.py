@@ -144,7 +144,6 @@ def encode_records(records: Sequence[Record], config: LogConfig, now_ms: int, na
 class SmallBatchPlan(NamedTuple):
     """What a topic's config says about a one-record batch, worked out once per config."""
 
-    config: LogConfig
     short_path: bool  # False for a compressed topic: every append takes ``encode_records``
     attributes: int  # the timestamp type
     log_append_time: bool
@@ -158,7 +157,7 @@ class SmallBatchPlan(NamedTuple):
 def small_batch_plan(config: LogConfig) -> SmallBatchPlan:
     """The ``SmallBatchPlan`` of ``config``."""
     log_append = config.message_timestamp_type == "LogAppendTime"
-    return SmallBatchPlan(config, config.compression_type != "gzip", TIMESTAMP_TYPE_LOG_APPEND if log_append else 0,
+    return SmallBatchPlan(config.compression_type != "gzip", TIMESTAMP_TYPE_LOG_APPEND if log_append else 0,
                           log_append, min(config.max_message_bytes, config.segment_bytes), config.compact,
                           config.segment_bytes, config.max_segment_ms, config.flush_messages)
 

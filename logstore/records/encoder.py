@@ -34,6 +34,8 @@ _ONE = struct.Struct("<Hiiqqqii")
 _ONE_HEADERS = struct.Struct("<Hiiqqqiii")
 _PREFIX = struct.Struct("<qiBI")  # base_offset, batch_length, magic, crc: what header_crc covers
 _ONE_LENGTH_BYTES = HEADER_BYTES - LOG_OVERHEAD_BYTES - (HEADER_BYTES - BODY_AT)  # magic, crc, header_crc
+# Bound once: ``encode_one`` runs once per one-record append, where each lookup shows.
+_pack_one, _pack_prefix, _pack_crc, _crc32 = _ONE.pack, _PREFIX.pack, _CRC.pack, zlib.crc32
 LARGE_VALUE_BYTES = 4096
 """Average value size from which values are written as separate parts instead of joined."""
 
@@ -275,18 +277,22 @@ def encode_one(base_offset: int, key, value, headers, timestamp_ms: int, attribu
             header_ends, header_blob = _encode_headers((headers,))  # raises TypeError for a bad header
             body = _ONE_HEADERS.pack(attributes | HAS_HEADERS, 0, 1, timestamp_ms, timestamp_ms, -1, key_end,
                                      value_end, header_ends[0]) + key
+        elif len(value) < LARGE_VALUE_BYTES:  # the common case: no headers, a small value
+            body = _pack_one(attributes, 0, 1, timestamp_ms, timestamp_ms, -1, key_end, value_end) + key + value
+            prefix = _pack_prefix(base_offset, _ONE_LENGTH_BYTES + len(body), MAGIC, _crc32(body))
+            return prefix + _pack_crc(_crc32(prefix)) + body
         else:
             header_blob = b""
-            body = _ONE.pack(attributes, 0, 1, timestamp_ms, timestamp_ms, -1, key_end, value_end) + key
+            body = _pack_one(attributes, 0, 1, timestamp_ms, timestamp_ms, -1, key_end, value_end) + key
         if len(value) < LARGE_VALUE_BYTES:
             body += value + header_blob
-            prefix = _PREFIX.pack(base_offset, _ONE_LENGTH_BYTES + len(body), MAGIC, zlib.crc32(body))
-            return prefix + _CRC.pack(zlib.crc32(prefix)) + body
-        crc = zlib.crc32(header_blob, zlib.crc32(value, zlib.crc32(body)))
-        prefix = _PREFIX.pack(base_offset, _ONE_LENGTH_BYTES + len(body) + len(value) + len(header_blob), MAGIC, crc)
+            prefix = _pack_prefix(base_offset, _ONE_LENGTH_BYTES + len(body), MAGIC, _crc32(body))
+            return prefix + _pack_crc(_crc32(prefix)) + body
+        crc = _crc32(header_blob, _crc32(value, _crc32(body)))
+        prefix = _pack_prefix(base_offset, _ONE_LENGTH_BYTES + len(body) + len(value) + len(header_blob), MAGIC, crc)
     except struct.error:  # a value out of range: the general encoder says which
         return None
-    return [prefix + _CRC.pack(zlib.crc32(prefix)) + body, value, header_blob]
+    return [prefix + _pack_crc(_crc32(prefix)) + body, value, header_blob]
 
 
 def encode_batch(records: Sequence[Record], **options) -> bytearray:
