@@ -136,14 +136,37 @@ class LogSegment(SegmentRecovery):
 
         Raises ``LogSegmentOffsetOverflowError`` (nothing written) when ``last_offset`` does not fit
         this segment's 32-bit relative offsets. ``OSError`` propagates; the size is unchanged."""
-        # Runs once per append, one-record batches included: attributes are read once, and the
-        # sparse index entries cost one comparison unless ``index.interval.bytes`` was crossed.
         size = len(data) if type(data) is not list else sum(map(len, data))
         if not size:
             return
         if not 0 <= last_offset - self.base_offset <= _MAX_RELATIVE_OFFSET:
             raise LogSegmentOffsetOverflowError(
                 f"offset {last_offset} does not fit in segment {self.log_path} (base {self.base_offset})")
+        self._write(first_offset, last_offset, max_timestamp_ms, data, size)
+
+    def append_unless_roll(self, offset: int, timestamp_ms: int, data: bytes, max_segment_bytes: int,
+                           max_segment_ms: int, now_ms: int) -> bool:
+        """``should_roll`` and, unless it says roll (then False, nothing written), ``append`` of the
+        one-record batch ``data`` at ``offset``, in one call: the log's one-record appends, where
+        such per-batch work is most of the cost."""
+        size = len(data)
+        position = self.file.size_bytes
+        if position > max_segment_bytes - size or not 0 <= offset - self.base_offset <= _MAX_RELATIVE_OFFSET:
+            return False
+        if position:
+            first = self._rolling_based_timestamp
+            if first is None:
+                first = self.read_first_batch_timestamp()
+            if (timestamp_ms - first if first >= 0 else now_ms - self.created_ms) > max_segment_ms:
+                return False
+        if self.offset_index.is_full() or self.time_index.is_full():
+            return False
+        self._write(offset, offset, timestamp_ms, data, size)
+        return True
+
+    def _write(self, first_offset: int, last_offset: int, max_timestamp_ms: int, data, size: int) -> None:
+        # Once per append, one-record batches included: each attribute is read once, and the
+        # sparse index entries cost one comparison unless ``index.interval.bytes`` was crossed.
         file = self.file
         position = file.size_bytes
         if position + size > _MAX_SEGMENT_BYTES:
@@ -167,46 +190,6 @@ class LogSegment(SegmentRecovery):
             self.bytes_since_last_index_entry = size
         else:
             self.bytes_since_last_index_entry += size
-
-    def append_unless_roll(self, offset: int, timestamp_ms: int, data: bytes, max_segment_bytes: int,
-                           max_segment_ms: int, now_ms: int) -> bool:
-        """``should_roll`` and, unless it says roll (then False, nothing written), ``append`` of the
-        one-record batch ``data`` at ``offset``: one call and one read of each attribute, for the
-        log's one-record appends (where this per-batch work is most of the cost)."""
-        size = len(data)
-        file = self.file
-        position = file.size_bytes
-        if position > max_segment_bytes - size or not 0 <= offset - self.base_offset <= _MAX_RELATIVE_OFFSET:
-            return False
-        if position:
-            first = self._rolling_based_timestamp
-            if first is None:
-                first = self.read_first_batch_timestamp()
-            if (timestamp_ms - first if first >= 0 else now_ms - self.created_ms) > max_segment_ms:
-                return False
-        if self.offset_index.is_full() or self.time_index.is_full():
-            return False
-        if position + size > _MAX_SEGMENT_BYTES:
-            raise LogSegmentOffsetOverflowError(f"segment {self.log_path} would grow past 2 GiB")
-        if not position:
-            self._rolling_based_timestamp = timestamp_ms
-        index_due = self.bytes_since_last_index_entry > self.index_interval_bytes
-        if index_due:  # as in ``append``
-            self.offset_index.reserve()
-            self.time_index.reserve()
-        file.append(data)
-        maximum = self._max_timestamp
-        if maximum is None:
-            maximum = self.max_timestamp_so_far
-        if timestamp_ms > maximum[0]:
-            self._max_timestamp = TimestampOffset(timestamp_ms, offset)
-        if index_due:
-            self.offset_index.append(offset, position)
-            self.time_index.maybe_append(*self._max_timestamp_pair())
-            self.bytes_since_last_index_entry = size
-        else:
-            self.bytes_since_last_index_entry += size
-        return True
 
     def _max_timestamp_pair(self) -> tuple[int, int]:
         maximum = self.max_timestamp_so_far
@@ -482,17 +465,11 @@ class LogSegment(SegmentRecovery):
                     max_timestamp_ms: int, max_offset: int, now_ms: int) -> bool:
         """Kafka's roll rule: the append would overflow ``segment.bytes``, the segment's records
         span more than ``segment.ms``, an index is full, or the offset does not fit."""
-        size = self.file.size_bytes
-        if size > max_segment_bytes - incoming_bytes:
+        if self.size_bytes > max_segment_bytes - incoming_bytes:
             return True
-        if size > 0:  # _time_waited_for_roll, inline: this runs once per append
-            first = self._rolling_based_timestamp
-            if first is None:
-                first = self.read_first_batch_timestamp()
-            if (max_timestamp_ms - first if first >= 0 else now_ms - self.created_ms) > max_segment_ms:
-                return True
-        return (self.offset_index.is_full() or self.time_index.is_full()
-                or not 0 <= max_offset - self.base_offset <= _MAX_RELATIVE_OFFSET)
+        if self.size_bytes > 0 and self._time_waited_for_roll(now_ms, max_timestamp_ms) > max_segment_ms:
+            return True
+        return self.offset_index.is_full() or self.time_index.is_full() or not self.can_hold(max_offset)
 
     def _time_waited_for_roll(self, now_ms: int, message_timestamp_ms: int) -> int:
         first = self.read_first_batch_timestamp()
