@@ -184,9 +184,10 @@ class Log(DamagedLogMixin, LogReads):
         key, value, headers, timestamp_ms, _offset = records[0]
         if not plan.short_path or (key is None and plan.compact):
             return None  # a compressed topic; a record a compacted topic refuses
-        now_ms = self._clock.time_ms()
         if timestamp_ms is None or plan.log_append_time:
-            timestamp_ms = now_ms
+            timestamp_ms = now_ms = self._clock.time_ms()
+        else:  # the record has its time: the clock is read only if a roll check needs it
+            now_ms = None
         base = self.log_end_offset
         data = encode_one(base, key, value, headers, timestamp_ms, plan.attributes)
         if data is None or (len(data) if type(data) is bytes else sum(map(len, data))) > plan.limit_bytes:
@@ -206,8 +207,8 @@ class Log(DamagedLogMixin, LogReads):
             except OSError as exc:
                 self._after_write_error(segment, exc)
             if not written:  # a roll first (or a large value, written from its parts)
-                segment = self._maybe_roll(len(data) if type(data) is bytes else sum(map(len, data)),
-                                           timestamp_ms, base, now_ms)
+                segment = self._maybe_roll(len(data) if type(data) is bytes else sum(map(len, data)), timestamp_ms,
+                                           base, self._clock.time_ms() if now_ms is None else now_ms)
                 try:
                     segment.append(base, base, timestamp_ms, data)
                 except OSError as exc:

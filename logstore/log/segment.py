@@ -145,10 +145,10 @@ class LogSegment(SegmentRecovery):
         self._write(first_offset, last_offset, max_timestamp_ms, data, size)
 
     def append_unless_roll(self, offset: int, timestamp_ms: int, data: bytes, max_segment_bytes: int,
-                           max_segment_ms: int, now_ms: int) -> bool:
+                           max_segment_ms: int, now_ms: int | None) -> bool:
         """``should_roll`` and, unless it says roll (then False, nothing written), ``append`` of the
         one-record batch ``data`` at ``offset``, in one call: the log's one-record appends, where
-        such per-batch work is most of the cost."""
+        such per-batch work is most of the cost. ``now_ms`` None: the clock is read if needed."""
         size = len(data)
         position = self.file.size_bytes
         if position > max_segment_bytes - size or not 0 <= offset - self.base_offset <= _MAX_RELATIVE_OFFSET:
@@ -157,7 +157,11 @@ class LogSegment(SegmentRecovery):
             first = self._rolling_based_timestamp
             if first is None:
                 first = self.read_first_batch_timestamp()
-            if (timestamp_ms - first if first >= 0 else now_ms - self.created_ms) > max_segment_ms:
+            if first < 0:  # no record time to go by: the segment's age
+                waited = (self._clock.time_ms() if now_ms is None else now_ms) - self.created_ms
+            else:
+                waited = timestamp_ms - first
+            if waited > max_segment_ms:
                 return False
         if self.offset_index.is_full() or self.time_index.is_full():
             return False

@@ -28,7 +28,9 @@ keys = st.one_of(st.none(), st.just(b""), st.binary(max_size=12), st.just(bytear
 values = st.one_of(st.none(), st.just(b""), st.binary(max_size=80), st.binary(min_size=300, max_size=400))
 headers = st.one_of(st.just(()), st.lists(st.tuples(st.text(max_size=4), st.one_of(st.none(), st.binary(max_size=4))),
                                           max_size=2), st.just([("h", "not bytes")]))
-timestamps = st.one_of(st.none(), st.integers(BASE_TS - 60_000, BASE_TS + 200_000), st.just("soon"), st.just(2**64))
+# (a first record at a negative time makes the segment's age, not record time, decide time rolls)
+timestamps = st.one_of(st.none(), st.integers(BASE_TS - 60_000, BASE_TS + 200_000), st.integers(-3, 0),
+                       st.just("soon"), st.just(2**64))
 records = st.builds(Record, keys, values, headers, timestamps)
 configs = st.fixed_dictionaries({
     "message.timestamp.type": st.sampled_from(["CreateTime", "LogAppendTime"]),
@@ -117,3 +119,23 @@ def test_an_append_that_comes_first_moves_the_base_offset(tmp_path, monkeypatch)
         assert log.read(2, 1)[0].value == b"3"
     finally:
         store.close()
+
+
+def test_a_segment_whose_first_record_has_no_time_rolls_on_its_age(tmp_path):
+    """A first record at a negative time: ``segment.ms`` counts from the segment's creation on the
+    clock (read by the segment when the record brings its own time), on both paths."""
+    clock = ManualClock(BASE_TS)
+    stores = [LogManager([str(tmp_path / name)], clock=clock) for name in ("short", "general")]
+    try:
+        for store in stores:
+            store.create_topic(TOPIC, 1, {"segment.ms": 1000})
+        short, general = (store.get_log(TOPIC, 0) for store in stores)
+        for step, timestamp_ms in enumerate([-1, 5, BASE_TS, BASE_TS + 10]):
+            clock.advance(600)  # the second append finds the segment 1200 ms old: a roll
+            record = Record(b"k%d" % step, b"v", (), timestamp_ms)
+            assert short.append([record]) == general.append_prepared(general.prepare([record]))
+            assert [s.base_offset for s in short.segments] == [s.base_offset for s in general.segments]
+        assert [s.base_offset for s in short.segments] == [0, 1, 2]  # on age, then on record time
+    finally:
+        for store in stores:
+            store.close()
