@@ -221,7 +221,9 @@ class Log(DamagedLogMixin, LogReads):
         waits = self.waits
         if waits is not None:  # after publishing the end offset, outside the lock (purgatory rule)
             waits.data_arrived(self.key)
-        return AppendInfo(base, base, 1, timestamp_ms, 1, now_ms if plan.log_append_time else -1)
+        # max_timestamp_ms as append_prepared reports it: at least -1 (a record's time may be lower)
+        return AppendInfo(base, base, 1, timestamp_ms if timestamp_ms > -1 else -1, 1,
+                          now_ms if plan.log_append_time else -1)
 
     def prepare(self, records: Sequence[Record]) -> PreparedAppend:
         """Validate and encode ``records`` for ``append_prepared`` without writing anything: raises

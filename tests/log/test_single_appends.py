@@ -139,3 +139,17 @@ def test_a_segment_whose_first_record_has_no_time_rolls_on_its_age(tmp_path):
     finally:
         for store in stores:
             store.close()
+
+
+def test_a_record_before_the_epoch_reports_the_general_max_timestamp(tmp_path):
+    """``AppendInfo.max_timestamp_ms`` is at least -1 on the general path: the short path agrees."""
+    store = LogManager([str(tmp_path)], clock=ManualClock(BASE_TS))
+    try:
+        store.create_topic(TOPIC, 1)
+        log = store.get_log(TOPIC, 0)
+        for timestamp_ms in (-2, -1, 0, 7):
+            record = Record(None, None, (), timestamp_ms)
+            assert log.append([record]).max_timestamp_ms == log.append_prepared(log.prepare([record])).max_timestamp_ms
+            assert log.append([record]).max_timestamp_ms == max(timestamp_ms, -1)
+    finally:
+        store.close()
