@@ -69,6 +69,13 @@ class FileSystem:
 
     def pwrite(self, fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
         """Write all of ``data`` at ``position``, looping on short writes."""
+        if type(data) is bytes:  # the common case (a small batch): one call, no view made
+            written = os.pwrite(fd, data, position)
+            if written == len(data):
+                return
+            if written <= 0:  # pragma: no cover - the kernel reports errors as exceptions
+                raise OSError(errno.EIO, f"pwrite wrote {written} bytes")
+            data, position = memoryview(data)[written:], position + written
         view = memoryview(data)
         while view:
             written = os.pwrite(fd, view, position)

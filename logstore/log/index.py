@@ -167,7 +167,7 @@ class TimeIndex(IndexFile):
         return self._last_entry
 
     def is_full(self) -> bool:
-        return self.entries >= self.max_entries - 1
+        return self.entries >= self._length // self.ENTRY_BYTES - 1  # max_entries - 1, inline (per append)
 
     def maybe_append(self, timestamp_ms: int, offset: int, skip_full_check: bool = False) -> None:
         """Add ``(timestamp_ms, offset)`` if the timestamp is larger than the last entry's."""

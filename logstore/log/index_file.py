@@ -113,7 +113,7 @@ class IndexFile:
         return self.entries * self.ENTRY_BYTES
 
     def is_full(self) -> bool:
-        return self.entries >= self.max_entries
+        return self.entries >= self._length // self.ENTRY_BYTES  # max_entries, inline: checked per append
 
     @property
     def mapped(self) -> bool:

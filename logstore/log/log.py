@@ -33,9 +33,9 @@ from ..config import LogConfig
 from ..errors import (CorruptIndexError, DurabilityTimeoutError, LogFailedError,
                       OffsetOutOfRangeError, ReadOnlyError, StorageError, StoreClosedError)
 from ..fs import FileSystem
-from ..records.batching import AppendInfo, PreparedAppend, encode_records
+from ..records.batching import AppendInfo, PreparedAppend, encode_records, small_batch_plan
 from ..records.decoder import Record, read_header
-from ..records.encoder import assign_base_offset
+from ..records.encoder import assign_base_offset, encode_one
 from .damage import DamagedLogMixin
 from .loader import load_log
 from .local_log import LocalLog, retry_while_renamed
@@ -86,6 +86,7 @@ class Log(DamagedLogMixin, LogReads):
         self.recovery_point = loaded.recovery_point
         self.log_start_offset = loaded.log_start_offset
         self.last_flush_ms = clock.time_ms()
+        self._small_plan = small_batch_plan(config)  # the config's view of one-record appends
 
     # --- state -----------------------------------------------------------------------------------
 
@@ -101,6 +102,7 @@ class Log(DamagedLogMixin, LogReads):
     @config.setter
     def config(self, config: LogConfig) -> None:
         self._local.config = config
+        self._small_plan = small_batch_plan(config)
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -157,10 +159,71 @@ class Log(DamagedLogMixin, LogReads):
         longer than ``timeout_ms`` it raises ``DurabilityTimeoutError``: the records are appended
         and may still become durable later."""
         durable = durable_acks(acks, timeout_ms)
-        info = self.append_prepared(self.prepare(records))
+        info = self._append_one(records)  # None unless one record takes the short path
+        if info is None:
+            info = self.append_prepared(self.prepare(records))
         if durable and info.last_offset is not None:
             self.wait_durable(info.last_offset + 1, timeout_ms)
         return info
+
+    def _append_one(self, records: Sequence[Record]) -> AppendInfo | None:
+        """Append ``records`` when they are one ``Record``, as ``append_prepared(prepare(records))``
+        would (the same bytes, the same checks), without its per-batch machinery: ``encode_one``
+        encodes the batch with its base offset (the log end offset, again under the lock if another
+        append took it meanwhile), so no header is parsed back and no offset rewritten. The rules of
+        ``encode_records`` that apply to one record are the config's ``SmallBatchPlan`` and the
+        checks below. None, having done nothing, when the short path does not take the records (more
+        than one, a closed or failed log, a compressed topic, an invalid, unusual or too large
+        record): the general path then appends them or raises."""
+        if ((type(records) is not list and type(records) is not tuple) or len(records) != 1
+                or type(records[0]) is not Record):
+            return None
+        if self._closed or self.read_only or self._failure is not None or self.damage is not None:
+            return None
+        plan = self._small_plan  # the config's, replaced with it (the ``config`` setter)
+        key, value, headers, timestamp_ms, _offset = records[0]
+        if not plan.short_path or (key is None and plan.compact):
+            return None  # a compressed topic; a record a compacted topic refuses
+        if timestamp_ms is None or plan.log_append_time:
+            timestamp_ms = now_ms = self._clock.time_ms()
+        else:  # the record has its time: the clock is read only if a roll check needs it
+            now_ms = None
+        base = self.log_end_offset
+        data = encode_one(base, key, value, headers, timestamp_ms, plan.attributes)
+        if data is None or (len(data) if type(data) is bytes else sum(map(len, data))) > plan.limit_bytes:
+            return None  # an unusual or invalid record, or one too large
+        lock = self._lock
+        lock.acquire()  # not ``with``: that costs as much again, once per append
+        try:
+            if self._closed or self._failure is not None or self.damage is not None:
+                self._check_writable()
+            if base != self.log_end_offset:  # another append came first
+                base = self.log_end_offset
+                data = encode_one(base, key, value, headers, timestamp_ms, plan.attributes)
+            segment = self._local.view[0][-1]
+            try:
+                written = type(data) is bytes and segment.append_unless_roll(
+                    base, timestamp_ms, data, plan.segment_bytes, plan.max_segment_ms, now_ms)
+            except OSError as exc:
+                self._after_write_error(segment, exc)
+            if not written:  # a roll first (or a large value, written from its parts)
+                segment = self._maybe_roll(len(data) if type(data) is bytes else sum(map(len, data)), timestamp_ms,
+                                           base, self._clock.time_ms() if now_ms is None else now_ms)
+                try:
+                    segment.append(base, base, timestamp_ms, data)
+                except OSError as exc:
+                    self._after_write_error(segment, exc)
+            self.log_end_offset = base + 1
+            if base + 1 - self.recovery_point >= plan.flush_messages:
+                self.flush()
+        finally:
+            lock.release()
+        waits = self.waits
+        if waits is not None:  # after publishing the end offset, outside the lock (purgatory rule)
+            waits.data_arrived(self.key)
+        # max_timestamp_ms as append_prepared reports it: at least -1 (a record's time may be lower)
+        return AppendInfo(base, base, 1, timestamp_ms if timestamp_ms > -1 else -1, 1,
+                          now_ms if plan.log_append_time else -1)
 
     def prepare(self, records: Sequence[Record]) -> PreparedAppend:
         """Validate and encode ``records`` for ``append_prepared`` without writing anything: raises

@@ -138,29 +138,64 @@ class LogSegment(SegmentRecovery):
 
         Raises ``LogSegmentOffsetOverflowError`` (nothing written) when ``last_offset`` does not fit
         this segment's 32-bit relative offsets. ``OSError`` propagates; the size is unchanged."""
-        size = len(data) if not isinstance(data, list) else sum(map(len, data))
+        size = len(data) if type(data) is not list else sum(map(len, data))
         if not size:
             return
-        if not self.can_hold(last_offset):
+        if not 0 <= last_offset - self.base_offset <= _MAX_RELATIVE_OFFSET:
             raise LogSegmentOffsetOverflowError(
                 f"offset {last_offset} does not fit in segment {self.log_path} (base {self.base_offset})")
-        position = self.size_bytes
+        self._write(first_offset, last_offset, max_timestamp_ms, data, size)
+
+    def append_unless_roll(self, offset: int, timestamp_ms: int, data: bytes, max_segment_bytes: int,
+                           max_segment_ms: int, now_ms: int | None) -> bool:
+        """``should_roll`` and, unless it says roll (then False, nothing written), ``append`` of the
+        one-record batch ``data`` at ``offset``, in one call: the log's one-record appends, where
+        such per-batch work is most of the cost. ``now_ms`` None: the clock is read if needed."""
+        size = len(data)
+        position = self.file.size_bytes
+        if position > max_segment_bytes - size or not 0 <= offset - self.base_offset <= _MAX_RELATIVE_OFFSET:
+            return False
+        if position:
+            first = self._rolling_based_timestamp
+            if first is None:
+                first = self.read_first_batch_timestamp()
+            if first < 0:  # no record time to go by: the segment's age
+                waited = (self._clock.time_ms() if now_ms is None else now_ms) - self.created_ms
+            else:
+                waited = timestamp_ms - first
+            if waited > max_segment_ms:
+                return False
+        if self.offset_index.is_full() or self.time_index.is_full():
+            return False
+        self._write(offset, offset, timestamp_ms, data, size)
+        return True
+
+    def _write(self, first_offset: int, last_offset: int, max_timestamp_ms: int, data, size: int) -> None:
+        # Once per append, one-record batches included: each attribute is read once, and the
+        # sparse index entries cost one comparison unless ``index.interval.bytes`` was crossed.
+        file = self.file
+        position = file.size_bytes
         if position + size > _MAX_SEGMENT_BYTES:
             raise LogSegmentOffsetOverflowError(f"segment {self.log_path} would grow past 2 GiB")
         if position == 0:
             self._rolling_based_timestamp = max_timestamp_ms
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+        index_due = self.bytes_since_last_index_entry > self.index_interval_bytes
+        if index_due:
             # Disk blocks for the index entries first: on a full disk nothing is written.
             self.offset_index.reserve()
             self.time_index.reserve()
-        self.file.append(data)
-        if max_timestamp_ms > self.max_timestamp_so_far.timestamp_ms:
+        file.append(data)
+        maximum = self._max_timestamp
+        if maximum is None:
+            maximum = self.max_timestamp_so_far
+        if max_timestamp_ms > maximum[0]:
             self._max_timestamp = TimestampOffset(max_timestamp_ms, last_offset)
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+        if index_due:
             self.offset_index.append(first_offset, position)
             self.time_index.maybe_append(*self._max_timestamp_pair())
-            self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += size
+            self.bytes_since_last_index_entry = size
+        else:
+            self.bytes_since_last_index_entry += size
 
     def _max_timestamp_pair(self) -> tuple[int, int]:
         maximum = self.max_timestamp_so_far

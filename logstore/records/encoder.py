@@ -1,6 +1,7 @@
 """The record batch format, encoding side: ``encode_batch_parts`` (and ``encode_columns_parts``, the
-same from columns), ``encode_batch`` and ``assign_base_offset``. Pure: values in, bytes out. The layout is specified in docs/FORMAT.md and
-summarised in ``records.py``.
+same from columns), ``encode_batch`` and ``assign_base_offset``; ``encode_one``, the short path of a
+one-record batch (what an application appending one event at a time sends). Pure:
+values in, bytes out. The layout is specified in docs/FORMAT.md and summarised in ``records.py``.
 
 An encoded batch is a 55-byte header (a ``bytearray``, so the base offset can be assigned in place)
 and a list of body parts. The body CRC is chained over the parts, so large values are never copied
@@ -28,6 +29,14 @@ from .decoder import (BODY_AT, COMPRESSION_GZIP, COMPRESSION_MASK, COMPRESSION_N
 _BASE_OFFSET = struct.Struct("<q")
 _CRC = struct.Struct("<I")
 _INT = struct.Struct("<i")
+# A one-record batch from the attributes on (what the body CRC covers): the header fields after
+# header_crc, then the key_ends and value_ends columns (and header_ends), one int32 each.
+_ONE = struct.Struct("<Hiiqqqii")
+_ONE_HEADERS = struct.Struct("<Hiiqqqiii")
+_PREFIX = struct.Struct("<qiBI")  # base_offset, batch_length, magic, crc: what header_crc covers
+_ONE_LENGTH_BYTES = HEADER_BYTES - LOG_OVERHEAD_BYTES - (HEADER_BYTES - BODY_AT)  # magic, crc, header_crc
+# Bound once: ``encode_one`` runs once per one-record append, where each lookup shows.
+_pack_one, _pack_prefix, _pack_crc, _crc32 = _ONE.pack, _PREFIX.pack, _CRC.pack, zlib.crc32
 LARGE_VALUE_BYTES = 4096
 """Average value size from which values are written as separate parts instead of joined."""
 
@@ -249,6 +258,54 @@ def encode_columns_parts(keys: Sequence, values: Sequence, headers: Sequence, ti
     _CRC.pack_into(header, CRC_AT, crc)
     _seal_header(header, 0)
     return header, parts
+
+
+def encode_one(base_offset: int, key, value, headers, timestamp_ms: int, attributes: int) -> bytes | list | None:
+    """The batch of one uncompressed record at ``base_offset``, as ``encode_batch`` encodes it (the
+    same bytes, which a test pins), with a few ``struct`` and ``crc32`` calls instead of the column
+    machinery: what a one-record append costs is mostly per-batch work. ``timestamp_ms`` is the
+    record's timestamp already resolved (the default or the append time for a None one);
+    ``attributes`` the timestamp type (the null and header flags are added here).
+
+    Returns the batch as one ``bytes`` (one write), or, when the value is large, as a list of
+    buffers (the value is not copied), or None when the record is not one this path takes (a key or
+    value other than bytes or None, headers other than a list or tuple, a timestamp other than an
+    int in range): the general encoder then encodes it or raises what is wrong with it."""
+    if key is None:
+        key, key_end, attributes = b"", -1, attributes | HAS_NULL_KEYS
+    elif type(key) is bytes:
+        key_end = len(key)
+    else:
+        return None
+    if value is None:
+        value, value_end, attributes = b"", -1, attributes | HAS_NULL_VALUES
+    elif type(value) is bytes:
+        value_end = len(value)
+    else:
+        return None
+    if type(timestamp_ms) is not int or (type(headers) is not tuple and type(headers) is not list):
+        return None
+    try:
+        if headers:
+            header_ends, header_blob = _encode_headers((headers,))  # raises TypeError for a bad header
+            body = _ONE_HEADERS.pack(attributes | HAS_HEADERS, 0, 1, timestamp_ms, timestamp_ms, -1, key_end,
+                                     value_end, header_ends[0]) + key
+        elif len(value) < LARGE_VALUE_BYTES:  # the common case: no headers, a small value
+            body = _pack_one(attributes, 0, 1, timestamp_ms, timestamp_ms, -1, key_end, value_end) + key + value
+            prefix = _pack_prefix(base_offset, _ONE_LENGTH_BYTES + len(body), MAGIC, _crc32(body))
+            return prefix + _pack_crc(_crc32(prefix)) + body
+        else:
+            header_blob = b""
+            body = _pack_one(attributes, 0, 1, timestamp_ms, timestamp_ms, -1, key_end, value_end) + key
+        if len(value) < LARGE_VALUE_BYTES:
+            body += value + header_blob
+            prefix = _pack_prefix(base_offset, _ONE_LENGTH_BYTES + len(body), MAGIC, _crc32(body))
+            return prefix + _pack_crc(_crc32(prefix)) + body
+        crc = _crc32(header_blob, _crc32(value, _crc32(body)))
+        prefix = _pack_prefix(base_offset, _ONE_LENGTH_BYTES + len(body) + len(value) + len(header_blob), MAGIC, crc)
+    except struct.error:  # a value out of range: the general encoder says which
+        return None
+    return [prefix + _pack_crc(_crc32(prefix)) + body, value, header_blob]
 
 
 def encode_batch(records: Sequence[Record], **options) -> bytearray:
