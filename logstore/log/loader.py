@@ -478,11 +478,6 @@ def _read_only_result(segments: list[LogSegment], log_start_offset: int, problem
     if damage is not None:
         problems.append(f"partition {os.path.basename(last.dir_path)} is damaged: {damage.description}")
         return LoadedLog(segments, log_end_offset, log_end_offset, log_start_offset, problems, damage)
-    if not clean_shutdown and last.size_bytes != last.file.file_size():  # as a writer's recovery says it
-        problems.append(f"{last.log_path}: {last.file.file_size() - last.size_bytes} bytes at position "
-                        f"{last.size_bytes} are not valid batches (a torn tail, or an append under way); the "
-                        f"read-only view ends at offset {log_end_offset}")
-        logger.warning("%s", problems[-1])
     log_start_offset = max(log_start_offset, segments[0].base_offset)
     return LoadedLog(segments, log_end_offset, log_end_offset, min(log_start_offset, log_end_offset), problems)
 

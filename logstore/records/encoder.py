@@ -30,9 +30,8 @@ _BASE_OFFSET = struct.Struct("<q")
 _CRC = struct.Struct("<I")
 _INT = struct.Struct("<i")
 # A one-record batch from the attributes on (what the body CRC covers): the header fields after
-# header_crc, then the key_ends and value_ends columns (and header_ends), one int32 each.
+# header_crc, then the key_ends and value_ends columns, one int32 each (header columns follow them).
 _ONE = struct.Struct("<Hiiqqqii")
-_ONE_HEADERS = struct.Struct("<Hiiqqqiii")
 _PREFIX = struct.Struct("<qiBI")  # base_offset, batch_length, magic, crc: what header_crc covers
 _ONE_LENGTH_BYTES = HEADER_BYTES - LOG_OVERHEAD_BYTES - (HEADER_BYTES - BODY_AT)  # magic, crc, header_crc
 # Bound once: ``encode_one`` runs once per one-record append, where each lookup shows.
@@ -286,26 +285,23 @@ def encode_one(base_offset: int, key, value, headers, timestamp_ms: int, attribu
     if type(timestamp_ms) is not int or (type(headers) is not tuple and type(headers) is not list):
         return None
     try:
-        if headers:
-            header_ends, header_blob = _encode_headers((headers,))  # raises TypeError for a bad header
-            body = _ONE_HEADERS.pack(attributes | HAS_HEADERS, 0, 1, timestamp_ms, timestamp_ms, -1, key_end,
-                                     value_end, header_ends[0]) + key
-        elif len(value) < LARGE_VALUE_BYTES:  # the common case: no headers, a small value
-            body = _pack_one(attributes, 0, 1, timestamp_ms, timestamp_ms, -1, key_end, value_end) + key + value
-            prefix = _pack_prefix(base_offset, _ONE_LENGTH_BYTES + len(body), MAGIC, _crc32(body))
-            return prefix + _pack_crc(_crc32(prefix)) + body
-        else:
-            header_blob = b""
+        encoded = header_columns.encode((headers,)) if headers else None  # raises TypeError for a bad header
+        if encoded is None:  # the common case
             body = _pack_one(attributes, 0, 1, timestamp_ms, timestamp_ms, -1, key_end, value_end) + key
-        if len(value) < LARGE_VALUE_BYTES:
-            body += value + header_blob
+            section = b""
+        else:  # magic 2's header columns follow the value ends; their section follows the values
+            columns, section, flags = encoded
+            body = (_pack_one(attributes | HAS_HEADERS | flags, 0, 1, timestamp_ms, timestamp_ms, -1, key_end,
+                              value_end) + b"".join(columns) + key)
+        if len(value) < LARGE_VALUE_BYTES:  # a small value: one bytes object
+            body += value + section
             prefix = _pack_prefix(base_offset, _ONE_LENGTH_BYTES + len(body), MAGIC, _crc32(body))
             return prefix + _pack_crc(_crc32(prefix)) + body
-        crc = _crc32(header_blob, _crc32(value, _crc32(body)))
-        prefix = _pack_prefix(base_offset, _ONE_LENGTH_BYTES + len(body) + len(value) + len(header_blob), MAGIC, crc)
+        prefix = _pack_prefix(base_offset, _ONE_LENGTH_BYTES + len(body) + len(value) + len(section), MAGIC,
+                              _crc32(section, _crc32(value, _crc32(body))))
     except struct.error:  # a value out of range: the general encoder says which
         return None
-    return [prefix + _pack_crc(_crc32(prefix)) + body, value, header_blob]
+    return [prefix + _pack_crc(_crc32(prefix)) + body, value, section]
 
 
 def encode_batch(records: Sequence[Record], **options) -> bytearray:
