@@ -24,7 +24,7 @@ from .index import OffsetPosition, TimestampOffset
 logger = logging.getLogger("logstore.segment")  # the segment's logger: recovery is its news
 
 _READ_CHUNK_BYTES = 256 * 1024
-_RECOVERY_READ_BYTES = 8 * 1024 * 1024  # one read for many batches; a larger batch is read whole
+_RECOVERY_READ_BYTES = 1024 * 1024  # one read for many batches (a larger batch is read whole); 8 MiB measured slower: each fresh buffer costs page faults
 
 
 class SegmentRecovery:
@@ -79,7 +79,7 @@ class SegmentRecovery:
     def _verify_and_index(self, position: int, file_size: int, previous_last_offset: int,
                           resumed: bool) -> tuple[int, int]:
         """Verify the batches from ``position`` on (``load_batch``: both CRCs and the columns, as every
-        read does; offsets increasing and inside the segment's range), reading several megabytes at a
+        read does; offsets increasing and inside the segment's range), reading a megabyte at a
         time, and add an index entry every ``index_interval_bytes``. ``resumed``: ``position`` holds
         the last offset index entry already; its time index entry is made again (it was cut with the
         entries after it). Returns ``(valid_bytes, position of the last offset index entry)``; stops
