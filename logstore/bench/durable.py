@@ -100,6 +100,8 @@ def run_durable(mode: str, threads: int, path: str, seconds: float = 4.0, count:
     ``count`` appends each). Returns counts, appends/s, latency percentiles and the fsync counters."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
+    if count is not None and count < 1:
+        raise ValueError(f"count must be >= 1 append per thread, got {count!r}")
     os.makedirs(path, exist_ok=True)
     fs = _CountingFileSystem(fsync_delay_ms / 1000.0)
     if mode == "sqlite":
@@ -135,7 +137,9 @@ def run_durable(mode: str, threads: int, path: str, seconds: float = 4.0, count:
             clock = Stopwatch.now_s
             start_gate.wait()
             i = 0
-            while (i < count) if count is not None else (clock() < deadline[0]):
+            # at least one append each: on a loaded machine a short deadline can pass before a thread
+            # is first scheduled, and a row of zero appends has no latencies to report
+            while (i < count) if count is not None else (i == 0 or clock() < deadline[0]):
                 record = Record(b"%03d-%012d" % (number, i), value)  # 16-byte key, built untimed
                 began = clock()
                 call(record)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from click.testing import CliRunner
 
 from logstore.bench import durable as perf_durable
@@ -32,6 +34,19 @@ def test_fsync_per_append_flushes_once_per_append(tmp_path):
 def test_sqlite_stores_every_append(tmp_path):
     row = perf_durable.run_durable("sqlite", 4, str(tmp_path / "sq"), count=10)
     assert row["appends"] == row["stored"] == 40 and row["flushes"] is None
+
+
+def test_a_deadline_that_passes_before_the_threads_run_still_measures_one_append_each(tmp_path):
+    # CI once ran 64 threads against a 20 ms deadline on a loaded machine: no thread was scheduled
+    # before it passed, and the row had no latencies to report (an IndexError).
+    row = perf_durable.run_durable("group-commit", 16, str(tmp_path / "gc"), seconds=1e-9)
+    assert row["appends"] == row["stored"] >= 16
+    assert 0 <= row["p50_ms"] <= row["p99_ms"] <= row["max_ms"]
+
+
+def test_a_count_below_one_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="count must be >= 1"):
+        perf_durable.run_durable("sqlite", 2, str(tmp_path / "sq"), count=0)
 
 
 def test_judge_durable_goals():
