@@ -139,6 +139,8 @@ class FileRecords:
             fs.close(self._fd)
             raise
         self._pread = fs.pread
+        # ``os.pwrite`` itself when the seam's is the plain one (a test's FileSystem keeps its own)
+        self._os_pwrite = os.pwrite if type(fs).pwrite is FileSystem.pwrite else None
         self._map = None  # a read-only mapping of [0, _mapped_bytes) (writer only)
         self._mapped_bytes = 0
         self._ever_mapped = False
@@ -228,6 +230,17 @@ class FileRecords:
         size, then move the size past it. Returns the position written at. ``OSError`` propagates
         with the size unchanged (``undo_partial_write`` cuts what was written)."""
         position = self.size_bytes
+        fd = self._fd
+        if self._pinned and fd is not None and type(data) is bytes:
+            # The active segment's file, one buffer (a one-record append, where this is most of the
+            # cost): a pinned descriptor is never evicted, and it is closed only under the owning
+            # log's lock, which every writer holds, so this write needs no use count.
+            os_pwrite = self._os_pwrite
+            written = 0 if os_pwrite is None else os_pwrite(fd, data, position)
+            if written != len(data):  # a FileSystem of its own, or a short write: the seam's loop
+                self._fs.pwrite(fd, data[written:], position + written)
+            self.size_bytes = position + len(data)
+            return position
         lock = self._lock
         lock.acquire()  # ``_acquire`` inline for the common case (an open descriptor): once per append
         try:

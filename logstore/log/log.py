@@ -42,7 +42,7 @@ from .local_log import LocalLog, retry_while_renamed
 from .log_reads import LogReads
 from .retention import RetentionDecision, RetentionResult, plan_retention
 from .segment import CLEANED_SUFFIX, LogSegment
-from .waits import DEFAULT_DURABLE_TIMEOUT_MS, LogWaits, check_timeout, durable_acks
+from .waits import DEFAULT_DURABLE_TIMEOUT_MS, MAX_TIMEOUT_MS, LogWaits, check_timeout, durable_acks
 
 logger = logging.getLogger("logstore.log")  # its name before the subpackages (logging configs)
 
@@ -158,7 +158,9 @@ class Log(DamagedLogMixin, LogReads):
         (the recovery point is past them); concurrent durable appends share fsyncs. If that takes
         longer than ``timeout_ms`` it raises ``DurabilityTimeoutError``: the records are appended
         and may still become durable later."""
-        durable = durable_acks(acks, timeout_ms)
+        # durable_acks' own first test inline: the default costs no call (once per append)
+        durable = (False if type(acks) is int and acks == 1 and type(timeout_ms) is int
+                   and 0 <= timeout_ms <= MAX_TIMEOUT_MS else durable_acks(acks, timeout_ms))
         info = self._append_one(records)  # None unless one record takes the short path
         if info is None:
             info = self.append_prepared(self.prepare(records))

@@ -137,7 +137,10 @@ class SegmentReads:
             if done:
                 return records, charged, True
             position += cached.header.size_bytes
-        chunk_bytes = min(max(2 * max_bytes, _SMALL_CHUNK_BYTES), _LARGE_CHUNK_BYTES)
+        # What the read may want: one record (``max_records=1``, a point read however it is asked)
+        # wants a small read and a cached head, whatever ``max_bytes`` allows.
+        wanted_bytes = max_bytes if max_records > 1 else 0
+        chunk_bytes = min(max(2 * wanted_bytes, _SMALL_CHUNK_BYTES), _LARGE_CHUNK_BYTES)
         scan = self.scan_from(start_offset, end, chunk_bytes, entry) if position == entry.position else \
             self.scan_headers(position, end, chunk_bytes)
         while True:
@@ -151,7 +154,7 @@ class SegmentReads:
                 # Verified, though it adds nothing: a damaged count must not hide a batch's records.
                 self.load_batch(batch_position, header, buffer, at)
             elif header.last_offset >= start_offset:
-                batch = self._batch_for_read(batch_position, header, buffer, at, max_bytes - charged)
+                batch = self._batch_for_read(batch_position, header, buffer, at, wanted_bytes - charged)
                 cost, done = take_records(batch, start_offset, end_offset, max_bytes - charged, max_records,
                                           records, min_one and not records)
                 charged += cost
