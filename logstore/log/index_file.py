@@ -80,6 +80,8 @@ class IndexFile:
         self.entries = 0
         self._changes = 0  # entries written or cut, length changes: what flush() must make durable
         self._flushed_changes = -1  # the first flush always syncs
+        self._length_changes = 0  # resizes: the file's length, which only an fsync makes durable
+        self._flushed_length_changes = -1
         # The searched field of every entry, copied out once: ``bisect`` then runs in C.
         self._keys = array(self._KEY_CODE)
         self._keys_lock = threading.Lock()
@@ -362,6 +364,7 @@ class IndexFile:
         else:
             self._map_for_writing(length)
         self._changes += 1
+        self._length_changes += 1
         return True
 
     def trim_to_valid_size(self) -> None:
@@ -374,17 +377,23 @@ class IndexFile:
         self.damage = None
 
     def flush(self) -> None:
-        """Make the entries durable: msync the mapping, fsync the file (its length). Skipped when
-        nothing changed: a group commit of small appends costs one fsync of the data file."""
+        """Make the entries durable: msync the mapping, and fsync the file when its length changed
+        (or it has no mapping). Skipped when nothing changed: a group commit of small appends costs
+        one fsync of the data file. Entries are written only through the mapping, whose blocks
+        were allocated before (``_allocate_up_to``); ``msync(MS_SYNC)`` writes its pages and, on
+        Linux, syncs what reading them back needs (it is an fdatasync of the range). An fsync
+        after it cost one more device flush (about 150 us here) in 7 of 10 group-commit rounds."""
         if self._closed or self._changes == self._flushed_changes:
             return
-        changes = self._changes
+        changes, length_changes = self._changes, self._length_changes
         with self._load_lock:  # ``freeze`` (a roll, under the log's lock) never closes it meanwhile
             fd, buffer = self._fd, self._buffer
             if fd is not None:
                 if buffer is not None:
                     self._fs.msync(buffer)
-                self._fs.fsync(fd)
+                if buffer is None or length_changes != self._flushed_length_changes:
+                    self._fs.fsync(fd)
+                self._flushed_length_changes = length_changes
             elif self.writable:  # frozen since the changes: an fsync by name flushes their pages
                 fd = self._fs.open_file(self.path)
                 try:

@@ -36,6 +36,7 @@ from ..fs import FileSystem
 from ..records.batching import AppendInfo, PreparedAppend, encode_records, small_batch_plan
 from ..records.decoder import Record, read_header
 from ..records.encoder import assign_base_offset, encode_one
+from .append_combiner import COMBINED_FLUSH_MESSAGES, AppendCombiner
 from .damage import DamagedLogMixin
 from .loader import load_log
 from .local_log import LocalLog, retry_while_renamed
@@ -87,6 +88,7 @@ class Log(DamagedLogMixin, LogReads):
         self.log_start_offset = loaded.log_start_offset
         self.last_flush_ms = clock.time_ms()
         self._small_plan = small_batch_plan(config)  # the config's view of one-record appends
+        self._combiner = AppendCombiner(self)  # one-record appends handed to the append holding the lock
 
     # --- state -----------------------------------------------------------------------------------
 
@@ -140,6 +142,10 @@ class Log(DamagedLogMixin, LogReads):
                                  "reopen the store to recover from what is durable") from self._failure
         self.check_not_damaged()
 
+    def writable_now(self) -> bool:
+        """Whether an append could write now (open, writable, not failed, not damaged)."""
+        return not (self._closed or self.read_only or self._failure is not None or self.damage is not None)
+
     def _fail(self, exc: BaseException) -> LogFailedError:
         self._failure = exc
         logger.error("log %s is now fail-stop: %s", self.name, exc)
@@ -161,14 +167,16 @@ class Log(DamagedLogMixin, LogReads):
         # durable_acks' own first test inline: the default costs no call (once per append)
         durable = (False if type(acks) is int and acks == 1 and type(timeout_ms) is int
                    and 0 <= timeout_ms <= MAX_TIMEOUT_MS else durable_acks(acks, timeout_ms))
-        info = self._append_one(records)  # None unless one record takes the short path
+        info = self._append_one(records, durable, timeout_ms)  # None unless one record takes the short path
         if info is None:
             info = self.append_prepared(self.prepare(records))
-        if durable and info.last_offset is not None:
+        # (a combined durable append has waited already: its records are below the recovery point)
+        if durable and info.last_offset is not None and self.recovery_point <= info.last_offset:
             self.wait_durable(info.last_offset + 1, timeout_ms)
         return info
 
-    def _append_one(self, records: Sequence[Record]) -> AppendInfo | None:
+    def _append_one(self, records: Sequence[Record], durable: bool = False,
+                    timeout_ms: int = DEFAULT_DURABLE_TIMEOUT_MS) -> AppendInfo | None:
         """Append ``records`` when they are one ``Record``, as ``append_prepared(prepare(records))``
         would (the same bytes, the same checks), without its per-batch machinery: ``encode_one``
         encodes the batch with its base offset (the log end offset, again under the lock if another
@@ -176,7 +184,11 @@ class Log(DamagedLogMixin, LogReads):
         ``encode_records`` that apply to one record are the config's ``SmallBatchPlan`` and the
         checks below. None, having done nothing, when the short path does not take the records (more
         than one, a closed or failed log, a compressed topic, an invalid, unusual or too large
-        record): the general path then appends them or raises."""
+        record): the general path then appends them or raises.
+
+        When another append holds the lock, the record is handed to it (``AppendCombiner``): the
+        holder writes it after its own, and a ``durable`` one then waits for its flush round (it
+        returns fsynced, or raises as ``wait_durable`` would after ``timeout_ms``)."""
         if ((type(records) is not list and type(records) is not tuple) or len(records) != 1
                 or type(records[0]) is not Record):
             return None
@@ -194,35 +206,70 @@ class Log(DamagedLogMixin, LogReads):
         data = encode_one(base, key, value, headers, timestamp_ms, plan.attributes)
         if data is None or (len(data) if type(data) is bytes else sum(map(len, data))) > plan.limit_bytes:
             return None  # an unusual or invalid record, or one too large
-        lock = self._lock
-        lock.acquire()  # not ``with``: that costs as much again, once per append
+        request = (base, data, key, value, headers, timestamp_ms, now_ms)
+        if plan.flush_messages < COMBINED_FLUSH_MESSAGES:  # flush.messages: each append flushes itself
+            return self._append_flushing(1, self._write_one, *request)
+        combiner = self._combiner
+        if not self._lock.acquire(False):  # another append is writing (its pwrite let this thread run)
+            return combiner.follow(request, durable, timeout_ms)
         try:
-            if self._closed or self._failure is not None or self.damage is not None:
-                self._check_writable()
-            if base != self.log_end_offset:  # another append came first
-                base = self.log_end_offset
-                data = encode_one(base, key, value, headers, timestamp_ms, plan.attributes)
-            segment = self._local.view[0][-1]
-            try:
-                written = type(data) is bytes and segment.append_unless_roll(
-                    base, timestamp_ms, data, plan.segment_bytes, plan.max_segment_ms, now_ms)
-            except OSError as exc:
-                self._after_write_error(segment, exc)
-            if not written:  # a roll first (or a large value, written from its parts)
-                segment = self._maybe_roll(len(data) if type(data) is bytes else sum(map(len, data)), timestamp_ms,
-                                           base, self._clock.time_ms() if now_ms is None else now_ms)
-                try:
-                    segment.append(base, base, timestamp_ms, data)
-                except OSError as exc:
-                    self._after_write_error(segment, exc)
-            self.log_end_offset = base + 1
-            if base + 1 - self.recovery_point >= plan.flush_messages:
-                self.flush()
+            info = self._write_one(*request)
         finally:
-            lock.release()
+            combiner.release_lock()  # after writing what others handed over meanwhile
+        return info
+
+    def _append_flushing(self, records: int, write: Callable, *args) -> AppendInfo:
+        """``write(*args)`` under the lock, then the flush ``flush.messages`` asks for. An append
+        that will reach it takes the flush lock first (``flush`` takes the flush lock, then this
+        one: an append that flushed while holding only this one could wait forever for a flush
+        under way in another thread), and flushes under both, so each such append has its own
+        fsync. One that did not expect to reach it (another append came first) flushes afterwards."""
+        flush_messages = self.config.flush_messages
+        if self.log_end_offset + records - self.recovery_point >= flush_messages:
+            with self._flush_lock, self._lock:
+                info = write(*args)
+                if self.unflushed_messages >= flush_messages:
+                    self._flush_locked()
+        elif flush_messages >= COMBINED_FLUSH_MESSAGES:  # one-record appends queued meanwhile: written too
+            self._lock.acquire()
+            try:
+                info = write(*args)
+            finally:
+                self._combiner.release_lock()
+            return info
+        else:
+            with self._lock:
+                info = write(*args)
+            if self.unflushed_messages >= flush_messages and self.writable_now():
+                self.flush()
         waits = self.waits
         if waits is not None:  # after publishing the end offset, outside the lock (purgatory rule)
             waits.data_arrived(self.key)
+        return info
+
+    def _write_one(self, base: int, data, key, value, headers, timestamp_ms: int, now_ms: int | None) -> AppendInfo:
+        """Under the lock: write the one-record batch ``data`` (encoded for offset ``base``, again
+        for the log end offset if another append came first) and publish its offset."""
+        plan = self._small_plan
+        if self._closed or self._failure is not None or self.damage is not None:
+            self._check_writable()
+        if base != self.log_end_offset:  # another append came first
+            base = self.log_end_offset
+            data = encode_one(base, key, value, headers, timestamp_ms, plan.attributes)
+        segment = self._local.view[0][-1]
+        try:
+            written = type(data) is bytes and segment.append_unless_roll(
+                base, timestamp_ms, data, plan.segment_bytes, plan.max_segment_ms, now_ms)
+        except OSError as exc:
+            self._after_write_error(segment, exc)
+        if not written:  # a roll first (or a large value, written from its parts)
+            segment = self._maybe_roll(len(data) if type(data) is bytes else sum(map(len, data)), timestamp_ms,
+                                       base, self._clock.time_ms() if now_ms is None else now_ms)
+            try:
+                segment.append(base, base, timestamp_ms, data)
+            except OSError as exc:
+                self._after_write_error(segment, exc)
+        self.log_end_offset = base + 1  # flush.messages is checked once the lock is released
         # max_timestamp_ms as append_prepared reports it: at least -1 (a record's time may be lower)
         return AppendInfo(base, base, 1, timestamp_ms if timestamp_ms > -1 else -1, 1,
                           now_ms if plan.log_append_time else -1)
@@ -243,31 +290,29 @@ class Log(DamagedLogMixin, LogReads):
         batches, now_ms = prepared.take(), prepared.now_ms
         if not batches:
             return AppendInfo(None, None, 0, -1, 0)
+        return self._append_flushing(prepared.record_count, self._write_batches, batches, now_ms,
+                                     prepared.record_count)
+
+    def _write_batches(self, batches: list, now_ms: int, record_count: int) -> AppendInfo:
+        """Under the lock: write prepared ``batches`` one after another, assigning their offsets."""
         first_offset = None
         max_timestamp = -1
-        with self._lock:
-            self._check_writable()
-            for header_bytes, parts in batches:
-                header = read_header(header_bytes, 0, whole=False)
-                base = self.log_end_offset
-                last = base + header.last_offset_delta
-                segment = self._maybe_roll(header.size_bytes, header.max_timestamp, last, now_ms)
-                assign_base_offset(header_bytes, base)
-                try:
-                    segment.append(base, last, header.max_timestamp, [header_bytes, *parts])
-                except OSError as exc:
-                    self._after_write_error(segment, exc)
-                self.log_end_offset = last + 1
-                first_offset = base if first_offset is None else first_offset
-                max_timestamp = max(max_timestamp, header.max_timestamp)
-            last_offset = self.log_end_offset - 1
-            if self.unflushed_messages >= self.config.flush_messages:
-                self.flush()
-        waits = self.waits
-        if waits is not None:  # after publishing the end offset, outside the lock (purgatory rule)
-            waits.data_arrived(self.key)
+        self._check_writable()
+        for header_bytes, parts in batches:
+            header = read_header(header_bytes, 0, whole=False)
+            base = self.log_end_offset
+            last = base + header.last_offset_delta
+            segment = self._maybe_roll(header.size_bytes, header.max_timestamp, last, now_ms)
+            assign_base_offset(header_bytes, base)
+            try:
+                segment.append(base, last, header.max_timestamp, [header_bytes, *parts])
+            except OSError as exc:
+                self._after_write_error(segment, exc)
+            self.log_end_offset = last + 1
+            first_offset = base if first_offset is None else first_offset
+            max_timestamp = max(max_timestamp, header.max_timestamp)
         log_append = self.config.message_timestamp_type == "LogAppendTime"
-        return AppendInfo(first_offset, last_offset, prepared.record_count, max_timestamp, len(batches),
+        return AppendInfo(first_offset, self.log_end_offset - 1, record_count, max_timestamp, len(batches),
                           now_ms if log_append else -1)
 
     def validate(self, records: Sequence[Record]) -> None:
@@ -312,23 +357,27 @@ class Log(DamagedLogMixin, LogReads):
         Returns the new recovery point. An fsync error makes the log fail-stop."""
         self._check_writable()
         with self._flush_lock:
-            self._check_writable()
-            with self._lock:
-                target = self.log_end_offset
-                old_recovery_point = self.recovery_point
-                view = self._local.view
-            if target <= old_recovery_point:
-                return self.recovery_point
-            try:
-                self._local.flush_from(view, old_recovery_point, lambda: self._closed)
-            except OSError as exc:
-                raise self._fail(exc) from exc
-            except (ValueError, TypeError) as exc:  # a segment closed underneath (the log was closed)
-                raise StoreClosedError(f"log {self.name} closed during a flush") from exc
-            with self._lock:
-                self.recovery_point = max(self.recovery_point, min(target, self.log_end_offset))
-                self.last_flush_ms = self._clock.time_ms()
+            return self._flush_locked()
+
+    def _flush_locked(self) -> int:
+        """``flush`` with the flush lock held."""
+        self._check_writable()
+        with self._lock:
+            target = self.log_end_offset
+            old_recovery_point = self.recovery_point
+            view = self._local.view
+        if target <= old_recovery_point:
             return self.recovery_point
+        try:
+            self._local.flush_from(view, old_recovery_point, lambda: self._closed)
+        except OSError as exc:
+            raise self._fail(exc) from exc
+        except (ValueError, TypeError) as exc:  # a segment closed underneath (the log was closed)
+            raise StoreClosedError(f"log {self.name} closed during a flush") from exc
+        with self._lock:
+            self.recovery_point = max(self.recovery_point, min(target, self.log_end_offset))
+            self.last_flush_ms = self._clock.time_ms()
+        return self.recovery_point
 
     def wait_durable(self, required_offset: int, timeout_ms: int = DEFAULT_DURABLE_TIMEOUT_MS) -> int:
         """Block until everything below ``required_offset`` is fsynced (the recovery point covers
@@ -338,6 +387,11 @@ class Log(DamagedLogMixin, LogReads):
         check_timeout("timeout_ms", timeout_ms)
         if self.recovery_point < required_offset:
             self._get_waits().wait_fsynced(self, required_offset, timeout_ms)
+        return self.durable_outcome(required_offset, timeout_ms)
+
+    def durable_outcome(self, required_offset: int, timeout_ms: int) -> int:
+        """After a durable wait of ``timeout_ms`` ended: the recovery point when it covers
+        ``required_offset``, else ``LogFailedError`` (or closed) or ``DurabilityTimeoutError``."""
         if self.recovery_point >= required_offset:
             return self.recovery_point
         self._check_writable()

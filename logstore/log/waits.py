@@ -125,15 +125,7 @@ class FlushRound:
     __slots__ = ("waiters",)
 
     def __init__(self) -> None:
-        self.waiters: list = []
-
-    def join(self):
-        """A held lock for one waiter, to block on with ``acquire(timeout=...)`` (call under the
-        flusher's lock: a round is released once, after its last join)."""
-        waiter = _allocate_lock()
-        waiter.acquire()
-        self.waiters.append(waiter)
-        return waiter
+        self.waiters: list = []  # held locks (``GroupCommitFlusher.join``)
 
     def release(self) -> None:
         """Wake every waiter (once per round; a waiter that timed out meanwhile ignores it)."""
@@ -185,28 +177,36 @@ class GroupCommitFlusher:
         """Block until a flush of ``log`` that began after this call ended, the log closed or
         failed, or ``timeout_s`` passed; the caller checks ``log.recovery_point``. The records
         below ``required_offset`` must be written (their end offset published) before the call."""
+        waiter = _allocate_lock()
+        waiter.acquire()
+        # Joined, then checked again: a close or a failure after the caller's check either shows
+        # here or wakes the round (``wake``), so no wake-up is lost.
+        if (self.join(log, waiter) and log.recovery_point < required_offset and not log.closed
+                and not log.failed):
+            waiter.acquire(timeout=timeout_s)
+
+    def join(self, log: Log, waiter) -> bool:
+        """Add ``waiter``, a lock its owner holds and will block on, to ``log``'s next flush round,
+        which releases it once that flush ended (or the log closed or failed). False, with nothing
+        joined, once the flusher has shut down (the store closed: no flush comes)."""
         key = id(log)
         with self._lock:
             if self._stopped:
-                round_ = None  # shut down (the store closed): no flush comes, the caller checks the log
-            else:
-                round_ = self._rounds.get(key)
-                if round_ is None:
-                    round_ = self._rounds[key] = FlushRound()
-                waiter = round_.join()
-                self._pending[key] = log
-                self._joined += 1
-                if self._joined == self._expected:
-                    self._full.set()
-                if self._thread is None:
-                    self._start()
+                return False
+            round_ = self._rounds.get(key)
+            if round_ is None:
+                round_ = self._rounds[key] = FlushRound()
+            round_.waiters.append(waiter)
+            self._pending[key] = log
+            self._joined += 1
+            if self._joined == self._expected:
+                self._full.set()
+            if self._thread is None:
+                self._start()
         wanted = self._wanted
         if not wanted.is_set():
             wanted.set()
-        # Joined, then checked again: a close or a failure after the caller's check either shows
-        # here or wakes the round (``wake``), so no wake-up is lost.
-        if round_ is not None and log.recovery_point < required_offset and not log.closed and not log.failed:
-            waiter.acquire(timeout=timeout_s)
+        return True
 
     def wake(self, key: Hashable) -> None:
         """Wake the waiters of every log under ``key`` now (it closed or failed): they re-check."""
