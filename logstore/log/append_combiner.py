@@ -67,6 +67,7 @@ class AppendCombiner:
     def __init__(self, log: Log) -> None:
         self._log = log
         self.pending: deque[_Request] = deque()
+        self.combined = 0  # appends written by another thread than their own, so far
 
     def follow(self, fields: tuple, durable: bool, timeout_ms: int) -> AppendInfo:
         """Queue a one-record append (``fields`` as ``Log._write_one`` takes them) because the
@@ -124,6 +125,7 @@ class AppendCombiner:
             except BaseException as exc:  # the queued thread raises it (``_outcome``)
                 request.error = exc
             served.append(request)
+        self.combined += len(served)
         return served
 
     def _finish(self, served: list[_Request]) -> None:
