@@ -30,6 +30,7 @@ _SMALL_CHUNK_BYTES = 16 * 1024
 _LARGE_CHUNK_BYTES = 1024 * 1024
 PARTIAL_READ_MIN_BYTES = 32 * 1024  # batches at least this large may be read partially
 VERIFIED_CACHE_ENTRIES = 65536
+_RUN_RECORDS = 512  # the records of one-record batches ``iter_record_runs`` yields at a time
 _CACHED_KEYS_MAX_BYTES = 64 * 1024  # a cached batch head keeps the keys blob up to this size
 
 
@@ -194,11 +195,20 @@ class SegmentReads:
                         yield batch.iter_records(first, stop), header.next_offset
             if header.record_count > 1:
                 continue
-            run_at, limit, records = at + header.size_bytes, min(len(buffer), end - batch_position + at), []
-            following, _, done = take_single_record_batches(buffer.obj, run_at, limit, start_offset, stop_offset,
-                                                            NO_LIMIT, NO_LIMIT, records, False)
-            if records:
-                yield records, records[-1].offset + 1
+            run_at, limit = at + header.size_bytes, min(len(buffer), end - batch_position + at)
+            following = run_at
+            while True:
+                # Runs of at most _RUN_RECORDS: a consumer drops one run before the next is built, so
+                # the records alive at once stay below the collector's young-generation threshold
+                # (700 allocations) and no collection runs; a whole buffer's run (thousands of
+                # records) set off collections that traversed every long-lived object again.
+                records: list[Record] = []
+                following, _, done = take_single_record_batches(buffer.obj, following, limit, start_offset,
+                                                                stop_offset, NO_LIMIT, _RUN_RECORDS, records, False)
+                if records:
+                    yield records, records[-1].offset + 1
+                if not done or len(records) < _RUN_RECORDS:
+                    break
             if done:
                 return
             if following != run_at:

@@ -354,3 +354,21 @@ def test_point_head_gives_what_record_at_gives_at_every_offset(specs, rng):
     expected = {record.offset: record for record in batch.iter_records()}
     for offset in range(header.base_offset - 1, header.last_offset + 2):
         assert head.record(offset) == expected.get(offset)
+
+
+def test_iter_records_over_thousands_of_one_record_batches_in_runs(tmp_path):
+    # iter_records yields one-record batches in runs of at most 512 records (the collector's young
+    # generation stays below its threshold); every run boundary must neither drop nor repeat a record.
+    rng = random.Random(7)
+    with LogManager([str(tmp_path)]) as store:
+        store.create_topic("t", 1)
+        log = store.get_log("t", 0)
+        expected = []
+        for i in range(2600):
+            size = 100 if i < 1500 or i % 3 else rng.randrange(0, 200)  # uniform, then mixed sizes
+            record = Record(b"k%05d" % i, rng.randbytes(size), (), T0 + i)
+            log.append([record])
+            expected.append(record._replace(offset=i))
+        assert list(log.iter_records(0)) == expected
+        for start, stop in ((0, 512), (1, 513), (511, 1025), (600, 2600), (1999, 2001), (2599, None)):
+            assert list(log.iter_records(start, stop)) == expected[start:stop]
