@@ -78,13 +78,13 @@ class AppendCombiner:
         self.pending.append(request)
         lock = self._log._lock
         if lock.acquire(False):  # released meanwhile: serve the queue, this request included
-            self.release_lock()
+            self._serve()
         done = request.done
         while not request.taken:
             if done.acquire(timeout=STRAND_CHECK_S):
                 return self._outcome(request, timeout_ms)
             if not request.taken and lock.acquire(False):  # a holder that does not combine has gone
-                self.release_lock()
+                self._serve()
         if deadline is None:
             done.acquire()  # written, or being written: released right after
         elif not done.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
@@ -92,11 +92,18 @@ class AppendCombiner:
                 time.sleep(_MID_WRITE_POLL_S)
         return self._outcome(request, timeout_ms)
 
+    def _serve(self) -> None:
+        """``release_lock`` for a queued thread that took the lock, then the waiting reads."""
+        self.release_lock()
+        waits = self._log.waits
+        if waits is not None:
+            waits.data_arrived(self._log.key)
+
     def release_lock(self) -> None:
         """Write what was queued (the caller holds the log's lock, once), release the lock, then
-        hand each request its outcome; look again for requests queued meanwhile."""
-        log = self._log
-        lock = log._lock
+        hand each request its outcome; look again for requests queued meanwhile. The caller then
+        wakes the reads waiting for data (``data_arrived``), outside the lock."""
+        lock = self._log._lock
         passes = 0
         while True:
             served = None
@@ -110,9 +117,6 @@ class AppendCombiner:
             passes += 1
             if not self.pending or passes > MAX_PASSES or not lock.acquire(False):
                 break
-        waits = log.waits
-        if waits is not None:  # after publishing the end offsets, outside the lock (purgatory rule)
-            waits.data_arrived(log.key)
 
     def _drain(self) -> list[_Request]:
         pending, served = self.pending, []

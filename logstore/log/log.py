@@ -206,16 +206,24 @@ class Log(DamagedLogMixin, LogReads):
         data = encode_one(base, key, value, headers, timestamp_ms, plan.attributes)
         if data is None or (len(data) if type(data) is bytes else sum(map(len, data))) > plan.limit_bytes:
             return None  # an unusual or invalid record, or one too large
-        request = (base, data, key, value, headers, timestamp_ms, now_ms)
         if plan.flush_messages < COMBINED_FLUSH_MESSAGES:  # flush.messages: each append flushes itself
-            return self._append_flushing(1, self._write_one, *request)
+            return self._append_flushing(1, self._write_one, base, data, key, value, headers, timestamp_ms, now_ms)
         combiner = self._combiner
-        if not self._lock.acquire(False):  # another append is writing (its pwrite let this thread run)
-            return combiner.follow(request, durable, timeout_ms)
+        lock = self._lock
+        if not lock.acquire(False):  # another append is writing (its pwrite let this thread run)
+            return combiner.follow((base, data, key, value, headers, timestamp_ms, now_ms), durable, timeout_ms)
         try:
-            info = self._write_one(*request)
+            info = self._write_one(base, data, key, value, headers, timestamp_ms, now_ms)
         finally:
-            combiner.release_lock()  # after writing what others handed over meanwhile
+            if combiner.pending:  # records handed over meanwhile: written before the lock goes
+                combiner.release_lock()
+            else:
+                lock.release()
+                if combiner.pending and lock.acquire(False):  # handed over as the lock went
+                    combiner.release_lock()
+        waits = self.waits
+        if waits is not None:  # after publishing the end offset, outside the lock (purgatory rule)
+            waits.data_arrived(self.key)
         return info
 
     def _append_flushing(self, records: int, write: Callable, *args) -> AppendInfo:
@@ -236,7 +244,6 @@ class Log(DamagedLogMixin, LogReads):
                 info = write(*args)
             finally:
                 self._combiner.release_lock()
-            return info
         else:
             with self._lock:
                 info = write(*args)
