@@ -55,8 +55,8 @@ class Mutant:
 MUTANTS = [
     Mutant(
         "fsync skipped before the recovery point advances", "logstore/log/log.py",
-        "                self._local.flush_from(view, old_recovery_point, lambda: self._closed)\n",
-        "                pass  # MUTANT: the recovery point advances without an fsync\n",
+        "            self._local.flush_from(view, old_recovery_point, lambda: self._closed)\n",
+        "            pass  # MUTANT: the recovery point advances without an fsync\n",
         ("tests/manager/test_store.py::test_flush_fsyncs_before_advancing_the_recovery_point",
          "tests/crash/test_durable_crash.py::test_durable_appends_survive_power_loss")),
     Mutant(
@@ -113,6 +113,12 @@ MUTANTS = [
         "        by_dir: dict[str, list] = {}\n",
         ("tests/crash/test_faults.py::test_store_with_a_failed_log_is_recovered_after_close",
          f"{RULES}::test_the_clean_marker_is_durable_only_after_the_data")),
+    Mutant(
+        "a handed-over durable append released before its fsync", "logstore/log/append_combiner.py",
+        "            if request.durable and request.error is None:\n",
+        "            if False:  # MUTANT: released once written, without joining a flush round\n",
+        ("tests/log/test_append_combiner.py::test_appends_queued_behind_a_slow_write_are_each_written_once",
+         "tests/crash/test_durable_crash.py::test_durable_appends_survive_power_loss")),
 ]
 
 
