@@ -2,7 +2,7 @@
 
 The order, bottom up: the foundations (``errors``, ``clock``, ``fs``, ``config``, ``testing``) <
 ``records`` < ``timer`` < ``log`` < ``cleaner`` < ``manager`` < ``tools`` and ``bench`` (side by side,
-neither imports the other) < ``group`` < ``server`` < ``spark`` < ``cli``. Every import in every module is checked, lazy ones
+neither imports the other) < ``group`` < ``server`` < ``client`` and ``spark`` (side by side) < ``cli``. Every import in every module is checked, lazy ones
 inside functions included, so a change that imports upward fails here with the importing module and
 the import named. Two layers are held to less than "anything below": ``records`` is pure (the
 errors and the config only) and ``timer`` never imports storage code (the clock and the errors only).
@@ -21,7 +21,7 @@ PACKAGE = Path(logstore.__file__).parent
 
 FOUNDATIONS = {"errors", "clock", "fs", "config", "testing"}
 RANKS = {"foundations": 0, "records": 1, "timer": 2, "log": 3, "cleaner": 4, "manager": 5,
-         "tools": 6, "bench": 6, "group": 7, "server": 8, "spark": 9, "cli": 10}
+         "tools": 6, "bench": 6, "group": 7, "server": 8, "client": 9, "spark": 9, "cli": 10}
 ALLOWED_FOUNDATIONS = {"records": {"errors", "config"}, "timer": {"errors", "clock"}}
 """Layers that may use only some of the foundations."""
 

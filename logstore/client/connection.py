@@ -1,0 +1,310 @@
+"""``BrokerConnection``: one TCP connection to a Kafka-compatible broker, the client's network core.
+
+What it owns:
+- framing: a request goes out as one frame (``codec.encode_request``: size, header, body); responses
+  come back as size-prefixed frames, cut from a receive buffer however the bytes arrive;
+- correlation: each request gets the next correlation id and joins the in-flight queue; Kafka
+  answers the requests of one connection in order, so a response must carry the id at the head of
+  the queue, and anything else is a broken connection (closed, never guessed);
+- several requests in flight (at most ``max_in_flight``): ``send`` queues one and returns its id,
+  ``poll`` returns the responses that have arrived, ``request`` does both for one request;
+- timeouts: a connection that does not open within ``connect_timeout_ms``, or a request unanswered
+  after ``request_timeout_ms``, closes the connection and raises (a late response must never be
+  taken for a later request's);
+- versions: on connect, ApiVersions (v3, the first flexible one; v0 when the broker answers that it
+  does not speak v3, as Kafka's brokers do) gives the broker's range of every API, and each API's
+  version is the highest both sides speak (``versions``).
+
+The socket is non-blocking and waited on with ``selectors``; time comes from the clock given
+(``logstore.clock``), so a test can drive timeouts. Not thread-safe: one owner per connection (the
+producer's sender thread, a consumer, the CLI).
+"""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import struct
+from collections import deque
+from typing import NamedTuple
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..server.codec import API_KEYS, API_NAMES, ProtocolError, decode_response, encode_request
+from ..server.errors import UNSUPPORTED_VERSION
+from ..server.messages import APIS
+from .errors import BrokerResponseError, NetworkError, NoCommonVersionError, RequestTimedOutError
+
+_SIZE = struct.Struct(">i")
+_API_VERSIONS = API_KEYS["ApiVersions"]
+_API_VERSIONS_FIRST = 3  # the first flexible version: it also tells the broker our software name
+_RECV_BYTES = 256 * 1024
+MAX_RESPONSE_BYTES = 100 * 1024 * 1024  # a frame larger than this is a broken stream, not a response
+
+
+class Response(NamedTuple):
+    """A decoded response: the request's correlation id, API key and version, and its body."""
+
+    correlation_id: int
+    api_key: int
+    version: int
+    body: dict
+
+
+class _InFlight(NamedTuple):
+    correlation_id: int
+    api_key: int
+    version: int
+    sent_ms: int
+
+
+class BrokerConnection:
+    """A connection to the broker at ``host``:``port``. ``connect()`` opens it and negotiates
+    versions; ``request(api, body)`` sends one request and returns its response body; ``send`` and
+    ``poll`` keep several in flight. Every failure closes the connection and raises a
+    ``NetworkError``; a closed connection can be connected again."""
+
+    def __init__(self, host: str, port: int, *, client_id: str = "logstore", request_timeout_ms: int = 30_000,
+                 connect_timeout_ms: int = 10_000, max_in_flight: int = 5, clock: Clock = SYSTEM_CLOCK) -> None:
+        for name, value in (("port", port), ("request_timeout_ms", request_timeout_ms),
+                            ("connect_timeout_ms", connect_timeout_ms), ("max_in_flight", max_in_flight)):
+            if type(value) is not int or value < (0 if name == "port" else 1):
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        self.host, self.port = host, port
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.connect_timeout_ms = connect_timeout_ms
+        self.max_in_flight = max_in_flight
+        self._clock = clock
+        self._sock: socket.socket | None = None
+        self._selector: selectors.BaseSelector | None = None
+        self._received = bytearray()
+        self._in_flight: deque[_InFlight] = deque()
+        self._next_correlation_id = 0
+        self._completed: list[Response] = []  # received while waiting for room or for another response
+        self.broker_versions: dict[int, tuple[int, int]] = {}  # what the broker offers, per API key
+        self.versions: dict[int, int] = {}  # the version used per API key: the highest both speak
+
+    def __repr__(self) -> str:
+        return f"BrokerConnection({self.host}:{self.port}, {'connected' if self.connected else 'closed'})"
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent and not yet answered."""
+        return len(self._in_flight)
+
+    # --- opening and closing ---------------------------------------------------------------------
+
+    def connect(self) -> None:
+        """Open the connection and negotiate versions (ApiVersions)."""
+        if self._sock is not None:
+            return
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout_ms / 1000)
+        except OSError as exc:
+            raise NetworkError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setblocking(False)
+        self._sock, self._selector = sock, selectors.DefaultSelector()
+        self._selector.register(sock, selectors.EVENT_READ)
+        self._received.clear()
+        self._in_flight.clear()
+        self._negotiate()
+
+    def close(self) -> None:
+        """Close the socket; requests in flight get no response. Safe twice."""
+        sock, selector, self._sock, self._selector = self._sock, self._selector, None, None
+        self._in_flight.clear()
+        if selector is not None:
+            selector.close()
+        if sock is not None:
+            sock.close()
+
+    def __enter__(self) -> BrokerConnection:
+        self.connect()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def _negotiate(self) -> None:
+        body = {"client_software_name": "logstore", "client_software_version": "1"}
+        response = self._request_at(_API_VERSIONS, _API_VERSIONS_FIRST, body)
+        if response["error_code"] == UNSUPPORTED_VERSION:
+            # The broker answered in v0 with its own ApiVersions range: ask again at its highest.
+            offered = {entry["api_key"]: entry["max_version"] for entry in response.get("api_keys", [])}
+            version = min(offered.get(_API_VERSIONS, 0), _API_VERSIONS_FIRST - 1)
+            response = self._request_at(_API_VERSIONS, version, {})
+        if response["error_code"]:
+            self.close()
+            raise BrokerResponseError(f"{self.host}:{self.port} refused ApiVersions (error {response['error_code']})",
+                                      response["error_code"], "ApiVersions")
+        self.broker_versions = {entry["api_key"]: (entry["min_version"], entry["max_version"])
+                                for entry in response["api_keys"]}
+        self.versions = {}
+        for key, (low, high) in self.broker_versions.items():
+            spec = APIS.get(key)
+            if spec is not None and max(low, spec.versions[0]) <= min(high, spec.versions[1]):
+                self.versions[key] = min(high, spec.versions[1])
+
+    def _request_at(self, api_key: int, version: int, body: dict) -> dict:
+        correlation_id = self._send(api_key, version, body)
+        return self._wait_for(correlation_id).body
+
+    # --- requests --------------------------------------------------------------------------------
+
+    def version_of(self, api: str | int) -> int:
+        """The negotiated version of ``api`` (a name such as ``"Metadata"``, or an API key)."""
+        key = self._api_key(api)
+        if key not in self.versions:
+            raise NoCommonVersionError(f"{self.host}:{self.port} speaks no version of {API_NAMES.get(key, key)} that "
+                                       f"this client speaks (broker: {self.broker_versions.get(key)}, "
+                                       f"client: {APIS[key].versions if key in APIS else None})")
+        return self.versions[key]
+
+    def send(self, api: str | int, body: dict, version: int | None = None) -> int:
+        """Send a request (at the negotiated version unless ``version`` is given) and return its
+        correlation id; its response comes from ``poll``. Waits for room when ``max_in_flight``
+        requests are unanswered (their responses are then kept for ``poll``)."""
+        key = self._api_key(api)
+        version = self.version_of(key) if version is None else version
+        return self._send(key, version, body)
+
+    def request(self, api: str | int, body: dict, version: int | None = None) -> dict:
+        """Send one request and return its response body (after the responses before it)."""
+        return self._wait_for(self.send(api, body, version)).body
+
+    def poll(self, timeout_ms: int = 0) -> list[Response]:
+        """The responses that arrived, waiting up to ``timeout_ms`` for the first one when none has."""
+        responses = self._completed
+        self._completed = []
+        if not responses and self._in_flight:
+            responses = self._receive(timeout_ms)
+        return responses
+
+    def _wait_for(self, correlation_id: int) -> Response:
+        while True:
+            for slot, response in enumerate(self._completed):
+                if response.correlation_id == correlation_id:
+                    return self._completed.pop(slot)
+            self._completed = [*self._completed, *self._receive(self.request_timeout_ms)]
+
+    def _api_key(self, api: str | int) -> int:
+        if isinstance(api, str):
+            if api not in API_KEYS:
+                raise ValueError(f"unknown API {api!r}")
+            return API_KEYS[api]
+        if type(api) is not int:
+            raise TypeError(f"an API is a name or a key, got {api!r}")
+        return api
+
+    def _send(self, api_key: int, version: int, body: dict) -> int:
+        if self._sock is None:
+            raise NetworkError(f"not connected to {self.host}:{self.port}")
+        while len(self._in_flight) >= self.max_in_flight:
+            self._completed = [*self._completed, *self._receive(self.request_timeout_ms)]
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        frame = encode_request(api_key, version, correlation_id, self.client_id, body)
+        self._write(frame)
+        self._in_flight.append(_InFlight(correlation_id, api_key, version, self._clock.monotonic_ms()))
+        return correlation_id
+
+    # --- bytes -----------------------------------------------------------------------------------
+
+    def _write(self, frame: bytes) -> None:
+        view = memoryview(frame)
+        deadline_ms = self._clock.monotonic_ms() + self.request_timeout_ms
+        while view:
+            try:
+                sent = self._sock.send(view)
+            except BlockingIOError:
+                sent = 0
+            except OSError as exc:
+                raise self._broken(f"sending failed: {exc}") from exc
+            view = view[sent:]
+            if view:
+                remaining_ms = deadline_ms - self._clock.monotonic_ms()
+                if remaining_ms <= 0:
+                    self.close()
+                    raise RequestTimedOutError(f"{self.host}:{self.port} took no bytes for {self.request_timeout_ms} ms")
+                self._selector.modify(self._sock, selectors.EVENT_WRITE)
+                try:
+                    self._selector.select(remaining_ms / 1000)
+                finally:
+                    if self._selector is not None:
+                        self._selector.modify(self._sock, selectors.EVENT_READ)
+
+    def _receive(self, timeout_ms: int) -> list[Response]:
+        """Read until at least one response is complete (or ``timeout_ms`` passed with none); a
+        request older than ``request_timeout_ms`` closes the connection."""
+        if self._sock is None:
+            raise NetworkError(f"not connected to {self.host}:{self.port}")
+        deadline_ms = self._clock.monotonic_ms() + timeout_ms
+        while True:
+            responses = self._cut_frames()
+            if responses:
+                return responses
+            now_ms = self._clock.monotonic_ms()
+            if self._in_flight and now_ms - self._in_flight[0].sent_ms >= self.request_timeout_ms:
+                head = self._in_flight[0]
+                self.close()
+                raise RequestTimedOutError(f"{self.host}:{self.port} did not answer {API_NAMES.get(head.api_key)} "
+                                           f"v{head.version} within {self.request_timeout_ms} ms")
+            if now_ms >= deadline_ms or not self._in_flight:
+                return []
+            wait_ms = min(deadline_ms - now_ms, self._in_flight[0].sent_ms + self.request_timeout_ms - now_ms)
+            if not self._selector.select(max(wait_ms, 0) / 1000):
+                continue
+            try:
+                data = self._sock.recv(_RECV_BYTES)
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                raise self._broken(f"receiving failed: {exc}") from exc
+            if not data:
+                raise self._broken("the broker closed the connection")
+            self._received += data
+
+    def _cut_frames(self) -> list[Response]:
+        responses = []
+        received = self._received
+        at = 0
+        while len(received) - at >= 4:
+            (size,) = _SIZE.unpack_from(received, at)
+            if not 0 <= size <= MAX_RESPONSE_BYTES:
+                raise self._broken(f"a response frame of {size} bytes")
+            if len(received) - at - 4 < size:
+                break
+            frame = bytes(received[at + 4 : at + 4 + size])
+            at += 4 + size
+            if not self._in_flight:
+                raise self._broken("a response to no request")
+            head = self._in_flight.popleft()
+            try:
+                correlation_id, body = decode_response(head.api_key, head.version, frame)
+            except ProtocolError as exc:
+                if head.api_key == _API_VERSIONS and head.version:
+                    # A broker that does not speak this ApiVersions version answers in v0.
+                    correlation_id, body = self._decode_v0_api_versions(frame, exc)
+                else:
+                    raise self._broken(f"a {API_NAMES.get(head.api_key)} v{head.version} response "
+                                       f"that does not parse: {exc}") from exc
+            if correlation_id != head.correlation_id:
+                raise self._broken(f"response correlation id {correlation_id}, expected {head.correlation_id}")
+            responses.append(Response(correlation_id, head.api_key, head.version, body))
+        del received[:at]
+        return responses
+
+    def _decode_v0_api_versions(self, frame: bytes, error: ProtocolError) -> tuple[int, dict]:
+        try:
+            return decode_response(_API_VERSIONS, 0, frame)
+        except ProtocolError:
+            raise self._broken(f"an ApiVersions response that does not parse: {error}") from error
+
+    def _broken(self, why: str) -> NetworkError:
+        self.close()
+        return NetworkError(f"connection to {self.host}:{self.port} broken: {why}")

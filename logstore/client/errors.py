@@ -1,0 +1,36 @@
+"""The errors of the Kafka client, in the project's three kinds (``logstore.errors``).
+
+- ``NetworkError`` (a ``StorageError``: the environment failed): a broker that cannot be reached,
+  a connection closed under a request, bytes from the broker that do not parse;
+  ``RequestTimedOutError`` when no response came within ``request.timeout.ms``.
+- ``BrokerResponseError`` (a ``RequestError``: the request was refused): a response carrying a
+  Kafka error code, which it names; ``NoCommonVersionError`` when the broker speaks no version of
+  an API that this client does.
+"""
+
+from __future__ import annotations
+
+from ..errors import RequestError, StorageError
+
+
+class NetworkError(StorageError):
+    """A broker connection failed: not reachable, closed, or sent bytes that do not parse. The
+    connection is closed; a request in flight on it may or may not have been carried out."""
+
+
+class RequestTimedOutError(NetworkError, TimeoutError):
+    """No response within ``request.timeout.ms``. The connection is closed (as Kafka's clients do):
+    a late response must never be matched to a later request."""
+
+
+class BrokerResponseError(RequestError):
+    """The broker answered with a Kafka error code (``error_code``, ``error_name``)."""
+
+    def __init__(self, message: str, error_code: int, error_name: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.error_name = error_name
+
+
+class NoCommonVersionError(RequestError):
+    """The broker speaks no version of an API that this client speaks (or does not offer it)."""
