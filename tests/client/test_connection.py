@@ -20,6 +20,7 @@ from logstore import LogManager
 from logstore.client.connection import BrokerConnection
 from logstore.client.errors import NetworkError, NoCommonVersionError, RequestTimedOutError
 from logstore.server import KafkaServer
+from logstore.server.bench import BrokerProcess
 from logstore.server.codec import API_KEYS, SUPPORTED_VERSIONS, decode_request_header, encode_response
 from logstore.server.messages import APIS
 
@@ -98,6 +99,24 @@ def test_sends_polls_and_requests_against_a_model(server, steps, max_in_flight):
             del outstanding[: len(got)]
             returned += got
         assert not outstanding and len(set(returned)) == len(returned)
+
+
+def test_tansu_negotiates_and_answers_metadata(tmp_path):
+    # Tansu: another implementation of the protocol (Rust), with its own version ranges. The clients
+    # extra installs it; a missing binary fails here (no skip).
+    broker = BrokerProcess("tansu", str(tmp_path))
+    try:
+        host, port = broker.address.rsplit(":", 1)
+        with BrokerConnection(host, int(port)) as connection:
+            for name in ("ApiVersions", "Metadata", "Produce", "Fetch"):
+                key = API_KEYS[name]
+                low, high = connection.broker_versions[key]
+                ours = APIS[key].versions
+                assert connection.versions[key] == min(high, ours[1]) >= max(low, ours[0]), name
+            body = connection.request("Metadata", {"topics": None})
+            assert [(b["host"], b["port"]) for b in body["brokers"]] == [(host, int(port))]
+    finally:
+        broker.stop()
 
 
 def test_an_api_the_broker_does_not_offer_is_refused_before_sending(server):
