@@ -7,6 +7,8 @@ It owns, on the server's codec (``logstore.server.codec``) and the standard libr
   versions negotiated through ApiVersions against whatever the broker offers (``connection``);
 - Kafka's default partitioner, so a key lands in the partition Kafka's own producer picks
   (``partitioner``: murmur2);
+- the cluster as the client sees it: bootstrap from several addresses, metadata, one connection
+  per broker and reconnect backoff (``cluster``);
 - the client's errors (``errors``).
 
 The producer (record accumulator, sender thread, idempotence), the group consumer and the CLI's
