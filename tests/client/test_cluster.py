@@ -10,19 +10,9 @@ import socket
 
 import pytest
 
-from logstore import LogManager
 from logstore.client.cluster import NetworkClient, parse_bootstrap_servers
 from logstore.client.errors import NetworkError
 from logstore.clock import ManualClock
-from logstore.server import KafkaServer
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with LogManager([str(tmp_path_factory.mktemp("data"))]) as store, \
-            KafkaServer(store, listen="127.0.0.1:0", config={"num.partitions": 1}) as running:
-        store.create_topic("orders", 4)
-        yield running
 
 
 @pytest.fixture

@@ -16,21 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logstore import LogManager
 from logstore.client.connection import BrokerConnection
 from logstore.client.errors import NetworkError, NoCommonVersionError, RequestTimedOutError
-from logstore.server import KafkaServer
 from logstore.server.bench import BrokerProcess
 from logstore.server.codec import API_KEYS, SUPPORTED_VERSIONS, decode_request_header, encode_response
 from logstore.server.messages import APIS
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with LogManager([str(tmp_path_factory.mktemp("data"))]) as store, \
-            KafkaServer(store, listen="127.0.0.1:0", config={"num.partitions": 1}) as running:
-        store.create_topic("t", 3)
-        yield running
 
 
 def address(server) -> tuple[str, int]:
