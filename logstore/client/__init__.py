@@ -9,9 +9,11 @@ It owns, on the server's codec (``logstore.server.codec``) and the standard libr
   (``partitioner``: murmur2);
 - the cluster as the client sees it: bootstrap from several addresses, metadata, one connection
   per broker and reconnect backoff (``cluster``);
+- the producer's record accumulator: per-partition batches, ``linger.ms``, ``batch.size``, bounded
+  ``buffer.memory`` (``accumulator``);
 - the client's errors (``errors``).
 
-The producer (record accumulator, sender thread, idempotence), the group consumer and the CLI's
+The producer's sender thread and idempotence, the group consumer and the CLI's
 ``--bootstrap-server`` and ``mirror`` are issue 16's later steps and will live here too.
 
 Layer: above ``server`` (whose codec it uses), below ``spark`` and ``cli``; it never imports the

@@ -5,7 +5,8 @@
   ``RequestTimedOutError`` when no response came within ``request.timeout.ms``.
 - ``BrokerResponseError`` (a ``RequestError``: the request was refused): a response carrying a
   Kafka error code, which it names; ``NoCommonVersionError`` when the broker speaks no version of
-  an API that this client does.
+  an API that this client does; ``BufferExhaustedError`` when a producer's buffer stayed full for
+  ``max.block.ms``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ class BrokerResponseError(RequestError):
         super().__init__(message)
         self.error_code = error_code
         self.error_name = error_name
+
+
+class BufferExhaustedError(RequestError, TimeoutError):
+    """A producer's ``send`` found no room in ``buffer.memory`` within ``max.block.ms``: nothing was
+    queued (the sender is not keeping up, or the broker is unreachable)."""
 
 
 class NoCommonVersionError(RequestError):

@@ -1,0 +1,232 @@
+"""``RecordAccumulator``: the producer's per-partition batches, waiting for the sender (Kafka's name).
+
+What it owns:
+- ``append(topic, partition, record)``: the record joins the last open batch of its partition, or a
+  new one when that would pass ``batch_size`` bytes (a record larger than ``batch_size`` gets a batch
+  of its own). It returns a ``concurrent.futures.Future`` that the batch completes with the record's
+  ``RecordMetadata`` (partition, offset, timestamp) or fails with the batch's error;
+- memory: the batches hold at most ``buffer_memory`` bytes (estimated as the wire batch would take
+  them); an append that does not fit blocks until the sender frees some, for at most
+  ``max_block_ms``, then raises ``BufferExhaustedError``. A record larger than ``buffer_memory``
+  is refused at once;
+- ``ready(now_ms)``: the partitions whose first batch should go now (full, ``linger_ms`` passed since
+  it was opened, a flush asked for, an append waiting for memory, or closing), and how long until
+  the next one will;
+- ``drain(partitions)``: the first batch of each of those partitions, taken off for a request; the
+  sender gives each back (``reenqueue``, in front: a retry keeps the partition's order) or completes
+  it and frees its memory (``deallocate``);
+- ``begin_flush``/``end_flush``: while a flush is under way every batch is ready at once.
+
+Thread-safe: the application's threads append while the sender thread drains. Time comes from the
+clock (``logstore.clock``); blocking waits for memory wait in real time up to ``max_block_ms``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from concurrent.futures import Future
+from typing import NamedTuple
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..records.decoder import Record
+from .errors import BufferExhaustedError
+
+BATCH_OVERHEAD_BYTES = 61  # a RecordBatch v2 header (Kafka's DefaultRecordBatch.RECORD_BATCH_OVERHEAD)
+RECORD_OVERHEAD_BYTES = 21  # at most: length, attributes, timestamp and offset deltas, key/value lengths, headers count
+
+
+class RecordMetadata(NamedTuple):
+    """Where a produced record landed: what its future's ``result()`` gives."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+
+
+def record_size_bytes(record: Record) -> int:
+    """The bytes ``record`` adds to a wire batch, at most (varints counted at their widest)."""
+    size = RECORD_OVERHEAD_BYTES + len(record.key or b"") + len(record.value or b"")
+    for name, value in record.headers:
+        size += 10 + len(name.encode()) + len(value or b"")
+    return size
+
+
+class ProducerBatch:
+    """Records of one partition going in one request, and their futures."""
+
+    __slots__ = ("topic", "partition", "created_ms", "records", "futures", "size_bytes", "attempts", "drained_ms")
+
+    def __init__(self, topic: str, partition: int, created_ms: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.created_ms = created_ms
+        self.records: list[Record] = []
+        self.futures: list[Future] = []
+        self.size_bytes = BATCH_OVERHEAD_BYTES
+        self.attempts = 0  # requests that carried it so far
+        self.drained_ms: int | None = None
+
+    def __repr__(self) -> str:
+        return f"ProducerBatch({self.topic}-{self.partition}, {len(self.records)} records, {self.size_bytes} bytes)"
+
+    def try_append(self, record: Record, size_bytes: int, batch_size: int) -> Future | None:
+        """The record's future, or None when the batch is not empty and the record would take it past
+        ``batch_size``."""
+        if self.records and self.size_bytes + size_bytes > batch_size:
+            return None
+        future: Future = Future()
+        self.records.append(record)
+        self.futures.append(future)
+        self.size_bytes += size_bytes
+        return future
+
+    def complete(self, base_offset: int, log_append_time_ms: int = -1) -> None:
+        """The broker stored the batch at ``base_offset``: each record's future gets its offset (and
+        the broker's time for a LogAppendTime topic)."""
+        for index, (record, future) in enumerate(zip(self.records, self.futures)):
+            timestamp = log_append_time_ms if log_append_time_ms != -1 else record.timestamp_ms
+            future.set_result(RecordMetadata(self.topic, self.partition, base_offset + index,
+                                             -1 if timestamp is None else timestamp))
+
+    def fail(self, error: BaseException) -> None:
+        """The batch will not be stored: every record's future raises ``error``."""
+        for future in self.futures:
+            future.set_exception(error)
+
+
+class RecordAccumulator:
+    """Per-partition queues of ``ProducerBatch`` (see the module docstring)."""
+
+    def __init__(self, *, batch_size: int = 16384, linger_ms: int = 5, buffer_memory: int = 32 * 1024 * 1024,
+                 max_block_ms: int = 60_000, clock: Clock = SYSTEM_CLOCK) -> None:
+        for name, value, low in (("batch_size", batch_size, 1), ("linger_ms", linger_ms, 0),
+                                 ("buffer_memory", buffer_memory, 1), ("max_block_ms", max_block_ms, 0)):
+            if type(value) is not int or value < low:
+                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+        self.batch_size = batch_size
+        self.linger_ms = linger_ms
+        self.buffer_memory = buffer_memory
+        self.max_block_ms = max_block_ms
+        self._clock = clock
+        self._condition = threading.Condition()
+        self._queues: dict[tuple[str, int], deque[ProducerBatch]] = {}
+        self._used_bytes = 0
+        self._flushes = 0
+        self._closing = False
+        self._waiting = 0  # appends blocked on memory: every batch is ready then (free some)
+
+    @property
+    def used_bytes(self) -> int:
+        """Memory held by batches not yet deallocated (queued or in flight)."""
+        return self._used_bytes
+
+    def append(self, topic: str, partition: int, record: Record) -> Future:
+        """Add ``record`` to ``topic``/``partition``'s batches; its future completes when the batch does."""
+        if type(record) is not Record:
+            raise TypeError(f"append takes a Record, got {type(record).__name__}")
+        size = record_size_bytes(record)
+        if size + BATCH_OVERHEAD_BYTES > self.buffer_memory:
+            raise ValueError(f"a record of {size} bytes is larger than buffer_memory ({self.buffer_memory} bytes)")
+        deadline_ms = self._clock.monotonic_ms() + self.max_block_ms
+        with self._condition:
+            queue = self._queues.setdefault((topic, partition), deque())
+            while True:  # the queue may change while this waits for memory: look again each time
+                last = queue[-1] if queue and queue[-1].drained_ms is None else None
+                if last is not None and last.size_bytes + size > self.batch_size:
+                    last = None  # full for this record: a new batch behind it
+                needed = size if last is not None else BATCH_OVERHEAD_BYTES + size
+                if self._used_bytes + needed <= self.buffer_memory:
+                    break
+                self._wait_for_memory(needed, deadline_ms)
+            if last is None:
+                last = ProducerBatch(topic, partition, self._clock.monotonic_ms())
+                queue.append(last)
+            future = last.try_append(record, size, self.batch_size)
+            self._used_bytes += needed
+            return future
+
+    def _wait_for_memory(self, needed: int, deadline_ms: int) -> None:
+        """Wait once (holding the condition) for memory to be freed; raise past ``max_block_ms``."""
+        remaining_ms = deadline_ms - self._clock.monotonic_ms()
+        if remaining_ms <= 0 or self._closing:
+            raise BufferExhaustedError(f"no room for {needed} bytes in buffer_memory ({self._used_bytes} of "
+                                       f"{self.buffer_memory} bytes held) within max_block_ms ({self.max_block_ms} ms)")
+        self._waiting += 1
+        try:
+            self._condition.wait(remaining_ms / 1000)
+        finally:
+            self._waiting -= 1
+
+    def ready(self, now_ms: int) -> tuple[set[tuple[str, int]], int | None]:
+        """The partitions whose first batch should be sent now, and the ms until the next one will be
+        (None: no batch is waiting)."""
+        ready, next_ms = set(), None
+        with self._condition:
+            urgent = self._flushes > 0 or self._closing or self._waiting > 0
+            for key, queue in self._queues.items():
+                if not queue or queue[0].drained_ms is not None:
+                    continue
+                first = queue[0]
+                waited = now_ms - first.created_ms
+                if urgent or len(queue) > 1 or first.size_bytes >= self.batch_size or waited >= self.linger_ms:
+                    ready.add(key)
+                else:
+                    wait = self.linger_ms - waited
+                    next_ms = wait if next_ms is None else min(next_ms, wait)
+        return ready, next_ms
+
+    def drain(self, partitions, now_ms: int) -> list[ProducerBatch]:
+        """Take the first batch of each of ``partitions`` for a request (one in flight per partition:
+        a partition whose first batch is out already gives none)."""
+        batches = []
+        with self._condition:
+            for key in partitions:
+                queue = self._queues.get(key)
+                if queue and queue[0].drained_ms is None:
+                    batch = queue[0]
+                    batch.drained_ms = now_ms
+                    batch.attempts += 1
+                    batches.append(batch)
+        return batches
+
+    def reenqueue(self, batch: ProducerBatch) -> None:
+        """Give back a drained batch for a retry: it stays first in its partition."""
+        with self._condition:
+            queue = self._queues[(batch.topic, batch.partition)]
+            if not queue or queue[0] is not batch:
+                raise ValueError(f"{batch!r} is not the batch in flight for its partition")
+            batch.drained_ms = None
+
+    def deallocate(self, batch: ProducerBatch) -> None:
+        """The batch is done (completed or failed): off its queue, its memory free for appends."""
+        with self._condition:
+            queue = self._queues[(batch.topic, batch.partition)]
+            if not queue or queue[0] is not batch:
+                raise ValueError(f"{batch!r} is not the first batch of its partition")
+            queue.popleft()
+            self._used_bytes -= batch.size_bytes
+            self._condition.notify_all()
+
+    def begin_flush(self) -> None:
+        """Every batch is ready until ``end_flush`` (flushes may nest)."""
+        with self._condition:
+            self._flushes += 1
+
+    def end_flush(self) -> None:
+        with self._condition:
+            if self._flushes == 0:
+                raise ValueError("end_flush without begin_flush")
+            self._flushes -= 1
+
+    def close(self) -> None:
+        """Closing: every batch is ready, and appends waiting for memory give up."""
+        with self._condition:
+            self._closing = True
+            self._condition.notify_all()
+
+    def pending(self) -> int:
+        """Batches not yet deallocated (queued or in flight)."""
+        with self._condition:
+            return sum(len(queue) for queue in self._queues.values())
