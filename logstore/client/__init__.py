@@ -11,6 +11,7 @@ It owns, on the server's codec (``logstore.server.codec``) and the standard libr
   per broker and reconnect backoff (``cluster``);
 - the producer's record accumulator: per-partition batches, ``linger.ms``, ``batch.size``, bounded
   ``buffer.memory`` (``accumulator``);
+- Produce requests from those batches, and their responses applied back (``produce``);
 - the client's errors (``errors``).
 
 The producer's sender thread and idempotence, the group consumer and the CLI's

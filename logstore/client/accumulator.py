@@ -84,10 +84,11 @@ class ProducerBatch:
 
     def complete(self, base_offset: int, log_append_time_ms: int = -1) -> None:
         """The broker stored the batch at ``base_offset``: each record's future gets its offset (and
-        the broker's time for a LogAppendTime topic)."""
+        the broker's time for a LogAppendTime topic). ``base_offset`` -1 (``acks=0``: no answer, so
+        no offsets) gives every record offset -1, as Kafka's producer reports them."""
         for index, (record, future) in enumerate(zip(self.records, self.futures)):
             timestamp = log_append_time_ms if log_append_time_ms != -1 else record.timestamp_ms
-            future.set_result(RecordMetadata(self.topic, self.partition, base_offset + index,
+            future.set_result(RecordMetadata(self.topic, self.partition, -1 if base_offset < 0 else base_offset + index,
                                              -1 if timestamp is None else timestamp))
 
     def fail(self, error: BaseException) -> None:

@@ -165,13 +165,14 @@ class BrokerConnection:
                                        f"client: {APIS[key].versions if key in APIS else None})")
         return self.versions[key]
 
-    def send(self, api: str | int, body: dict, version: int | None = None) -> int:
+    def send(self, api: str | int, body: dict, version: int | None = None, *, expect_response: bool = True) -> int:
         """Send a request (at the negotiated version unless ``version`` is given) and return its
         correlation id; its response comes from ``poll``. Waits for room when ``max_in_flight``
-        requests are unanswered (their responses are then kept for ``poll``)."""
+        requests are unanswered (their responses are then kept for ``poll``). ``expect_response``
+        False: a request the broker does not answer (Produce with ``acks=0``), not kept in flight."""
         key = self._api_key(api)
         version = self.version_of(key) if version is None else version
-        return self._send(key, version, body)
+        return self._send(key, version, body, expect_response)
 
     def request(self, api: str | int, body: dict, version: int | None = None) -> dict:
         """Send one request and return its response body (after the responses before it)."""
@@ -201,7 +202,7 @@ class BrokerConnection:
             raise TypeError(f"an API is a name or a key, got {api!r}")
         return api
 
-    def _send(self, api_key: int, version: int, body: dict) -> int:
+    def _send(self, api_key: int, version: int, body: dict, expect_response: bool = True) -> int:
         if self._sock is None:
             raise NetworkError(f"not connected to {self.host}:{self.port}")
         while len(self._in_flight) >= self.max_in_flight:
@@ -210,7 +211,8 @@ class BrokerConnection:
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
         frame = encode_request(api_key, version, correlation_id, self.client_id, body)
         self._write(frame)
-        self._in_flight.append(_InFlight(correlation_id, api_key, version, self._clock.monotonic_ms()))
+        if expect_response:
+            self._in_flight.append(_InFlight(correlation_id, api_key, version, self._clock.monotonic_ms()))
         return correlation_id
 
     # --- bytes -----------------------------------------------------------------------------------
