@@ -56,7 +56,8 @@ def record_size_bytes(record: Record) -> int:
 class ProducerBatch:
     """Records of one partition going in one request, and their futures."""
 
-    __slots__ = ("topic", "partition", "created_ms", "records", "futures", "size_bytes", "attempts", "drained_ms")
+    __slots__ = ("topic", "partition", "created_ms", "records", "futures", "size_bytes", "attempts", "drained_ms",
+                 "retry_at_ms")
 
     def __init__(self, topic: str, partition: int, created_ms: int) -> None:
         self.topic = topic
@@ -67,6 +68,7 @@ class ProducerBatch:
         self.size_bytes = BATCH_OVERHEAD_BYTES
         self.attempts = 0  # requests that carried it so far
         self.drained_ms: int | None = None
+        self.retry_at_ms = 0  # a retried batch waits for its backoff
 
     def __repr__(self) -> str:
         return f"ProducerBatch({self.topic}-{self.partition}, {len(self.records)} records, {self.size_bytes} bytes)"
@@ -92,9 +94,10 @@ class ProducerBatch:
                                              -1 if timestamp is None else timestamp))
 
     def fail(self, error: BaseException) -> None:
-        """The batch will not be stored: every record's future raises ``error``."""
+        """The batch will not be stored: every record's future not yet resolved raises ``error``."""
         for future in self.futures:
-            future.set_exception(error)
+            if not future.done():
+                future.set_exception(error)
 
 
 class RecordAccumulator:
@@ -171,11 +174,14 @@ class RecordAccumulator:
                     continue
                 first = queue[0]
                 waited = now_ms - first.created_ms
-                if urgent or len(queue) > 1 or first.size_bytes >= self.batch_size or waited >= self.linger_ms:
+                if now_ms < first.retry_at_ms:  # backing off before a retry, whatever else holds
+                    wait = first.retry_at_ms - now_ms
+                elif urgent or len(queue) > 1 or first.size_bytes >= self.batch_size or waited >= self.linger_ms:
                     ready.add(key)
+                    continue
                 else:
                     wait = self.linger_ms - waited
-                    next_ms = wait if next_ms is None else min(next_ms, wait)
+                next_ms = wait if next_ms is None else min(next_ms, wait)
         return ready, next_ms
 
     def drain(self, partitions, now_ms: int) -> list[ProducerBatch]:
@@ -192,13 +198,15 @@ class RecordAccumulator:
                     batches.append(batch)
         return batches
 
-    def reenqueue(self, batch: ProducerBatch) -> None:
-        """Give back a drained batch for a retry: it stays first in its partition."""
+    def reenqueue(self, batch: ProducerBatch, retry_at_ms: int = 0) -> None:
+        """Give back a drained batch for a retry: it stays first in its partition, and is not ready
+        before ``retry_at_ms`` (the retry backoff)."""
         with self._condition:
             queue = self._queues[(batch.topic, batch.partition)]
             if not queue or queue[0] is not batch:
                 raise ValueError(f"{batch!r} is not the batch in flight for its partition")
             batch.drained_ms = None
+            batch.retry_at_ms = retry_at_ms
 
     def deallocate(self, batch: ProducerBatch) -> None:
         """The batch is done (completed or failed): off its queue, its memory free for appends."""
@@ -225,6 +233,26 @@ class RecordAccumulator:
         """Closing: every batch is ready, and appends waiting for memory give up."""
         with self._condition:
             self._closing = True
+            self._condition.notify_all()
+
+    def futures(self) -> list[Future]:
+        """The futures of every record not yet completed or failed (queued or in flight)."""
+        with self._condition:
+            return [future for queue in self._queues.values() for batch in queue for future in batch.futures]
+
+    def topics(self) -> set[str]:
+        """Topics with batches queued or in flight."""
+        with self._condition:
+            return {topic for (topic, _), queue in self._queues.items() if queue}
+
+    def fail_all(self, error: BaseException) -> None:
+        """Fail every batch (the sender cannot go on): their futures raise ``error``; memory freed."""
+        with self._condition:
+            for queue in self._queues.values():
+                for batch in queue:
+                    batch.fail(error)
+                queue.clear()
+            self._used_bytes = 0
             self._condition.notify_all()
 
     def pending(self) -> int:
