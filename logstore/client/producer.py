@@ -81,7 +81,7 @@ class Producer:
                                               max_block_ms=settings["max.block.ms"], clock=clock)
         self._metadata_lock = threading.Lock()
         self._sticky: dict[str, int] = {}
-        self._in_flight: dict[tuple[int, int], list] = {}  # (leader, correlation id) -> batches
+        self._in_flight: dict[tuple[Any, int], list] = {}  # (connection, correlation id) -> batches
         self._wakeup = threading.Event()
         self._closed = False
         self._stopping = False
@@ -214,23 +214,27 @@ class Producer:
                     connection.send("Produce", body, expect_response=False)
                     self._apply(batches, None)
                 else:
-                    self._in_flight[(leader, connection.send("Produce", body))] = batches
+                    self._in_flight[(connection, connection.send("Produce", body))] = batches
             except NetworkError:
                 self._retry_all(batches)
 
     def _poll_responses(self) -> bool:
-        """Apply the responses that arrived; True when any did."""
+        """Apply the responses that arrived; True when any did. What a broken connection carried
+        goes again (its requests get no response: the connection is closed)."""
         any_response = False
-        for leader in sorted({leader for leader, _ in self._in_flight}):
+        for connection in list(dict.fromkeys(connection for connection, _ in self._in_flight)):
             try:
-                responses = self._network.connection(leader).poll(10)
-            except NetworkError:  # the connection broke: what it carried goes again
-                for key in [key for key in self._in_flight if key[0] == leader]:
+                if not connection.connected:
+                    raise NetworkError(f"{connection!r} closed")
+                responses = connection.poll(10)
+            except NetworkError:
+                for key in [key for key in self._in_flight if key[0] is connection]:
                     self._retry_all(self._in_flight.pop(key))
                 self._refresh_metadata()
+                any_response = True  # batches changed state: go round again at once
                 continue
             for response in responses:
-                batches = self._in_flight.pop((leader, response.correlation_id), None)
+                batches = self._in_flight.pop((connection, response.correlation_id), None)
                 if batches is not None:
                     self._apply(batches, response.body)
                     any_response = True
