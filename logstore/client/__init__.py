@@ -12,10 +12,10 @@ It owns, on the server's codec (``logstore.server.codec``) and the standard libr
 - the producer's record accumulator: per-partition batches, ``linger.ms``, ``batch.size``, bounded
   ``buffer.memory`` (``accumulator``);
 - Produce requests from those batches, and their responses applied back (``produce``);
-- ``Producer``: ``send``, the sender thread, retries, ``flush`` and ``close`` (``producer``);
+- ``Producer``: ``send``, the sender thread, retries, idempotence, ``flush`` and ``close`` (``producer``);
 - the client's errors (``errors``).
 
-The producer's idempotence and compression, the group consumer and the CLI's
+The producer's compression, the group consumer and the CLI's
 ``--bootstrap-server`` and ``mirror`` are issue 16's later steps and will live here too.
 
 Layer: above ``server`` (whose codec it uses), below ``spark`` and ``cli``; it never imports the

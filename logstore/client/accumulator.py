@@ -57,7 +57,7 @@ class ProducerBatch:
     """Records of one partition going in one request, and their futures."""
 
     __slots__ = ("topic", "partition", "created_ms", "records", "futures", "size_bytes", "attempts", "drained_ms",
-                 "retry_at_ms")
+                 "retry_at_ms", "base_sequence")
 
     def __init__(self, topic: str, partition: int, created_ms: int) -> None:
         self.topic = topic
@@ -69,6 +69,7 @@ class ProducerBatch:
         self.attempts = 0  # requests that carried it so far
         self.drained_ms: int | None = None
         self.retry_at_ms = 0  # a retried batch waits for its backoff
+        self.base_sequence = -1  # an idempotent producer's sequence, given at its first send, kept by retries
 
     def __repr__(self) -> str:
         return f"ProducerBatch({self.topic}-{self.partition}, {len(self.records)} records, {self.size_bytes} bytes)"

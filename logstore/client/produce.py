@@ -41,13 +41,18 @@ class Outcome(NamedTuple):
     error: BrokerResponseError | None
 
 
-def produce_request(batches: Iterable[ProducerBatch], acks: int, timeout_ms: int) -> dict:
-    """The Produce request body carrying ``batches`` (at most one per partition)."""
+def produce_request(batches: Iterable[ProducerBatch], acks: int, timeout_ms: int, producer_id: int = -1,
+                    producer_epoch: int = -1) -> dict:
+    """The Produce request body carrying ``batches`` (at most one per partition). With a
+    ``producer_id`` (an idempotent producer) each batch carries it, the epoch and its
+    ``base_sequence``, so the broker stores a retried batch once."""
     if acks not in (0, 1, -1):
         raise ValueError(f"acks must be 0, 1 or -1 (all), got {acks!r}")
     by_topic: dict[str, list] = defaultdict(list)
     for batch in batches:
-        by_topic[batch.topic].append({"index": batch.partition, "records": encode_produce_batch(batch.records)})
+        records = encode_produce_batch(batch.records, producer_id=producer_id, producer_epoch=producer_epoch,
+                                       base_sequence=batch.base_sequence if producer_id >= 0 else -1)
+        by_topic[batch.topic].append({"index": batch.partition, "records": records})
     return {"transactional_id": None, "acks": acks, "timeout_ms": timeout_ms,
             "topic_data": [{"name": topic, "partition_data": partitions} for topic, partitions in by_topic.items()]}
 

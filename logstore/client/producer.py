@@ -15,7 +15,11 @@ What it owns:
   ``retry.backoff.ms`` (and refreshes the metadata), until ``retries`` are spent;
 - ``flush()`` (every record sent so far is acknowledged or failed when it returns) and ``close()``.
 
-Not yet (issue 16's next steps): the idempotent producer (InitProducerId, sequences), compression,
+Idempotence (``enable.idempotence``, on by default with ``acks=all`` as in Kafka 3+): an id and epoch
+from InitProducerId, and per partition a sequence given to each batch at its first send and kept by
+its retries, so the broker stores a batch once however often it is sent.
+
+Not yet (issue 16's next steps): compression,
 ``delivery.timeout.ms``, and polling several brokers' connections with one selector.
 """
 
@@ -32,14 +36,14 @@ from ..errors import StoreClosedError
 from ..records.decoder import Record
 from .accumulator import RecordAccumulator
 from .cluster import NetworkClient
-from .errors import NetworkError
+from .errors import BrokerResponseError, NetworkError
 from .partitioner import partition_for_key
 from .produce import apply_response, produce_request
 
 DEFAULTS: dict[str, Any] = {
     "bootstrap.servers": None, "client.id": "logstore", "acks": "all", "linger.ms": 5, "batch.size": 16384,
     "buffer.memory": 32 * 1024 * 1024, "max.block.ms": 60_000, "retries": 2**31 - 1, "retry.backoff.ms": 100,
-    "request.timeout.ms": 30_000, "max.in.flight.requests.per.connection": 5}
+    "request.timeout.ms": 30_000, "max.in.flight.requests.per.connection": 5, "enable.idempotence": None}
 _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
 logger = logging.getLogger("logstore.client")
 _IDLE_WAIT_MS = 100  # the sender's longest sleep with nothing to do (a send wakes it at once)
@@ -59,6 +63,14 @@ def producer_config(config: dict | None, keywords: dict) -> dict[str, Any]:
     for key in ("retries", "retry.backoff.ms"):
         if type(merged[key]) is not int or merged[key] < 0:
             raise ValueError(f"{key} must be an int >= 0, got {merged[key]!r}")
+    # Kafka 3+: idempotent unless asked otherwise, or unless acks is not "all" (then it is off, and
+    # asking for it with such acks is a mistake)
+    idempotence, acks = merged["enable.idempotence"], _ACKS[merged["acks"]]
+    if idempotence not in (None, True, False):
+        raise ValueError(f"enable.idempotence must be true or false, got {idempotence!r}")
+    if idempotence and acks != -1:
+        raise ValueError(f"enable.idempotence needs acks=all, got acks={merged['acks']!r}")
+    merged["enable.idempotence"] = acks == -1 if idempotence is None else idempotence
     return merged
 
 
@@ -88,6 +100,9 @@ class Producer:
         self._force = False  # close's timeout passed: fail what is left and stop
         self._failure: BaseException | None = None
         self._rng = random.Random()
+        self._idempotent = settings["enable.idempotence"]
+        self.producer_id, self.producer_epoch = -1, -1  # from InitProducerId, before the first send
+        self._sequences: dict[tuple[str, int], int] = {}  # the next sequence of each partition
         self._sender = threading.Thread(target=self._run, name="logstore-producer-sender", daemon=True)
         self._sender.start()
 
@@ -187,9 +202,28 @@ class Producer:
         finally:
             self._network.close()
 
+    def _init_producer_id(self) -> bool:
+        """An idempotent producer's id and epoch (InitProducerId, from any broker); False when no
+        broker answered yet (the batches wait)."""
+        for address in dict.fromkeys([*self._network.metadata.brokers.values(), *self._network.bootstrap]):
+            try:
+                body = self._network.connection_to(*address).request(
+                    "InitProducerId", {"transactional_id": None, "transaction_timeout_ms": 60_000})
+            except NetworkError as exc:
+                logger.warning("producer: InitProducerId at %s:%d failed: %s", *address, exc)
+                continue
+            if body["error_code"]:
+                raise BrokerResponseError(f"InitProducerId refused: error {body['error_code']}", body["error_code"],
+                                          "InitProducerId")
+            self.producer_id, self.producer_epoch = body["producer_id"], body["producer_epoch"]
+            return True
+        return False
+
     def _send_ready(self) -> None:
         now = self._clock.monotonic_ms()
         ready, _ = self._accumulator.ready(now)
+        if ready and self._idempotent and self.producer_id < 0 and not self._init_producer_id():
+            return
         by_leader: dict[int, list] = {}
         for key in ready:
             try:
@@ -208,7 +242,14 @@ class Producer:
             batches = self._accumulator.drain(keys, now)
             if not batches:
                 continue
-            body = produce_request(batches, self._acks, self.config["request.timeout.ms"])
+            if self._idempotent:
+                for batch in batches:  # a sequence at its first send, kept by its retries
+                    if batch.base_sequence < 0:
+                        key = (batch.topic, batch.partition)
+                        batch.base_sequence = self._sequences.get(key, 0)
+                        self._sequences[key] = (batch.base_sequence + len(batch.records)) % 2**31
+            body = produce_request(batches, self._acks, self.config["request.timeout.ms"], self.producer_id,
+                                   self.producer_epoch)
             try:
                 if self._acks == 0:
                     connection.send("Produce", body, expect_response=False)

@@ -10,7 +10,11 @@ from collections import Counter
 
 import pytest
 
+from logstore import Record
+from logstore.client.accumulator import RecordAccumulator
+from logstore.client.cluster import NetworkClient
 from logstore.client.partitioner import partition_for_key
+from logstore.client.produce import apply_response, produce_request
 from logstore.client.producer import Producer
 from logstore.errors import StoreClosedError
 
@@ -101,3 +105,36 @@ def test_close_with_a_timeout_fails_what_an_unreachable_broker_never_took(server
     assert time.monotonic() - began < 15
     with pytest.raises(StoreClosedError, match="closed before"):
         stuck.result(0)
+
+
+def test_idempotence_is_on_with_acks_all_and_off_otherwise(server):
+    with Producer(bootstrap_servers=server.bootstrap_servers, linger_ms=0) as producer:
+        producer.send("idempotent-default", b"v").result(10)
+        assert producer.config["enable.idempotence"] and producer.producer_id >= 0
+    with Producer(bootstrap_servers=server.bootstrap_servers, acks=1, linger_ms=0) as producer:
+        producer.send("idempotent-default", b"v").result(10)
+        assert not producer.config["enable.idempotence"] and producer.producer_id == -1
+    with pytest.raises(ValueError, match="needs acks=all"):
+        Producer(bootstrap_servers=server.bootstrap_servers, acks=1, enable_idempotence=True)
+
+
+def test_a_batch_sent_again_with_its_sequence_is_stored_once(server):
+    # What a retry after a lost response does: the same batch, the same producer id, epoch and
+    # sequence. The broker answers it with the first copy's offsets and stores nothing new.
+    server.store.create_topic("sent-twice", 1)
+    with NetworkClient(server.bootstrap_servers) as client:
+        client.refresh_metadata(["sent-twice"])
+        connection = client.connection(client.leader_for("sent-twice", 0))
+        ids = connection.request("InitProducerId", {"transactional_id": None, "transaction_timeout_ms": 60_000})
+        accumulator = RecordAccumulator(linger_ms=0)
+        futures = [accumulator.append("sent-twice", 0, Record(b"k", b"%d" % i, (), 1)) for i in range(5)]
+        (batch,) = accumulator.drain([("sent-twice", 0)], 0)
+        batch.base_sequence = 0
+        body = produce_request([batch], -1, 5000, ids["producer_id"], ids["producer_epoch"])
+        first = connection.request("Produce", body)
+        second = connection.request("Produce", body)  # the retry
+        offsets = [r["responses"][0]["partition_responses"][0]["base_offset"] for r in (first, second)]
+        assert offsets[0] == offsets[1] == 0
+        apply_response([batch], second, lambda batch: False)
+    assert [future.result(0).offset for future in futures] == [0, 1, 2, 3, 4]
+    assert [r.value for r in server.store.get_log("sent-twice", 0).iter_records()] == [b"%d" % i for i in range(5)]
