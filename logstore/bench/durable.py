@@ -41,6 +41,7 @@ from ..fs import FileSystem
 from ..manager.log_manager import LogManager
 from ..records.decoder import Record
 from .child import child_main, run_child
+from .recovery import verified_scan
 from .report import text_table
 
 TOPIC = "durable"
@@ -378,20 +379,8 @@ def time_scans(path: str, start_offset: int, repeats: int = 3) -> dict:
     opened = time_open([path], repeats)
     with LogManager([path]) as store:
         log = store.get_log(TOPIC, 0)
-
-        def scan(offset: int) -> tuple[float, int]:
-            began, scanned, segments = Stopwatch.now_s(), 0, log.segments
-            for i, seg in enumerate(segments):
-                if i + 1 < len(segments) and segments[i + 1].base_offset <= offset:
-                    continue  # wholly below ``offset``
-                found = seg.translate_offset(offset) if seg.base_offset < offset else None
-                start = 0 if seg.base_offset >= offset else (found[0] if found else seg.size_bytes)
-                for _position, batch in seg.iter_batches(start, seg.size_bytes):
-                    scanned += batch.header.size_bytes
-            return Stopwatch.now_s() - began, scanned
-
-        tail_s, tail_bytes = scan(start_offset)
-        full_s, full_bytes = scan(0)
+        tail_s, tail_bytes = verified_scan(log, start_offset)
+        full_s, full_bytes = verified_scan(log, 0)
     return {"clean_open_s": statistics.median(opened["open_s"]), "tail_scan_s": tail_s, "tail_bytes": tail_bytes,
             "full_scan_s": full_s, "full_bytes": full_bytes}
 

@@ -87,20 +87,24 @@ def _open_s(path: str) -> tuple[float, bool, int, list[str]]:
         store.close()
 
 
+def verified_scan(log, start_offset: int) -> tuple[float, int]:
+    """Seconds and bytes of a verified scan (each batch read, its CRCs checked) of ``log``'s batches
+    from the one holding ``start_offset`` to the end: what recovery cannot avoid doing."""
+    began, scanned, segments = Stopwatch.now_s(), 0, log.segments
+    for i, seg in enumerate(segments):
+        if i + 1 < len(segments) and segments[i + 1].base_offset <= start_offset:
+            continue  # wholly below ``start_offset``
+        found = seg.translate_offset(start_offset) if seg.base_offset < start_offset else None
+        start = 0 if seg.base_offset >= start_offset else (found[0] if found else seg.size_bytes)
+        for _position, batch in seg.iter_batches(start, seg.size_bytes):
+            scanned += batch.header.size_bytes
+    return Stopwatch.now_s() - began, scanned
+
+
 def scan_from(path: str, start_offset: int) -> tuple[float, int]:
-    """Seconds and bytes of a verified scan (each batch read, its CRCs checked) of the batches from
-    the one holding ``start_offset`` to the end: what recovery cannot avoid doing."""
+    """``verified_scan`` of the bench topic of the store at ``path``."""
     with LogManager([path]) as store:
-        log = store.get_log(TOPIC, 0)
-        began, scanned, segments = Stopwatch.now_s(), 0, log.segments
-        for i, seg in enumerate(segments):
-            if i + 1 < len(segments) and segments[i + 1].base_offset <= start_offset:
-                continue  # wholly below ``start_offset``
-            found = seg.translate_offset(start_offset) if seg.base_offset < start_offset else None
-            start = 0 if seg.base_offset >= start_offset else (found[0] if found else seg.size_bytes)
-            for _position, batch in seg.iter_batches(start, seg.size_bytes):
-                scanned += batch.header.size_bytes
-        return Stopwatch.now_s() - began, scanned
+        return verified_scan(store.get_log(TOPIC, 0), start_offset)
 
 
 def time_round(crashed_copy: str, clean_path: str, start_offset: int, unclean_first: bool) -> dict:

@@ -159,20 +159,22 @@ class NetworkClient:
         then the bootstrap addresses, each in turn until one answers. A broker that creates topics
         on demand does so for unknown ``topics`` only with ``allow_auto_topic_creation`` (Kafka's
         producers ask for it, its consumers do not)."""
-        candidates = [*self.metadata.brokers.values(), *self.bootstrap]
+        body = self.request_any("Metadata", {
+            "topics": None if topics is None else [{"name": name} for name in topics],
+            "allow_auto_topic_creation": allow_auto_topic_creation})
+        self.metadata = ClusterMetadata.from_response(body)
+        return self.metadata
+
+    def request_any(self, api: str, body: dict) -> dict:
+        """``body`` sent to the known brokers first, then the bootstrap addresses, each in turn until
+        one answers: its response body. ``NetworkError`` naming every address when none does."""
         errors = []
-        for address in dict.fromkeys(candidates):  # each once, in order
+        for address in dict.fromkeys([*self.metadata.brokers.values(), *self.bootstrap]):  # each once, in order
             try:
-                connection = self.connection_to(*address)
-                body = connection.request("Metadata", {
-                    "topics": None if topics is None else [{"name": name} for name in topics],
-                    "allow_auto_topic_creation": allow_auto_topic_creation})
-            except (NetworkError, BrokerResponseError) as exc:
+                return self.connection_to(*address).request(api, body)
+            except (NetworkError, BrokerResponseError) as exc:  # unreachable, or refused our ApiVersions
                 errors.append(f"{address[0]}:{address[1]}: {exc}")
-                continue
-            self.metadata = ClusterMetadata.from_response(body)
-            return self.metadata
-        raise NetworkError("no broker answered for the cluster metadata: " + "; ".join(errors))
+        raise NetworkError(f"no broker answered {api}: " + "; ".join(errors))
 
     def leader_for(self, topic: str, partition: int) -> int:
         """The leader's node id for ``topic``/``partition`` in the current metadata."""

@@ -191,7 +191,7 @@ class BrokerConnection:
             for slot, response in enumerate(self._completed):
                 if response.correlation_id == correlation_id:
                     return self._completed.pop(slot)
-            self._completed = [*self._completed, *self._receive(self.request_timeout_ms)]
+            self._completed.extend(self._receive(self.request_timeout_ms))
 
     def _api_key(self, api: str | int) -> int:
         if isinstance(api, str):
@@ -206,7 +206,7 @@ class BrokerConnection:
         if self._sock is None:
             raise NetworkError(f"not connected to {self.host}:{self.port}")
         while len(self._in_flight) >= self.max_in_flight:
-            self._completed = [*self._completed, *self._receive(self.request_timeout_ms)]
+            self._completed.extend(self._receive(self.request_timeout_ms))
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
         frame = encode_request(api_key, version, correlation_id, self.client_id, body)

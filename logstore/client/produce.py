@@ -23,13 +23,13 @@ from ..server.wire_encode import encode_produce_batch
 from .accumulator import ProducerBatch
 from .errors import BrokerResponseError
 
-NETWORK_EXCEPTION = 13  # Kafka's code for "the connection failed": a partition missing from a response
-_MORE_NAMES = {13: "NETWORK_EXCEPTION", 14: "COORDINATOR_LOAD_IN_PROGRESS", 19: "NOT_ENOUGH_REPLICAS",
-               20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND"}
 # Kafka's retriable produce errors: the batch may be sent again (to the same or a new leader).
+# NETWORK_EXCEPTION also stands for a partition missing from a response (or a connection lost).
 RETRIABLE = frozenset({
     kafka_errors.CORRUPT_MESSAGE, kafka_errors.UNKNOWN_TOPIC_OR_PARTITION, kafka_errors.LEADER_NOT_AVAILABLE,
-    kafka_errors.NOT_LEADER_OR_FOLLOWER, kafka_errors.REQUEST_TIMED_OUT, *_MORE_NAMES})
+    kafka_errors.NOT_LEADER_OR_FOLLOWER, kafka_errors.REQUEST_TIMED_OUT, kafka_errors.NETWORK_EXCEPTION,
+    kafka_errors.COORDINATOR_LOAD_IN_PROGRESS, kafka_errors.NOT_ENOUGH_REPLICAS,
+    kafka_errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND})
 
 
 class Outcome(NamedTuple):
@@ -74,14 +74,14 @@ def apply_response(batches: Iterable[ProducerBatch], body: dict | None, retries_
             outcomes.append(Outcome(batch, False, None))
             continue
         result = results.get((batch.topic, batch.partition))
-        code = NETWORK_EXCEPTION if result is None else result["error_code"]
+        code = kafka_errors.NETWORK_EXCEPTION if result is None else result["error_code"]
         if code == kafka_errors.NONE:
             batch.complete(result["base_offset"], result.get("log_append_time_ms", -1))
             outcomes.append(Outcome(batch, False, None))
         elif code in RETRIABLE and retries_left(batch):
             outcomes.append(Outcome(batch, True, None))
         else:
-            name = kafka_errors.NAMES.get(code) or _MORE_NAMES.get(code) or f"error {code}"
+            name = kafka_errors.NAMES.get(code, f"error {code}")
             message = (result or {}).get("error_message") or ""
             error = BrokerResponseError(f"producing to {batch.topic}-{batch.partition} failed: {name}"
                                         f"{': ' + message if message else ''}", code, name)

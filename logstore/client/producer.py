@@ -205,19 +205,17 @@ class Producer:
     def _init_producer_id(self) -> bool:
         """An idempotent producer's id and epoch (InitProducerId, from any broker); False when no
         broker answered yet (the batches wait)."""
-        for address in dict.fromkeys([*self._network.metadata.brokers.values(), *self._network.bootstrap]):
-            try:
-                body = self._network.connection_to(*address).request(
-                    "InitProducerId", {"transactional_id": None, "transaction_timeout_ms": 60_000})
-            except NetworkError as exc:
-                logger.warning("producer: InitProducerId at %s:%d failed: %s", *address, exc)
-                continue
-            if body["error_code"]:
-                raise BrokerResponseError(f"InitProducerId refused: error {body['error_code']}", body["error_code"],
-                                          "InitProducerId")
-            self.producer_id, self.producer_epoch = body["producer_id"], body["producer_epoch"]
-            return True
-        return False
+        try:
+            body = self._network.request_any("InitProducerId", {"transactional_id": None,
+                                                                "transaction_timeout_ms": 60_000})
+        except NetworkError as exc:
+            logger.warning("producer: no InitProducerId yet: %s", exc)
+            return False
+        if body["error_code"]:
+            raise BrokerResponseError(f"InitProducerId refused: error {body['error_code']}", body["error_code"],
+                                      "InitProducerId")
+        self.producer_id, self.producer_epoch = body["producer_id"], body["producer_epoch"]
+        return True
 
     def _send_ready(self) -> None:
         now = self._clock.monotonic_ms()

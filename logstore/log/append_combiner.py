@@ -29,7 +29,6 @@ Rules that keep it safe:
 
 from __future__ import annotations
 
-import time
 from _thread import allocate_lock as _allocate_lock
 from collections import deque
 from typing import TYPE_CHECKING
@@ -43,7 +42,6 @@ if TYPE_CHECKING:  # annotations only: Log imports this module
 COMBINED_FLUSH_MESSAGES = 2**31
 STRAND_CHECK_S = 0.005  # how often a queued append looks for a free lock nobody combines under
 MAX_PASSES = 8  # passes over the queue a holder makes after its own append
-_MID_WRITE_POLL_S = 0.0005
 
 
 class _Request:
@@ -74,7 +72,8 @@ class AppendCombiner:
         lock is held, and return its ``AppendInfo`` once written; a ``durable`` one returns once
         fsynced, or raises what ``Log.durable_outcome`` raises after ``timeout_ms``."""
         request = _Request(fields, durable)
-        deadline = time.monotonic() + timeout_ms / 1000.0 if durable else None
+        clock = self._log._clock
+        deadline_ms = clock.monotonic_ms() + timeout_ms if durable else None
         self.pending.append(request)
         lock = self._log._lock
         if lock.acquire(False):  # released meanwhile: serve the queue, this request included
@@ -85,11 +84,14 @@ class AppendCombiner:
                 return self._outcome(request, timeout_ms)
             if not request.taken and lock.acquire(False):  # a holder that does not combine has gone
                 self._serve()
-        if deadline is None:
+        if deadline_ms is None:
             done.acquire()  # written, or being written: released right after
-        elif not done.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
-            while request.info is None and request.error is None:  # timed out while being written
-                time.sleep(_MID_WRITE_POLL_S)
+        elif not done.acquire(timeout=max(deadline_ms - clock.monotonic_ms(), 0) / 1000):
+            if request.info is None and request.error is None:
+                # Timed out while the holder writes it: the holder sets the outcome before it lets
+                # the lock go, so the outcome is there once this thread has had the lock.
+                lock.acquire()
+                self._serve()
         return self._outcome(request, timeout_ms)
 
     def _serve(self) -> None:

@@ -36,7 +36,7 @@ from ..log.damage import LogDamage, RepairPlan
 from ..log.log import Log
 from ..log.retention import RetentionResult
 from ..log.waits import DEFAULT_DURABLE_TIMEOUT_MS, LogWaits, check_wait, durable_acks, read_or_wait
-from ..records.batching import AppendInfo
+from ..records.batching import AppendInfo, check_record_sequence
 from ..records.decoder import Record
 from ..timer.scheduler import Scheduler
 from .jobs import BackgroundJobs
@@ -361,10 +361,7 @@ class LogManager:
         partitions = self.partitions(topic)
         if partition is not None:
             return {partition: self.get_log(topic, partition).append(records)}
-        # A list passes without the ABC check (which costs as much as a one-record append's encoding).
-        if type(records) is not list and (isinstance(records, (Record, bytes, str))
-                                          or not isinstance(records, Sequence)):
-            raise TypeError(f"append takes a sequence of Record, got {type(records).__name__}")
+        check_record_sequence(records)
         if partitions == 1:
             return {0: self.get_log(topic, 0).append(records)}
         groups: dict[int, list[Record]] = {}

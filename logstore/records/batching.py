@@ -100,13 +100,20 @@ class RecordColumns(SequenceABC):
         return f"RecordColumns({list(self)!r})"
 
 
+def check_record_sequence(records) -> None:
+    """``TypeError`` unless ``records`` is a sequence of records (not one ``Record``, bytes or str).
+    A list passes at once: the ``Sequence`` ABC check costs as much as encoding a one-record append."""
+    if type(records) is not list and (isinstance(records, (Record, bytes, str))
+                                      or not isinstance(records, Sequence)):
+        raise TypeError(f"append takes a sequence of Record, got {type(records).__name__}")
+
+
 def encode_records(records: Sequence[Record], config: LogConfig, now_ms: int, name: str) -> list[tuple[bytearray, list]]:
     """Validate ``records`` for a log with ``config`` and encode them into ``(header, parts)``
     batches of at most ``max.message.bytes`` (and ``segment.bytes``). Raises ``TypeError`` for a
     wrong input type, ``InvalidRecordError`` for a missing key on a compacted topic and
     ``RecordTooLargeError`` for a single record that fits no batch."""
-    if isinstance(records, (Record, bytes, str)) or not isinstance(records, Sequence):
-        raise TypeError(f"append takes a sequence of Record, got {type(records).__name__}")
+    check_record_sequence(records)
     if not records:
         return []
     given = type(records) is RecordColumns
