@@ -258,3 +258,31 @@ def test_lazy_scan_goes_on_across_a_compaction_swap_and_stops_at_retention(tmp_p
             raise AssertionError("the scan went on past deleted records")
         except OffsetOutOfRangeError as exc:
             assert exc.offset < log.log_start_offset
+
+
+def test_a_view_opened_as_a_writer_starts_reads_its_write_in_progress_as_a_torn_tail(tmp_path):
+    # The view finds the clean-shutdown marker; before it reads the segment, a writer opens (taking
+    # the marker) and is half-way through writing a batch. That is a torn tail, not damage.
+    data_dir = str(tmp_path / "data")
+    with LogManager([data_dir]) as store:
+        store.create_topic("t", 1, DELETING)
+        store.append("t", [Record(key_of(n), value_of(n)) for n in range(10)])
+    writers = []
+
+    def writer_starts(path: str) -> None:
+        writer = LogManager([data_dir])
+        writers.append(writer)
+        with open(path, "ab") as segment:  # the first bytes of the writer's next batch
+            segment.write(b"\x00\x00\x00\x00\x00\x00\x00\x0a\x00\x00\x01")
+
+    racing = RacingFileSystem()
+    racing.race = writer_starts
+    try:
+        with LogManager([data_dir], read_only=True, fs=racing) as view:
+            assert racing.race is None, "the race happened"
+            assert not view.damaged_partitions, [d.description for d in view.damaged_partitions.values()]
+            records = view.fetch({("t", 0): 0}, max_bytes=1 << 20)[("t", 0)]
+            assert [(r.offset, r.value) for r in records] == [(n, value_of(n)) for n in range(10)]
+    finally:
+        for writer in writers:
+            writer.close()
