@@ -8,6 +8,8 @@ What it owns:
   the queue, and anything else is a broken connection (closed, never guessed);
 - several requests in flight (at most ``max_in_flight``): ``send`` queues one and returns its id,
   ``poll`` returns the responses that have arrived, ``request`` does both for one request;
+  ``read_available`` returns what has arrived without ever waiting, and ``fileno`` lets one selector
+  wait on several connections (``NetworkClient.poll``);
 - timeouts: a connection that does not open within ``connect_timeout_ms``, or a request unanswered
   after ``request_timeout_ms``, closes the connection and raises (a late response must never be
   taken for a later request's);
@@ -83,6 +85,7 @@ class BrokerConnection:
         self._completed: list[Response] = []  # received while waiting for room or for another response
         self.broker_versions: dict[int, tuple[int, int]] = {}  # what the broker offers, per API key
         self.versions: dict[int, int] = {}  # the version used per API key: the highest both speak
+        self.close_reason: str | None = None  # why ``read_available`` found the connection closed
 
     def __repr__(self) -> str:
         return f"BrokerConnection({self.host}:{self.port}, {'connected' if self.connected else 'closed'})"
@@ -112,6 +115,7 @@ class BrokerConnection:
         self._selector.register(sock, selectors.EVENT_READ)
         self._received.clear()
         self._in_flight.clear()
+        self.close_reason = None
         self._negotiate()
 
     def close(self) -> None:
@@ -186,6 +190,57 @@ class BrokerConnection:
             responses = self._receive(timeout_ms)
         return responses
 
+    def fileno(self) -> int:
+        """The socket's file descriptor (-1 when closed), so one selector can wait on several
+        connections (``NetworkClient.poll``)."""
+        return -1 if self._sock is None else self._sock.fileno()
+
+    @property
+    def has_responses(self) -> bool:
+        """Responses already read (while a blocking ``request`` waited for its own) and not yet
+        returned: a selector would not see them, so ``read_available`` should be called at once."""
+        return bool(self._completed)
+
+    def timeout_at_ms(self) -> int | None:
+        """The clock's time at which the oldest unanswered request times out (None: none in flight)."""
+        return self._in_flight[0].sent_ms + self.request_timeout_ms if self._in_flight else None
+
+    def read_available(self) -> list[Response]:
+        """The responses that can be had without waiting: those already read, then whatever the
+        socket holds now (it never blocks). A broker that closed the connection after answering
+        still has its answers returned; the connection is then closed (``connected`` is False and
+        ``close_reason`` says why), and the requests it left unanswered get no response. A request
+        older than ``request_timeout_ms`` with nothing arrived closes the connection and raises
+        ``RequestTimedOutError``; bytes that do not parse raise ``NetworkError``."""
+        if self._sock is None:
+            raise NetworkError(f"not connected to {self.host}:{self.port}")
+        responses, self._completed = self._completed, []
+        closed = None
+        while True:
+            try:
+                data = self._sock.recv(_RECV_BYTES)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                closed = f"receiving failed: {exc}"
+                break
+            if not data:
+                closed = "the broker closed the connection"
+                break
+            self._received += data
+            if len(data) < _RECV_BYTES:
+                break  # the socket is drained (one more recv would only say so)
+        responses.extend(self._cut_frames())
+        if closed is not None:
+            self.close()
+            self.close_reason = f"connection to {self.host}:{self.port} broken: {closed}"
+        elif not responses and self._in_flight and self._clock.monotonic_ms() >= self.timeout_at_ms():
+            head = self._in_flight[0]
+            self.close()
+            raise RequestTimedOutError(f"{self.host}:{self.port} did not answer {API_NAMES.get(head.api_key)} "
+                                       f"v{head.version} within {self.request_timeout_ms} ms")
+        return responses
+
     def _wait_for(self, correlation_id: int) -> Response:
         while True:
             for slot, response in enumerate(self._completed):
@@ -256,10 +311,12 @@ class BrokerConnection:
                 self.close()
                 raise RequestTimedOutError(f"{self.host}:{self.port} did not answer {API_NAMES.get(head.api_key)} "
                                            f"v{head.version} within {self.request_timeout_ms} ms")
-            if now_ms >= deadline_ms or not self._in_flight:
+            if not self._in_flight:
                 return []
             wait_ms = min(deadline_ms - now_ms, self._in_flight[0].sent_ms + self.request_timeout_ms - now_ms)
             if not self._selector.select(max(wait_ms, 0) / 1000):
+                if now_ms >= deadline_ms:
+                    return []  # after one look at the socket: poll(0) reads what has arrived
                 continue
             try:
                 data = self._sock.recv(_RECV_BYTES)

@@ -40,3 +40,12 @@ class BufferExhaustedError(RequestError, TimeoutError):
 
 class NoCommonVersionError(RequestError):
     """The broker speaks no version of an API that this client speaks (or does not offer it)."""
+
+
+class NoOffsetForPartitionError(RequestError):
+    """A consumer has no position for a partition (no committed offset, or one out of range) and
+    ``auto.offset.reset`` is ``none``: it will not guess where to start (``partitions`` says which)."""
+
+    def __init__(self, message: str, partitions: list[tuple[str, int]]) -> None:
+        super().__init__(message)
+        self.partitions = partitions

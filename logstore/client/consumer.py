@@ -1,0 +1,379 @@
+"""``Consumer``: Kafka's consumer on our network layer: ``assign`` or ``subscribe`` (a consumer group),
+``poll`` with fetching ahead, ``seek``, ``position``, ``commit`` (sync and async), ``committed``,
+``offsets_for_times``, ``close``.
+
+What it owns:
+- configuration with Kafka's names (``group.id``, ``auto.offset.reset``, ``enable.auto.commit``,
+  ``auto.commit.interval.ms``, ``fetch.min.bytes``, ``fetch.max.bytes``, ``max.partition.fetch.bytes``,
+  ``fetch.max.wait.ms``, ``max.poll.records``, ``isolation.level``, ``session.timeout.ms``,
+  ``heartbeat.interval.ms``, ``max.poll.interval.ms`` (the rebalance timeout),
+  ``partition.assignment.strategy``, ``group.instance.id``, ``request.timeout.ms``, ``client.id``),
+  given as a dict, or as keywords with the dots written as underscores;
+- the order of a ``poll``: rejoin the group when it rebalanced (committing first with auto-commit,
+  as the eager protocol revokes everything), positions for partitions without one (the group's
+  committed offset, else ``auto.offset.reset``), an auto-commit when due, then the buffered records,
+  else Fetch responses waited for up to the timeout; before it returns records, the next Fetch
+  requests are sent, so the broker reads ahead while the application works (``fetcher``);
+- the group (``group_member``): JoinGroup/SyncGroup, heartbeats on their own thread, LeaveGroup at
+  ``close``.
+
+Records come back as ``ConsumerRecord`` (``topic, partition, offset, key, value, headers,
+timestamp_ms``), the tuple the embedded consumer (``logstore.group.consumer``) returns. One thread
+uses a consumer (as with Kafka's); the heartbeat thread is its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future
+from typing import Any, Iterable, Mapping
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import RequestError, StoreClosedError
+from ..group.consumer import ConsumerRecord
+from ..group.consumer_protocol import ASSIGNORS
+from .cluster import NetworkClient
+from .errors import NetworkError
+from .fetcher import EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED, Fetcher
+from .group_member import GroupMember
+
+__all__ = ["Consumer", "ConsumerRecord"]
+
+logger = logging.getLogger("logstore.client")
+
+TopicPartition = tuple[str, int]
+DEFAULTS: dict[str, Any] = {
+    "bootstrap.servers": None, "client.id": "logstore-consumer", "group.id": None, "group.instance.id": None,
+    "auto.offset.reset": "latest", "enable.auto.commit": True, "auto.commit.interval.ms": 5000,
+    "fetch.min.bytes": 1, "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 1_048_576,
+    "fetch.max.wait.ms": 500, "max.poll.records": 500, "isolation.level": "read_uncommitted",
+    "session.timeout.ms": 45_000, "heartbeat.interval.ms": 3000, "max.poll.interval.ms": 300_000,
+    "partition.assignment.strategy": ["range", "roundrobin"], "request.timeout.ms": 30_000,
+    "retry.backoff.ms": 100}
+_ISOLATION = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
+_MAX_JOIN_ROUNDS = 50
+
+
+def consumer_config(config: dict | None, keywords: dict) -> dict[str, Any]:
+    """Kafka's consumer settings from a dict of dotted names and/or keywords with underscores."""
+    merged = dict(DEFAULTS)
+    for key, value in [*(config or {}).items(), *((k.replace("_", "."), v) for k, v in keywords.items())]:
+        if key not in DEFAULTS:
+            raise ValueError(f"unknown consumer setting {key!r} (known: {', '.join(sorted(DEFAULTS))})")
+        merged[key] = value
+    if not merged["bootstrap.servers"]:
+        raise ValueError("bootstrap.servers is required")
+    if merged["auto.offset.reset"] not in ("earliest", "latest", "none"):
+        raise ValueError(f"auto.offset.reset must be earliest, latest or none, got {merged['auto.offset.reset']!r}")
+    if merged["isolation.level"] not in _ISOLATION:
+        raise ValueError(f"isolation.level must be read_uncommitted or read_committed, "
+                         f"got {merged['isolation.level']!r}")
+    for key in ("fetch.min.bytes", "fetch.max.bytes", "max.partition.fetch.bytes", "fetch.max.wait.ms",
+                "max.poll.records", "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms",
+                "auto.commit.interval.ms", "request.timeout.ms", "retry.backoff.ms"):
+        value = merged[key]
+        if type(value) is not int or value < (0 if key in ("fetch.min.bytes", "fetch.max.wait.ms",
+                                                             "retry.backoff.ms") else 1):
+            raise ValueError(f"{key} must be a positive int, got {value!r}")
+    if merged["heartbeat.interval.ms"] >= merged["session.timeout.ms"]:
+        raise ValueError(f"heartbeat.interval.ms must be below session.timeout.ms, "
+                         f"got {merged['heartbeat.interval.ms']!r}")
+    strategy = merged["partition.assignment.strategy"]
+    if isinstance(strategy, str):
+        strategy = [name.strip() for name in strategy.split(",")]
+    unknown = [name for name in strategy if name not in ASSIGNORS]
+    if not strategy or unknown:
+        raise ValueError(f"partition.assignment.strategy must name some of {sorted(ASSIGNORS)}, got {strategy!r}")
+    merged["partition.assignment.strategy"] = list(strategy)
+    group_id = merged["group.id"]
+    if group_id is not None and (not isinstance(group_id, str) or not group_id):
+        raise ValueError(f"group.id must be a non-empty str or None, got {group_id!r}")
+    return merged
+
+
+class Consumer:
+    """Reads records from a Kafka-compatible broker (see the module docstring). Use it as a
+    context manager, or call ``close()``: it commits (with auto-commit) and leaves the group."""
+
+    def __init__(self, config: dict | None = None, *, clock: Clock = SYSTEM_CLOCK, **settings) -> None:
+        self.config = settings = consumer_config(config, settings)
+        self._clock = clock
+        self._network = NetworkClient(settings["bootstrap.servers"], client_id=settings["client.id"],
+                                      request_timeout_ms=settings["request.timeout.ms"], clock=clock)
+        self._fetcher = Fetcher(self._network, fetch_min_bytes=settings["fetch.min.bytes"],
+                                fetch_max_bytes=settings["fetch.max.bytes"],
+                                max_partition_fetch_bytes=settings["max.partition.fetch.bytes"],
+                                fetch_max_wait_ms=settings["fetch.max.wait.ms"],
+                                max_poll_records=settings["max.poll.records"],
+                                isolation_level=_ISOLATION[settings["isolation.level"]],
+                                auto_offset_reset=settings["auto.offset.reset"])
+        self._member: GroupMember | None = None
+        if settings["group.id"] is not None:
+            self._member = GroupMember(self._network, settings["group.id"],
+                                       session_timeout_ms=settings["session.timeout.ms"],
+                                       rebalance_timeout_ms=settings["max.poll.interval.ms"],
+                                       heartbeat_interval_ms=settings["heartbeat.interval.ms"],
+                                       assignors=settings["partition.assignment.strategy"],
+                                       group_instance_id=settings["group.instance.id"],
+                                       client_id=settings["client.id"],
+                                       request_timeout_ms=settings["request.timeout.ms"], clock=clock)
+        self._subscription: list[str] | None = None  # subscribed topics; None: assign() or nothing yet
+        self._auto_commit = bool(settings["enable.auto.commit"]) and self._member is not None
+        self._next_auto_commit_ms = clock.monotonic_ms() + settings["auto.commit.interval.ms"]
+        self._closed = False
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError("the consumer is closed")
+
+    def _require_group(self, what: str) -> GroupMember:
+        if self._member is None:
+            raise RequestError(f"{what} needs a consumer group: set group.id")
+        return self._member
+
+    # --- what to read ----------------------------------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Read exactly ``partitions`` (``(topic, partition)`` pairs), without group membership."""
+        self._check_open()
+        partitions = [_check_tp(tp) for tp in partitions]
+        if self._subscription is not None:
+            raise RequestError("this consumer subscribed to topics: unsubscribe() before assign()")
+        self._network.refresh_metadata(sorted({topic for topic, _ in partitions}))
+        for topic, partition in partitions:
+            count = self._network.metadata.partitions(topic)
+            if count is None or partition >= count:
+                raise ValueError(f"no partition {partition} of topic {topic!r} on the broker "
+                                 f"(partitions: {count if count is not None else 'no such topic'})")
+        self._fetcher.assign(partitions)
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Join the consumer group (``group.id``) for ``topics``; the group assigns the partitions
+        at the next ``poll``, and again whenever it rebalances."""
+        self._check_open()
+        self._require_group("subscribe")
+        if isinstance(topics, str):
+            raise TypeError(f"topics must be a list of topic names, got {topics!r}")
+        topics = sorted(set(topics))
+        if self._subscription is None and self._fetcher.positions:
+            raise RequestError("this consumer has assigned partitions: assign([]) before subscribe()")
+        self._subscription = topics
+        self._member.rejoin_needed = True
+
+    def unsubscribe(self) -> None:
+        """Leave the group and hold no partitions."""
+        self._check_open()
+        if self._member is not None and self._subscription is not None:
+            self._commit_on_revoke()
+            self._member.leave()
+        self._subscription = None
+        self._fetcher.assign([])
+
+    def assignment(self) -> list[TopicPartition]:
+        """The partitions this consumer reads now."""
+        return list(self._fetcher.positions)
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stop returning records of ``partitions`` (their positions stay) until ``resume``."""
+        self._fetcher.pause(partitions, True)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self._fetcher.pause(partitions, False)
+
+    # --- positions -------------------------------------------------------------------------------
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        """The next ``poll`` returns ``topic``/``partition`` from ``offset`` on."""
+        self._check_open()
+        if type(offset) is not int or offset < 0:
+            raise ValueError(f"offset must be an int >= 0, got {offset!r}")
+        self._fetcher.seek(_check_tp((topic, partition)), offset)
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """Each of ``partitions`` (all assigned ones when none given) from its log start offset."""
+        self._seek_to(partitions, "earliest")
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """Each of ``partitions`` (all assigned ones when none given) from its log end offset."""
+        self._seek_to(partitions, "latest")
+
+    def _seek_to(self, partitions, strategy: str) -> None:
+        self._check_open()
+        chosen = list(partitions) or list(self._fetcher.positions)
+        for tp in chosen:
+            if tp not in self._fetcher.positions:
+                raise ValueError(f"{tp!r} is not assigned to this consumer")
+        self._fetcher.reset_positions(chosen, strategy)
+
+    def position(self, topic: str, partition: int) -> int:
+        """The offset of the next record ``poll`` would return for ``topic``/``partition``."""
+        self._check_open()
+        tp = _check_tp((topic, partition))
+        if tp not in self._fetcher.positions:
+            raise ValueError(f"{topic}-{partition} is not assigned to this consumer")
+        if self._fetcher.positions[tp] is None:
+            self._initial_positions([tp])
+        return self._fetcher.positions[tp]
+
+    def _initial_positions(self, partitions: list[TopicPartition]) -> None:
+        if self._member is not None:
+            for tp, offset in self._member.committed(partitions).items():
+                if offset is not None:
+                    self._fetcher.positions[tp] = offset
+        self._fetcher.reset_positions([tp for tp in partitions if self._fetcher.positions.get(tp) is None])
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The log start offset of each of ``partitions``."""
+        self._check_open()
+        return {tp: offset for tp, (offset, _) in
+                self._fetcher.list_offsets({_check_tp(tp): EARLIEST for tp in partitions}).items()}
+
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The log end offset (high watermark) of each of ``partitions``."""
+        self._check_open()
+        return {tp: offset for tp, (offset, _) in
+                self._fetcher.list_offsets({_check_tp(tp): LATEST for tp in partitions}).items()}
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, tuple | None]:
+        """For each partition, ``(offset, timestamp)`` of the first record whose timestamp is at or
+        after the one given, or None when there is none."""
+        self._check_open()
+        for tp, timestamp in timestamps.items():
+            _check_tp(tp)
+            if type(timestamp) is not int or timestamp < 0:
+                raise ValueError(f"a timestamp is an int >= 0 (ms), got {timestamp!r} for {tp!r}")
+        found = self._fetcher.list_offsets(dict(timestamps))
+        return {tp: None if offset < 0 else (offset, timestamp) for tp, (offset, timestamp) in found.items()}
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def poll(self, timeout_ms: int = 1000) -> list[ConsumerRecord]:
+        """The next records of the partitions held (at most ``max.poll.records``), waiting up to
+        ``timeout_ms`` for some; an empty list when none came."""
+        self._check_open()
+        if type(timeout_ms) is not int or timeout_ms < 0:
+            raise ValueError(f"timeout_ms must be an int >= 0, got {timeout_ms!r}")
+        deadline_ms = self._clock.monotonic_ms() + timeout_ms
+        if self._subscription is not None:
+            self._ensure_group(deadline_ms)
+        missing = self._fetcher.missing_positions()
+        if missing:
+            self._initial_positions(missing)
+        if self._member is not None:
+            self._member.poll_commits()
+        self._maybe_auto_commit()
+        while True:
+            records = self._fetcher.drain()
+            if records:
+                self._fetcher.send_fetches()  # fetch ahead while the application works
+                return records
+            self._fetcher.send_fetches()
+            remaining_ms = deadline_ms - self._clock.monotonic_ms()
+            if remaining_ms <= 0 and not self._fetcher.has_buffered():
+                return []
+            if not self._fetcher.positions:
+                self._clock.sleep_ms(max(remaining_ms, 0))  # nothing to read: poll is a wait, as in Kafka
+                return []
+            self._fetcher.wait_for_responses(max(remaining_ms, 0))
+            if self._fetcher.has_buffered():
+                continue
+            if self._clock.monotonic_ms() >= deadline_ms:
+                return []
+
+    def _ensure_group(self, deadline_ms: int) -> None:
+        member = self._member
+        rounds = 0
+        while member.rejoin_needed:
+            if rounds:
+                self._clock.sleep_ms(self.config["retry.backoff.ms"])
+            rounds += 1
+            if rounds > _MAX_JOIN_ROUNDS:
+                raise RequestError(f"group {member.group_id}: could not join in {_MAX_JOIN_ROUNDS} rounds")
+            self._commit_on_revoke()
+            try:
+                partitions = member.join(self._subscription, self.assignment())
+            except NetworkError as exc:
+                logger.warning("consumer: joining group %s: %s", member.group_id, exc)
+                continue
+            if partitions is not None:
+                self._fetcher.assign(partitions)
+                # Eager rebalancing: positions start again from what the group committed.
+                for tp in partitions:
+                    self._fetcher.positions[tp] = None
+
+    # --- offsets ---------------------------------------------------------------------------------
+
+    def _consumed(self) -> dict[TopicPartition, int]:
+        return {tp: offset for tp, offset in self._fetcher.positions.items() if offset is not None}
+
+    def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        """Store ``offsets`` (by default the positions: every record ``poll`` returned counts as
+        processed) as the group's committed offsets; returns when the coordinator has them."""
+        self._check_open()
+        member = self._require_group("commit")
+        member.commit(self._consumed() if offsets is None else _check_offsets(offsets))
+
+    def commit_async(self, offsets: Mapping[TopicPartition, int] | None = None) -> Future:
+        """Like ``commit`` without waiting: the future gives the offsets once stored (or the error);
+        answers are read by ``poll`` and ``close``."""
+        self._check_open()
+        member = self._require_group("commit_async")
+        return member.commit_async(self._consumed() if offsets is None else _check_offsets(offsets))
+
+    def committed(self, topic: str, partition: int) -> int | None:
+        """The group's committed offset of ``topic``/``partition``, or None when it has none."""
+        self._check_open()
+        return self._require_group("committed").committed([_check_tp((topic, partition))])[(topic, partition)]
+
+    def _maybe_auto_commit(self) -> None:
+        if not self._auto_commit or self._clock.monotonic_ms() < self._next_auto_commit_ms:
+            return
+        self._next_auto_commit_ms = self._clock.monotonic_ms() + self.config["auto.commit.interval.ms"]
+        consumed = self._consumed()
+        if consumed:
+            self._member.commit_async(consumed)
+
+    def _commit_on_revoke(self) -> None:
+        if self._auto_commit and self._consumed() and self._member.generation_id >= 0:
+            try:
+                self._member.commit(self._consumed())
+            except (NetworkError, RequestError) as exc:
+                logger.warning("consumer: committing before the rebalance failed: %s", exc)
+
+    # --- closing ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Commit (with auto-commit), leave the group, close the connections. Safe twice."""
+        if self._closed:
+            return
+        try:
+            if self._member is not None:
+                self._member.poll_commits(wait=True)
+                if self._subscription is not None:
+                    self._commit_on_revoke()
+                    self._member.leave()
+                self._member.close()
+        finally:
+            self._closed = True
+            self._fetcher.close()
+            self._network.close()
+
+
+def _check_tp(tp) -> TopicPartition:
+    if not (isinstance(tp, tuple) and len(tp) == 2 and isinstance(tp[0], str) and type(tp[1]) is int and tp[1] >= 0):
+        raise TypeError(f"a partition is a (topic, partition) pair, got {tp!r}")
+    return tp
+
+
+def _check_offsets(offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+    for tp, offset in offsets.items():
+        _check_tp(tp)
+        if type(offset) is not int or offset < 0:
+            raise ValueError(f"an offset to commit is an int >= 0, got {offset!r} for {tp!r}")
+    return dict(offsets)

@@ -1,0 +1,217 @@
+"""``Consumer`` (``logstore.client.consumer``) against ``logstore serve``, and against Tansu: records
+read in order with their keys, values, headers and timestamps; positions, seeks and resets;
+ListOffsets lookups; fetching ahead; consumer groups (partitions split among members, handed over
+when one leaves, committed offsets resumed); bad settings refused with the offending value."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from logstore import Record
+from logstore.client.consumer import Consumer
+from logstore.client.errors import NoOffsetForPartitionError
+from logstore.client.producer import Producer
+from logstore.errors import RequestError, StoreClosedError
+from logstore.server.bench import BrokerProcess
+
+BASE_MS = 1_700_000_000_000
+
+
+def _fill(server, topic: str, partitions: int, per_partition: int) -> dict[int, list[Record]]:
+    server.store.create_topic(topic, partitions)
+    written = {}
+    for partition in range(partitions):
+        records = [Record(b"k%d" % i, b"%s-%d-%d" % (topic.encode(), partition, i),
+                          (("n", b"%d" % i),) if i % 3 == 0 else (), BASE_MS + i) for i in range(per_partition)]
+        for start in range(0, per_partition, 100):  # several batches
+            server.store.append(topic, records[start:start + 100], partition=partition)
+        written[partition] = records
+    return written
+
+
+def _poll_until(consumer: Consumer, count: int, timeout_s: float = 20) -> list:
+    got = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < count and time.monotonic() < deadline:
+        got += consumer.poll(200)
+    return got
+
+
+def test_assigned_partitions_are_read_in_order_with_every_field(server):
+    written = _fill(server, "read-all", 3, 450)
+    with Consumer(bootstrap_servers=server.bootstrap_servers, auto_offset_reset="earliest",
+                  max_poll_records=100) as consumer:
+        consumer.assign([("read-all", 0), ("read-all", 2)])
+        got = _poll_until(consumer, 900)
+        for partition in (0, 2):
+            mine = [r for r in got if r.partition == partition]
+            assert [(r.offset, r.key, r.value, tuple(r.headers), r.timestamp_ms) for r in mine] == \
+                [(i, w.key, w.value, tuple(w.headers), w.timestamp_ms) for i, w in enumerate(written[partition])]
+            assert consumer.position("read-all", partition) == 450
+        assert {r.topic for r in got} == {"read-all"} and len(got) == 900
+        assert consumer.poll(50) == []  # nothing more
+        server.store.append("read-all", [Record(None, b"late")], partition=2)
+        late = _poll_until(consumer, 1)
+        assert [(r.partition, r.offset, r.value) for r in late] == [(2, 450, b"late")]
+
+
+def test_max_poll_records_bounds_each_poll_and_the_next_fetch_is_already_in_flight(server):
+    _fill(server, "ahead", 1, 300)
+    with Consumer(bootstrap_servers=server.bootstrap_servers, auto_offset_reset="earliest",
+                  max_poll_records=40, max_partition_fetch_bytes=1 << 20) as consumer:
+        consumer.assign([("ahead", 0)])
+        sizes, offsets = [], []
+        while len(offsets) < 300:
+            records = consumer.poll(2000)
+            assert records, "no records within 2 s"
+            sizes.append(len(records))
+            offsets += [r.offset for r in records]
+        assert offsets == list(range(300)) and max(sizes) == 40
+        # All 300 came in one fetch (1 MiB per partition): the rest were handed out from the buffer,
+        # and once it ran dry a Fetch for offset 300 went out before poll returned.
+        assert consumer._fetcher._in_flight and not consumer._fetcher.has_buffered()
+
+
+def test_seek_position_and_the_offset_lookups(server):
+    written = _fill(server, "seeking", 2, 200)
+    with Consumer(bootstrap_servers=server.bootstrap_servers, auto_offset_reset="latest") as consumer:
+        consumer.assign([("seeking", 0), ("seeking", 1)])
+        assert consumer.position("seeking", 1) == 200  # latest: the end
+        consumer.seek("seeking", 1, 150)
+        got = _poll_until(consumer, 50)
+        assert [(r.partition, r.offset) for r in got] == [(1, i) for i in range(150, 200)]
+        consumer.seek_to_beginning(("seeking", 0))
+        assert consumer.position("seeking", 0) == 0
+        assert consumer.beginning_offsets([("seeking", 0)]) == {("seeking", 0): 0}
+        assert consumer.end_offsets([("seeking", 0), ("seeking", 1)]) == {("seeking", 0): 200, ("seeking", 1): 200}
+        found = consumer.offsets_for_times({("seeking", 0): BASE_MS + 120, ("seeking", 1): BASE_MS + 10_000})
+        assert found == {("seeking", 0): (120, written[0][120].timestamp_ms), ("seeking", 1): None}
+        with pytest.raises(ValueError, match="-1"):
+            consumer.seek("seeking", 0, -1)
+        with pytest.raises(ValueError, match="not assigned"):
+            consumer.seek("seeking", 5, 0)
+
+
+def test_a_position_below_the_log_start_is_reset_and_none_refuses_to_guess(server):
+    _fill(server, "trimmed", 1, 100)
+    server.store.get_log("trimmed", 0).delete_records(60)
+    with Consumer(bootstrap_servers=server.bootstrap_servers, auto_offset_reset="earliest") as consumer:
+        consumer.assign([("trimmed", 0)])
+        consumer.seek("trimmed", 0, 10)  # deleted: OFFSET_OUT_OF_RANGE, then earliest
+        got = _poll_until(consumer, 40)
+        assert [r.offset for r in got] == list(range(60, 100))
+    with Consumer(bootstrap_servers=server.bootstrap_servers, auto_offset_reset="none") as consumer:
+        consumer.assign([("trimmed", 0)])
+        with pytest.raises(NoOffsetForPartitionError, match="trimmed-0"):
+            consumer.poll(100)
+
+
+def test_a_group_splits_the_partitions_hands_them_over_and_resumes_from_commits(server):
+    _fill(server, "grouped", 4, 100)
+    settings = dict(bootstrap_servers=server.bootstrap_servers, group_id="g1", auto_offset_reset="earliest",
+                    enable_auto_commit=False, heartbeat_interval_ms=100, session_timeout_ms=6000,
+                    max_poll_interval_ms=10_000)
+    first, second = Consumer(**settings), Consumer(**settings)
+    stop = threading.Event()
+
+    def keep_polling(consumer: Consumer) -> None:  # a member that polls, as its own process would
+        while not stop.is_set():
+            consumer.poll(50)
+
+    try:
+        first.subscribe(["grouped"])
+        first.poll(500)  # joins alone: all four partitions
+        assert len(first.assignment()) == 4
+        first_thread = threading.Thread(target=keep_polling, args=(first,))
+        first_thread.start()
+        second.subscribe(["grouped"])
+        # The second join starts a rebalance; the first member learns it from its heartbeats.
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(second.assignment()) != 2:
+            second.poll(100)
+        stop.set()
+        first_thread.join(10)
+        assert sorted(first.assignment() + second.assignment()) == [("grouped", p) for p in range(4)]
+        assert len(first.assignment()) == len(second.assignment()) == 2  # range: two each
+        mine = second.assignment()
+        second.seek(*mine[0], 0)
+        second.seek(*mine[1], 0)
+        read = _poll_until(second, 200)
+        assert sorted((r.partition, r.offset) for r in read) == sorted((p, i) for _, p in mine for i in range(100))
+        second.commit({tp: 50 for tp in mine})
+        assert second.committed(*mine[0]) == 50
+        future = second.commit_async({mine[1]: 70})
+        deadline = time.monotonic() + 10
+        while not future.done() and time.monotonic() < deadline:  # answers are read by poll, as Kafka's
+            second.poll(50)
+        assert future.result(0) == {mine[1]: 70}
+        stop.clear()
+        second_thread = threading.Thread(target=keep_polling, args=(second,))
+        second_thread.start()
+        # The first member rejoins and takes its two partitions back (they keep their positions).
+        first.poll(100)
+        stop.set()
+        second_thread.join(10)
+    finally:
+        stop.set()
+        second.close()  # leaves: the first member takes its partitions over
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(first.assignment()) < 4:
+            first.poll(100)
+        assert len(first.assignment()) == 4
+        # The partitions handed over start at the commits made for them: 50 and 70.
+        resumed = {}
+        for record in _poll_until(first, 80, 10):
+            resumed.setdefault((record.topic, record.partition), record.offset)
+        assert resumed[mine[0]] == 50 and resumed[mine[1]] == 70
+    finally:
+        first.close()
+
+
+def test_bad_settings_and_calls_are_refused_naming_the_value(server):
+    with pytest.raises(ValueError, match="'sometimes'"):
+        Consumer(bootstrap_servers=server.bootstrap_servers, auto_offset_reset="sometimes")
+    with pytest.raises(ValueError, match="fetch.max.byte"):
+        Consumer(bootstrap_servers=server.bootstrap_servers, fetch_max_byte=10)
+    with pytest.raises(ValueError, match="sticky"):
+        Consumer(bootstrap_servers=server.bootstrap_servers, partition_assignment_strategy="sticky")
+    consumer = Consumer(bootstrap_servers=server.bootstrap_servers)
+    with pytest.raises(RequestError, match="group.id"):
+        consumer.subscribe(["t"])
+    with pytest.raises(ValueError, match="no partition 9"):
+        consumer.assign([("t", 9)])
+    with pytest.raises(TypeError, match="'t'"):
+        consumer.assign(["t"])
+    consumer.close()
+    consumer.close()
+    with pytest.raises(StoreClosedError):
+        consumer.poll(0)
+
+
+def test_against_tansu_our_producer_and_consumer_group_round_trip(tmp_path):
+    broker = BrokerProcess("tansu", str(tmp_path))
+    try:
+        # acks=1: Tansu's memory engine answers InitProducerId with UNKNOWN_SERVER_ERROR (-1), so
+        # the idempotent producer (acks=all's default) cannot start there.
+        with Producer(bootstrap_servers=broker.address, linger_ms=2, acks=1) as producer:
+            futures = [producer.send("round-trip", b"value-%d" % i, key=b"key-%d" % (i % 7),
+                                     headers=[("i", b"%d" % i)], timestamp_ms=BASE_MS + i) for i in range(500)]
+            producer.flush(30)
+        sent = {(f.result(0).partition, f.result(0).offset): i for i, f in enumerate(futures)}
+        with Consumer(bootstrap_servers=broker.address, group_id="tansu-group", auto_offset_reset="earliest",
+                      heartbeat_interval_ms=200, session_timeout_ms=10_000) as consumer:
+            consumer.subscribe(["round-trip"])
+            got = _poll_until(consumer, 500, 30)
+            consumer.commit()
+            assert consumer.committed("round-trip", got[0].partition) is not None
+        assert len(got) == 500
+        for record in got:
+            i = sent[(record.partition, record.offset)]
+            assert (record.key, record.value, tuple(record.headers), record.timestamp_ms) == \
+                (b"key-%d" % (i % 7), b"value-%d" % i, (("i", b"%d" % i),), BASE_MS + i)
+    finally:
+        broker.stop()
