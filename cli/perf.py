@@ -515,6 +515,61 @@ def serve(sizes, value_bytes, kafka_python_records, latency_producers, latency_s
     click.echo("\n".join(text_table(header, table)))
 
 
+def _record_count(ctx, param, value: str) -> int:
+    counts = _record_counts(ctx, param, value)
+    if len(counts) != 1:
+        raise click.BadParameter(f"give one count, got {value!r}")
+    return counts[0]
+
+
+@perf.command("client")
+@click.option("--records", default="1m", show_default=True, callback=_record_count,
+              help="Records each client produces, then consumes (k and m suffixes).")
+@click.option("--value-bytes", default=100, show_default=True, type=click.IntRange(0))
+@click.option("--partitions", default=1, show_default=True, type=click.IntRange(1, 1000),
+              help="Partitions of each topic; record i goes to partition i % PARTITIONS.")
+@click.option("--acks", type=click.Choice(["1", "all"]), default="1", show_default=True,
+              help="The producers' acks (idempotence off for all three).")
+@click.option("--batch-size", default=16384, show_default=True, type=click.IntRange(1),
+              help="batch.size in bytes, the same for all three producers (Kafka's default).")
+@click.option("--linger-ms", default=5, show_default=True, type=click.IntRange(0))
+@click.option("--rounds", default=3, show_default=True, type=click.IntRange(1),
+              help="Interleaved rounds, every client once in each (the best of each is reported).")
+@click.option("--client", "clients", multiple=True, type=click.Choice(["logstore", "kafka-python", "confluent-kafka"]),
+              help="Clients to run (repeatable; default all three).")
+@click.option("--broker", type=click.Choice(["logstore", "tansu"]), default=None,
+              help="The broker the bench starts: `logstore serve` on a temporary dir (default) or Tansu.")
+@click.option("--bootstrap-server", default=None, metavar="HOST:PORT", help="Use this running broker instead.")
+@click.option("--skip-missing", is_flag=True, help="Leave out a client that is not installed instead of failing.")
+@click.option("--check", type=click.Choice(["sample", "all"]), default="sample", show_default=True,
+              help="Records checked against what was produced: the first and last of each poll, or every one.")
+@click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
+              help="Parent dir of the broker's temporary dir (default: the system temp dir).")
+@_output
+def client(records, value_bytes, partitions, acks, batch_size, linger_ms, rounds, clients, broker, bootstrap_server,
+           skip_missing, check, work_dir, as_json, progress) -> None:
+    """Our Kafka client (logstore.client) against kafka-python and confluent-kafka (librdkafka) on
+    one broker: each produces RECORDS records to a fresh topic, flushes, then consumes them from
+    offset 0 with assign(); best of --rounds interleaved rounds, PASS/FAIL against the goal (ours
+    >= 1.5x kafka-python, producer and consumer). Needs the server and clients extras."""
+    from logstore.server import INSTALL_HINT, missing_extra
+    if missing_extra():
+        raise click.ClickException(f"perf client needs the server extra: {INSTALL_HINT}")
+    if broker and bootstrap_server:
+        raise click.UsageError("give --broker or --bootstrap-server, not both")
+    from logstore.client import bench as client_bench
+    try:
+        workload = client_bench.ClientWorkload(records=records, value_bytes=value_bytes, partitions=partitions,
+                                               acks=acks, linger_ms=linger_ms, batch_size=batch_size, check=check)
+        result = client_bench.bench_client(workload, rounds=rounds, clients=tuple(clients) or client_bench.CLIENTS,
+                                           broker=broker or "logstore", bootstrap_server=bootstrap_server,
+                                           skip_missing=skip_missing, work_dir=work_dir,
+                                           say=_say(progress, "perf client"))
+    except (client_bench.ClientBenchmarkError, ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(json.dumps(result, indent=2) if as_json else client_bench.render_client(result))
+
+
 def _member_counts(_ctx, _param, value: str) -> list[int]:
     try:
         counts = [int(part) for part in value.split(",") if part.strip()]
