@@ -36,6 +36,7 @@ from logstore.tools.check import log_size_bytes, verify_store
 from logstore.tools.demo import run_demo
 from logstore.tools.dump import dump_file
 
+from . import broker
 from .groups import groups, open_admin
 from .perf import perf
 from .serve import serve
@@ -46,6 +47,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_DIR = "logstore-data"
 DIRS_ENV = "LOGSTORE_DIRS"
+BOOTSTRAP_ENV = "LOGSTORE_BOOTSTRAP_SERVER"
 READ_CHUNK_BYTES = 1 << 20
 READ_CHUNK_RECORDS = 1000
 OUTPUT_CHUNK_LINES = 1000
@@ -110,6 +112,7 @@ class StoreOptions:
     dirs: list[str]
     settings: dict[str, str] = field(default_factory=dict)
     dirs_given: bool = False
+    bootstrap: str | None = None  # --bootstrap-server: talk to that broker instead of opening dirs
 
     def open(self, read_only: bool) -> LogManager:
         return LogManager(self.dirs, config=self.settings, read_only=read_only)
@@ -121,10 +124,14 @@ class StoreOptions:
                    f"else ./{DEFAULT_DIR}.")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
               help="A store-wide setting with Kafka's broker name, e.g. log.segment.bytes=1048576 (repeatable).")
+@click.option("--bootstrap-server", "bootstrap", metavar="HOST:PORT[,HOST:PORT...]", envvar=BOOTSTRAP_ENV,
+              help=f"Talk to this Kafka-compatible broker (logstore serve, Kafka, Tansu...) instead of opening "
+                   f"data dirs: for topics, append, read and groups. Default: ${BOOTSTRAP_ENV}.")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the engine does (recovery, repairs) to stderr.")
 @click.version_option(__version__, prog_name="logstore")
 @click.pass_context
-def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], verbose: bool) -> None:
+def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], bootstrap: str | None,
+         verbose: bool) -> None:
     """logstore: a Kafka-style log storage engine. Topics of partitioned, segmented, append-only
     logs on local disk.
 
@@ -134,10 +141,13 @@ def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], v
     given = bool(dirs)
     if not dirs:
         dirs = tuple(path for path in os.environ.get(DIRS_ENV, "").split(":") if path) or (DEFAULT_DIR,)
-    ctx.obj = StoreOptions(list(dirs), parse_assignments(list(settings)), given)
+    if bootstrap and given:
+        raise click.UsageError("give --dir or --bootstrap-server, not both")
+    ctx.obj = StoreOptions(list(dirs), parse_assignments(list(settings)), given, bootstrap or None)
 
 
 main.add_command(groups)
+main.add_command(broker.mirror)
 main.add_command(perf)
 main.add_command(serve)
 
@@ -162,8 +172,12 @@ _CONFIG_HELP = "Topic configs (Kafka's names), for --config KEY=VALUE:\n\n" + "\
 def topics_create(options: StoreOptions, name: str, partitions: int, configs: tuple[str, ...]) -> None:
     """Create topic NAME."""
     overrides = parse_assignments(list(configs))
-    with options.open(read_only=False) as store:
-        store.create_topic(name, partitions=partitions, config=overrides)
+    if options.bootstrap:
+        with broker.admin(options) as admin:
+            admin.create_topic(name, partitions, overrides)
+    else:
+        with options.open(read_only=False) as store:
+            store.create_topic(name, partitions=partitions, config=overrides)
     click.echo(f"Created topic {name} with {partitions} partition{'s' if partitions != 1 else ''}.")
 
 
@@ -171,8 +185,12 @@ def topics_create(options: StoreOptions, name: str, partitions: int, configs: tu
 @click.pass_obj
 def topics_list(options: StoreOptions) -> None:
     """List the topics, one per line."""
-    with options.open(read_only=True) as store:
-        names = store.topics()
+    if options.bootstrap:
+        with broker.admin(options) as admin:
+            names = admin.topics()
+    else:
+        with options.open(read_only=True) as store:
+            names = store.topics()
     for name in names:
         click.echo(name)
 
@@ -182,7 +200,12 @@ def topics_list(options: StoreOptions) -> None:
 @click.pass_obj
 def topics_describe(options: StoreOptions, name: str) -> None:
     """Describe topic NAME as JSON: its effective config, its overrides, and per partition its
-    directory, log start and end offsets, size (sum of its .log files) and segment count."""
+    directory, log start and end offsets, size (sum of its .log files) and segment count. Against a
+    broker: the effective config, the overrides, and per partition its leader and offsets."""
+    if options.bootstrap:
+        with broker.admin(options) as admin:
+            click.echo(json.dumps(admin.describe_topic(name), indent=2))
+        return
     with options.open(read_only=True) as store:
         recovery_points = {key: offset for entry in store.status() for key, offset in entry.recovery_points.items()}
         partitions = []
@@ -221,9 +244,14 @@ def topics_alter(options: StoreOptions, name: str, configs: tuple[str, ...], del
     if both:
         raise click.UsageError(f"{both[0]} is both set and deleted")
     changes.update(dict.fromkeys(deletions))
-    with options.open(read_only=False) as store:
-        store.alter_topic_config(name, changes)
-        overrides = store.topic_overrides(name)
+    if options.bootstrap:
+        with broker.admin(options) as admin:
+            admin.alter_topic_config(name, changes)
+            overrides = admin.topic_configs(name)[1]
+    else:
+        with options.open(read_only=False) as store:
+            store.alter_topic_config(name, changes)
+            overrides = store.topic_overrides(name)
     click.echo(json.dumps({"topic": name, "overrides": overrides}))
 
 
@@ -232,8 +260,12 @@ def topics_alter(options: StoreOptions, name: str, configs: tuple[str, ...], del
 @click.pass_obj
 def topics_delete(options: StoreOptions, name: str) -> None:
     """Delete topic NAME and all its data."""
-    with options.open(read_only=False) as store:
-        store.delete_topic(name)
+    if options.bootstrap:
+        with broker.admin(options) as admin:
+            admin.delete_topic(name)
+    else:
+        with options.open(read_only=False) as store:
+            store.delete_topic(name)
     click.echo(f"Deleted topic {name}.")
 
 
@@ -282,6 +314,9 @@ def append(options: StoreOptions, topic: str, value: str | None, partition: int 
         if sys.stdin.isatty():
             click.echo(f"Reading records from stdin ({input_format}, one per line); end with Ctrl-D.", err=True)
         entries = parse_input(sys.stdin.buffer, input_format, encoding, defaults)
+    if options.bootstrap:
+        broker.append(options, topic, entries, batch_size, acks, timeout_ms)
+        return
     with options.open(read_only=False) as store:
         check_against_topic(entries, topic, store.partitions(topic),
                             lambda records: store.validate_append(topic, records))
@@ -332,11 +367,18 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: int |
         if offset is not None or from_beginning or from_timestamp_ms is not None:
             raise click.UsageError("--group starts at the group's committed offsets: it takes no --offset, "
                                    "--from-beginning or --from-timestamp")
-        if follow:
+        if follow and not options.bootstrap:
             # Committing needs the store's lock, and while this process held it no other could append:
             # a follower would wait for records that cannot come.
             raise click.UsageError("--group cannot --follow: it holds the store's lock, so nothing else "
                                    "could append while it waits")
+    if options.bootstrap:
+        for number, records in broker.read_chunks(options, topic, partition=partition, offset=offset,
+                                                  from_timestamp_ms=from_timestamp_ms, follow=follow, group=group,
+                                                  max_records=max_records):
+            _print_records(topic, number, records, output_format, encoding)
+        return
+    if group is not None:
         _read_as_group(options, topic, partition, group, remaining, output_format, encoding)
         return
     with options.open(read_only=True) as store:

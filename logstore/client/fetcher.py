@@ -115,32 +115,8 @@ class Fetcher:
     # --- ListOffsets -----------------------------------------------------------------------------
 
     def list_offsets(self, timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:
-        """``{tp: (offset, timestamp)}`` from each partition's leader: for a timestamp, the first
-        offset whose timestamp is at or after it (-1 when none is); ``EARLIEST``/``LATEST`` the log
-        start / end offset."""
-        by_leader: dict[int, dict[TopicPartition, int]] = defaultdict(dict)
-        for tp, timestamp in timestamps.items():
-            by_leader[self._leader(tp)][tp] = timestamp
-        found: dict[TopicPartition, tuple[int, int]] = {}
-        for leader, wanted in by_leader.items():
-            topics: dict[str, list] = defaultdict(list)
-            for (topic, partition), timestamp in wanted.items():
-                topics[topic].append({"partition_index": partition, "timestamp": timestamp})
-            body = self._network.connection(leader).request("ListOffsets", {
-                "replica_id": -1, "isolation_level": self.isolation_level,
-                "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]})
-            for topic in body["topics"]:
-                for partition in topic["partitions"]:
-                    tp = (topic["name"], partition["partition_index"])
-                    if partition["error_code"]:
-                        if partition["error_code"] in _REFRESH_ERRORS:
-                            self._network.refresh_metadata(sorted({t for t, _ in timestamps}))
-                        raise _error(f"ListOffsets of {tp[0]}-{tp[1]}", partition["error_code"])
-                    found[tp] = (partition["offset"], partition["timestamp"])
-        missing = set(timestamps) - set(found)
-        if missing:
-            raise NetworkError(f"ListOffsets answered nothing for {sorted(missing)}")
-        return found
+        """``list_offsets`` on this consumer's network client, at its isolation level."""
+        return list_offsets(self._network, timestamps, self.isolation_level)
 
     def _leader(self, tp: TopicPartition) -> int:
         try:
@@ -303,3 +279,41 @@ def _aborted_producers(aborted: list | None) -> dict[int, set[int]]:
 def _is_aborted(aborted: dict[int, set[int]], batch) -> bool:
     starts = aborted.get(batch.producer_id)
     return bool(starts) and min(starts) <= batch.base_offset + batch.last_offset_delta
+
+
+def list_offsets(network: NetworkClient, timestamps: dict[TopicPartition, int], isolation_level: int = READ_UNCOMMITTED
+                 ) -> dict[TopicPartition, tuple[int, int]]:
+    """``{tp: (offset, timestamp)}`` from each partition's leader: for a timestamp, the first
+    offset whose timestamp is at or after it (-1 when none is); ``EARLIEST``/``LATEST`` the log
+    start / end offset."""
+    by_leader: dict[int, dict[TopicPartition, int]] = defaultdict(dict)
+    for tp, timestamp in timestamps.items():
+        by_leader[_leader_of(network, tp)][tp] = timestamp
+    found: dict[TopicPartition, tuple[int, int]] = {}
+    for leader, wanted in by_leader.items():
+        topics: dict[str, list] = defaultdict(list)
+        for (topic, partition), timestamp in wanted.items():
+            topics[topic].append({"partition_index": partition, "timestamp": timestamp})
+        body = network.connection(leader).request("ListOffsets", {
+            "replica_id": -1, "isolation_level": isolation_level,
+            "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]})
+        for topic in body["topics"]:
+            for partition in topic["partitions"]:
+                tp = (topic["name"], partition["partition_index"])
+                if partition["error_code"]:
+                    if partition["error_code"] in _REFRESH_ERRORS:
+                        network.refresh_metadata(sorted({t for t, _ in timestamps}))
+                    raise _error(f"ListOffsets of {tp[0]}-{tp[1]}", partition["error_code"])
+                found[tp] = (partition["offset"], partition["timestamp"])
+    missing = set(timestamps) - set(found)
+    if missing:
+        raise NetworkError(f"ListOffsets answered nothing for {sorted(missing)}")
+    return found
+
+
+def _leader_of(network: NetworkClient, tp: TopicPartition) -> int:
+    try:
+        return network.leader_for(*tp)
+    except NetworkError:
+        network.refresh_metadata(sorted(set(network.metadata.leaders) | {tp[0]}))
+        return network.leader_for(*tp)

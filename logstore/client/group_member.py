@@ -106,8 +106,8 @@ class GroupMember:
         self._connection = connection
         return connection
 
-    def _request(self, api: str, body: dict) -> dict:
-        """``body`` to the coordinator; NetworkError (the coordinator forgotten) when it fails."""
+    def request(self, api: str, body: dict) -> dict:
+        """``body`` to the group's coordinator; NetworkError (the coordinator forgotten) when it fails."""
         try:
             return self._coordinator_connection().request(api, body)
         except NetworkError:
@@ -125,7 +125,7 @@ class GroupMember:
         """One round of JoinGroup and SyncGroup: this member's new partitions, or None when the
         round must be tried again (a new member id, a rebalance started meanwhile, a lost coordinator)."""
         subscription = encode_subscription(Subscription(topics, owned_partitions=owned))
-        body = self._request("JoinGroup", {
+        body = self.request("JoinGroup", {
             "group_id": self.group_id, "session_timeout_ms": self.session_timeout_ms,
             "rebalance_timeout_ms": self.rebalance_timeout_ms, "member_id": self.member_id,
             "group_instance_id": self.group_instance_id, "protocol_type": "consumer",
@@ -150,7 +150,7 @@ class GroupMember:
         if body["leader"] == self.member_id:
             plan = self._assign(body["protocol_name"] or self.assignors[0], body["members"])
             assignments = [{"member_id": member, "assignment": data} for member, data in plan.items()]
-        sync = self._request("SyncGroup", {
+        sync = self.request("SyncGroup", {
             "group_id": self.group_id, "generation_id": self.generation_id, "member_id": self.member_id,
             "group_instance_id": self.group_instance_id, "protocol_type": "consumer",
             "protocol_name": body["protocol_name"], "assignments": assignments})
@@ -189,7 +189,7 @@ class GroupMember:
             self._heartbeats.join(5)
         if self.member_id and self.group_instance_id is None:
             try:
-                body = self._request("LeaveGroup", {"group_id": self.group_id, "member_id": self.member_id,
+                body = self.request("LeaveGroup", {"group_id": self.group_id, "member_id": self.member_id,
                                                     "members": [{"member_id": self.member_id,
                                                                  "group_instance_id": None}]})
                 if body["error_code"]:
@@ -273,11 +273,13 @@ class GroupMember:
 
     # --- offsets ---------------------------------------------------------------------------------
 
-    def _commit_body(self, offsets: Mapping[TopicPartition, int]) -> dict:
+    def _commit_body(self, offsets: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str] | None = None
+                     ) -> dict:
         topics: dict[str, list] = {}
         for (topic, partition), offset in sorted(offsets.items()):
             topics.setdefault(topic, []).append({"partition_index": partition, "committed_offset": offset,
-                                                 "committed_leader_epoch": -1, "committed_metadata": ""})
+                                                 "committed_leader_epoch": -1,
+                                                 "committed_metadata": (metadata or {}).get((topic, partition), "")})
         in_group = not self.rejoin_needed and self.generation_id >= 0
         return {"group_id": self.group_id, "generation_id_or_member_epoch": self.generation_id if in_group else -1,
                 "member_id": self.member_id if in_group else "", "group_instance_id": self.group_instance_id,
@@ -296,10 +298,12 @@ class GroupMember:
                     raise _error(f"committing {topic['name']}-{partition['partition_index']} for group "
                                  f"{self.group_id}", code)
 
-    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Store ``offsets`` (the next offset to read, per partition) as the group's, durably."""
+    def commit(self, offsets: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str] | None = None
+               ) -> None:
+        """Store ``offsets`` (the next offset to read, per partition) as the group's, durably, with
+        ``metadata`` strings beside them."""
         if offsets:
-            self._commit_result(self._request("OffsetCommit", self._commit_body(offsets)))
+            self._commit_result(self.request("OffsetCommit", self._commit_body(offsets, metadata)))
 
     def commit_async(self, offsets: Mapping[TopicPartition, int]) -> Future:
         """Send the commit now; the future completes when ``poll_commits`` sees the answer."""
@@ -344,24 +348,33 @@ class GroupMember:
             if not wait:
                 return
 
-    def committed(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int | None]:
-        """The group's committed offsets of ``partitions`` (None where it has none)."""
+    def committed(self, partitions: list[TopicPartition] | None) -> dict[TopicPartition, int | None]:
+        """The group's committed offsets of ``partitions`` (None where it has none); every
+        partition it has committed when ``partitions`` is None."""
+        entries = self.committed_entries(partitions)
+        return {tp: None if entry is None else entry[0] for tp, entry in entries.items()}
+
+    def committed_entries(self, partitions: list[TopicPartition] | None
+                          ) -> dict[TopicPartition, tuple[int, str | None] | None]:
+        """``committed`` with the metadata string committed beside each offset."""
         topics: dict[str, list[int]] = {}
-        for topic, partition in partitions:
+        for topic, partition in partitions or ():
             topics.setdefault(topic, []).append(partition)
-        body = self._request("OffsetFetch", {"group_id": self.group_id, "require_stable": False,
-                                             "topics": [{"name": name, "partition_indexes": parts}
-                                                        for name, parts in topics.items()]})
+        body = self.request("OffsetFetch", {"group_id": self.group_id, "require_stable": False,
+                                            "topics": None if partitions is None else
+                                            [{"name": name, "partition_indexes": parts}
+                                             for name, parts in topics.items()]})
         if body.get("error_code"):
             if body["error_code"] in _COORDINATOR_ERRORS:
                 self._lose_coordinator()
             raise _error(f"OffsetFetch for group {self.group_id}", body["error_code"])
-        found: dict[TopicPartition, int | None] = {tp: None for tp in partitions}
+        found: dict[TopicPartition, tuple[int, str | None] | None] = {tp: None for tp in partitions or ()}
         for topic in body["topics"]:
             for partition in topic["partitions"]:
                 if partition["error_code"]:
                     raise _error(f"OffsetFetch of {topic['name']}-{partition['partition_index']}",
                                  partition["error_code"])
                 offset = partition["committed_offset"]
-                found[(topic["name"], partition["partition_index"])] = None if offset < 0 else offset
+                found[(topic["name"], partition["partition_index"])] = \
+                    None if offset < 0 else (offset, partition["metadata"])
         return found

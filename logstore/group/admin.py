@@ -200,7 +200,7 @@ class GroupAdmin:
     def describe_group(self, group_id: str) -> GroupDescription:
         """State, protocol, members and per-partition lag of ``group_id`` (GROUP_ID_NOT_FOUND for
         a group that does not exist)."""
-        summary = self.coordinator.describe_group(group_id)
+        summary = self._summary(group_id)
         if summary.error_code != errors.NONE:
             raise GroupRequestError(f"describing group {group_id!r}", summary.error_code)
         if summary.state == DEAD:
@@ -234,24 +234,45 @@ class GroupAdmin:
         except (LogStoreError, ValueError, TypeError):
             return None  # a client's bytes that are not ConsumerProtocol: shown as opaque
 
+    # --- the primitives a broker-backed admin replaces (logstore.client.admin) ----------------------
+
+    def _summary(self, group_id: str):
+        """The group as DescribeGroups describes it (``results.GroupSummary``)."""
+        return self.coordinator.describe_group(group_id)
+
+    def _partition_count(self, topic: str) -> int:
+        return self.store.partitions(topic)  # an unknown topic fails here, naming it
+
+    def _log_offsets(self, topic: str, partition: int) -> tuple[int, int]:
+        """``(log start offset, log end offset)`` of a partition."""
+        log = self.store.get_log(topic, partition)
+        return log.log_start_offset, log.log_end_offset
+
+    def _offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        return self.store.get_log(topic, partition).offset_for_timestamp(timestamp_ms)
+
     def _log_end_offset(self, topic: str, partition: int) -> int | None:
         try:
-            return self.store.get_log(topic, partition).log_end_offset
+            return self._log_offsets(topic, partition)[1]
         except LogStoreError:
             return None  # the topic was deleted, or the partition is offline
 
     def committed(self, group_id: str) -> dict[TopicPartition, int]:
         """The group's committed offsets (empty for a group that does not exist)."""
+        return {key: offset for key, (offset, _) in self.committed_entries(group_id).items()}
+
+    def committed_entries(self, group_id: str) -> dict[TopicPartition, tuple[int, str | None]]:
+        """The group's committed offsets with the metadata string committed beside each."""
         error, offsets = self.coordinator.fetch_offsets(group_id, None)
         if error != errors.NONE:
             raise GroupRequestError(f"fetching the offsets of group {group_id!r}", error)
-        return {key: value.offset for key, value in offsets.items() if value is not None}
+        return {key: (value.offset, value.metadata) for key, value in offsets.items() if value is not None}
 
     def require_no_members(self, group_id: str, doing: str) -> None:
         """Raise NON_EMPTY_GROUP unless ``group_id`` is Empty or does not exist: a generation -1
         commit is refused while a group has members (their positions are theirs to commit).
         ``doing`` completes "stop its consumers before ...", e.g. "resetting its offsets"."""
-        summary = self.coordinator.describe_group(group_id)
+        summary = self._summary(group_id)
         if summary.error_code != errors.NONE:
             raise GroupRequestError(f"describing group {group_id!r}", summary.error_code)
         if summary.state not in (EMPTY, DEAD):
@@ -281,8 +302,7 @@ class GroupAdmin:
         committed = self.committed(group_id)
         plan = []
         for topic, partition in keys:
-            log = self.store.get_log(topic, partition)
-            start, end = log.log_start_offset, log.log_end_offset
+            start, end = self._log_offsets(topic, partition)
             current = committed.get((topic, partition))
             if mode == "to-earliest":
                 target = start
@@ -291,7 +311,7 @@ class GroupAdmin:
             elif mode == "to-offset":
                 target = value
             elif mode == "to-datetime":
-                found = log.offset_for_timestamp(value)
+                found = self._offset_for_timestamp(topic, partition, value)
                 target = end if found is None else found
             else:
                 if current is None:  # Kafka's tool refuses too: a shift from nothing is a guess
@@ -302,7 +322,7 @@ class GroupAdmin:
         return plan
 
     def _partitions(self, topic: str, wanted: Iterable[int] | None) -> list[int]:
-        count = self.store.partitions(topic)  # an unknown topic fails here, naming it
+        count = self._partition_count(topic)
         partitions = list(range(count)) if wanted is None else sorted(set(wanted))
         for partition in partitions:
             if not 0 <= partition < count:
@@ -365,13 +385,14 @@ class GroupAdmin:
         committed = self.committed(group_id)
         positions = []
         for partition in partitions:
-            log = self.store.get_log(topic, partition)
+            start, end = self._log_offsets(topic, partition)
             offset = committed.get((topic, partition))
-            in_log = offset is not None and log.log_start_offset <= offset <= log.log_end_offset
-            positions.append(StartPosition(partition, offset if in_log else log.log_start_offset, offset))
+            in_log = offset is not None and start <= offset <= end
+            positions.append(StartPosition(partition, offset if in_log else start, offset))
         return positions
 
-    def commit(self, group_id: str, offsets: Mapping[TopicPartition, int], *, doing: str | None = None) -> None:
+    def commit(self, group_id: str, offsets: Mapping[TopicPartition, int], *, doing: str | None = None,
+               metadata: Mapping[TopicPartition, str] | None = None) -> None:
         """Commit ``offsets`` for ``group_id`` with generation -1 (the admin path), durably. Refused
         (NON_EMPTY_GROUP) while the group has members; any partition the coordinator refuses
         raises ``GroupRequestError`` naming it."""
@@ -380,7 +401,7 @@ class GroupAdmin:
         doing = doing or "committing its offsets"
         self.require_no_members(group_id, doing)
         answers: list[dict[TopicPartition, int]] = []
-        commits = {key: OffsetCommit(offset) for key, offset in offsets.items()}
+        commits = {key: OffsetCommit(offset, metadata=(metadata or {}).get(key, "")) for key, offset in offsets.items()}
         self.coordinator.commit_offsets(group_id, -1, "", commits, callback=answers.append)
         # threaded=False: the write and its fsync happened before commit_offsets returned.
         assert len(answers) == 1, "a synchronous coordinator answers a commit at once"

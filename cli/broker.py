@@ -1,0 +1,82 @@
+"""The command line against a broker (``logstore --bootstrap-server HOST:PORT``): opens the client
+layer's admin, producer and reader (``logstore.client.admin``, ``logstore.client.tools``) and prints
+what they return in the store commands' formats. No logic lives here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from itertools import groupby, islice
+from typing import Iterator, Sequence
+
+import click
+
+from logstore import Record
+from logstore.client.admin import BrokerAdmin
+from logstore.client.mirror import DEFAULT_GROUP, open_end
+from logstore.client.mirror import mirror as run_mirror
+from logstore.client.tools import append_chunks
+from logstore.client.tools import read_chunks as _read_chunks
+
+from .records_io import InputRecord, check_against_topic
+
+
+def admin(options) -> BrokerAdmin:
+    """The topics of the broker of ``--bootstrap-server``."""
+    return BrokerAdmin(options.bootstrap, client_id="logstore-cli")
+
+
+def append(options, topic: str, entries: Sequence[InputRecord], batch_size: int, acks: str, timeout_ms: int) -> None:
+    """``logstore append`` to a broker: the input checked against the topic's partition count
+    first, then sent in chunks, one JSON line per partition of each chunk once acknowledged."""
+    with admin(options) as topics:
+        check_against_topic(entries, topic, topics.partitions(topic), lambda records: None)
+    chunks = ((target, [entry.record for entry in chunk])
+              for target, group in groupby(entries, key=lambda entry: entry.partition)
+              for chunk in iter(lambda group=group: list(islice(group, batch_size)), []))
+    for appended in append_chunks(options.bootstrap, topic, chunks, acks=acks, timeout_ms=timeout_ms):
+        for partition, info in sorted(appended.items()):
+            click.echo(json.dumps({"topic": topic, "partition": partition, "first_offset": info.first_offset,
+                                   "last_offset": info.last_offset, "record_count": info.record_count}))
+    if not entries:
+        click.echo("No records given: nothing appended.", err=True)
+
+
+def read_chunks(options, topic: str, **how) -> Iterator[tuple[int, list[Record]]]:
+    """``logstore read`` from a broker: the chunks to print; Ctrl-C ends a ``--follow``."""
+    try:
+        yield from _read_chunks(options.bootstrap, topic, **how)
+    except KeyboardInterrupt:
+        pass  # the way to end --follow: not an error
+
+
+@click.command()
+@click.option("--from", "source", required=True, metavar="DIR|HOST:PORT",
+              help="Where to copy from: a data dir, or a broker's HOST:PORT.")
+@click.option("--to", "destination", required=True, metavar="DIR|HOST:PORT",
+              help="Where to copy to: a data dir (created if missing), or a broker's HOST:PORT.")
+@click.option("--group", default=DEFAULT_GROUP, show_default=True,
+              help="The destination's consumer group that records how far the copy went.")
+@click.argument("topics", nargs=-1)
+def mirror(source: str, destination: str, group: str, topics: tuple[str, ...]) -> None:
+    """Copy TOPICS (default: all but internal ones) with their partition counts, config overrides,
+    keys, values, headers and timestamps. Run it again after an interruption: it resumes where it
+    stopped, and copies each record once. Prints a summary line per topic."""
+    source_end = open_end(source, writable=False)
+    try:
+        destination_end = open_end(destination, writable=True)
+        try:
+            with click.progressbar(length=1, label="mirroring", file=sys.stderr,
+                                   show_pos=True) as bar:
+                def progress(done: int, total: int) -> None:
+                    bar.length = max(total, 1)
+                    bar.update(done - bar.pos)
+
+                copied = run_mirror(source_end, destination_end, list(topics) or None, group=group,
+                                    progress=progress)
+        finally:
+            destination_end.close()
+    finally:
+        source_end.close()
+    for topic, count in copied.items():
+        click.echo(f"{topic}: copied {count} record{'s' if count != 1 else ''}")

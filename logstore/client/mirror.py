@@ -1,0 +1,220 @@
+"""``mirror``: copy topics from a store or a broker to a store or a broker (``logstore mirror``), with
+their partition counts, config overrides, keys, values, headers and timestamps, resumably.
+
+What it owns:
+- the two ends: a data dir (``StoreEnd``: the store read-only as a source, a writer as a
+  destination) or a Kafka-compatible broker (``BrokerEnd``: a consumer as a source, a producer as a
+  destination); ``open_end`` tells them apart (an existing directory is a store, ``HOST:PORT`` a
+  broker, anything else a new store);
+- the copy: each source partition to the same partition of the destination topic (created with the
+  source's partition count and overrides; an existing one must have the same partition count),
+  record by record in offset order, with the source's timestamps (the destination keeps them as
+  CreateTime) and headers;
+- resuming: after each chunk the destination's consumer group ``group`` (default
+  ``logstore-mirror``) commits, per partition, the next source offset to copy, with the destination
+  partition's end offset then as the commit's metadata. A mirror started again resumes there; the
+  records a crash left copied after the last commit (the destination end is past the one committed)
+  are skipped in the source, not copied twice, so the destination gets every record once;
+- progress: ``progress(done, total)`` after each chunk (records copied so far, records to copy).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Callable, Iterator
+
+from ..errors import RequestError
+from ..group.admin import GroupAdmin
+from ..manager.log_manager import LogManager
+from ..records.decoder import Record
+from .admin import BrokerAdmin, BrokerGroupAdmin
+from .consumer import Consumer
+from .producer import Producer
+
+DEFAULT_GROUP = "logstore-mirror"
+INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+_CHUNK_RECORDS = 5000
+_CHUNK_BYTES = 4 << 20
+_BROKER = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):\d{1,5}(,(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):\d{1,5})*$")
+
+
+class StoreEnd:
+    """A store in a data dir, as a mirror's source (read-only) or destination (a writer)."""
+
+    def __init__(self, path: str, *, writable: bool) -> None:
+        self.name = path
+        self.store = LogManager([path], read_only=not writable)
+        self.groups = GroupAdmin(self.store) if writable else None
+
+    def close(self) -> None:
+        if self.groups is not None:
+            self.groups.close()
+        self.store.close()
+
+    def topics(self) -> list[str]:
+        return [name for name in self.store.topics() if name not in INTERNAL_TOPICS]
+
+    def partitions(self, topic: str) -> int | None:
+        return self.store.partitions(topic) if topic in self.store.topics() else None
+
+    def overrides(self, topic: str) -> dict[str, str]:
+        return {key: str(value) for key, value in self.store.topic_overrides(topic).items()}
+
+    def create_topic(self, topic: str, partitions: int, overrides: dict[str, str]) -> None:
+        self.store.create_topic(topic, partitions, overrides)
+
+    def offsets(self, topic: str, partition: int) -> tuple[int, int]:
+        log = self.store.get_log(topic, partition)
+        return log.log_start_offset, log.log_end_offset
+
+    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[list[Record]]:
+        log = self.store.get_log(topic, partition)
+        while start < end:
+            records = [record for record in log.read(start, _CHUNK_BYTES, _CHUNK_RECORDS) if record.offset < end]
+            if not records:
+                return
+            yield records
+            start = records[-1].offset + 1
+
+    def write(self, topic: str, partition: int, records: list[Record]) -> None:
+        self.store.append(topic, [record._replace(offset=None) for record in records], partition=partition,
+                          acks="all")
+
+
+class BrokerEnd:
+    """A Kafka-compatible broker at ``bootstrap_servers``, as a mirror's source or destination."""
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        self.name = bootstrap_servers
+        self.admin = BrokerAdmin(bootstrap_servers, client_id="logstore-mirror")
+        self.groups = BrokerGroupAdmin(self.admin)
+        self._consumer: Consumer | None = None
+        self._producer: Producer | None = None
+
+    def close(self) -> None:
+        try:
+            if self._producer is not None:
+                self._producer.close()
+            if self._consumer is not None:
+                self._consumer.close()
+        finally:
+            self.groups.close()
+            self.admin.close()
+
+    def topics(self) -> list[str]:
+        return [name for name in self.admin.topics() if name not in INTERNAL_TOPICS]
+
+    def partitions(self, topic: str) -> int | None:
+        return self.admin.network.refresh_metadata([topic]).partitions(topic)
+
+    def overrides(self, topic: str) -> dict[str, str]:
+        return {key: value for key, value in self.admin.topic_configs(topic)[1].items() if value is not None}
+
+    def create_topic(self, topic: str, partitions: int, overrides: dict[str, str]) -> None:
+        self.admin.create_topic(topic, partitions, overrides)
+
+    def offsets(self, topic: str, partition: int) -> tuple[int, int]:
+        return self.admin.log_offsets(topic, [partition])[partition]
+
+    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[list[Record]]:
+        if self._consumer is None:
+            self._consumer = Consumer(bootstrap_servers=self.name, client_id="logstore-mirror",
+                                      enable_auto_commit=False, auto_offset_reset="none", max_poll_records=_CHUNK_RECORDS)
+        consumer = self._consumer
+        consumer.assign([(topic, partition)])
+        consumer.seek(topic, partition, start)
+        while consumer.position(topic, partition) < end:
+            records = [Record(r.key, r.value, r.headers, r.timestamp_ms, r.offset) for r in consumer.poll(1000)
+                       if r.offset < end]
+            if records:
+                yield records
+
+    def write(self, topic: str, partition: int, records: list[Record]) -> None:
+        if self._producer is None:
+            self._producer = Producer(bootstrap_servers=self.name, client_id="logstore-mirror", linger_ms=5,
+                                      batch_size=256 * 1024)
+        producer = self._producer
+        futures = [producer.send(topic, r.value, key=r.key, headers=r.headers, partition=partition,
+                                 timestamp_ms=r.timestamp_ms) for r in records]
+        producer.flush()
+        for future in futures:
+            future.result(0)  # a record the broker refused fails the mirror here, before the commit
+
+
+def open_end(where: str, *, writable: bool) -> StoreEnd | BrokerEnd:
+    """A store when ``where`` is an existing directory (or, for a destination, not ``HOST:PORT``),
+    else the broker at ``where``."""
+    if os.path.isdir(where):
+        return StoreEnd(where, writable=writable)
+    if _BROKER.match(where):
+        return BrokerEnd(where)
+    if not writable:
+        raise ValueError(f"{where!r} is neither a data dir nor HOST:PORT of a broker")
+    return StoreEnd(where, writable=True)
+
+
+def mirror(source: StoreEnd | BrokerEnd, destination: StoreEnd | BrokerEnd, topics: list[str] | None = None, *,
+           group: str = DEFAULT_GROUP, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
+    """Copy ``topics`` (default: every topic of the source but internal ones) from ``source`` to
+    ``destination``; returns the records copied per topic (see the module docstring)."""
+    names = list(topics) if topics else source.topics()
+    plan = []
+    committed = destination.groups.committed_entries(group)
+    for topic in names:
+        count = source.partitions(topic)
+        if count is None:
+            raise RequestError(f"topic {topic!r} does not exist in {source.name}")
+        existing = destination.partitions(topic)
+        if existing is None:
+            destination.create_topic(topic, count, source.overrides(topic))
+        elif existing != count:
+            raise RequestError(f"topic {topic!r} has {existing} partitions in {destination.name} and {count} in "
+                               f"{source.name}: a mirror keeps each record's partition, so they must match")
+        for partition in range(count):
+            start, end = source.offsets(topic, partition)
+            resume, skip = _resume_point(committed.get((topic, partition)), destination, topic, partition)
+            plan.append((topic, partition, max(start, resume), end, skip))
+    total = sum(max(end - start, 0) for _, _, start, end, _ in plan)
+    done = 0
+    copied: dict[str, int] = dict.fromkeys(names, 0)
+    if progress is not None:
+        progress(0, total)
+    for topic, partition, start, end, skip in plan:
+        for records in source.read(topic, partition, start, end):
+            dropped: list[Record] = []
+            if skip:  # copied after the last commit, before an interruption: already there
+                dropped, records = records[:skip], records[skip:]
+                skip -= len(dropped)
+            if records:
+                destination.write(topic, partition, records)
+                copied[topic] += len(records)
+            dest_end = destination.offsets(topic, partition)[1]
+            next_offset = (records or dropped)[-1].offset + 1
+            destination.groups.commit(group, {(topic, partition): next_offset}, doing="mirroring",
+                                      metadata={(topic, partition): json.dumps({"dest_end": dest_end})})
+            done += next_offset - start
+            start = next_offset
+            if progress is not None:
+                progress(min(done, total), total)
+    return copied
+
+
+def _resume_point(entry: tuple[int, str | None] | None, destination, topic: str, partition: int
+                  ) -> tuple[int, int]:
+    """Where a partition's copy resumes: the committed source offset, and how many source records
+    from there are already in the destination (written after that commit)."""
+    if entry is None:
+        written = destination.offsets(topic, partition)[1] if destination.partitions(topic) is not None else 0
+        if written:
+            raise RequestError(f"{topic}-{partition} in {destination.name} already holds {written} records that no "
+                               f"mirror committed: mirror into a new topic, or use the group that wrote them")
+        return 0, 0
+    offset, metadata = entry
+    try:
+        dest_end = json.loads(metadata or "{}")["dest_end"]
+    except (ValueError, KeyError, TypeError):
+        raise RequestError(f"group commit of {topic}-{partition} in {destination.name} is not a mirror's "
+                           f"(metadata {metadata!r}): choose another --group") from None
+    return offset, max(destination.offsets(topic, partition)[1] - dest_end, 0)

@@ -1,0 +1,104 @@
+"""What the command line does against a broker (``logstore --bootstrap-server``): appending records
+with the producer and reading them with the consumer, in the shapes the store's own commands use,
+so the output is the same whichever the command talks to.
+
+What it owns:
+- ``append_chunks``: records sent chunk by chunk (a chunk: consecutive records for one partition, or
+  for partitioning by key), each chunk acknowledged before the next is sent, reported per partition
+  as ``AppendSummary`` (first and last offset, count), as ``LogManager.append`` reports them;
+- ``read_chunks``: the records of a topic from where the caller says (an offset, the beginning, a
+  time, or a consumer group's committed offsets) as ``(partition, [Record])`` chunks, up to the end
+  offsets found at the start, or on and on with ``follow``. With a group it reads without joining
+  (as ``logstore read --group`` does on a store) and commits the position after each chunk the
+  caller took, so what was printed is what is committed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Sequence
+
+from ..records.decoder import Record
+from .admin import BrokerAdmin, BrokerGroupAdmin
+from .consumer import Consumer
+from .producer import Producer
+
+_POLL_MS = 500
+
+
+@dataclass(frozen=True)
+class AppendSummary:
+    """What one chunk put in one partition (the shape of ``LogManager.append``'s ``AppendInfo``)."""
+
+    first_offset: int
+    last_offset: int
+    record_count: int
+
+
+def append_chunks(bootstrap_servers: str, topic: str, chunks: Iterable[tuple[int | None, Sequence[Record]]], *,
+                  acks: str = "1", timeout_ms: int = 30_000) -> Iterator[dict[int, AppendSummary]]:
+    """Send each ``(partition or None, records)`` chunk and yield, once the broker acknowledged it,
+    what it put in each partition. ``acks`` is ``"1"`` or ``"all"``."""
+    with Producer(bootstrap_servers=bootstrap_servers, acks=acks, linger_ms=0, client_id="logstore-cli",
+                  request_timeout_ms=max(timeout_ms, 1000)) as producer:
+        for partition, records in chunks:
+            futures = [producer.send(topic, record.value, key=record.key, headers=record.headers,
+                                     partition=partition, timestamp_ms=record.timestamp_ms) for record in records]
+            producer.flush(timeout_ms / 1000 + 30)
+            placed: dict[int, list[int]] = {}
+            for future in futures:
+                metadata = future.result(0)
+                placed.setdefault(metadata.partition, []).append(metadata.offset)
+            yield {p: AppendSummary(min(offsets), max(offsets), len(offsets)) for p, offsets in placed.items()}
+
+
+def read_chunks(bootstrap_servers: str, topic: str, *, partition: int | None = None, offset: int | None = None,
+                from_timestamp_ms: int | None = None, follow: bool = False, group: str | None = None,
+                max_records: int | None = None) -> Iterator[tuple[int, list[Record]]]:
+    """``(partition, records)`` chunks of ``topic`` (or its ``partition``) from ``offset`` (needs
+    ``partition``), the first record at or after ``from_timestamp_ms``, the group's committed
+    offsets, or else the log start; up to the end found at the start, unless ``follow``."""
+    remaining = max_records if max_records is not None else -1
+    with BrokerGroupAdmin.connect(bootstrap_servers, client_id="logstore-cli") as groups, \
+            Consumer(bootstrap_servers=bootstrap_servers, client_id="logstore-cli", enable_auto_commit=False,
+                     auto_offset_reset="earliest") as consumer:
+        admin: BrokerAdmin = groups.admin
+        partitions = [partition] if partition is not None else list(range(admin.partitions(topic)))
+        if partition is not None and partition >= admin.partitions(topic):
+            raise ValueError(f"topic {topic!r} has no partition {partition}")
+        consumer.assign([(topic, p) for p in partitions])
+        if group is not None:
+            starts = {start.partition: start.offset for start in groups.start_positions(group, topic, partitions)}
+        elif offset is not None:
+            starts = {partition: offset}
+        elif from_timestamp_ms is not None:
+            found = consumer.offsets_for_times({(topic, p): from_timestamp_ms for p in partitions})
+            ends = consumer.end_offsets([(topic, p) for p in partitions])
+            starts = {p: ends[(topic, p)] if found[(topic, p)] is None else found[(topic, p)][0] for p in partitions}
+        else:
+            starts = {p: start for (_, p), start in consumer.beginning_offsets([(topic, p) for p in partitions]).items()}
+        for p, start in starts.items():
+            consumer.seek(topic, p, start)
+        ends = {p: end for (_, p), end in consumer.end_offsets([(topic, p) for p in partitions]).items()}
+        committed = dict(starts)
+        while remaining != 0:
+            if not follow and all(consumer.position(topic, p) >= ends[p] for p in partitions):
+                return
+            records = consumer.poll(_POLL_MS)
+            by_partition: dict[int, list[Record]] = {}
+            for record in records:
+                by_partition.setdefault(record.partition, []).append(
+                    Record(record.key, record.value, record.headers, record.timestamp_ms, record.offset))
+            for p in sorted(by_partition):
+                chunk = by_partition[p]
+                if remaining > 0:
+                    chunk = chunk[:remaining]
+                    remaining -= len(chunk)
+                if not chunk:
+                    continue
+                yield p, chunk
+                if group is not None:  # the caller printed the chunk: commit past it
+                    committed[p] = chunk[-1].offset + 1
+                    groups.commit(group, {(topic, p): committed[p]}, doing="reading as the group")
+                if remaining == 0:
+                    return
