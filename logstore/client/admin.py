@@ -28,7 +28,7 @@ from ..group.results import GroupOverview, GroupSummary, MemberSummary
 from ..server import errors as kafka_errors
 from .cluster import NetworkClient
 from .errors import BrokerResponseError, NetworkError
-from .fetcher import EARLIEST, LATEST, list_offsets
+from .fetcher import EARLIEST, high_watermarks, list_offsets
 from .group_member import GroupMember
 
 TOPIC_RESOURCE = 2
@@ -126,9 +126,10 @@ class BrokerAdmin:
     def log_offsets(self, topic: str, partitions: Sequence[int]) -> dict[int, tuple[int, int]]:
         """``{partition: (log start offset, log end offset)}``."""
         self.partitions(topic)  # an unknown topic fails here, naming it
-        starts = list_offsets(self.network, {(topic, p): EARLIEST for p in partitions})
-        ends = list_offsets(self.network, {(topic, p): LATEST for p in partitions})
-        return {p: (starts[(topic, p)][0], ends[(topic, p)][0]) for p in partitions}
+        starts = {tp: offset for tp, (offset, _) in
+                  list_offsets(self.network, {(topic, p): EARLIEST for p in partitions}).items()}
+        ends = high_watermarks(self.network, list(starts), starts)
+        return {p: (starts[(topic, p)], ends[(topic, p)]) for p in partitions}
 
     def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
         """The first offset of ``topic``/``partition`` whose timestamp is at or after ``timestamp_ms``."""
@@ -213,9 +214,11 @@ class BrokerGroupAdmin(GroupAdmin):
                      for group_id, group in found.items()}
         return [found[group_id] for group_id in sorted(found)]
 
-    def committed_entries(self, group_id: str) -> dict[tuple[str, int], tuple[int, str | None]]:
-        return {tp: entry for tp, entry in self._member(group_id).committed_entries(None).items()
-                if entry is not None}
+    def committed_entries(self, group_id: str, partitions=None) -> dict[tuple[str, int], tuple[int, str | None]]:
+        # Partitions named when known: Tansu answers an OffsetFetch for all partitions (null topics)
+        # without its topics array.
+        return {tp: entry for tp, entry in self._member(group_id).committed_entries(
+            None if partitions is None else list(partitions)).items() if entry is not None}
 
     def commit(self, group_id: str, offsets: Mapping[tuple[str, int], int], *, doing: str | None = None,
                metadata: Mapping[tuple[str, int], str] | None = None) -> None:

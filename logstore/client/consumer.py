@@ -34,7 +34,7 @@ from ..group.consumer import ConsumerRecord
 from ..group.consumer_protocol import ASSIGNORS
 from .cluster import NetworkClient
 from .errors import NetworkError
-from .fetcher import EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED, Fetcher
+from .fetcher import EARLIEST, READ_COMMITTED, READ_UNCOMMITTED, Fetcher, high_watermarks
 from .group_member import GroupMember
 
 __all__ = ["Consumer", "ConsumerRecord"]
@@ -235,10 +235,10 @@ class Consumer:
                 self._fetcher.list_offsets({_check_tp(tp): EARLIEST for tp in partitions}).items()}
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """The log end offset (high watermark) of each of ``partitions``."""
+        """The log end offset (high watermark) of each of ``partitions`` (``fetcher.high_watermarks``)."""
         self._check_open()
-        return {tp: offset for tp, (offset, _) in
-                self._fetcher.list_offsets({_check_tp(tp): LATEST for tp in partitions}).items()}
+        starts = self.beginning_offsets(partitions)
+        return high_watermarks(self._network, list(starts), starts)
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, tuple | None]:
         """For each partition, ``(offset, timestamp)`` of the first record whose timestamp is at or

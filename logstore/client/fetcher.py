@@ -317,3 +317,42 @@ def _leader_of(network: NetworkClient, tp: TopicPartition) -> int:
     except NetworkError:
         network.refresh_metadata(sorted(set(network.metadata.leaders) | {tp[0]}))
         return network.leader_for(*tp)
+
+
+def high_watermarks(network: NetworkClient, partitions: list[TopicPartition], starts: dict[TopicPartition, int]
+                    ) -> dict[TopicPartition, int]:
+    """Each partition's high watermark (the offset a consumer reads up to), from a Fetch at its
+    ``starts`` offset that waits (almost) for nothing. Kafka's ListOffsets(latest) gives the same
+    number, but not every broker's does (Tansu's memory engine answers the base of a batch), and
+    Fetch is what a consumer reads with. A partition a broker leaves out of the answer (Tansu does
+    for an empty one when the fetch does not wait) is asked again with a short wait, then with
+    ListOffsets."""
+    found: dict[TopicPartition, int] = {}
+    for wait_ms in (0, 20):
+        missing = [tp for tp in partitions if tp not in found]
+        if not missing:
+            return found
+        by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
+        for tp in missing:
+            by_leader[_leader_of(network, tp)].append(tp)
+        for leader, tps in by_leader.items():
+            topics: dict[str, list] = defaultdict(list)
+            for topic, partition in tps:
+                topics[topic].append({"partition": partition, "fetch_offset": starts[(topic, partition)],
+                                      "partition_max_bytes": 1024})
+            body = network.connection(leader).request("Fetch", {
+                "replica_id": -1, "max_wait_ms": wait_ms, "min_bytes": 0, "max_bytes": 1 << 20,
+                "isolation_level": READ_UNCOMMITTED, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
+                "rack_id": "", "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()]})
+            if body.get("error_code"):
+                raise _error("Fetch", body["error_code"])
+            for topic in body["responses"]:
+                for data in topic["partitions"]:
+                    tp = (topic["topic"], data["partition_index"])
+                    if data["error_code"] and data["error_code"] != kafka_errors.OFFSET_OUT_OF_RANGE:
+                        raise _error(f"fetching {tp[0]}-{tp[1]}", data["error_code"])
+                    found[tp] = data["high_watermark"]
+    missing = [tp for tp in partitions if tp not in found]
+    if missing:
+        found.update({tp: offset for tp, (offset, _) in list_offsets(network, dict.fromkeys(missing, LATEST)).items()})
+    return found

@@ -161,11 +161,15 @@ def mirror(source: StoreEnd | BrokerEnd, destination: StoreEnd | BrokerEnd, topi
     ``destination``; returns the records copied per topic (see the module docstring)."""
     names = list(topics) if topics else source.topics()
     plan = []
-    committed = destination.groups.committed_entries(group)
+    counts = {}
     for topic in names:
-        count = source.partitions(topic)
-        if count is None:
+        counts[topic] = source.partitions(topic)
+        if counts[topic] is None:
             raise RequestError(f"topic {topic!r} does not exist in {source.name}")
+    committed = destination.groups.committed_entries(group, [(topic, p) for topic in names
+                                                             for p in range(counts[topic])])
+    for topic in names:
+        count = counts[topic]
         existing = destination.partitions(topic)
         if existing is None:
             destination.create_topic(topic, count, source.overrides(topic))

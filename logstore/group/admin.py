@@ -257,16 +257,22 @@ class GroupAdmin:
         except LogStoreError:
             return None  # the topic was deleted, or the partition is offline
 
-    def committed(self, group_id: str) -> dict[TopicPartition, int]:
-        """The group's committed offsets (empty for a group that does not exist)."""
-        return {key: offset for key, (offset, _) in self.committed_entries(group_id).items()}
+    def committed(self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+                  ) -> dict[TopicPartition, int]:
+        """The group's committed offsets (of ``partitions`` only, when given; empty for a group
+        that does not exist)."""
+        return {key: offset for key, (offset, _) in self.committed_entries(group_id, partitions).items()}
 
-    def committed_entries(self, group_id: str) -> dict[TopicPartition, tuple[int, str | None]]:
-        """The group's committed offsets with the metadata string committed beside each."""
+    def committed_entries(self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+                          ) -> dict[TopicPartition, tuple[int, str | None]]:
+        """The group's committed offsets with the metadata string committed beside each (of
+        ``partitions`` only, when given)."""
         error, offsets = self.coordinator.fetch_offsets(group_id, None)
         if error != errors.NONE:
             raise GroupRequestError(f"fetching the offsets of group {group_id!r}", error)
-        return {key: (value.offset, value.metadata) for key, value in offsets.items() if value is not None}
+        wanted = None if partitions is None else set(partitions)
+        return {key: (value.offset, value.metadata) for key, value in offsets.items()
+                if value is not None and (wanted is None or key in wanted)}
 
     def require_no_members(self, group_id: str, doing: str) -> None:
         """Raise NON_EMPTY_GROUP unless ``group_id`` is Empty or does not exist: a generation -1
@@ -299,7 +305,7 @@ class GroupAdmin:
         keys = [(topic, partition) for topic, wanted in sorted(topics.items())
                 for partition in self._partitions(topic, wanted)]
         self.require_no_members(group_id, "resetting its offsets")
-        committed = self.committed(group_id)
+        committed = self.committed(group_id, keys)
         plan = []
         for topic, partition in keys:
             start, end = self._log_offsets(topic, partition)
@@ -382,7 +388,7 @@ class GroupAdmin:
         while the group has members: the reader would commit behind their backs."""
         partitions = self._partitions(topic, partitions)
         self.require_no_members(group_id, "reading as the group")
-        committed = self.committed(group_id)
+        committed = self.committed(group_id, [(topic, partition) for partition in partitions])
         positions = []
         for partition in partitions:
             start, end = self._log_offsets(topic, partition)

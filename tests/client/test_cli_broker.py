@@ -1,0 +1,204 @@
+"""The command line against a broker (``logstore --bootstrap-server``) and ``logstore mirror``: the
+same commands print the same output against ``logstore serve`` as against its data dir; they work
+against Tansu; ``read --follow`` tails a broker; a mirror store -> server -> store gives identical
+records, partition counts and overrides, and an interrupted mirror resumes without copying a
+record twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from logstore import LogManager, Record
+from logstore.cli.main import main
+from logstore.client import mirror as mirror_module
+from logstore.client.mirror import StoreEnd, mirror, open_end
+from logstore.server.bench import BrokerProcess
+
+
+def cli(*args, input=None):
+    return CliRunner().invoke(main, [*map(str, args)], input=input)
+
+
+def ok(result):
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result
+
+
+def _on(server, *args, input=None):
+    return ok(cli("--bootstrap-server", server.bootstrap_servers, *args, input=input)).output
+
+
+def _dir_of(server) -> str:
+    return os.path.dirname(server.store.get_log("t", 0).dir_path)
+
+
+def _records(store: LogManager, topic: str) -> dict[int, list]:
+    return {p: [(r.offset, r.key, r.value, tuple(r.headers), r.timestamp_ms)
+                for r in store.get_log(topic, p).iter_records()] for p in range(store.partitions(topic))}
+
+
+def test_topics_append_read_and_groups_print_what_they_print_on_the_store(server):
+    assert _on(server, "topics", "create", "cli-t", "--partitions", "2", "--config", "retention.ms=123456") == \
+        "Created topic cli-t with 2 partitions.\n"
+    assert "cli-t" in _on(server, "topics", "list").split()
+    lines = "".join(json.dumps({"key": f"k{i}", "value": f"v{i}", "headers": {"n": str(i)},
+                                "timestamp": 1_700_000_000_000 + i}) + "\n" for i in range(30))
+    appended = [json.loads(line) for line in _on(server, "append", "cli-t", "--input-format", "jsonl",
+                                                 "--batch-size", "7", input=lines).splitlines()]
+    assert sum(entry["record_count"] for entry in appended) == 30
+    described = json.loads(_on(server, "topics", "describe", "cli-t"))
+    assert described["overrides"] == {"retention.ms": "123456"} and described["partition_count"] == 2
+    assert sum(p["log_end_offset"] for p in described["partitions"]) == 30
+    data_dir = _dir_of(server)
+    for args in (["read", "cli-t"], ["read", "cli-t", "-p", "1", "--offset", "3"], ["read", "cli-t", "--max-records", "5"],
+                 ["read", "cli-t", "--from-timestamp", "1700000000020", "--format", "value"]):
+        assert _on(server, *args) == ok(cli("--dir", data_dir, *args)).output, args
+    first = _on(server, "read", "cli-t", "--group", "cli-g", "--max-records", "10")
+    rest = _on(server, "read", "cli-t", "--group", "cli-g")
+    assert len(first.splitlines()) == 10 and len(rest.splitlines()) == 20
+    assert sorted(first.splitlines() + rest.splitlines()) == sorted(_on(server, "read", "cli-t").splitlines())
+    assert _on(server, "read", "cli-t", "--group", "cli-g") == ""  # all committed
+    listed = _on(server, "groups", "list")
+    assert "cli-g" in listed and "Empty" in listed
+    for args in (["groups", "list"], ["groups", "describe", "cli-g"]):
+        # DescribeGroups carries no generation: a broker's group shows generation -1.
+        assert _on(server, *args).replace("generation -1", "generation 0") == \
+            ok(cli("--dir", data_dir, *args)).output, args
+    plan = _on(server, "groups", "reset-offsets", "cli-g", "--topic", "cli-t:1", "--to-offset", "2", "--execute")
+    assert "Committed 1 offset for group cli-g." in plan
+    assert [json.loads(line)["offset"] for line in _on(server, "read", "cli-t", "--group", "cli-g").splitlines()] \
+        == list(range(2, _end(server, "cli-t", 1)))
+    assert _on(server, "groups", "delete", "cli-g") == "Deleted group cli-g.\n"
+    assert json.loads(_on(server, "topics", "alter", "cli-t", "--delete-config", "retention.ms"))["overrides"] == {}
+    assert _on(server, "topics", "delete", "cli-t") == "Deleted topic cli-t.\n"
+    assert "cli-t" not in _on(server, "topics", "list").split()
+
+
+def _end(server, topic: str, partition: int) -> int:
+    return server.store.get_log(topic, partition).log_end_offset
+
+
+def test_errors_against_a_broker_are_one_line(server):
+    result = cli("--bootstrap-server", server.bootstrap_servers, "read", "no-such-topic")
+    assert result.exit_code == 1 and "no-such-topic" in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    result = cli("--bootstrap-server", "127.0.0.1:1", "topics", "list")
+    assert result.exit_code == 1 and "127.0.0.1:1" in result.output and len(result.output.strip().splitlines()) == 1
+    result = cli("--bootstrap-server", server.bootstrap_servers, "--dir", "/tmp/x", "topics", "list")
+    assert result.exit_code == 2 and "not both" in result.output
+    server.store.create_topic("two", 2)
+    result = cli("--bootstrap-server", server.bootstrap_servers, "append", "two", "--input-format", "jsonl",
+                 input='{"value": "a", "partition": 5}\n')
+    assert result.exit_code == 1 and "line 1" in result.output and "partition 5" in result.output
+    assert _end(server, "two", 0) == _end(server, "two", 1) == 0  # nothing sent
+
+
+def test_read_follow_tails_a_broker_until_interrupted(server, tmp_path):
+    server.store.create_topic("tail", 1)
+    server.store.append("tail", [Record(None, b"before")])
+    out = open(tmp_path / "out", "w+b")
+    command = [os.path.join(os.path.dirname(sys.executable), "logstore")]
+    if not os.path.exists(command[0]):
+        command = [sys.executable, "-m", "logstore.cli"]
+    process = subprocess.Popen([*command, "--bootstrap-server", server.bootstrap_servers, "read", "tail", "--follow",
+                                "--format", "value"], stdout=out, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 20
+        while b"before" not in (tmp_path / "out").read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        server.store.append("tail", [Record(None, b"after")])
+        while b"after" not in (tmp_path / "out").read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (tmp_path / "out").read_bytes().split() == [b"before", b"after"]
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=20)
+    assert process.returncode == 0 and b"Traceback" not in err
+
+
+def _source_store(path: str) -> None:
+    with LogManager([path]) as store:
+        store.create_topic("events", 3, {"retention.ms": "999999999"})
+        store.create_topic("state", 2, {"cleanup.policy": "compact"})
+        for partition in range(3):
+            store.append("events", [Record(b"k%d" % i, b"e%d-%d" % (partition, i), (("h", b"%d" % i), ("z", None)),
+                                           1_700_000_000_000 + i) for i in range(400)], partition=partition)
+        for partition in range(2):
+            store.append("state", [Record(b"s%d" % (i % 9), b"v%d" % i if i % 5 else None, (), 1_600_000_000_000 + i)
+                                   for i in range(120)], partition=partition)
+
+
+def test_a_mirror_store_to_server_to_store_gives_identical_records(server, tmp_path):
+    source, back = str(tmp_path / "source"), str(tmp_path / "back")
+    _source_store(source)
+    assert "events: copied 1200 records" in ok(cli("mirror", "--from", source, "--to", server.bootstrap_servers,
+                                                   "events", "state")).output
+    assert "events: copied 0 records" in ok(cli("mirror", "--from", source, "--to", server.bootstrap_servers,
+                                                "events", "state")).output  # nothing new: nothing copied
+    ok(cli("mirror", "--from", server.bootstrap_servers, "--to", back, "events", "state"))
+    with LogManager([source], read_only=True) as original, LogManager([back], read_only=True) as copy:
+        for topic in ("events", "state"):
+            assert _records(copy, topic) == _records(original, topic), topic
+            assert copy.topic_overrides(topic) == original.topic_overrides(topic)
+    assert _records(server.store, "events") == _records(LogManager([source], read_only=True), "events")
+
+
+def test_an_interrupted_mirror_resumes_and_copies_each_record_once(tmp_path, monkeypatch):
+    source, target = str(tmp_path / "source"), str(tmp_path / "target")
+    _source_store(source)
+    monkeypatch.setattr(mirror_module, "_CHUNK_RECORDS", 50)
+    writes = []
+    original_write = StoreEnd.write
+
+    def write_then_die(self, topic, partition, records):
+        original_write(self, topic, partition, records)
+        writes.append(len(records))
+        if len(writes) == 5:  # written, not yet committed: the worst moment
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(StoreEnd, "write", write_then_die)
+    src, dst = open_end(source, writable=False), open_end(target, writable=True)
+    with pytest.raises(KeyboardInterrupt):
+        mirror(src, dst, ["events"])
+    dst.close()
+    monkeypatch.setattr(StoreEnd, "write", original_write)
+    dst = open_end(target, writable=True)
+    progress = []
+    copied = mirror(src, dst, ["events"], progress=lambda done, total: progress.append((done, total)))
+    src.close()
+    dst.close()
+    assert copied["events"] == 1200 - 5 * 50
+    assert progress[-1][0] == progress[-1][1]
+    with LogManager([source], read_only=True) as original, LogManager([target], read_only=True) as copy:
+        assert _records(copy, "events") == _records(original, "events")
+
+
+def test_mirror_to_tansu_and_back(tmp_path):
+    source, back = str(tmp_path / "source"), str(tmp_path / "back")
+    _source_store(source)
+    broker = BrokerProcess("tansu", str(tmp_path))
+    try:
+        ok(cli("mirror", "--from", source, "--to", broker.address, "events"))
+        ok(cli("mirror", "--from", broker.address, "--to", back, "events"))
+        # The other commands against Tansu print what they print on the store they came from.
+        on_tansu = ("--bootstrap-server", broker.address)
+        assert "events" in ok(cli(*on_tansu, "topics", "list")).output.split()
+        for args in (["read", "events", "-p", "2", "--max-records", "7"], ["read", "events", "-p", "1", "--offset", "390"]):
+            assert ok(cli(*on_tansu, *args)).output == ok(cli("--dir", source, *args)).output
+        ok(cli(*on_tansu, "topics", "create", "notes", "--partitions", "2"))
+        ok(cli(*on_tansu, "append", "notes", "hello", "--key", "k", "--partition", "1"))
+        read = ok(cli(*on_tansu, "read", "notes", "--group", "readers")).output
+        assert [(line["partition"], line["value"]) for line in map(json.loads, read.splitlines())] == [(1, "hello")]
+        assert ok(cli(*on_tansu, "read", "notes", "--group", "readers")).output == ""  # committed
+    finally:
+        broker.stop()
+    with LogManager([source], read_only=True) as original, LogManager([back], read_only=True) as copy:
+        assert _records(copy, "events") == _records(original, "events")
