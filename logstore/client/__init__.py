@@ -13,11 +13,22 @@ It owns, on the server's codec (``logstore.server.codec``) and the standard libr
   ``buffer.memory`` (``accumulator``);
 - Produce requests from those batches, and their responses applied back (``produce``);
 - ``Producer``: ``send``, the sender thread, retries, idempotence, ``flush`` and ``close`` (``producer``);
-- the client's errors (``errors``).
+- the client's errors (``errors``);
+- ``Consumer``: ``assign``/``subscribe`` (a consumer group: ``group_member``), ``poll`` with fetching
+  ahead (``fetcher``), seeks, positions, offset lookups, commits (``consumer``);
+- administration of a broker's topics and groups (``admin``), what the command line's
+  ``--bootstrap-server`` does with them (``tools``), and ``mirror`` between stores and brokers;
+- ``logstore perf client`` (``bench``).
 
-The producer's compression, the group consumer and the CLI's
-``--bootstrap-server`` and ``mirror`` are issue 16's later steps and will live here too.
-
-Layer: above ``server`` (whose codec it uses), below ``spark`` and ``cli``; it never imports the
-storage engine's write paths, only what a client of any broker needs.
+Layer: above ``server`` (whose codec it uses) and ``group`` (the consumer protocol, the assignors and
+the group admin it extends), below ``cli``, beside ``spark``. Only ``mirror`` opens a store (a data dir
+as one end of a copy); the rest is what a client of any broker needs.
 """
+
+from .admin import BrokerAdmin, BrokerGroupAdmin
+from .consumer import Consumer, ConsumerRecord
+from .errors import BrokerResponseError, NetworkError, NoOffsetForPartitionError, RequestTimedOutError
+from .producer import Producer
+
+__all__ = ["BrokerAdmin", "BrokerGroupAdmin", "BrokerResponseError", "Consumer", "ConsumerRecord", "NetworkError",
+           "NoOffsetForPartitionError", "Producer", "RequestTimedOutError"]
