@@ -304,8 +304,7 @@ class Consumer:
             if partitions is not None:
                 self._fetcher.assign(partitions)
                 # Eager rebalancing: positions start again from what the group committed.
-                for tp in partitions:
-                    self._fetcher.positions[tp] = None
+                self._fetcher.forget_positions(partitions)
 
     # --- offsets ---------------------------------------------------------------------------------
 

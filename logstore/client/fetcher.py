@@ -66,6 +66,7 @@ class Fetcher:
         self.positions: dict[TopicPartition, int | None] = {}
         self.high_watermarks: dict[TopicPartition, int] = {}
         self._buffers: dict[TopicPartition, list[ConsumerRecord]] = {}
+        self._buffer_ends: dict[TopicPartition, int] = {}  # the next offset to fetch after a buffer
         self._in_flight: dict[object, tuple[int, dict[TopicPartition, int]]] = {}  # connection -> (id, offsets)
         self._paused: set[TopicPartition] = set()
 
@@ -77,6 +78,13 @@ class Fetcher:
         self.positions = {tp: self.positions.get(tp) for tp in wanted}
         self._buffers = {tp: records for tp, records in self._buffers.items() if tp in self.positions}
         self._paused &= set(wanted)
+
+    def forget_positions(self, partitions: Iterable[TopicPartition]) -> None:
+        """Positions unknown again (and nothing buffered) for ``partitions``: after a rebalance
+        they start again from the group's commits."""
+        for tp in partitions:
+            self.positions[tp] = None
+            self._buffers.pop(tp, None)
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         """The next record returned for ``tp`` is at ``offset``; what was fetched before is dropped."""
@@ -136,8 +144,14 @@ class Fetcher:
         busy = {tp for _, offsets in self._in_flight.values() for tp in offsets}
         by_leader: dict[int, dict[TopicPartition, int]] = defaultdict(dict)
         for tp, offset in self.positions.items():
-            if offset is None or tp in busy or tp in self._paused or self._buffers.get(tp):
+            buffered = self._buffers.get(tp)
+            # A partition is fetched again while less than one poll's worth is buffered, so its
+            # next records are on the way before the buffer runs dry.
+            if offset is None or tp in busy or tp in self._paused or \
+                    (buffered and len(buffered) >= self.max_poll_records):
                 continue
+            if buffered:
+                offset = self._buffer_ends[tp]
             try:
                 by_leader[self._leader(tp)][tp] = offset
             except NetworkError as exc:
@@ -196,7 +210,8 @@ class Fetcher:
             taken = records[:room]
             out.extend(taken)
             del records[:room]
-            self.positions[tp] = taken[-1].offset + 1
+            # Used up: past what the buffer's fetches skipped too (control or compacted records).
+            self.positions[tp] = taken[-1].offset + 1 if records else self._buffer_ends[tp]
             if len(out) >= self.max_poll_records:
                 break
         return out
@@ -213,7 +228,7 @@ class Fetcher:
             for data in topic["partitions"]:
                 tp = (topic["topic"], data["partition_index"])
                 fetch_offset = offsets.get(tp)
-                if fetch_offset is None or self.positions.get(tp) != fetch_offset:
+                if fetch_offset is None or self._fetch_offset(tp) != fetch_offset:
                     continue  # sought or revoked since this fetch was sent
                 code = data["error_code"]
                 if code == kafka_errors.OFFSET_OUT_OF_RANGE:
@@ -263,9 +278,17 @@ class Fetcher:
             out.extend(ConsumerRecord(topic, partition, r.offset, r.key, r.value, r.headers, r.timestamp_ms)
                        for r in records if r.offset >= fetch_offset)
         if out:
-            self._buffers[tp] = out
-        elif end > fetch_offset:
-            self.positions[tp] = end  # only compacted-away or control records there: move past them
+            self._buffers.setdefault(tp, []).extend(out)
+            self._buffer_ends[tp] = max(end, out[-1].offset + 1)
+        elif end > fetch_offset:  # only compacted-away or control records there: move past them
+            if self._buffers.get(tp):
+                self._buffer_ends[tp] = end
+            else:
+                self.positions[tp] = end
+
+    def _fetch_offset(self, tp: TopicPartition) -> int | None:
+        """Where the next fetch of ``tp`` starts: after its buffer, else at its position."""
+        return self._buffer_ends[tp] if self._buffers.get(tp) else self.positions.get(tp)
 
 
 def _aborted_producers(aborted: list | None) -> dict[int, set[int]]:

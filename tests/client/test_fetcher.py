@@ -62,7 +62,7 @@ def test_read_committed_leaves_out_aborted_transactions_and_waits_at_the_last_st
     stopped = _fetcher(READ_COMMITTED)
     stopped._take(("t", 0), 0, _answer(7, [{"producer_id": 7, "first_offset": 0}]))
     assert [r.offset for r in stopped.drain()] == [4, 5]
-    assert stopped.positions[("t", 0)] == 6  # the commit marker at 6 is read again with the rest
+    assert stopped.positions[("t", 0)] == 7  # past the commit marker at 6 (below the stable offset), not past it
 
 
 def test_a_stretch_of_control_records_moves_the_position_past_it():
