@@ -9,7 +9,10 @@ What it owns:
 - reconnect backoff (Kafka's ``reconnect.backoff.ms`` doubling up to ``reconnect.backoff.max.ms``,
   with ±20% jitter): a broker that could not be reached is not tried again before its backoff has
   passed, so a client that loops on a dead broker does not hammer it;
-- metadata refresh (``refresh_metadata``), from any broker that answers.
+- metadata refresh (``refresh_metadata``), from any broker that answers;
+- ``poll``: one selector waiting on every connection that has requests in flight, returning the
+  responses that arrived per connection and the connections that broke or timed out (Kafka's
+  ``NetworkClient.poll`` over its ``Selector``), and ``wakeup`` to end a wait from another thread.
 
 Time is the clock's (``logstore.clock``): tests drive the backoff with a manual clock. Not
 thread-safe: one owner (the producer's sender thread, a consumer, the CLI).
@@ -18,10 +21,13 @@ thread-safe: one owner (the producer's sender thread, a consumer, the CLI).
 from __future__ import annotations
 
 import random
+import selectors
+import socket
 from dataclasses import dataclass, field
+from typing import Iterable, NamedTuple
 
 from ..clock import SYSTEM_CLOCK, Clock
-from .connection import BrokerConnection
+from .connection import BrokerConnection, Response
 from .errors import BrokerResponseError, NetworkError
 
 _JITTER = 0.2  # Kafka's CommonClientConfigs.RECONNECT_BACKOFF_JITTER
@@ -44,6 +50,15 @@ def parse_bootstrap_servers(servers: str | list[str] | tuple[str, ...]) -> list[
     if not addresses:
         raise ValueError("bootstrap_servers names no broker")
     return addresses
+
+
+class PollResult(NamedTuple):
+    """What one ``NetworkClient.poll`` found: the responses that arrived, per connection (in the
+    order of its requests), and the connections that broke, with why (their unanswered requests
+    will never be answered)."""
+
+    responses: dict[BrokerConnection, list[Response]]
+    broken: dict[BrokerConnection, NetworkError]
 
 
 @dataclass
@@ -95,12 +110,26 @@ class NetworkClient:
         self._failures: dict[tuple[str, int], tuple[int, int]] = {}  # address -> (failures in a row, retry at ms)
         self.metadata = ClusterMetadata()
         self.connect_attempts = 0  # connections tried so far (backoff skips are not attempts)
+        # ``poll``'s selector (made at its first use) and the connections registered in it, with the
+        # descriptor each had then (a reconnected address is a new connection, a new descriptor);
+        # the socket pair lets another thread end a wait at once (``wakeup``)
+        self._selector: selectors.BaseSelector | None = None
+        self._registered: dict[BrokerConnection, int] = {}
+        self._wakeup_pair: tuple[socket.socket, socket.socket] | None = None
 
     def close(self) -> None:
         """Close every connection. Safe twice."""
         for connection in self._connections.values():
             connection.close()
         self._connections.clear()
+        if self._selector is not None:
+            self._selector.close()
+            self._selector = None
+            self._registered.clear()
+        if self._wakeup_pair is not None:
+            for end in self._wakeup_pair:
+                end.close()
+            self._wakeup_pair = None
 
     def __enter__(self) -> NetworkClient:
         return self
@@ -150,6 +179,90 @@ class NetworkClient:
 
     def _failed(self, address: tuple[str, int], failures: int) -> None:
         self._failures[address] = (failures, self._clock.monotonic_ms() + self.backoff_ms(failures))
+
+    # --- polling ---------------------------------------------------------------------------------
+
+    def poll(self, timeout_ms: int, connections: Iterable[BrokerConnection] | None = None) -> PollResult:
+        """Wait up to ``timeout_ms`` on one selector for any of ``connections`` (None: every open
+        connection of this client) to have something to read, and return what arrived on each and
+        which broke. Returns at once when a connection already holds responses or is closed, and
+        early on ``wakeup()``. A connection whose oldest request passed ``request_timeout_ms``
+        is closed and reported broken (``RequestTimedOutError``), so one silent broker never holds
+        up the others' responses."""
+        if type(timeout_ms) is not int or timeout_ms < 0:
+            raise ValueError(f"timeout_ms must be an int >= 0, got {timeout_ms!r}")
+        watched = list(self._connections.values() if connections is None else dict.fromkeys(connections))
+        result = PollResult({}, {})
+        selector = self._poll_selector(watched)
+        deadline_ms = self._clock.monotonic_ms() + timeout_ms
+        for connection in watched:
+            if not connection.connected:
+                result.broken[connection] = NetworkError(connection.close_reason or f"{connection!r} is closed")
+            elif connection.has_responses:
+                self._read(connection, result)
+            timeout_at_ms = connection.timeout_at_ms()
+            if timeout_at_ms is not None:
+                deadline_ms = min(deadline_ms, timeout_at_ms)
+        wait_ms = 0 if result.responses or result.broken else max(0, deadline_ms - self._clock.monotonic_ms())
+        for key, _ in selector.select(wait_ms / 1000):
+            if key.data is None:
+                self._drain_wakeups()
+            elif key.fileobj.connected and key.fileobj not in result.broken:
+                self._read(key.fileobj, result)
+        now_ms = self._clock.monotonic_ms()
+        for connection in watched:  # the silent ones: past their request timeout?
+            timeout_at_ms = connection.timeout_at_ms()
+            if (connection.connected and timeout_at_ms is not None and now_ms >= timeout_at_ms
+                    and connection not in result.responses):
+                self._read(connection, result)
+        return result
+
+    def wakeup(self) -> None:
+        """End a ``poll`` under way in another thread at once (or the next one, if none is)."""
+        pair = self._wakeup_pair
+        if pair is not None:
+            try:
+                pair[1].send(b"\0")
+            except (BlockingIOError, OSError):
+                pass  # a wakeup is pending already (the pair's buffer is full), or closed meanwhile
+
+    def _read(self, connection: BrokerConnection, result: PollResult) -> None:
+        try:
+            responses = connection.read_available()
+        except NetworkError as exc:
+            result.broken[connection] = exc
+            return
+        if responses:
+            result.responses.setdefault(connection, []).extend(responses)
+        if not connection.connected:  # it answered, then hung up: the rest are unanswered
+            result.broken[connection] = NetworkError(connection.close_reason or f"{connection!r} closed")
+
+    def _poll_selector(self, watched: list[BrokerConnection]) -> selectors.BaseSelector:
+        """The selector, holding exactly the open ones of ``watched`` (and the wakeup socket)."""
+        if self._selector is None:
+            self._selector = selectors.DefaultSelector()
+            self._wakeup_pair = socket.socketpair()
+            for end in self._wakeup_pair:
+                end.setblocking(False)
+            self._selector.register(self._wakeup_pair[0], selectors.EVENT_READ, None)
+        wanted = {connection: connection.fileno() for connection in watched if connection.connected}
+        # Unregister first: a closed connection's descriptor may be reused by a new connection's.
+        for connection, fd in list(self._registered.items()):
+            if wanted.get(connection) != fd:
+                self._selector.unregister(fd)  # by descriptor: the connection's own may be -1 by now
+                del self._registered[connection]
+        for connection, fd in wanted.items():
+            if connection not in self._registered:
+                self._selector.register(connection, selectors.EVENT_READ, connection)
+                self._registered[connection] = fd
+        return self._selector
+
+    def _drain_wakeups(self) -> None:
+        try:
+            while self._wakeup_pair[0].recv(4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
 
     # --- metadata --------------------------------------------------------------------------------
 
