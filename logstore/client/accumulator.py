@@ -12,9 +12,12 @@ What it owns:
 - ``ready(now_ms)``: the partitions whose first batch should go now (full, ``linger_ms`` passed since
   it was opened, a flush asked for, an append waiting for memory, or closing), and how long until
   the next one will;
-- ``drain(partitions)``: the first batch of each of those partitions, taken off for a request; the
-  sender gives each back (``reenqueue``, in front: a retry keeps the partition's order) or completes
-  it and frees its memory (``deallocate``);
+- ``drain(partitions)``: the first queued batch of each of those partitions, taken off for a request
+  (at most ``max_in_flight`` batches of a partition out at once); the sender gives each back for a
+  retry (``reenqueue``: in creation order, in front of the batches created after it) or completes it
+  and frees its memory (``deallocate``);
+- ``expire(now_ms, delivery_timeout_ms)``: the queued batches that waited too long, taken off
+  (``delivery.timeout.ms``);
 - ``begin_flush``/``end_flush``: while a flush is under way every batch is ready at once.
 
 Thread-safe: the application's threads append while the sender thread drains. Time comes from the
@@ -57,9 +60,10 @@ class ProducerBatch:
     """Records of one partition going in one request, and their futures."""
 
     __slots__ = ("topic", "partition", "created_ms", "records", "futures", "size_bytes", "attempts", "drained_ms",
-                 "retry_at_ms", "base_sequence")
+                 "retry_at_ms", "base_sequence", "producer_id", "producer_epoch", "serial", "in_request",
+                 "not_stored", "done", "last_error")
 
-    def __init__(self, topic: str, partition: int, created_ms: int) -> None:
+    def __init__(self, topic: str, partition: int, created_ms: int, serial: int = 0) -> None:
         self.topic = topic
         self.partition = partition
         self.created_ms = created_ms
@@ -67,12 +71,26 @@ class ProducerBatch:
         self.futures: list[Future] = []
         self.size_bytes = BATCH_OVERHEAD_BYTES
         self.attempts = 0  # requests that carried it so far
-        self.drained_ms: int | None = None
+        self.drained_ms: int | None = None  # when the sender took it (None: queued)
         self.retry_at_ms = 0  # a retried batch waits for its backoff
-        self.base_sequence = -1  # an idempotent producer's sequence, given at its first send, kept by retries
+        self.serial = serial  # creation order in the accumulator: a partition's send order
+        # An idempotent producer's identity and sequence for the batch, given at its first send and
+        # kept by its retries while the broker may have stored it (-1: not sent yet)
+        self.base_sequence = -1
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.in_request = False  # carried by a request not answered yet
+        self.not_stored = False  # the broker refused its sequence: not stored, waits for new sequences
+        self.done = False  # its futures are resolved (it may still be in a request: its answer is awaited)
+        self.last_error: str | None = None  # why its last attempt failed (Kafka's error name)
 
     def __repr__(self) -> str:
         return f"ProducerBatch({self.topic}-{self.partition}, {len(self.records)} records, {self.size_bytes} bytes)"
+
+    @property
+    def last_sequence(self) -> int:
+        """The sequence of its last record (sequences wrap from 2**31 - 1 to 0, as Kafka's do)."""
+        return (self.base_sequence + len(self.records) - 1) % 2**31
 
     def try_append(self, record: Record, size_bytes: int, batch_size: int) -> Future | None:
         """The record's future, or None when the batch is not empty and the record would take it past
@@ -88,14 +106,20 @@ class ProducerBatch:
     def complete(self, base_offset: int, log_append_time_ms: int = -1) -> None:
         """The broker stored the batch at ``base_offset``: each record's future gets its offset (and
         the broker's time for a LogAppendTime topic). ``base_offset`` -1 (``acks=0``: no answer, so
-        no offsets) gives every record offset -1, as Kafka's producer reports them."""
+        no offsets) gives every record offset -1, as Kafka's producer reports them. Futures already
+        failed (a delivery timeout) stay failed."""
+        self.done = True
         for index, (record, future) in enumerate(zip(self.records, self.futures)):
+            if future.done():
+                continue
             timestamp = log_append_time_ms if log_append_time_ms != -1 else record.timestamp_ms
             future.set_result(RecordMetadata(self.topic, self.partition, -1 if base_offset < 0 else base_offset + index,
                                              -1 if timestamp is None else timestamp))
 
     def fail(self, error: BaseException) -> None:
-        """The batch will not be stored: every record's future not yet resolved raises ``error``."""
+        """The batch will not be stored (or may not have been, for a timeout): every record's future
+        not yet resolved raises ``error``."""
+        self.done = True
         for future in self.futures:
             if not future.done():
                 future.set_exception(error)
@@ -105,18 +129,23 @@ class RecordAccumulator:
     """Per-partition queues of ``ProducerBatch`` (see the module docstring)."""
 
     def __init__(self, *, batch_size: int = 16384, linger_ms: int = 5, buffer_memory: int = 32 * 1024 * 1024,
-                 max_block_ms: int = 60_000, clock: Clock = SYSTEM_CLOCK) -> None:
+                 max_block_ms: int = 60_000, max_in_flight: int = 1, clock: Clock = SYSTEM_CLOCK) -> None:
         for name, value, low in (("batch_size", batch_size, 1), ("linger_ms", linger_ms, 0),
-                                 ("buffer_memory", buffer_memory, 1), ("max_block_ms", max_block_ms, 0)):
+                                 ("buffer_memory", buffer_memory, 1), ("max_block_ms", max_block_ms, 0),
+                                 ("max_in_flight", max_in_flight, 1)):
             if type(value) is not int or value < low:
                 raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
         self.batch_size = batch_size
         self.linger_ms = linger_ms
         self.buffer_memory = buffer_memory
         self.max_block_ms = max_block_ms
+        self.max_in_flight = max_in_flight
         self._clock = clock
         self._condition = threading.Condition()
-        self._queues: dict[tuple[str, int], deque[ProducerBatch]] = {}
+        self._queues: dict[tuple[str, int], deque[ProducerBatch]] = {}  # batches waiting to be drained
+        self._in_flight: dict[tuple[str, int], int] = {}  # batches drained and not yet given back or done
+        self._incomplete: dict[ProducerBatch, None] = {}  # every batch not deallocated, in creation order
+        self._serial = 0
         self._used_bytes = 0
         self._flushes = 0
         self._closing = False
@@ -138,7 +167,9 @@ class RecordAccumulator:
         with self._condition:
             queue = self._queues.setdefault((topic, partition), deque())
             while True:  # the queue may change while this waits for memory: look again each time
-                last = queue[-1] if queue and queue[-1].drained_ms is None else None
+                # Only a batch never sent takes more records: a retried one keeps its records (and
+                # its sequence)
+                last = queue[-1] if queue and queue[-1].attempts == 0 else None
                 if last is not None and last.size_bytes + size > self.batch_size:
                     last = None  # full for this record: a new batch behind it
                 needed = size if last is not None else BATCH_OVERHEAD_BYTES + size
@@ -146,8 +177,10 @@ class RecordAccumulator:
                     break
                 self._wait_for_memory(needed, deadline_ms)
             if last is None:
-                last = ProducerBatch(topic, partition, self._clock.monotonic_ms())
+                self._serial += 1
+                last = ProducerBatch(topic, partition, self._clock.monotonic_ms(), self._serial)
                 queue.append(last)
+                self._incomplete[last] = None
             future = last.try_append(record, size, self.batch_size)
             self._used_bytes += needed
             return future
@@ -165,13 +198,13 @@ class RecordAccumulator:
             self._waiting -= 1
 
     def ready(self, now_ms: int) -> tuple[set[tuple[str, int]], int | None]:
-        """The partitions whose first batch should be sent now, and the ms until the next one will be
-        (None: no batch is waiting)."""
+        """The partitions whose first queued batch should be sent now (and that have room for one
+        more in flight), and the ms until the next one will be (None: no batch is waiting)."""
         ready, next_ms = set(), None
         with self._condition:
             urgent = self._flushes > 0 or self._closing or self._waiting > 0
             for key, queue in self._queues.items():
-                if not queue or queue[0].drained_ms is not None:
+                if not queue or self._in_flight.get(key, 0) >= self.max_in_flight:
                     continue
                 first = queue[0]
                 waited = now_ms - first.created_ms
@@ -185,39 +218,71 @@ class RecordAccumulator:
                 next_ms = wait if next_ms is None else min(next_ms, wait)
         return ready, next_ms
 
-    def drain(self, partitions, now_ms: int) -> list[ProducerBatch]:
-        """Take the first batch of each of ``partitions`` for a request (one in flight per partition:
-        a partition whose first batch is out already gives none)."""
+    def drain(self, partitions, now_ms: int, admit=None) -> list[ProducerBatch]:
+        """Take the first queued batch of each of ``partitions`` for a request: at most one per
+        partition, none from a partition with ``max_in_flight`` batches out already, and none that
+        ``admit(batch)`` (when given) refuses (an idempotent producer's ordering rules)."""
         batches = []
         with self._condition:
             for key in partitions:
                 queue = self._queues.get(key)
-                if queue and queue[0].drained_ms is None:
-                    batch = queue[0]
-                    batch.drained_ms = now_ms
-                    batch.attempts += 1
-                    batches.append(batch)
+                if not queue or self._in_flight.get(key, 0) >= self.max_in_flight:
+                    continue
+                if admit is not None and not admit(queue[0]):
+                    continue
+                batch = queue.popleft()
+                batch.drained_ms = now_ms
+                batch.attempts += 1
+                self._in_flight[key] = self._in_flight.get(key, 0) + 1
+                batches.append(batch)
         return batches
 
     def reenqueue(self, batch: ProducerBatch, retry_at_ms: int = 0) -> None:
-        """Give back a drained batch for a retry: it stays first in its partition, and is not ready
-        before ``retry_at_ms`` (the retry backoff)."""
+        """Give back a drained batch for a retry, not ready before ``retry_at_ms`` (the retry
+        backoff). It goes back in creation order, in front of every batch created after it, so
+        the batches of a partition are sent again in the order they were first sent."""
         with self._condition:
-            queue = self._queues[(batch.topic, batch.partition)]
-            if not queue or queue[0] is not batch:
-                raise ValueError(f"{batch!r} is not the batch in flight for its partition")
+            key = (batch.topic, batch.partition)
+            if batch.drained_ms is None or batch not in self._incomplete:
+                raise ValueError(f"{batch!r} is not in flight")
+            queue = self._queues.setdefault(key, deque())
+            at = next((index for index, queued in enumerate(queue) if queued.serial > batch.serial), len(queue))
+            queue.insert(at, batch)
+            self._in_flight[key] -= 1
             batch.drained_ms = None
             batch.retry_at_ms = retry_at_ms
 
     def deallocate(self, batch: ProducerBatch) -> None:
-        """The batch is done (completed or failed): off its queue, its memory free for appends."""
+        """The batch is done (completed or failed): off its queue if it was queued, its memory free
+        for appends."""
         with self._condition:
-            queue = self._queues[(batch.topic, batch.partition)]
-            if not queue or queue[0] is not batch:
-                raise ValueError(f"{batch!r} is not the first batch of its partition")
-            queue.popleft()
-            self._used_bytes -= batch.size_bytes
+            if batch not in self._incomplete:
+                raise ValueError(f"{batch!r} is not held by this accumulator")
+            self._release(batch)
             self._condition.notify_all()
+
+    def _release(self, batch: ProducerBatch) -> None:
+        key = (batch.topic, batch.partition)
+        if batch.drained_ms is None:
+            self._queues[key].remove(batch)
+        else:
+            self._in_flight[key] -= 1
+        del self._incomplete[batch]
+        self._used_bytes -= batch.size_bytes
+
+    def expire(self, now_ms: int, delivery_timeout_ms: int) -> list[ProducerBatch]:
+        """Take off and deallocate the queued batches created ``delivery_timeout_ms`` or more ago (each
+        queue is in creation order: only its front can have expired); the caller fails them."""
+        expired = []
+        with self._condition:
+            for queue in self._queues.values():
+                while queue and now_ms - queue[0].created_ms >= delivery_timeout_ms:
+                    batch = queue[0]
+                    self._release(batch)
+                    expired.append(batch)
+            if expired:
+                self._condition.notify_all()
+        return expired
 
     def begin_flush(self) -> None:
         """Every batch is ready until ``end_flush`` (flushes may nest)."""
@@ -239,24 +304,25 @@ class RecordAccumulator:
     def futures(self) -> list[Future]:
         """The futures of every record not yet completed or failed (queued or in flight)."""
         with self._condition:
-            return [future for queue in self._queues.values() for batch in queue for future in batch.futures]
+            return [future for batch in self._incomplete for future in batch.futures if not future.done()]
 
     def topics(self) -> set[str]:
         """Topics with batches queued or in flight."""
         with self._condition:
-            return {topic for (topic, _), queue in self._queues.items() if queue}
+            return {batch.topic for batch in self._incomplete}
 
     def fail_all(self, error: BaseException) -> None:
         """Fail every batch (the sender cannot go on): their futures raise ``error``; memory freed."""
         with self._condition:
-            for queue in self._queues.values():
-                for batch in queue:
-                    batch.fail(error)
-                queue.clear()
+            for batch in self._incomplete:
+                batch.fail(error)
+            self._incomplete.clear()
+            self._queues.clear()
+            self._in_flight.clear()
             self._used_bytes = 0
             self._condition.notify_all()
 
     def pending(self) -> int:
         """Batches not yet deallocated (queued or in flight)."""
         with self._condition:
-            return sum(len(queue) for queue in self._queues.values())
+            return len(self._incomplete)

@@ -1,7 +1,7 @@
 """The producer's ``RecordAccumulator`` (``logstore.client.accumulator``) against a plain model, on a
 manual clock: batches fill up to ``batch.size`` in append order, a partition's first batch is ready
 when full, when ``linger.ms`` passed, during a flush or on close, one batch per partition is in flight,
-a retried batch stays first, futures get consecutive offsets in append order, and the memory held is
+a retried batch stays first and takes no more records, futures get consecutive offsets in append order, and the memory held is
 exactly the queued batches' and never more than ``buffer.memory``. Then the blocking rules of
 ``max.block.ms`` in real time. (The accumulator keeps nothing on disk: there is no crash to model.)"""
 
@@ -46,7 +46,8 @@ class AccumulatorModel(RuleBasedStateMachine):
         size = record_size_bytes(record)
         future = self.accumulator.append(*key, record)
         batches = self.model[key]
-        last = batches[-1] if batches and not batches[-1]["in_flight"] else None
+        # A batch once sent takes no more records (its retries must carry the same ones)
+        last = batches[-1] if batches and not batches[-1]["in_flight"] and not batches[-1].get("sent") else None
         if last is not None and last["size"] + size <= BATCH_SIZE:
             last["values"].append(value)
             last["size"] += size
@@ -80,7 +81,7 @@ class AccumulatorModel(RuleBasedStateMachine):
         for batch in drained:
             first = self.model[(batch.topic, batch.partition)][0]
             assert [r.value for r in batch.records] == first["values"] and batch.size_bytes == first["size"]
-            first["in_flight"] = True
+            first["in_flight"] = first["sent"] = True
             first["batch"] = batch
 
     @precondition(lambda self: any(b and b[0]["in_flight"] for b in self.model.values()))
