@@ -1,16 +1,22 @@
 """Produce requests from accumulator batches, and their responses applied back to the batches.
 
 What it owns (the part of Kafka's Sender that is bytes and bookkeeping, no threads, no sockets):
-- ``produce_request(batches, acks, timeout_ms)``: one Produce request body for batches bound for one
-  broker, each batch encoded as a Kafka RecordBatch v2 (``wire_encode.encode_produce_batch``), grouped
-  by topic;
+- ``produce_request(batches, acks, timeout_ms, ..., compression=codec)``: one Produce request body
+  for batches bound for one broker, each batch encoded as a Kafka RecordBatch v2
+  (``wire_encode.encode_produce_batch``, compressed with the codec given), grouped by topic; an
+  idempotent producer's batches carry their producer id, epoch and base sequence;
+- ``partition_results(batches, body)``: each batch's error code and partition response (a
+  partition missing from the response, or a request never answered, is NETWORK_EXCEPTION);
 - ``apply_response(batches, body)``: each batch's outcome from the response: completed with its base
   offset (futures resolved), to be retried (a retriable error, attempts left), or failed with a
   ``BrokerResponseError`` naming Kafka's error. With ``acks=0`` there is no response: the batches
-  complete with offset -1, as Kafka's producer reports them.
+  complete with offset -1, as Kafka's producer reports them;
+- ``compression_codec(name)``: ``compression.type`` as a codec id, refused when unknown or when this
+  process cannot compress with it (``logstore.server.compression``);
+- ``DeliveryTimeoutError``: what a record's future raises when ``delivery.timeout.ms`` passed before
+  the broker acknowledged it.
 
-The sender thread that drives these (ready, drain, send, poll, retry with backoff) is the next step
-of issue 16.
+The sender thread that drives these (ready, drain, send, poll, retry with backoff) is ``sender``.
 """
 
 from __future__ import annotations
@@ -19,9 +25,10 @@ from collections import defaultdict
 from typing import Iterable, NamedTuple
 
 from ..server import errors as kafka_errors
+from ..server.compression import AVAILABLE_CODECS, CODEC_NAMES
 from ..server.wire_encode import encode_produce_batch
 from .accumulator import ProducerBatch
-from .errors import BrokerResponseError
+from .errors import BrokerResponseError, NetworkError
 
 # Kafka's retriable produce errors: the batch may be sent again (to the same or a new leader).
 # NETWORK_EXCEPTION also stands for a partition missing from a response (or a connection lost).
@@ -30,6 +37,28 @@ RETRIABLE = frozenset({
     kafka_errors.NOT_LEADER_OR_FOLLOWER, kafka_errors.REQUEST_TIMED_OUT, kafka_errors.NETWORK_EXCEPTION,
     kafka_errors.COORDINATOR_LOAD_IN_PROGRESS, kafka_errors.NOT_ENOUGH_REPLICAS,
     kafka_errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND})
+
+
+class DeliveryTimeoutError(NetworkError, TimeoutError):
+    """A record was not acknowledged within ``delivery.timeout.ms`` of its send, waiting in the
+    accumulator or being retried (Kafka's ``TimeoutException`` for an expired batch). A record
+    that was in a request when it expired may still have been stored."""
+
+
+_CODECS_BY_NAME = {name: codec for codec, name in CODEC_NAMES.items()}
+
+
+def compression_codec(name) -> int:
+    """The codec id of ``compression.type`` ``name`` (none, gzip, snappy, lz4, zstd). ``ValueError``
+    names the value when it is no codec, or one this process cannot compress with (snappy, lz4
+    and zstd need the ``server`` extra's ``cramjam``)."""
+    if not isinstance(name, str) or name.lower() not in _CODECS_BY_NAME:
+        raise ValueError(f"compression.type must be one of {', '.join(_CODECS_BY_NAME)}, got {name!r}")
+    codec = _CODECS_BY_NAME[name.lower()]
+    if codec not in AVAILABLE_CODECS:
+        raise ValueError(f"compression.type {name!r} is not available here: it needs the cramjam package "
+                         "(pip install 'logstore[server]')")
+    return codec
 
 
 class Outcome(NamedTuple):
@@ -42,19 +71,46 @@ class Outcome(NamedTuple):
 
 
 def produce_request(batches: Iterable[ProducerBatch], acks: int, timeout_ms: int, producer_id: int = -1,
-                    producer_epoch: int = -1) -> dict:
-    """The Produce request body carrying ``batches`` (at most one per partition). With a
-    ``producer_id`` (an idempotent producer) each batch carries it, the epoch and its
-    ``base_sequence``, so the broker stores a retried batch once."""
+                    producer_epoch: int = -1, *, compression: int = 0) -> dict:
+    """The Produce request body carrying ``batches`` (at most one per partition), their records
+    compressed with codec ``compression``. An idempotent producer's batch carries a producer id,
+    epoch and ``base_sequence``, so the broker stores a retried batch once: its own
+    (``batch.producer_id``, given at its first send) or else ``producer_id``/``producer_epoch``."""
     if acks not in (0, 1, -1):
         raise ValueError(f"acks must be 0, 1 or -1 (all), got {acks!r}")
+    if compression not in CODEC_NAMES:
+        raise ValueError(f"compression must be a codec id in {sorted(CODEC_NAMES)}, got {compression!r}")
     by_topic: dict[str, list] = defaultdict(list)
     for batch in batches:
-        records = encode_produce_batch(batch.records, producer_id=producer_id, producer_epoch=producer_epoch,
-                                       base_sequence=batch.base_sequence if producer_id >= 0 else -1)
+        pid, epoch = ((batch.producer_id, batch.producer_epoch) if batch.producer_id >= 0
+                      else (producer_id, producer_epoch))
+        records = encode_produce_batch(batch.records, producer_id=pid, producer_epoch=epoch,
+                                       base_sequence=batch.base_sequence if pid >= 0 else -1, compression=compression)
         by_topic[batch.topic].append({"index": batch.partition, "records": records})
     return {"transactional_id": None, "acks": acks, "timeout_ms": timeout_ms,
             "topic_data": [{"name": topic, "partition_data": partitions} for topic, partitions in by_topic.items()]}
+
+
+def partition_results(batches: Iterable[ProducerBatch], body: dict) -> list[tuple[ProducerBatch, int, dict | None]]:
+    """``(batch, error code, partition response)`` for each of ``batches`` from the Produce response
+    ``body``; a partition the response does not answer gets NETWORK_EXCEPTION (and None)."""
+    results = {}
+    for topic in body["responses"]:
+        for partition in topic["partition_responses"]:
+            results[(topic["name"], partition["index"])] = partition
+    answered = []
+    for batch in batches:
+        result = results.get((batch.topic, batch.partition))
+        answered.append((batch, kafka_errors.NETWORK_EXCEPTION if result is None else result["error_code"], result))
+    return answered
+
+
+def response_error(batch: ProducerBatch, code: int, result: dict | None) -> BrokerResponseError:
+    """The ``BrokerResponseError`` a batch fails with when the broker refused it with ``code``."""
+    name = kafka_errors.NAMES.get(code, f"error {code}")
+    message = (result or {}).get("error_message") or ""
+    return BrokerResponseError(f"producing to {batch.topic}-{batch.partition} failed: {name}"
+                               f"{': ' + message if message else ''}", code, name)
 
 
 def apply_response(batches: Iterable[ProducerBatch], body: dict | None, retries_left) -> list[Outcome]:
@@ -62,29 +118,21 @@ def apply_response(batches: Iterable[ProducerBatch], body: dict | None, retries_
     an ``acks=0`` request, which has no response). ``retries_left(batch)`` says whether a retriable
     error may be retried. Completed and failed batches have their futures resolved; the caller
     deallocates them (and re-enqueues the retried ones)."""
-    results = {}
-    if body is not None:
-        for topic in body["responses"]:
-            for partition in topic["partition_responses"]:
-                results[(topic["name"], partition["index"])] = partition
-    outcomes = []
-    for batch in batches:
-        if body is None:
+    if body is None:
+        outcomes = []
+        for batch in batches:
             batch.complete(-1)
             outcomes.append(Outcome(batch, False, None))
-            continue
-        result = results.get((batch.topic, batch.partition))
-        code = kafka_errors.NETWORK_EXCEPTION if result is None else result["error_code"]
+        return outcomes
+    outcomes = []
+    for batch, code, result in partition_results(batches, body):
         if code == kafka_errors.NONE:
             batch.complete(result["base_offset"], result.get("log_append_time_ms", -1))
             outcomes.append(Outcome(batch, False, None))
         elif code in RETRIABLE and retries_left(batch):
             outcomes.append(Outcome(batch, True, None))
         else:
-            name = kafka_errors.NAMES.get(code, f"error {code}")
-            message = (result or {}).get("error_message") or ""
-            error = BrokerResponseError(f"producing to {batch.topic}-{batch.partition} failed: {name}"
-                                        f"{': ' + message if message else ''}", code, name)
+            error = response_error(batch, code, result)
             batch.fail(error)
             outcomes.append(Outcome(batch, False, error))
     return outcomes

@@ -1,26 +1,28 @@
 """``Producer``: Kafka's producer on our network layer: ``send`` appends to the record accumulator and
-returns a future; a sender thread drains ready batches into one Produce request per broker, keeps
-them in flight, applies the responses and retries what failed with a retriable error.
+returns a future; a sender thread (``sender.Sender``) drains ready batches into one Produce request per
+broker, keeps up to ``max.in.flight.requests.per.connection`` of them in flight per connection, applies
+the responses and retries what failed with a retriable error.
 
 What it owns:
 - configuration with Kafka's names (``linger.ms``, ``batch.size``, ``buffer.memory``, ``max.block.ms``,
-  ``acks``, ``retries``, ``retry.backoff.ms``, ``request.timeout.ms``,
-  ``max.in.flight.requests.per.connection``, ``client.id``), given as a dict, or as keywords with
-  the dots written as underscores;
+  ``acks``, ``retries``, ``retry.backoff.ms``, ``request.timeout.ms``, ``delivery.timeout.ms``,
+  ``max.in.flight.requests.per.connection``, ``enable.idempotence``, ``compression.type``,
+  ``reconnect.backoff.ms``, ``reconnect.backoff.max.ms``, ``client.id``), given as a dict, or as
+  keywords with the dots written as underscores; a bad value is refused at construction, named;
 - partitioning: an explicit partition, Kafka's murmur2 of the key, or for a null key the partition
   the topic's open batch is filling (sticky, as Kafka 3.3+ spreads them: a new one for each batch);
-- the sender thread: ready partitions grouped by leader, one Produce request per leader with at
-  most one batch per partition (so a retry never reorders a partition), responses matched as they
-  come; a retriable error or a broken connection puts the batch back in front after
-  ``retry.backoff.ms`` (and refreshes the metadata), until ``retries`` are spent;
 - ``flush()`` (every record sent so far is acknowledged or failed when it returns) and ``close()``.
 
 Idempotence (``enable.idempotence``, on by default with ``acks=all`` as in Kafka 3+): an id and epoch
 from InitProducerId, and per partition a sequence given to each batch at its first send and kept by
-its retries, so the broker stores a batch once however often it is sent.
+its retries, so the broker stores a batch once however often it is sent, and in order with up to 5
+batches of a partition in flight (``idempotence``). Without it, ``max.in.flight`` > 1 may reorder a
+partition when a batch is retried, as with Kafka's producer.
 
-Not yet (issue 16's next steps): compression,
-``delivery.timeout.ms``, and polling several brokers' connections with one selector.
+``delivery.timeout.ms`` (Kafka's default 120000, at least ``linger.ms + request.timeout.ms``): a record
+not acknowledged that long after its batch was created fails with ``DeliveryTimeoutError``, queued
+or being retried. ``compression.type``: none, gzip, and snappy, lz4 and zstd where
+``logstore.server.compression`` has them (the ``server`` extra).
 """
 
 from __future__ import annotations
@@ -36,41 +38,64 @@ from ..errors import StoreClosedError
 from ..records.decoder import Record
 from .accumulator import RecordAccumulator
 from .cluster import NetworkClient
-from .errors import BrokerResponseError, NetworkError
+from .errors import NetworkError
+from .idempotence import IdempotenceManager
 from .partitioner import partition_for_key
-from .produce import apply_response, produce_request
+from .produce import DeliveryTimeoutError, compression_codec
+from .sender import Sender
+
+__all__ = ["DEFAULTS", "DeliveryTimeoutError", "Producer", "producer_config"]
 
 DEFAULTS: dict[str, Any] = {
     "bootstrap.servers": None, "client.id": "logstore", "acks": "all", "linger.ms": 5, "batch.size": 16384,
     "buffer.memory": 32 * 1024 * 1024, "max.block.ms": 60_000, "retries": 2**31 - 1, "retry.backoff.ms": 100,
-    "request.timeout.ms": 30_000, "max.in.flight.requests.per.connection": 5, "enable.idempotence": None}
+    "request.timeout.ms": 30_000, "delivery.timeout.ms": 120_000, "max.in.flight.requests.per.connection": 5,
+    "enable.idempotence": None, "compression.type": "none", "reconnect.backoff.ms": 50,
+    "reconnect.backoff.max.ms": 1000}
 _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
+_MAX_IN_FLIGHT_IDEMPOTENT = 5  # Kafka's limit: the broker keeps the last 5 batches of a producer
 logger = logging.getLogger("logstore.client")
-_IDLE_WAIT_MS = 100  # the sender's longest sleep with nothing to do (a send wakes it at once)
 
 
 def producer_config(config: dict | None, keywords: dict) -> dict[str, Any]:
     """Kafka's producer settings from a dict of dotted names and/or keywords with underscores."""
     merged = dict(DEFAULTS)
+    given = set()
     for key, value in [*(config or {}).items(), *((k.replace("_", "."), v) for k, v in keywords.items())]:
         if key not in DEFAULTS:
             raise ValueError(f"unknown producer setting {key!r} (known: {', '.join(sorted(DEFAULTS))})")
         merged[key] = value
+        given.add(key)
     if not merged["bootstrap.servers"]:
         raise ValueError("bootstrap.servers is required")
     if merged["acks"] not in _ACKS:
         raise ValueError(f"acks must be all, -1, 1 or 0, got {merged['acks']!r}")
-    for key in ("retries", "retry.backoff.ms"):
-        if type(merged[key]) is not int or merged[key] < 0:
-            raise ValueError(f"{key} must be an int >= 0, got {merged[key]!r}")
-    # Kafka 3+: idempotent unless asked otherwise, or unless acks is not "all" (then it is off, and
-    # asking for it with such acks is a mistake)
+    for key, low in (("retries", 0), ("retry.backoff.ms", 0), ("linger.ms", 0), ("request.timeout.ms", 1),
+                     ("delivery.timeout.ms", 1), ("max.in.flight.requests.per.connection", 1)):
+        if type(merged[key]) is not int or merged[key] < low:
+            raise ValueError(f"{key} must be an int >= {low}, got {merged[key]!r}")
+    # Kafka's rule: a batch must be able to linger and then wait out one request before it expires.
+    # Given explicitly, a smaller value is a mistake; the default is raised to fit, as Kafka does.
+    at_least = merged["linger.ms"] + merged["request.timeout.ms"]
+    if merged["delivery.timeout.ms"] < at_least:
+        if "delivery.timeout.ms" in given:
+            raise ValueError(f"delivery.timeout.ms must be at least linger.ms + request.timeout.ms ({at_least}), "
+                             f"got {merged['delivery.timeout.ms']!r}")
+        merged["delivery.timeout.ms"] = at_least
+    compression_codec(merged["compression.type"])  # refused here, named, when unknown or unavailable
+    # Kafka 3+: idempotent unless asked otherwise, or unless a setting conflicts with it (acks not
+    # "all", more than 5 requests in flight): then it is off, and asking for it is a mistake
     idempotence, acks = merged["enable.idempotence"], _ACKS[merged["acks"]]
+    in_flight = merged["max.in.flight.requests.per.connection"]
     if idempotence not in (None, True, False):
         raise ValueError(f"enable.idempotence must be true or false, got {idempotence!r}")
     if idempotence and acks != -1:
         raise ValueError(f"enable.idempotence needs acks=all, got acks={merged['acks']!r}")
-    merged["enable.idempotence"] = acks == -1 if idempotence is None else idempotence
+    if idempotence and in_flight > _MAX_IN_FLIGHT_IDEMPOTENT:
+        raise ValueError(f"enable.idempotence needs max.in.flight.requests.per.connection <= "
+                         f"{_MAX_IN_FLIGHT_IDEMPOTENT}, got {in_flight!r}")
+    merged["enable.idempotence"] = (acks == -1 and in_flight <= _MAX_IN_FLIGHT_IDEMPOTENT
+                                    if idempotence is None else idempotence)
     return merged
 
 
@@ -79,32 +104,36 @@ class Producer:
     thread-safe; ``close()`` (or a ``with`` block) flushes and stops the sender thread."""
 
     def __init__(self, config: dict | None = None, *, clock: Clock = SYSTEM_CLOCK, **settings) -> None:
+        explicit = True in ((config or {}).get("enable.idempotence"), settings.get("enable_idempotence"))
         self.config = settings = producer_config(config, settings)
-        self._acks = _ACKS[settings["acks"]]
         self._clock = clock
+        in_flight = settings["max.in.flight.requests.per.connection"]
         network = dict(client_id=settings["client.id"], request_timeout_ms=settings["request.timeout.ms"],
-                       max_in_flight=settings["max.in.flight.requests.per.connection"], clock=clock)
+                       max_in_flight=in_flight, reconnect_backoff_ms=settings["reconnect.backoff.ms"],
+                       reconnect_backoff_max_ms=settings["reconnect.backoff.max.ms"], clock=clock)
         # Two clients, as connections are not shared between threads: the sender's, and the one the
         # application's threads ask for a topic's partition count (under ``_metadata_lock``).
         self._network = NetworkClient(settings["bootstrap.servers"], **network)
         self._lookup = NetworkClient(settings["bootstrap.servers"], **network)
+        # As many batches of a partition in flight as requests on a connection: each request carries
+        # at most one batch per partition
         self._accumulator = RecordAccumulator(batch_size=settings["batch.size"], linger_ms=settings["linger.ms"],
                                               buffer_memory=settings["buffer.memory"],
-                                              max_block_ms=settings["max.block.ms"], clock=clock)
+                                              max_block_ms=settings["max.block.ms"], max_in_flight=in_flight,
+                                              clock=clock)
         self._metadata_lock = threading.Lock()
         self._sticky: dict[str, int] = {}
-        self._in_flight: dict[tuple[Any, int], list] = {}  # (connection, correlation id) -> batches
-        self._wakeup = threading.Event()
         self._closed = False
-        self._stopping = False
-        self._force = False  # close's timeout passed: fail what is left and stop
-        self._failure: BaseException | None = None
         self._rng = random.Random()
-        self._idempotent = settings["enable.idempotence"]
-        self.producer_id, self.producer_epoch = -1, -1  # from InitProducerId, before the first send
-        self._sequences: dict[tuple[str, int], int] = {}  # the next sequence of each partition
-        self._sender = threading.Thread(target=self._run, name="logstore-producer-sender", daemon=True)
-        self._sender.start()
+        self._sender = Sender(self._network, self._accumulator, acks=_ACKS[settings["acks"]], retries=settings["retries"],
+                              retry_backoff_ms=settings["retry.backoff.ms"],
+                              request_timeout_ms=settings["request.timeout.ms"],
+                              delivery_timeout_ms=settings["delivery.timeout.ms"],
+                              compression=compression_codec(settings["compression.type"]),
+                              idempotence=IdempotenceManager() if settings["enable.idempotence"] else None,
+                              idempotence_explicit=explicit, clock=clock)
+        self._thread = threading.Thread(target=self._sender.run, name="logstore-producer-sender", daemon=True)
+        self._thread.start()
 
     def __enter__(self) -> Producer:
         return self
@@ -112,16 +141,35 @@ class Producer:
     def __exit__(self, *exc_info) -> None:
         self.close()
 
+    @property
+    def idempotent(self) -> bool:
+        """Whether batches carry a producer id and sequences (off when the broker gave no id and
+        idempotence was only the default)."""
+        return self._sender.idempotence is not None
+
+    @property
+    def producer_id(self) -> int:
+        """The producer id from InitProducerId (-1 before the first send, or without idempotence)."""
+        manager = self._sender.idempotence
+        return -1 if manager is None else manager.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        manager = self._sender.idempotence
+        return -1 if manager is None else manager.producer_epoch
+
     # --- sending ---------------------------------------------------------------------------------
 
     def send(self, topic: str, value: bytes | None, key: bytes | None = None, headers=None,
              partition: int | None = None, timestamp_ms: int | None = None) -> Future:
         """Queue a record; the future gives its ``RecordMetadata`` once the broker stored it (or the
-        error that stopped it). Blocks while the buffer is full (``max.block.ms``)."""
+        error that stopped it: ``DeliveryTimeoutError`` past ``delivery.timeout.ms``). Blocks while
+        the buffer is full (``max.block.ms``)."""
         if self._closed:
             raise StoreClosedError("the producer is closed")
-        if self._failure is not None:
-            raise StoreClosedError(f"the producer's sender failed: {self._failure!r}") from self._failure
+        failure = self._sender.failure
+        if failure is not None:
+            raise StoreClosedError(f"the producer's sender failed: {failure!r}") from failure
         record = Record(key, value, tuple(headers or ()), self._clock.time_ms() if timestamp_ms is None else timestamp_ms)
         partitions = self._partitions(topic)
         if partition is None:
@@ -133,7 +181,7 @@ class Producer:
         future = self._accumulator.append(topic, partition, record)
         if key is None and self._accumulator.pending() > batches_before:
             self._sticky[topic] = self._rng.randrange(partitions)  # that record opened a batch: next one elsewhere
-        self._wakeup.set()
+        self._sender.wakeup()
         return future
 
     def _partitions(self, topic: str) -> int:
@@ -151,7 +199,7 @@ class Producer:
         """Send everything queued now and wait until each record is acknowledged or failed."""
         futures = self._accumulator.futures()
         self._accumulator.begin_flush()
-        self._wakeup.set()
+        self._sender.wakeup()
         try:
             _, not_done = wait(futures, timeout_s)
         finally:
@@ -170,130 +218,13 @@ class Producer:
         except TimeoutError:
             pass  # the records left fail below
         finally:
-            self._stopping = True
+            self._sender.stopping = True
             self._accumulator.close()
-            self._wakeup.set()
-            self._sender.join(timeout_s)
-            if self._sender.is_alive():  # still waiting on a broker: give up on what is left
-                self._force = True
-                self._wakeup.set()
-                self._sender.join(10)
+            self._sender.wakeup()
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():  # still waiting on a broker: give up on what is left
+                self._sender.force = True
+                self._sender.wakeup()
+                self._thread.join(10)
             with self._metadata_lock:
                 self._lookup.close()
-
-    # --- the sender thread -------------------------------------------------------------------------
-
-    def _run(self) -> None:
-        try:
-            while not (self._stopping and not self._in_flight and not self._accumulator.pending()):
-                if self._force:
-                    self._accumulator.fail_all(StoreClosedError("the producer closed before these records "
-                                                                "were acknowledged"))
-                    return
-                self._send_ready()
-                if not self._poll_responses():
-                    now = self._clock.monotonic_ms()
-                    _, next_ms = self._accumulator.ready(now)
-                    self._wakeup.wait((_IDLE_WAIT_MS if next_ms is None else min(next_ms, _IDLE_WAIT_MS)) / 1000)
-                    self._wakeup.clear()
-        except BaseException as exc:  # the sender must not die silently: every queued future learns it
-            self._failure = exc
-            self._accumulator.fail_all(exc)
-        finally:
-            self._network.close()
-
-    def _init_producer_id(self) -> bool:
-        """An idempotent producer's id and epoch (InitProducerId, from any broker); False when no
-        broker answered yet (the batches wait)."""
-        try:
-            body = self._network.request_any("InitProducerId", {"transactional_id": None,
-                                                                "transaction_timeout_ms": 60_000})
-        except NetworkError as exc:
-            logger.warning("producer: no InitProducerId yet: %s", exc)
-            return False
-        if body["error_code"]:
-            raise BrokerResponseError(f"InitProducerId refused: error {body['error_code']}", body["error_code"],
-                                      "InitProducerId")
-        self.producer_id, self.producer_epoch = body["producer_id"], body["producer_epoch"]
-        return True
-
-    def _send_ready(self) -> None:
-        now = self._clock.monotonic_ms()
-        ready, _ = self._accumulator.ready(now)
-        if ready and self._idempotent and self.producer_id < 0 and not self._init_producer_id():
-            return
-        by_leader: dict[int, list] = {}
-        for key in ready:
-            try:
-                leader = self._network.leader_for(*key)
-            except NetworkError:
-                self._refresh_metadata()
-                continue
-            by_leader.setdefault(leader, []).append(key)
-        for leader, keys in by_leader.items():
-            try:
-                connection = self._network.connection(leader)
-            except NetworkError:
-                continue  # backing off: the batches wait
-            if connection.in_flight >= connection.max_in_flight:
-                continue
-            batches = self._accumulator.drain(keys, now)
-            if not batches:
-                continue
-            if self._idempotent:
-                for batch in batches:  # a sequence at its first send, kept by its retries
-                    if batch.base_sequence < 0:
-                        key = (batch.topic, batch.partition)
-                        batch.base_sequence = self._sequences.get(key, 0)
-                        self._sequences[key] = (batch.base_sequence + len(batch.records)) % 2**31
-            body = produce_request(batches, self._acks, self.config["request.timeout.ms"], self.producer_id,
-                                   self.producer_epoch)
-            try:
-                if self._acks == 0:
-                    connection.send("Produce", body, expect_response=False)
-                    self._apply(batches, None)
-                else:
-                    self._in_flight[(connection, connection.send("Produce", body))] = batches
-            except NetworkError:
-                self._retry_all(batches)
-
-    def _poll_responses(self) -> bool:
-        """Apply the responses that arrived; True when any did. What a broken connection carried
-        goes again (its requests get no response: the connection is closed)."""
-        any_response = False
-        for connection in list(dict.fromkeys(connection for connection, _ in self._in_flight)):
-            try:
-                if not connection.connected:
-                    raise NetworkError(f"{connection!r} closed")
-                responses = connection.poll(10)
-            except NetworkError:
-                for key in [key for key in self._in_flight if key[0] is connection]:
-                    self._retry_all(self._in_flight.pop(key))
-                self._refresh_metadata()
-                any_response = True  # batches changed state: go round again at once
-                continue
-            for response in responses:
-                batches = self._in_flight.pop((connection, response.correlation_id), None)
-                if batches is not None:
-                    self._apply(batches, response.body)
-                    any_response = True
-        return any_response
-
-    def _apply(self, batches: list, body: dict | None) -> None:
-        for outcome in apply_response(batches, body, self._retries_left):
-            if outcome.retry:
-                self._accumulator.reenqueue(outcome.batch, self._clock.monotonic_ms() + self.config["retry.backoff.ms"])
-            else:
-                self._accumulator.deallocate(outcome.batch)
-
-    def _retries_left(self, batch) -> bool:
-        return batch.attempts <= self.config["retries"]
-
-    def _retry_all(self, batches: list) -> None:
-        self._apply(batches, {"responses": []})  # each one as if unanswered: NETWORK_EXCEPTION, retriable
-
-    def _refresh_metadata(self) -> None:
-        try:
-            self._network.refresh_metadata(sorted(self._accumulator.topics()), allow_auto_topic_creation=True)
-        except NetworkError as exc:  # no broker answered: the batches wait, the next round tries again
-            logger.warning("producer: no metadata: %s", exc)
