@@ -116,6 +116,7 @@ class NetworkClient:
         self._selector: selectors.BaseSelector | None = None
         self._registered: dict[BrokerConnection, int] = {}
         self._wakeup_pair: tuple[socket.socket, socket.socket] | None = None
+        self._wakeup_pending = False
 
     def close(self) -> None:
         """Close every connection. Safe twice."""
@@ -220,7 +221,10 @@ class NetworkClient:
     def wakeup(self) -> None:
         """End a ``poll`` under way in another thread at once (or the next one, if none is)."""
         pair = self._wakeup_pair
-        if pair is not None:
+        if pair is not None and not self._wakeup_pending:
+            # One byte per wait is enough; the flag is cleared before the byte is read, so a wakeup
+            # that finds it set is seen by the round after that read
+            self._wakeup_pending = True
             try:
                 pair[1].send(b"\0")
             except (BlockingIOError, OSError):
@@ -258,6 +262,7 @@ class NetworkClient:
         return self._selector
 
     def _drain_wakeups(self) -> None:
+        self._wakeup_pending = False
         try:
             while self._wakeup_pair[0].recv(4096):
                 pass

@@ -179,9 +179,13 @@ class Producer:
             raise ValueError(f"partition must be in [0, {partitions}) for {topic}, got {partition!r}")
         batches_before = self._accumulator.pending()
         future = self._accumulator.append(topic, partition, record)
-        if key is None and self._accumulator.pending() > batches_before:
-            self._sticky[topic] = self._rng.randrange(partitions)  # that record opened a batch: next one elsewhere
-        self._sender.wakeup()
+        if self._accumulator.pending() > batches_before:
+            # A new batch: the sender's wait was set without it. A record joining a batch changes
+            # nothing the sender waits for (that batch was ready or lingering already), so it is
+            # not woken for each record (Kafka wakes it for a new or a full batch too).
+            self._sender.wakeup()
+            if key is None:
+                self._sticky[topic] = self._rng.randrange(partitions)  # that record opened a batch: next one elsewhere
         return future
 
     def _partitions(self, topic: str) -> int:

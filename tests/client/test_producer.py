@@ -98,7 +98,8 @@ def test_close_with_a_timeout_fails_what_an_unreachable_broker_never_took(server
     # The broker goes away for this producer: its address now refuses connections.
     producer._network.metadata.brokers = {node: ("127.0.0.1", 1) for node in producer._network.metadata.brokers}
     producer._network.bootstrap = [("127.0.0.1", 1)]
-    producer._network.close()
+    for connection in list(producer._network._connections.values()):
+        connection.close()  # its sockets only: the client itself (its poll selector) is the sender thread's
     stuck = producer.send("closing-unreachable", b"never")
     began = time.monotonic()
     producer.close(0.5)
