@@ -265,8 +265,8 @@ _topics = count()
 
 
 def _producer(proxy: FaultProxy, **settings) -> Producer:
-    config = dict(bootstrap_servers=f"127.0.0.1:{proxy.port}", linger_ms=0, batch_size=300, retry_backoff_ms=5,
-                  request_timeout_ms=800, reconnect_backoff_ms=5, reconnect_backoff_max_ms=50)
+    config = dict(bootstrap_servers=f"127.0.0.1:{proxy.port}", linger_ms=0, batch_size=150, retry_backoff_ms=5,
+                  request_timeout_ms=500, reconnect_backoff_ms=5, reconnect_backoff_max_ms=50)
     config.update(settings)
     return Producer(**config)
 
@@ -300,7 +300,7 @@ _ACTIONS = st.one_of(
     st.just(("forward",)),
     st.just(("drop_before",)),
     st.just(("drop_after",)),
-    st.tuples(st.just("delay"), st.sampled_from([20, 150, 400, 1000])),  # 1000: past request.timeout.ms
+    st.tuples(st.just("delay"), st.sampled_from([20, 150, 300, 700])),  # 700: past request.timeout.ms
     st.tuples(st.just("error"), st.sampled_from([kafka_errors.NOT_LEADER_OR_FOLLOWER, kafka_errors.REQUEST_TIMED_OUT,
                                                  kafka_errors.NOT_ENOUGH_REPLICAS]), st.sampled_from([0, 100])),
 )
