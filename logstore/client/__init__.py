@@ -12,7 +12,9 @@ It owns, on the server's codec (``logstore.server.codec``) and the standard libr
 - the producer's record accumulator: per-partition batches, ``linger.ms``, ``batch.size``, bounded
   ``buffer.memory`` (``accumulator``);
 - Produce requests from those batches, and their responses applied back (``produce``);
-- ``Producer``: ``send``, the sender thread, retries, idempotence, ``flush`` and ``close`` (``producer``);
+- the sender loop: requests in flight on one selector, retries, ``delivery.timeout.ms`` (``sender``),
+  and the idempotent producer's per-partition sequences (``idempotence``);
+- ``Producer``: ``send``, its settings (compression among them), ``flush`` and ``close`` (``producer``);
 - the client's errors (``errors``);
 - ``Consumer``: ``assign``/``subscribe`` (a consumer group: ``group_member``), ``poll`` with fetching
   ahead (``fetcher``), seeks, positions, offset lookups, commits (``consumer``);
@@ -28,7 +30,8 @@ as one end of a copy); the rest is what a client of any broker needs.
 from .admin import BrokerAdmin, BrokerGroupAdmin
 from .consumer import Consumer, ConsumerRecord
 from .errors import BrokerResponseError, NetworkError, NoOffsetForPartitionError, RequestTimedOutError
+from .produce import DeliveryTimeoutError
 from .producer import Producer
 
-__all__ = ["BrokerAdmin", "BrokerGroupAdmin", "BrokerResponseError", "Consumer", "ConsumerRecord", "NetworkError",
-           "NoOffsetForPartitionError", "Producer", "RequestTimedOutError"]
+__all__ = ["BrokerAdmin", "BrokerGroupAdmin", "BrokerResponseError", "Consumer", "ConsumerRecord", "DeliveryTimeoutError",
+           "NetworkError", "NoOffsetForPartitionError", "Producer", "RequestTimedOutError"]
