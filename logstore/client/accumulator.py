@@ -3,8 +3,10 @@
 What it owns:
 - ``append(topic, partition, record)``: the record joins the last open batch of its partition, or a
   new one when that would pass ``batch_size`` bytes (a record larger than ``batch_size`` gets a batch
-  of its own). It returns a ``concurrent.futures.Future`` that the batch completes with the record's
-  ``RecordMetadata`` (partition, offset, timestamp) or fails with the batch's error;
+  of its own). It returns a ``RecordFuture`` (what a caller uses of ``concurrent.futures.Future``)
+  that the batch completes with the record's ``RecordMetadata`` (partition, offset, timestamp) or
+  fails with the batch's error: the futures of a batch share one ``BatchResult``, so completing a
+  batch costs the same whatever its record count;
 - memory: the batches hold at most ``buffer_memory`` bytes (estimated as the wire batch would take
   them); an append that does not fit blocks until the sender frees some, for at most
   ``max_block_ms``, then raises ``BufferExhaustedError``. A record larger than ``buffer_memory``
@@ -26,9 +28,9 @@ clock (``logstore.clock``); blocking waits for memory wait in real time up to ``
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import deque
-from concurrent.futures import Future
 from typing import NamedTuple
 
 from ..clock import SYSTEM_CLOCK, Clock
@@ -56,10 +58,116 @@ def record_size_bytes(record: Record) -> int:
     return size
 
 
+class BatchResult:
+    """What became of one batch, shared by its records' futures: completed at a base offset or
+    failed with an error, once (the first outcome stays: a batch failed by its delivery timeout is
+    not completed by a late answer). One event per batch instead of a ``Future`` per record: the
+    producer's per-record cost is a small object, and a batch's completion is O(1)."""
+
+    __slots__ = ("topic", "partition", "_event", "_lock", "base_offset", "log_append_time_ms", "error", "_callbacks")
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self.base_offset = -1
+        self.log_append_time_ms = -1
+        self.error: BaseException | None = None
+        self._callbacks: list | None = None
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        return self._event.wait(timeout_s)
+
+    def _settle(self, base_offset: int, log_append_time_ms: int, error: BaseException | None) -> None:
+        with self._lock:
+            if self._event.is_set():
+                return
+            self.base_offset, self.log_append_time_ms, self.error = base_offset, log_append_time_ms, error
+            callbacks, self._callbacks = self._callbacks, None
+            self._event.set()
+        for callback in callbacks or ():
+            try:
+                callback()
+            except Exception:  # a user's callback must not stop the sender: logged, as Future does
+                logging.getLogger("logstore.client").exception("a produce future's callback raised")
+
+    def complete(self, base_offset: int, log_append_time_ms: int = -1) -> None:
+        self._settle(base_offset, log_append_time_ms, None)
+
+    def fail(self, error: BaseException) -> None:
+        self._settle(-1, -1, error)
+
+    def add_callback(self, callback) -> bool:
+        """Call ``callback()`` when settled; False (not added) when it is settled already."""
+        with self._lock:
+            if self._event.is_set():
+                return False
+            if self._callbacks is None:
+                self._callbacks = []
+            self._callbacks.append(callback)
+            return True
+
+
+class RecordFuture:
+    """A produced record's future (the subset of ``concurrent.futures.Future`` a producer's caller
+    uses: ``result``, ``exception``, ``done``, ``add_done_callback``), resolved with its batch:
+    ``result()`` gives its ``RecordMetadata``."""
+
+    __slots__ = ("_batch", "_index", "_timestamp_ms")
+
+    def __init__(self, batch: BatchResult, index: int, timestamp_ms: int | None) -> None:
+        self._batch = batch
+        self._index = index
+        self._timestamp_ms = timestamp_ms
+
+    def __repr__(self) -> str:
+        state = "pending" if not self.done() else ("failed" if self._batch.error is not None else "done")
+        return f"RecordFuture({self._batch.topic}-{self._batch.partition}, {state})"
+
+    def done(self) -> bool:
+        return self._batch._event.is_set()
+
+    def running(self) -> bool:
+        return not self.done()
+
+    def cancelled(self) -> bool:
+        return False
+
+    def cancel(self) -> bool:
+        return False  # a record handed to the producer cannot be taken back
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The error that stopped the record (None when stored); ``TimeoutError`` after ``timeout`` s."""
+        if not self._batch._event.wait(timeout):
+            raise TimeoutError(f"the record was not acknowledged within {timeout} s")
+        return self._batch.error
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        """Where the record landed; raises the error that stopped it, or ``TimeoutError`` after
+        ``timeout`` s."""
+        batch = self._batch
+        if not batch._event.wait(timeout):
+            raise TimeoutError(f"the record was not acknowledged within {timeout} s")
+        if batch.error is not None:
+            raise batch.error
+        timestamp = batch.log_append_time_ms if batch.log_append_time_ms != -1 else self._timestamp_ms
+        return RecordMetadata(batch.topic, batch.partition, -1 if batch.base_offset < 0 else batch.base_offset + self._index,
+                              -1 if timestamp is None else timestamp)
+
+    def add_done_callback(self, fn) -> None:
+        """Call ``fn(future)`` once the record is stored or failed (at once when it is already)."""
+        if not self._batch.add_callback(lambda: fn(self)):
+            fn(self)
+
+
 class ProducerBatch:
     """Records of one partition going in one request, and their futures."""
 
-    __slots__ = ("topic", "partition", "created_ms", "records", "futures", "size_bytes", "attempts", "drained_ms",
+    __slots__ = ("topic", "partition", "created_ms", "records", "result", "size_bytes", "attempts", "drained_ms",
                  "retry_at_ms", "base_sequence", "producer_id", "producer_epoch", "serial", "in_request",
                  "not_stored", "done", "last_error")
 
@@ -68,7 +176,7 @@ class ProducerBatch:
         self.partition = partition
         self.created_ms = created_ms
         self.records: list[Record] = []
-        self.futures: list[Future] = []
+        self.result = BatchResult(topic, partition)  # what its records' futures give
         self.size_bytes = BATCH_OVERHEAD_BYTES
         self.attempts = 0  # requests that carried it so far
         self.drained_ms: int | None = None  # when the sender took it (None: queued)
@@ -92,37 +200,29 @@ class ProducerBatch:
         """The sequence of its last record (sequences wrap from 2**31 - 1 to 0, as Kafka's do)."""
         return (self.base_sequence + len(self.records) - 1) % 2**31
 
-    def try_append(self, record: Record, size_bytes: int, batch_size: int) -> Future | None:
+    def try_append(self, record: Record, size_bytes: int, batch_size: int) -> RecordFuture | None:
         """The record's future, or None when the batch is not empty and the record would take it past
         ``batch_size``."""
         if self.records and self.size_bytes + size_bytes > batch_size:
             return None
-        future: Future = Future()
-        self.records.append(record)
-        self.futures.append(future)
+        records = self.records
+        records.append(record)
         self.size_bytes += size_bytes
-        return future
+        return RecordFuture(self.result, len(records) - 1, record.timestamp_ms)
 
     def complete(self, base_offset: int, log_append_time_ms: int = -1) -> None:
         """The broker stored the batch at ``base_offset``: each record's future gets its offset (and
         the broker's time for a LogAppendTime topic). ``base_offset`` -1 (``acks=0``: no answer, so
-        no offsets) gives every record offset -1, as Kafka's producer reports them. Futures already
-        failed (a delivery timeout) stay failed."""
+        no offsets) gives every record offset -1, as Kafka's producer reports them. A batch failed
+        already (a delivery timeout) stays failed."""
         self.done = True
-        for index, (record, future) in enumerate(zip(self.records, self.futures)):
-            if future.done():
-                continue
-            timestamp = log_append_time_ms if log_append_time_ms != -1 else record.timestamp_ms
-            future.set_result(RecordMetadata(self.topic, self.partition, -1 if base_offset < 0 else base_offset + index,
-                                             -1 if timestamp is None else timestamp))
+        self.result.complete(base_offset, log_append_time_ms)
 
     def fail(self, error: BaseException) -> None:
         """The batch will not be stored (or may not have been, for a timeout): every record's future
-        not yet resolved raises ``error``."""
+        raises ``error`` (unless the batch completed already)."""
         self.done = True
-        for future in self.futures:
-            if not future.done():
-                future.set_exception(error)
+        self.result.fail(error)
 
 
 class RecordAccumulator:
@@ -141,7 +241,8 @@ class RecordAccumulator:
         self.max_block_ms = max_block_ms
         self.max_in_flight = max_in_flight
         self._clock = clock
-        self._condition = threading.Condition()
+        self._lock = threading.RLock()
+        self._condition = threading.Condition(self._lock)
         self._queues: dict[tuple[str, int], deque[ProducerBatch]] = {}  # batches waiting to be drained
         self._in_flight: dict[tuple[str, int], int] = {}  # batches drained and not yet given back or done
         self._incomplete: dict[ProducerBatch, None] = {}  # every batch not deallocated, in creation order
@@ -156,19 +257,32 @@ class RecordAccumulator:
         """Memory held by batches not yet deallocated (queued or in flight)."""
         return self._used_bytes
 
-    def append(self, topic: str, partition: int, record: Record) -> Future:
+    def append(self, topic: str, partition: int, record: Record) -> RecordFuture:
         """Add ``record`` to ``topic``/``partition``'s batches; its future completes when the batch does."""
         if type(record) is not Record:
             raise TypeError(f"append takes a Record, got {type(record).__name__}")
+        return self.append_record(topic, partition, record)[0]
+
+    def append_record(self, topic: str, partition: int, record: Record) -> tuple[RecordFuture, bool]:
+        """``append`` for the producer (``record`` is a ``Record``): the future, and whether the
+        record opened a new batch (the sender then has a new deadline to wait for)."""
         size = record_size_bytes(record)
         if size + BATCH_OVERHEAD_BYTES > self.buffer_memory:
             raise ValueError(f"a record of {size} bytes is larger than buffer_memory ({self.buffer_memory} bytes)")
-        deadline_ms = self._clock.monotonic_ms() + self.max_block_ms
-        with self._condition:
-            queue = self._queues.setdefault((topic, partition), deque())
-            while True:  # the queue may change while this waits for memory: look again each time
+        with self._lock:  # the condition's lock, entered directly: the per-record path
+            queue = self._queues.get((topic, partition))
+            if queue:
                 # Only a batch never sent takes more records: a retried one keeps its records (and
                 # its sequence)
+                last = queue[-1]
+                if last.attempts == 0 and last.size_bytes + size <= self.batch_size \
+                        and self._used_bytes + size <= self.buffer_memory:
+                    self._used_bytes += size
+                    return last.try_append(record, size, self.batch_size), False
+            elif queue is None:
+                queue = self._queues[(topic, partition)] = deque()
+            deadline_ms = self._clock.monotonic_ms() + self.max_block_ms
+            while True:  # the queue may change while this waits for memory: look again each time
                 last = queue[-1] if queue and queue[-1].attempts == 0 else None
                 if last is not None and last.size_bytes + size > self.batch_size:
                     last = None  # full for this record: a new batch behind it
@@ -176,14 +290,15 @@ class RecordAccumulator:
                 if self._used_bytes + needed <= self.buffer_memory:
                     break
                 self._wait_for_memory(needed, deadline_ms)
-            if last is None:
+            opened = last is None
+            if opened:
                 self._serial += 1
                 last = ProducerBatch(topic, partition, self._clock.monotonic_ms(), self._serial)
                 queue.append(last)
                 self._incomplete[last] = None
             future = last.try_append(record, size, self.batch_size)
             self._used_bytes += needed
-            return future
+            return future, opened
 
     def _wait_for_memory(self, needed: int, deadline_ms: int) -> None:
         """Wait once (holding the condition) for memory to be freed; raise past ``max_block_ms``."""
@@ -301,10 +416,11 @@ class RecordAccumulator:
             self._closing = True
             self._condition.notify_all()
 
-    def futures(self) -> list[Future]:
-        """The futures of every record not yet completed or failed (queued or in flight)."""
+    def results(self) -> list[BatchResult]:
+        """The results of every batch not yet completed or failed (queued or in flight): what a
+        flush waits for."""
         with self._condition:
-            return [future for batch in self._incomplete for future in batch.futures if not future.done()]
+            return [batch.result for batch in self._incomplete if not batch.result.done()]
 
     def topics(self) -> set[str]:
         """Topics with batches queued or in flight."""

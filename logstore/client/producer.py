@@ -30,13 +30,13 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from concurrent.futures import Future, wait
+import time
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import StoreClosedError
 from ..records.decoder import Record
-from .accumulator import RecordAccumulator
+from .accumulator import RecordAccumulator, RecordFuture
 from .cluster import NetworkClient
 from .errors import NetworkError
 from .idempotence import IdempotenceManager
@@ -161,7 +161,7 @@ class Producer:
     # --- sending ---------------------------------------------------------------------------------
 
     def send(self, topic: str, value: bytes | None, key: bytes | None = None, headers=None,
-             partition: int | None = None, timestamp_ms: int | None = None) -> Future:
+             partition: int | None = None, timestamp_ms: int | None = None) -> RecordFuture:
         """Queue a record; the future gives its ``RecordMetadata`` once the broker stored it (or the
         error that stopped it: ``DeliveryTimeoutError`` past ``delivery.timeout.ms``). Blocks while
         the buffer is full (``max.block.ms``)."""
@@ -170,16 +170,20 @@ class Producer:
         failure = self._sender.failure
         if failure is not None:
             raise StoreClosedError(f"the producer's sender failed: {failure!r}") from failure
-        record = Record(key, value, tuple(headers or ()), self._clock.time_ms() if timestamp_ms is None else timestamp_ms)
+        record = Record(key, value, tuple(headers) if headers else (),
+                        self._clock.time_ms() if timestamp_ms is None else timestamp_ms)
         partitions = self._partitions(topic)
         if partition is None:
-            partition = (partition_for_key(key, partitions) if key is not None
-                         else self._sticky.setdefault(topic, self._rng.randrange(partitions)))
+            if key is not None:
+                partition = partition_for_key(key, partitions)
+            else:
+                partition = self._sticky.get(topic)
+                if partition is None or partition >= partitions:
+                    partition = self._sticky[topic] = self._rng.randrange(partitions)
         elif type(partition) is not int or not 0 <= partition < partitions:
             raise ValueError(f"partition must be in [0, {partitions}) for {topic}, got {partition!r}")
-        batches_before = self._accumulator.pending()
-        future = self._accumulator.append(topic, partition, record)
-        if self._accumulator.pending() > batches_before:
+        future, opened = self._accumulator.append_record(topic, partition, record)
+        if opened:
             # A new batch: the sender's wait was set without it. A record joining a batch changes
             # nothing the sender waits for (that batch was ready or lingering already), so it is
             # not woken for each record (Kafka wakes it for a new or a full batch too).
@@ -201,15 +205,19 @@ class Producer:
 
     def flush(self, timeout_s: float | None = None) -> None:
         """Send everything queued now and wait until each record is acknowledged or failed."""
-        futures = self._accumulator.futures()
+        results = self._accumulator.results()
         self._accumulator.begin_flush()
         self._sender.wakeup()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         try:
-            _, not_done = wait(futures, timeout_s)
+            for result in results:
+                if not result.wait(None if deadline is None else max(deadline - time.monotonic(), 0)):
+                    break
         finally:
             self._accumulator.end_flush()
+        not_done = sum(not result.done() for result in results)
         if not_done:
-            raise TimeoutError(f"flush: {len(not_done)} records not acknowledged within {timeout_s} s")
+            raise TimeoutError(f"flush: {not_done} batches not acknowledged within {timeout_s} s")
 
     def close(self, timeout_s: float | None = None) -> None:
         """Flush, stop the sender, close the connections. Safe twice. With ``timeout_s``, records

@@ -165,7 +165,7 @@ def test_a_group_splits_the_partitions_hands_them_over_and_resumes_from_commits(
         assert len(first.assignment()) == 4
         # The partitions handed over start at the commits made for them: 50 and 70.
         resumed = {}
-        for record in _poll_until(first, 80, 10):
+        for record in _poll_until(first, 280, 10):  # its own two from the start (no commits), 50 + 30 more
             resumed.setdefault((record.topic, record.partition), record.offset)
         assert resumed[mine[0]] == 50 and resumed[mine[1]] == 70
     finally:
