@@ -23,8 +23,9 @@ It owns, on the server's codec (``logstore.server.codec``) and the standard libr
 - ``logstore perf client`` (``bench``).
 
 Layer: above ``server`` (whose codec it uses) and ``group`` (the consumer protocol, the assignors and
-the group admin it extends), below ``cli``, beside ``spark``. Only ``mirror`` opens a store (a data dir
-as one end of a copy); the rest is what a client of any broker needs.
+the group admin it extends), below ``cli``, beside ``spark``. It may import those two layers, the
+foundations and, in ``mirror`` only (a data dir as one end of a copy), ``manager``; the rest is what
+a client of any broker needs.
 """
 
 from .admin import BrokerAdmin, BrokerGroupAdmin
