@@ -216,9 +216,19 @@ class BrokerGroupAdmin(GroupAdmin):
 
     def committed_entries(self, group_id: str, partitions=None) -> dict[tuple[str, int], tuple[int, str | None]]:
         # Partitions named when known: Tansu answers an OffsetFetch for all partitions (null topics)
-        # without its topics array.
-        return {tp: entry for tp, entry in self._member(group_id).committed_entries(
-            None if partitions is None else list(partitions)).items() if entry is not None}
+        # without its topics array. Not known: all of them asked for, then, when that answer does
+        # not parse, every partition of every topic named.
+        member = self._member(group_id)
+        if partitions is None:
+            try:
+                entries = member.committed_entries(None)
+            except NetworkError:
+                metadata = self.admin.network.refresh_metadata(None)
+                entries = member.committed_entries([(topic, p) for topic, leaders in sorted(metadata.leaders.items())
+                                                    for p in sorted(leaders)])
+        else:
+            entries = member.committed_entries(list(partitions))
+        return {tp: entry for tp, entry in entries.items() if entry is not None}
 
     def commit(self, group_id: str, offsets: Mapping[tuple[str, int], int], *, doing: str | None = None,
                metadata: Mapping[tuple[str, int], str] | None = None) -> None:

@@ -198,6 +198,8 @@ def test_mirror_to_tansu_and_back(tmp_path):
         read = ok(cli(*on_tansu, "read", "notes", "--group", "readers")).output
         assert [(line["partition"], line["value"]) for line in map(json.loads, read.splitlines())] == [(1, "hello")]
         assert ok(cli(*on_tansu, "read", "notes", "--group", "readers")).output == ""  # committed
+        described = ok(cli(*on_tansu, "groups", "describe", "readers")).output.splitlines()
+        assert described[-1].split() == ["notes", "1", "1", "1", "0", "-"]
     finally:
         broker.stop()
     with LogManager([source], read_only=True) as original, LogManager([back], read_only=True) as copy:
