@@ -7,18 +7,17 @@ from __future__ import annotations
 import json
 import sys
 from itertools import groupby, islice
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import click
 
-from logstore import Record
 from logstore.client.admin import BrokerAdmin
 from logstore.client.mirror import DEFAULT_GROUP, open_end
 from logstore.client.mirror import mirror as run_mirror
 from logstore.client.tools import append_chunks
-from logstore.client.tools import read_chunks as _read_chunks
+from logstore.client.tools import read_chunks
 
-from .records_io import InputRecord, check_against_topic
+from .records_io import InputRecord, check_against_topic, print_records
 
 
 def admin(options) -> BrokerAdmin:
@@ -42,10 +41,11 @@ def append(options, topic: str, entries: Sequence[InputRecord], batch_size: int,
         click.echo("No records given: nothing appended.", err=True)
 
 
-def read_chunks(options, topic: str, **how) -> Iterator[tuple[int, list[Record]]]:
-    """``logstore read`` from a broker: the chunks to print; Ctrl-C ends a ``--follow``."""
+def read(options, topic: str, output_format: str, encoding: str, **how) -> None:
+    """``logstore read`` from a broker: each chunk printed as it comes; Ctrl-C ends a ``--follow``."""
     try:
-        yield from _read_chunks(options.bootstrap, topic, **how)
+        for partition, records in read_chunks(options.bootstrap, topic, **how):
+            print_records(topic, partition, records, output_format, encoding)
     except KeyboardInterrupt:
         pass  # the way to end --follow: not an error
 

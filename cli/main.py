@@ -41,7 +41,7 @@ from .groups import groups, open_admin
 from .perf import perf
 from .serve import serve
 from .records_io import (ENCODINGS, INPUT_FORMATS, OUTPUT_FORMATS, InputRecord, RecordDefaults, check_against_topic,
-                         decode_field, format_jsonl, format_value, parse_header_options, parse_input)
+                         decode_field, parse_header_options, parse_input, print_records)
 
 logger = logging.getLogger(__name__)
 
@@ -373,11 +373,8 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: int |
             raise click.UsageError("--group cannot --follow: it holds the store's lock, so nothing else "
                                    "could append while it waits")
     if options.bootstrap:
-        for number, records in broker.read_chunks(options, topic, partition=partition, offset=offset,
-                                                  from_timestamp_ms=from_timestamp_ms, follow=follow, group=group,
-                                                  max_records=max_records):
-            _print_records(topic, number, records, output_format, encoding)
-        return
+        return broker.read(options, topic, output_format, encoding, partition=partition, offset=offset,
+                           from_timestamp_ms=from_timestamp_ms, follow=follow, group=group, max_records=max_records)
     if group is not None:
         _read_as_group(options, topic, partition, group, remaining, output_format, encoding)
         return
@@ -403,7 +400,7 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: int |
                                                                max_wait_ms=FOLLOW_WAIT_MS).items()):
                     records = records[:remaining]
                     if records:
-                        _print_records(topic, number, records, output_format, encoding)
+                        print_records(topic, number, records, output_format, encoding)
                         positions[(topic, number)] = records[-1].offset + 1
                         remaining -= len(records)
         except KeyboardInterrupt:
@@ -434,19 +431,10 @@ def _print_from(topic: str, log, positions: dict[tuple[str, int], int], remainin
         records = log.read(positions[key], READ_CHUNK_BYTES, min(remaining, READ_CHUNK_RECORDS))
         if not records:
             break
-        _print_records(topic, log.partition, records, output_format, encoding)
+        print_records(topic, log.partition, records, output_format, encoding)
         positions[key] = records[-1].offset + 1
         remaining -= len(records)
     return remaining
-
-
-def _print_records(topic: str, partition: int, records: list[Record], output_format: str, encoding: str) -> None:
-    if output_format == "jsonl":
-        lines = [format_jsonl(topic, partition, record, encoding) for record in records]
-    else:
-        lines = [format_value(record, encoding) for record in records]
-    click.echo(b"".join(lines), nl=False)
-    sys.stdout.flush()
 
 
 # --- maintenance -------------------------------------------------------------------------------

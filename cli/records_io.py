@@ -31,8 +31,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
+
+import click
 
 from logstore import LogStoreError, Record
 ENCODINGS = ("utf8", "base64")
@@ -240,3 +243,13 @@ def check_against_topic(entries: Sequence[InputRecord], topic: str, partitions: 
 
 def _where(entry: InputRecord) -> str:
     return f"line {entry.line_number}" if entry.line_number else "the record"
+
+
+def print_records(topic: str, partition: int, records: list[Record], output_format: str, encoding: str) -> None:
+    """Print ``records`` of ``topic``/``partition`` in ``output_format`` (one write, then a flush)."""
+    if output_format == "jsonl":
+        lines = [format_jsonl(topic, partition, record, encoding) for record in records]
+    else:
+        lines = [format_value(record, encoding) for record in records]
+    click.echo(b"".join(lines), nl=False)
+    sys.stdout.flush()
