@@ -81,7 +81,7 @@ def groups_describe(options, group: str, as_json: bool) -> None:
         _echo_table(("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "MEMBER-ID"),
                     [(entry.topic, entry.partition, _or_dash(entry.committed_offset), _or_dash(entry.log_end_offset),
                       _or_dash(entry.lag), entry.member_id or "-") for entry in described.partitions])
-    if described.members:
+    if described.members and not options.bootstrap:  # a broker's coordinator answers live, not from a snapshot
         click.echo()
         click.echo(SNAPSHOT_NOTE)
 

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from logstore import LogManager, Record
 from logstore.cli.main import main
+from logstore.client import Consumer
 from logstore.client import mirror as mirror_module
 from logstore.client.mirror import StoreEnd, mirror, open_end
 from logstore.server.bench import BrokerProcess
@@ -76,6 +77,11 @@ def test_topics_append_read_and_groups_print_what_they_print_on_the_store(server
     assert "Committed 1 offset for group cli-g." in plan
     assert [json.loads(line)["offset"] for line in _on(server, "read", "cli-t", "--group", "cli-g").splitlines()] \
         == list(range(2, _end(server, "cli-t", 1)))
+    with Consumer(bootstrap_servers=server.bootstrap_servers, group_id="cli-live", heartbeat_interval_ms=100) as member:
+        member.subscribe(["cli-t"])
+        member.poll(200)
+        live = _on(server, "groups", "describe", "cli-live")
+        assert "1 member" in live and "__consumer_offsets" not in live  # live members: no snapshot note
     assert _on(server, "groups", "delete", "cli-g") == "Deleted group cli-g.\n"
     assert json.loads(_on(server, "topics", "alter", "cli-t", "--delete-config", "retention.ms"))["overrides"] == {}
     assert _on(server, "topics", "delete", "cli-t") == "Deleted topic cli-t.\n"
