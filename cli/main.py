@@ -40,6 +40,7 @@ from . import broker
 from .groups import groups, open_admin
 from .perf import perf
 from .serve import serve
+from .users import users
 from .records_io import (ENCODINGS, INPUT_FORMATS, OUTPUT_FORMATS, InputRecord, RecordDefaults, check_against_topic,
                          decode_field, parse_header_options, parse_input, print_records)
 
@@ -150,6 +151,7 @@ main.add_command(groups)
 main.add_command(broker.mirror)
 main.add_command(perf)
 main.add_command(serve)
+main.add_command(users)
 
 
 # --- topics --------------------------------------------------------------------------------------

@@ -1,0 +1,74 @@
+"""``logstore users``: the SCRAM users of the store (``logstore.server.credentials``): add, delete,
+list. Passwords are read from a prompt or from stdin, never from the command line (shell history,
+``ps``). The store is opened as a writer, so it takes the store's lock. No logic lives here."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from logstore.server.credentials import CredentialStore
+from logstore.server.scram import DEFAULT_ITERATIONS, MECHANISMS, MIN_ITERATIONS
+
+_MECHANISMS = click.Choice(sorted(MECHANISMS))
+
+
+def _credentials(options) -> tuple:
+    store = options.open(read_only=False)
+    return store, CredentialStore(options.dirs[0])
+
+
+@click.group()
+def users() -> None:
+    """Add, delete and list the users that authenticate with SCRAM (or PLAIN)."""
+
+
+@users.command("add")
+@click.argument("user")
+@click.option("--mechanism", "mechanisms", multiple=True, type=_MECHANISMS,
+              help="A mechanism to give the user a credential for (repeatable; default: both).")
+@click.option("--iterations", type=click.IntRange(min=MIN_ITERATIONS), default=DEFAULT_ITERATIONS, show_default=True)
+@click.option("--password-stdin", is_flag=True, help="Read the password from the first line of stdin.")
+@click.pass_obj
+def users_add(options, user: str, mechanisms: tuple[str, ...], iterations: int, password_stdin: bool) -> None:
+    """Add USER (or give it a new password). Only a salted, iterated credential is stored."""
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    if not password:
+        raise click.UsageError("the password is empty")
+    store, credentials = _credentials(options)
+    with store:
+        for mechanism in mechanisms or sorted(MECHANISMS):
+            credentials.set(user, mechanism, password, iterations)
+    click.echo(f"Added user {user} ({', '.join(mechanisms or sorted(MECHANISMS))}).")
+
+
+@users.command("delete")
+@click.argument("user")
+@click.option("--mechanism", type=_MECHANISMS, help="Only this mechanism's credential (default: all).")
+@click.pass_obj
+def users_delete(options, user: str, mechanism: str | None) -> None:
+    """Delete USER's credentials."""
+    store, credentials = _credentials(options)
+    with store:
+        try:
+            count = credentials.delete(user, mechanism)
+        except KeyError as exc:
+            raise click.ClickException(exc.args[0]) from None
+    click.echo(f"Deleted {count} credential{'s' if count != 1 else ''} of user {user}.")
+
+
+@users.command("list")
+@click.pass_obj
+def users_list(options) -> None:
+    """List the users: name, mechanism and iterations (no secrets)."""
+    store, credentials = _credentials(options)
+    with store:
+        found = credentials.users()
+    if not found:
+        click.echo("No users.")
+    for user, mechanism, iterations in found:
+        click.echo(f"{user}\t{mechanism}\t{iterations}")

@@ -1,0 +1,113 @@
+"""``CredentialStore`` (``logstore.server.credentials``): users' SCRAM credentials kept durably in the
+data dir, never a password; a hypothesis model with reopen as a step; a damaged file refused and left
+alone; a failed write leaving the previous set."""
+
+from __future__ import annotations
+
+import hmac
+import os
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+
+from logstore.errors import CorruptCheckpointError
+from logstore.fs import FileSystem
+from logstore.server.credentials import CREDENTIALS_FILE, CredentialStore
+from logstore.server.scram import MECHANISMS, ScramClient, ScramServer, scram_credential
+
+USERS = ["alice", "bob", "c,a=rol"]
+
+
+def _password_matches(store: CredentialStore, user: str, mechanism: str, password: str) -> bool:
+    credential = store.lookup(user, mechanism)
+    check = scram_credential(mechanism, password, iterations=credential.iterations, salt=credential.salt)
+    return hmac.compare_digest(check.stored_key, credential.stored_key)
+
+
+def test_credentials_against_a_model_with_reopens(tmp_path):
+    class Model(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dir = str(tmp_path / f"d{id(self)}")
+            os.makedirs(self.dir)
+            self.store = CredentialStore(self.dir)
+            self.passwords: dict[tuple[str, str], str] = {}
+
+        @rule(user=st.sampled_from(USERS), mechanism=st.sampled_from(sorted(MECHANISMS)),
+              password=st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), min_size=1, max_size=8))
+        def set(self, user, mechanism, password):
+            self.store.set(user, mechanism, password, iterations=4096)
+            self.passwords[(user, mechanism)] = password
+
+        @rule(user=st.sampled_from(USERS), mechanism=st.sampled_from([None, *sorted(MECHANISMS)]))
+        def delete(self, user, mechanism):
+            keys = [key for key in self.passwords if key[0] == user and mechanism in (None, key[1])]
+            if not keys:
+                with pytest.raises(KeyError, match=repr(user)):
+                    self.store.delete(user, mechanism)
+                return
+            assert self.store.delete(user, mechanism) == len(keys)
+            for key in keys:
+                del self.passwords[key]
+
+        @rule()
+        def reopen(self):
+            self.store = CredentialStore(self.dir)
+
+        @invariant()
+        def agrees(self):
+            assert [(u, m) for u, m, _ in self.store.users()] == sorted(self.passwords)
+            for (user, mechanism), password in self.passwords.items():
+                assert _password_matches(self.store, user, mechanism, password)
+
+    run_state_machine_as_test(Model, settings=settings(max_examples=10, stateful_step_count=8, deadline=None))
+
+
+def test_a_stored_user_authenticates_and_the_file_holds_no_password(tmp_path):
+    store = CredentialStore(str(tmp_path))
+    store.set("alice", "SCRAM-SHA-512", "correct horse", iterations=4096)
+    reopened = CredentialStore(str(tmp_path))
+    client = ScramClient("SCRAM-SHA-512", "alice", "correct horse")
+    server = ScramServer("SCRAM-SHA-512", lambda user: reopened.lookup(user, "SCRAM-SHA-512"), b"secret")
+    client.verify(server.final(client.final(server.first(client.first()))))
+    assert server.user == "alice"
+    assert b"correct horse" not in (tmp_path / CREDENTIALS_FILE).read_bytes()
+    with pytest.raises(ValueError, match="control"):
+        store.set("bad\nname", "SCRAM-SHA-256", "pw")
+
+
+def test_a_damaged_file_is_refused_and_left_as_it_is(tmp_path):
+    store = CredentialStore(str(tmp_path))
+    store.set("alice", "SCRAM-SHA-256", "pw-one", iterations=4096)
+    path = tmp_path / CREDENTIALS_FILE
+    data = bytearray(path.read_bytes())
+    at = data.index(b'"iterations": 4096') + len(b'"iterations": ')
+    data[at] = ord("5")  # 5096 iterations: valid JSON, wrong checksum
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptCheckpointError, match="checksum"):
+        CredentialStore(str(tmp_path))
+    assert path.read_bytes() == bytes(data)
+    path.write_bytes(b"{not json")
+    with pytest.raises(CorruptCheckpointError, match=CREDENTIALS_FILE):
+        CredentialStore(str(tmp_path))
+
+
+def test_a_failed_write_leaves_the_previous_credentials(tmp_path):
+    class FailingRename(FileSystem):
+        fail = False
+
+        def write_file_atomic(self, path, data):
+            if self.fail:
+                raise OSError(28, "No space left on device")
+            super().write_file_atomic(path, data)
+
+    fs = FailingRename()
+    store = CredentialStore(str(tmp_path), fs)
+    store.set("alice", "SCRAM-SHA-256", "first", iterations=4096)
+    fs.fail = True
+    with pytest.raises(OSError):
+        store.set("alice", "SCRAM-SHA-256", "second", iterations=4096)
+    assert _password_matches(CredentialStore(str(tmp_path)), "alice", "SCRAM-SHA-256", "first")
+    assert _password_matches(store, "alice", "SCRAM-SHA-256", "first")  # nor in memory
