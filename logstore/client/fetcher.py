@@ -126,13 +126,6 @@ class Fetcher:
         """``list_offsets`` on this consumer's network client, at its isolation level."""
         return list_offsets(self._network, timestamps, self.isolation_level)
 
-    def _leader(self, tp: TopicPartition) -> int:
-        try:
-            return self._network.leader_for(*tp)
-        except NetworkError:
-            self._network.refresh_metadata(sorted({topic for topic, _ in self.positions} | {tp[0]}))
-            return self._network.leader_for(*tp)
-
     # --- fetching --------------------------------------------------------------------------------
 
     def has_buffered(self) -> bool:
@@ -153,7 +146,7 @@ class Fetcher:
             if buffered:
                 offset = self._buffer_ends[tp]
             try:
-                by_leader[self._leader(tp)][tp] = offset
+                by_leader[_leader_of(self._network, tp)][tp] = offset
             except NetworkError as exc:
                 logger.warning("consumer: no leader for %s-%d: %s", tp[0], tp[1], exc)
         sent = 0

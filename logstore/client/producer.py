@@ -30,7 +30,6 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
@@ -208,10 +207,11 @@ class Producer:
         results = self._accumulator.results()
         self._accumulator.begin_flush()
         self._sender.wakeup()
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        clock = self._clock
+        deadline_ms = None if timeout_s is None else clock.monotonic_ms() + timeout_s * 1000
         try:
             for result in results:
-                if not result.wait(None if deadline is None else max(deadline - time.monotonic(), 0)):
+                if not result.wait(None if deadline_ms is None else max(deadline_ms - clock.monotonic_ms(), 0) / 1000):
                     break
         finally:
             self._accumulator.end_flush()

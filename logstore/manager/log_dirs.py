@@ -347,21 +347,17 @@ class LogDirs:
                   recovery_point=recovery_point, log_start_offset=log_start_offset,
                   clean_shutdown=clean_shutdown, read_only=self.read_only,
                   topic=topic_partition[0], partition=topic_partition[1])
-        if log.damage is not None and clean_shutdown and self.read_only and self._writer_started(path):
-            # The view took the marker before a writer opened and wrote: what looked like damage on a
-            # clean store is that writer's write in progress, a torn tail for this view.
+        if log.damage is not None and clean_shutdown and self.read_only and self._marker_taken(path):
             log.close_handlers()
             return self.open_log(topic_partition, path, recovery_point, log_start_offset, False)
         self.problems.extend(log.load_problems)  # list.extend is atomic: safe from the pool's threads
         self._adopt_log(log)
         return log
 
-    def _writer_started(self, partition_path: str) -> bool:
-        """Whether the clean-shutdown marker a read-only view found at open has been taken (or
-        replaced) since: a writer opened the dir meanwhile."""
+    def _marker_taken(self, partition_path: str) -> bool:
+        """Whether this view's clean-shutdown marker was since taken (a writer opened: no damage, its write)."""
         dir_path = os.path.dirname(partition_path)
-        marker = take_clean_shutdown_marker(self._fs, dir_path, remove=False)
-        return marker.content is None or marker.content != self._markers.get(dir_path)
+        return take_clean_shutdown_marker(self._fs, dir_path, remove=False).content != self._markers.get(dir_path)
 
     def repair(self, topic_partition: tuple[str, int], dry_run: bool) -> RepairPlan:
         """``Log.repair`` of one partition (damaged or not); a repaired damaged log joins the others."""

@@ -114,6 +114,13 @@ def _attributes(message: str, what: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def _text(message: bytes, what: str) -> str:
+    try:
+        return message.decode("utf-8")
+    except UnicodeDecodeError:
+        raise AuthenticationError(f"malformed SCRAM {what}: not UTF-8") from None
+
+
 def _b64decode(text: str, what: str) -> bytes:
     try:
         return base64.b64decode(text, validate=True)
@@ -146,10 +153,7 @@ class ScramServer:
         if self._state != "first":
             raise AuthenticationError("SCRAM: a client-first message out of turn")
         self._state = "final"
-        try:
-            text = client_first.decode("utf-8")
-        except UnicodeDecodeError:
-            raise AuthenticationError("malformed SCRAM client-first message: not UTF-8") from None
+        text = _text(client_first, "client-first message")
         if not text.startswith(_GS2_HEADER):
             # "y,," or "p=...": channel binding, which Kafka does not do; an authzid: refused too
             raise AuthenticationError("SCRAM: only the 'n,,' GS2 header (no channel binding, no authzid) is supported")
@@ -184,10 +188,7 @@ class ScramServer:
         if self._state != "final":
             raise AuthenticationError("SCRAM: a client-final message out of turn")
         self._state = "done"
-        try:
-            text = client_final.decode("utf-8")
-        except UnicodeDecodeError:
-            raise AuthenticationError("malformed SCRAM client-final message: not UTF-8") from None
+        text = _text(client_final, "client-final message")
         attributes = _attributes(text, "client-final message")
         if len(attributes) < 3 or attributes[0][0] != "c" or attributes[1][0] != "r" or attributes[-1][0] != "p":
             raise AuthenticationError("malformed SCRAM client-final message: it must be c=...,r=...,p=...")
