@@ -16,7 +16,8 @@ from ..errors import InvalidTopicError, LogStoreError, RequestError
 from ..manager.topics import validate_topic_name
 from . import errors
 from .apis import Broker
-from .network import RequestContext
+from .request_context import RequestContext
+from .server_config import SENSITIVE_KEYS
 
 logger = logging.getLogger("logstore.server.admin")
 
@@ -149,11 +150,13 @@ class AdminHandler:
             for key, value, source in entries:
                 if keys is not None and key not in keys:
                     continue
-                entry = {"name": key, "value": config_string(value), "read_only": kind == BROKER_RESOURCE,
+                sensitive = kind == BROKER_RESOURCE and key in SENSITIVE_KEYS  # a password: never its value
+                shown = None if sensitive else config_string(value)
+                entry = {"name": key, "value": shown, "read_only": kind == BROKER_RESOURCE,
                          "is_default": source == CONFIG_SOURCE_DEFAULT, "config_source": source,
-                         "is_sensitive": False, "synonyms": []}
+                         "is_sensitive": sensitive, "synonyms": []}
                 if synonyms_wanted and version >= 1:
-                    entry["synonyms"] = [{"name": key, "value": config_string(value), "source": source}]
+                    entry["synonyms"] = [{"name": key, "value": shown, "source": source}]
                 result["configs"].append(entry)
             results.append(result)
         context.respond({"throttle_time_ms": 0, "results": results})

@@ -26,7 +26,7 @@ from ..manager.log_manager import LogManager
 from . import errors
 from .codec import ProtocolError, api_versions_fallback_response, decode_request
 from .messages import API_KEYS, API_NAMES, APIS, SUPPORTED_VERSIONS
-from .network import RequestContext
+from .request_context import RequestContext
 from .producer_state import ProducerStateManager
 from .server_config import ServerConfig
 
@@ -53,6 +53,7 @@ class Broker:
     producers: ProducerStateManager
     fetch_cache: Any
     clock: Clock
+    endpoints: dict = field(default_factory=dict)  # listener protocol -> advertised (host, port)
     partition_locks: dict = field(default_factory=dict)
     _locks_guard: threading.Lock = field(default_factory=threading.Lock)
 
@@ -66,8 +67,20 @@ class Broker:
                 lock = self.partition_locks.setdefault(key, threading.Lock())
         return lock
 
-    def broker_entry(self) -> dict:
-        return {"node_id": self.node_id, "host": self.host, "port": self.port, "rack": None}
+    def endpoint(self, context: RequestContext | None = None) -> tuple[str, int]:
+        """The (host, port) clients are told to connect to: the advertised address of the listener
+        ``context``'s request came in on (Kafka answers each listener with its own), else the first's."""
+        listener = context.connection.listener if context is not None else None
+        if listener is not None and listener.advertised_host:
+            return listener.advertised_host, listener.advertised_port or listener.port
+        endpoints = self.endpoints
+        if listener is not None and listener.protocol in endpoints:
+            return endpoints[listener.protocol]
+        return self.host, self.port
+
+    def broker_entry(self, context: RequestContext | None = None) -> dict:
+        host, port = self.endpoint(context)
+        return {"node_id": self.node_id, "host": host, "port": port, "rack": None}
 
 
 class KafkaApis:
@@ -152,7 +165,7 @@ class KafkaApis:
                   for name in dict.fromkeys(names)]
         context.respond({
             "throttle_time_ms": 0,
-            "brokers": [broker.broker_entry()],
+            "brokers": [broker.broker_entry(context)],
             "cluster_id": broker.cluster_id,
             "controller_id": broker.node_id,
             "topics": topics,

@@ -28,7 +28,7 @@ from ..errors import LogStoreError, OffsetOutOfRangeError, StoreClosedError, Unk
 from ..log.waits import DelayedFetch, FetchPosition
 from . import errors
 from .apis import LEADER_EPOCH, Broker
-from .network import RequestContext
+from .request_context import RequestContext
 
 logger = logging.getLogger("logstore.server.fetch")
 

@@ -30,7 +30,7 @@ from ..group.results import JoinResult, OffsetCommit, SyncResult
 from . import errors
 from .apis import Broker, KafkaApis
 from .messages import API_KEYS
-from .network import RequestContext
+from .request_context import RequestContext
 
 logger = logging.getLogger("logstore.server.groups")
 
@@ -129,15 +129,16 @@ class GroupHandlers:
         key_type = request.get("key_type", GROUP_KEY_TYPE)
         if context.api_version >= 4:
             context.respond({"throttle_time_ms": 0, "coordinators": [
-                {"key": key, **self._coordinator(key_type)} for key in request.get("coordinator_keys") or []]})
+                {"key": key, **self._coordinator(key_type, context)} for key in request.get("coordinator_keys") or []]})
         else:
-            context.respond({"throttle_time_ms": 0, **self._coordinator(key_type)})
+            context.respond({"throttle_time_ms": 0, **self._coordinator(key_type, context)})
 
-    def _coordinator(self, key_type: int) -> dict:
+    def _coordinator(self, key_type: int, context: RequestContext) -> dict:
         broker = self.broker
         if key_type == GROUP_KEY_TYPE and self.coordinator.active:
-            return {"error_code": errors.NONE, "error_message": None, "node_id": broker.node_id, "host": broker.host,
-                    "port": broker.port}
+            host, port = broker.endpoint(context)
+            return {"error_code": errors.NONE, "error_message": None, "node_id": broker.node_id, "host": host,
+                    "port": port}
         if key_type == GROUP_KEY_TYPE:
             error, message = errors.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not running"
         elif key_type == TRANSACTION_KEY_TYPE:

@@ -29,15 +29,19 @@ timeout, a reset) closes that connection with one log line and touches nothing e
 from __future__ import annotations
 
 import collections
+import heapq
 import logging
 import queue
 import selectors
 import socket
+import ssl
 import threading
 from typing import Callable
 
 from ..clock import SYSTEM_CLOCK, Clock
-from .codec import ProtocolError, decode_request_header, encode_response
+from .codec import ProtocolError, decode_request_header
+from .listeners import parse_host_port
+from .request_context import _NO_RESPONSE, RAW_TOKEN_API_KEY, Connection, RequestContext
 
 logger = logging.getLogger("logstore.server.network")
 
@@ -48,114 +52,45 @@ LARGE_FRAME_BYTES = 1 << 16
 _MAX_IOV = 512  # buffers per sendmsg (the kernel's IOV_MAX is 1024)
 _SELECT_TIMEOUT_S = 0.5
 MAX_PARKED_PER_CONNECTION = 64  # requests handled but not yet answered, per connection
-_NO_RESPONSE = object()
-
-
-class Connection:
-    """One client connection: its socket, what was read and not yet handled, what is to be sent."""
-
-    __slots__ = ("connection_id", "sock", "peer", "inbound", "large", "filled", "ready", "outbound", "busy", "closed",
-                 "last_active_ms", "requests", "events", "eof", "slots")
-
-    def __init__(self, connection_id: int, sock: socket.socket, peer: str, now_ms: int) -> None:
-        self.connection_id = connection_id
-        self.sock = sock
-        self.peer = peer
-        self.inbound = bytearray()  # read, not yet cut into frames
-        self.large: bytearray | None = None  # a large frame being received into its own buffer
-        self.filled = 0  # bytes of ``large`` received so far
-        # the next frame, complete, waiting for its turn (reading pauses meanwhile); an int: a bad size
-        self.ready: bytes | bytearray | int | None = None
-        self.outbound: collections.deque = collections.deque()
-        self.busy = False  # a request's handler is running: the connection is muted until it returns
-        self.slots: collections.deque = collections.deque()  # requests not yet answered, in order
-        self.closed = False
-        self.last_active_ms = now_ms
-        self.requests = 0
-        self.events = selectors.EVENT_READ  # what the selector watches for (0: not registered)
-        self.eof = False  # the client finished sending: its buffered requests are still handled
-
-
-class RequestContext:
-    """One request as the handlers see it: the decoded header, the frame, and the ways to finish it.
-
-    The body is decoded by the handler (``frame`` from ``body_offset``), so a bad body is the
-    handler's to answer or refuse. Finishing twice is a bug and raises ``RuntimeError``."""
-
-    __slots__ = ("server", "connection", "api_key", "api_version", "correlation_id", "client_id", "frame",
-                 "body_offset", "received_ms", "_finished", "result")
-
-    def __init__(self, server: "SocketServer", connection: Connection, header: dict, frame: memoryview,
-                 body_offset: int, received_ms: int) -> None:
-        self.server = server
-        self.connection = connection
-        self.api_key: int = header["api_key"]
-        self.api_version: int = header["api_version"]
-        self.correlation_id: int = header["correlation_id"]
-        self.client_id: str | None = header.get("client_id")
-        self.frame = frame
-        self.body_offset = body_offset
-        self.received_ms = received_ms
-        self._finished = False
-        self.result = None  # the response chunks (or _NO_RESPONSE) once finished
-
-    @property
-    def peer(self) -> str:
-        return self.connection.peer
-
-    def _finish(self) -> None:
-        if self._finished:
-            raise RuntimeError(f"request {self.correlation_id} of {self.peer} finished twice")
-        self._finished = True
-
-    def respond(self, body: dict) -> None:
-        """Encode ``body`` as this request's response and send it (in request order)."""
-        chunks = encode_response(self.api_key, self.api_version, self.correlation_id, body)
-        self.respond_frame(chunks)
-
-    def respond_frame(self, chunks) -> None:
-        """Send an already encoded response frame (bytes or a list of byte chunks, size prefix included)."""
-        self._finish()
-        self.server.complete(self, chunks if isinstance(chunks, (list, tuple)) else [chunks], None)
-
-    def no_response(self) -> None:
-        """Finish without a response (acks=0): the connection goes on with its next request."""
-        self._finish()
-        self.server.complete(self, _NO_RESPONSE, None)
-
-    def close(self, reason: str) -> None:
-        """Finish by closing the connection (one log line with ``reason``)."""
-        self._finish()
-        self.server.complete(self, None, reason)
+_TLS_SEND_BYTES = 1 << 16  # what one SSLSocket.send takes (it has no sendmsg: buffers are joined)
 
 
 class SocketServer:
-    """Accepts connections on ``host:port`` (0 picks a free port) and feeds their requests to
-    ``dispatch`` on ``io_threads`` handler threads. Limits use Kafka's names: ``max_request_bytes``
+    """Accepts connections on ``host:port`` (0 picks a free port), or on each of ``listeners``
+    (objects with ``host``, ``port`` and ``ssl_context``: ``listeners.Listener``), and feeds their
+    requests to ``dispatch`` on ``io_threads`` handler threads. A listener with an ``ssl_context``
+    speaks TLS: its connections do the handshake first, without blocking the network thread.
+    ``new_session(listener, peer)``, when given, makes each connection's session (who the client
+    is; ``RequestContext.session``). Limits use Kafka's names: ``max_request_bytes``
     (``socket.request.max.bytes``), ``max_connections`` (``max.connections``) and ``idle_ms``
     (``connections.max.idle.ms``)."""
 
-    def __init__(self, host: str, port: int, dispatch: Callable[[RequestContext], None], *,
+    def __init__(self, host: str | None, port: int | None, dispatch: Callable[[RequestContext], None], *,
                  max_request_bytes: int = 104857600, max_connections: int = 2**31 - 1, idle_ms: int = 600000,
-                 io_threads: int = 2, clock: Clock | None = None, name: str = "logstore") -> None:
-        self.host = host
+                 io_threads: int = 2, clock: Clock | None = None, name: str = "logstore", listeners=None,
+                 new_session: Callable | None = None) -> None:
         self.dispatch = dispatch
         self.max_request_bytes = max_request_bytes
         self.max_connections = max_connections
         self.idle_ms = idle_ms
         self._clock = clock or SYSTEM_CLOCK
         self._name = name
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self._listener = socket.socket(family, socket.SOCK_STREAM)
-        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._new_session = new_session
+        self._listeners: dict[socket.socket, object] = {}  # listening socket -> its listener (None: plain)
+        self.ports: list[int] = []
         try:
-            self._listener.bind((host, port))
-            self._listener.listen(128)
+            for listener in (listeners if listeners is not None else [None]):
+                bind_host, bind_port = (host, port) if listener is None else (listener.host, listener.port)
+                self.ports.append(self._bind(bind_host, bind_port, listener))
         except OSError:
-            self._listener.close()
+            for sock in self._listeners:
+                sock.close()
             raise
-        self._listener.setblocking(False)
-        self.port: int = self._listener.getsockname()[1]
+        self.host = host if listeners is None else listeners[0].host
+        self.port: int = self.ports[0]
+        self._delayed: list = []  # heap of (due_ms, sequence, context, chunks): answers held back
+        self._delayed_lock = threading.Lock()
+        self._delayed_sequence = 0
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -172,6 +107,20 @@ class SocketServer:
         self._io_threads = io_threads
         self._started = False
 
+    def _bind(self, host: str, port: int, listener) -> int:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+            sock.listen(128)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self._listeners[sock] = listener
+        return sock.getsockname()[1]
+
     # --- life cycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -179,7 +128,8 @@ class SocketServer:
         if self._started:
             return
         self._started = True
-        self._selector.register(self._listener, selectors.EVENT_READ, None)
+        for sock in self._listeners:
+            self._selector.register(sock, selectors.EVENT_READ, None)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         network = threading.Thread(target=self._run, name=f"{self._name}-network", daemon=True)
         self._threads.append(network)
@@ -206,7 +156,7 @@ class SocketServer:
             if thread is not threading.current_thread():
                 thread.join(timeout_s)
         self._threads = []
-        for sock in (self._listener, self._wake_r, self._wake_w):
+        for sock in (*self._listeners, self._wake_r, self._wake_w):
             try:
                 sock.close()
             except OSError:
@@ -226,6 +176,27 @@ class SocketServer:
         """A request finished: send ``chunks`` (``_NO_RESPONSE``: none) in its turn, or close."""
         self._completions.append((context, chunks, close_reason))
         self._wake()
+
+    def complete_later(self, context: RequestContext, chunks, delay_ms: int) -> None:
+        """As ``complete``, ``delay_ms`` from now (the network thread keeps the timer: no thread waits)."""
+        with self._delayed_lock:
+            self._delayed_sequence += 1
+            heapq.heappush(self._delayed, (self._clock.monotonic_ms() + delay_ms, self._delayed_sequence, context,
+                                           chunks))
+        self._wake()
+
+    def _release_delayed(self) -> float:
+        """Move the answers whose time came to the completions; the seconds until the next one."""
+        if not self._delayed:
+            return _SELECT_TIMEOUT_S
+        now_ms = self._clock.monotonic_ms()
+        with self._delayed_lock:
+            while self._delayed and self._delayed[0][0] <= now_ms:
+                _due, _sequence, context, chunks = heapq.heappop(self._delayed)
+                self._completions.append((context, chunks, None))
+            if not self._delayed:
+                return _SELECT_TIMEOUT_S
+            return min(_SELECT_TIMEOUT_S, max(0.0, (self._delayed[0][0] - now_ms) / 1000))
 
     def _wake(self) -> None:
         try:
@@ -255,24 +226,30 @@ class SocketServer:
 
     def _run(self) -> None:
         try:
+            timeout_s = _SELECT_TIMEOUT_S
             while not self._stopping:
-                events = self._selector.select(_SELECT_TIMEOUT_S)
+                events = self._selector.select(timeout_s)
                 for key, mask in events:
                     target = key.fileobj
-                    if target is self._listener:
-                        self._accept()
+                    if target in self._listeners:
+                        self._accept(target)
                     elif target is self._wake_r:
                         self._drain_wakeups()
                     else:
                         connection = key.data
+                        if connection.handshaking:
+                            self._handshake(connection)
+                            continue
                         if mask & selectors.EVENT_WRITE:
                             self._write(connection)
                         if mask & selectors.EVENT_READ and not connection.closed:
                             self._read(connection)
+                timeout_s = self._release_delayed()
                 self._finish_completions()
-                if not self._accepting and self._listener.fileno() >= 0:
-                    self._selector.unregister(self._listener)
-                    self._listener.close()
+                if not self._accepting:
+                    for sock in [sock for sock in self._listeners if sock.fileno() >= 0]:
+                        self._selector.unregister(sock)
+                        sock.close()
                 self._close_idle()
         except Exception:
             logger.exception("the network thread failed; closing every connection")
@@ -288,10 +265,11 @@ class SocketServer:
         except (BlockingIOError, OSError):
             pass
 
-    def _accept(self) -> None:
+    def _accept(self, listening: socket.socket) -> None:
+        listener = self._listeners[listening]
         while True:
             try:
-                sock, address = self._listener.accept()
+                sock, address = listening.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
@@ -305,13 +283,54 @@ class SocketServer:
                 continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            context = getattr(listener, "ssl_context", None)
+            if context is not None:
+                try:
+                    sock = context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                except (ssl.SSLError, OSError) as exc:
+                    logger.warning("refusing %s: TLS setup failed: %s", peer, exc)
+                    sock.close()
+                    continue
             self._next_id += 1
-            connection = Connection(self._next_id, sock, peer, self._clock.monotonic_ms())
+            session = self._new_session(listener, peer) if self._new_session is not None else None
+            connection = Connection(self._next_id, sock, peer, self._clock.monotonic_ms(), listener, session)
             self._connections[connection.connection_id] = connection
             self._selector.register(sock, selectors.EVENT_READ, connection)
             self.accepted += 1
+            if connection.handshaking:
+                self._handshake(connection)  # the client's hello may be here already
+
+    def _handshake(self, connection: Connection) -> None:
+        """Go on with a TLS handshake; when it is done, tell the session what certificate the client
+        showed and start reading frames."""
+        try:
+            connection.sock.do_handshake()
+        except ssl.SSLWantReadError:
+            self._set_events(connection, selectors.EVENT_READ)
+            return
+        except ssl.SSLWantWriteError:
+            self._set_events(connection, selectors.EVENT_WRITE)
+            return
+        except (ssl.SSLError, OSError) as exc:
+            # A client without a trusted certificate, a plaintext client on a TLS port, a scanner.
+            reason = getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or exc
+            self._close(connection, f"TLS handshake failed: {reason}")
+            return
+        connection.handshaking = False
+        connection.last_active_ms = self._clock.monotonic_ms()
+        if connection.session is not None:
+            connection.session.tls_established(connection.sock.getpeercert())
+        self._update_events(connection)
+        if connection.sock.pending():
+            self._read(connection)
 
     def _read(self, connection: Connection) -> None:
+        self._read_once(connection)
+        # TLS: what the SSL object decrypted beyond this read is invisible to the selector; take it now.
+        while connection.tls and not connection.closed and not connection.eof and connection.sock.pending():
+            self._read_once(connection)
+
+    def _read_once(self, connection: Connection) -> None:
         large = connection.large
         try:
             if large is not None:
@@ -321,8 +340,10 @@ class SocketServer:
             else:
                 data = connection.sock.recv(_RECV_BYTES)
                 received = len(data)
-        except (BlockingIOError, InterruptedError):
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return
+        except ssl.SSLEOFError:
+            received = 0  # the client closed without TLS's close_notify: an end like any other
         except OSError as exc:
             self._close(connection, f"read failed: {exc}")
             return
@@ -372,6 +393,10 @@ class SocketServer:
         """Hand the next complete frame of an unmuted connection to the handlers."""
         if connection.busy or connection.closed or len(connection.slots) >= MAX_PARKED_PER_CONNECTION:
             return
+        if connection.closing:
+            if not connection.slots and not connection.outbound:
+                self._close(connection, None)
+            return
         if connection.ready is None:
             self._cut_frame(connection)
         frame = connection.ready
@@ -390,11 +415,14 @@ class SocketServer:
         self._cut_frame(connection)  # the next one, if it is here already: reading waits for its turn
         self._update_events(connection)
         frame = memoryview(frame)
-        try:
-            header, body_offset = decode_request_header(frame)
-        except ProtocolError as exc:
-            self._close(connection, f"a malformed request header: {exc}")
-            return
+        if connection.session is not None and connection.session.raw_tokens:
+            header, body_offset = {"api_key": RAW_TOKEN_API_KEY, "api_version": 0, "correlation_id": 0}, 0
+        else:
+            try:
+                header, body_offset = decode_request_header(frame)
+            except ProtocolError as exc:
+                self._close(connection, f"a malformed request header: {exc}")
+                return
         connection.busy = True
         connection.requests += 1
         context = RequestContext(self, connection, header, frame, body_offset, self._clock.time_ms())
@@ -427,14 +455,17 @@ class SocketServer:
     def _write(self, connection: Connection) -> None:
         outbound = connection.outbound
         while outbound and not connection.closed:
-            buffers = [outbound[index] for index in range(min(len(outbound), _MAX_IOV))]
             try:
-                sent = connection.sock.sendmsg(buffers)
-            except (BlockingIOError, InterruptedError):
+                if connection.tls:
+                    sent = self._send_tls(connection)
+                else:
+                    sent = connection.sock.sendmsg([outbound[index] for index in range(min(len(outbound), _MAX_IOV))])
+            except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
                 break
             except OSError as exc:
                 if connection.eof:
                     outbound.clear()  # the client is gone: drop its answers, still handle what it sent
+                    connection.tls_unsent = None
                     break
                 self._close(connection, f"write failed: {exc}")
                 return
@@ -449,17 +480,40 @@ class SocketServer:
         connection.last_active_ms = self._clock.monotonic_ms()
         if not connection.closed:
             self._update_events(connection)
-            if (connection.eof and not outbound and not connection.busy and not connection.slots
+            if connection.closing and not outbound and not connection.slots:
+                self._close(connection, None)
+            elif (connection.eof and not outbound and not connection.busy and not connection.slots
                     and connection.ready is None and connection.large is None and len(connection.inbound) < _SIZE):
                 self._close(connection, None)
+
+    @staticmethod
+    def _send_tls(connection: Connection) -> int:
+        """One ``SSLSocket.send`` of the head of ``outbound`` (joined: TLS has no sendmsg); the bytes
+        it took. A send that must be retried is retried with the same bytes, as OpenSSL requires."""
+        data = connection.tls_unsent
+        if data is None:
+            outbound, parts, size = connection.outbound, [], 0
+            for chunk in outbound:
+                parts.append(chunk)
+                size += len(chunk)
+                if size >= _TLS_SEND_BYTES:
+                    break
+            data = parts[0] if len(parts) == 1 else b"".join(parts)
+        connection.tls_unsent = data
+        sent = connection.sock.send(data)
+        connection.tls_unsent = None if sent >= len(data) else memoryview(data)[sent:]
+        return sent
 
     def _update_events(self, connection: Connection) -> None:
         """Watch for reads until the client's EOF while no complete frame waits for its turn, and for
         writes while responses wait to be sent."""
         if connection.closed:
             return
-        reading = not connection.eof and connection.ready is None
+        reading = not connection.eof and connection.ready is None and not connection.closing
         events = (selectors.EVENT_READ if reading else 0) | (selectors.EVENT_WRITE if connection.outbound else 0)
+        self._set_events(connection, events)
+
+    def _set_events(self, connection: Connection, events: int) -> None:
         if events == connection.events:
             return
         if connection.events == 0:
@@ -497,28 +551,4 @@ class SocketServer:
             pass
 
 
-def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:
-    """``HOST:PORT`` (``[v6]:PORT`` for IPv6; a bare HOST takes ``default_port``) as (host, port);
-    ``ValueError`` naming the text when it is not one."""
-    if not isinstance(text, str) or not text:
-        raise ValueError(f"expected HOST:PORT, got {text!r}")
-    value = text.split("://", 1)[1] if "://" in text else text
-    if value.startswith("["):
-        host, _, rest = value[1:].partition("]")
-        port_text = rest[1:] if rest.startswith(":") else ""
-    elif value.count(":") == 1:
-        host, port_text = value.split(":")
-    elif ":" in value:
-        raise ValueError(f"expected HOST:PORT (an IPv6 host in brackets), got {text!r}")
-    else:
-        host, port_text = value, ""
-    try:
-        port = int(port_text) if port_text else default_port
-    except ValueError:
-        raise ValueError(f"expected HOST:PORT with a numeric port, got {text!r}") from None
-    if not host or not 0 <= port <= 65535:
-        raise ValueError(f"expected HOST:PORT with a port in 0..65535, got {text!r}")
-    return host, port
-
-
-__all__ = ["Connection", "RequestContext", "SocketServer", "parse_host_port"]
+__all__ = ["Connection", "RAW_TOKEN_API_KEY", "RequestContext", "SocketServer", "parse_host_port"]

@@ -21,7 +21,7 @@ from ..log.log import Log
 from ..timer.purgatory import DelayedOperation
 from . import errors
 from .apis import Broker
-from .network import RequestContext
+from .request_context import RequestContext
 from .wire_records import WireRecordError, decode_produce_columns
 
 logger = logging.getLogger("logstore.server.produce")

@@ -146,6 +146,7 @@ class ScramServer:
         self._server_first = ""
         self._combined_nonce = ""
         self.user: str | None = None  # set once the exchange succeeded
+        self.requested_user: str | None = None  # the name the client gave (logged on failure; no proof yet)
         self._state = "first"
 
     def first(self, client_first: bytes) -> bytes:
@@ -177,7 +178,7 @@ class ScramServer:
             seed = _hmac(self._digest, self._secret, user.encode())
             self._credential = ScramCredential(self.mechanism, seed[:32], DEFAULT_ITERATIONS,
                                                _hmac(self._digest, seed, b"stored"), _hmac(self._digest, seed, b"server"))
-        self._user = user
+        self._user = self.requested_user = user
         self._combined_nonce = attributes[1][1] + self._nonce()
         self._server_first = (f"r={self._combined_nonce},s={base64.b64encode(self._credential.salt).decode()},"
                               f"i={self._credential.iterations}")

@@ -41,9 +41,12 @@ from .apis import Broker, KafkaApis
 from .fetch import FetchHandler
 from .groups import GroupHandlers
 from .messages import API_KEYS
-from .network import SocketServer, parse_host_port
+from .credentials import CredentialStore
+from .listeners import PLAINTEXT, SASL_PLAINTEXT, is_loopback, parse_listeners
+from .network import RAW_TOKEN_API_KEY, SocketServer
 from .produce import ProduceHandler
 from .producer_state import ProducerStateManager
+from .sasl import AuthenticationThrottle, SaslAuthenticator, Session
 from .server_config import ServerConfig
 from .wire_records import FetchBatchCache
 
@@ -143,9 +146,12 @@ def broker_identity(log_dirs: Sequence[str], node_id: int | None) -> tuple[int, 
 class KafkaServer:
     """Serves a store to Kafka clients. ``store_or_dirs`` is a writable ``LogManager`` (borrowed) or
     data dirs (the server opens and owns the store, with ``config``'s store settings). ``listen`` is
-    ``HOST:PORT`` (port 0 picks a free one); ``advertised_listener`` the address clients are told to
-    connect to (default: the bound address). ``config`` takes the server's settings
-    (``server_config.SERVER_KEYS``) and, for an owned store, the store's.
+    one listener or several, ``PROTOCOL://HOST:PORT`` with Kafka's protocol names (``PLAINTEXT``,
+    ``SSL``, ``SASL_PLAINTEXT``, ``SASL_SSL``; a bare ``HOST:PORT`` is ``PLAINTEXT``; port 0 picks a
+    free one); ``advertised_listener`` the addresses clients are told to connect to, matched by
+    protocol (default: the bound ones). ``config`` takes the server's settings
+    (``server_config.SERVER_KEYS``, the ``ssl.*`` keys of the TLS listeners) and, for an owned store,
+    the store's.
 
     Use it as a context manager, or ``start()`` and ``stop()``::
 
@@ -153,8 +159,8 @@ class KafkaServer:
             producer = KafkaProducer(bootstrap_servers=server.bootstrap_servers)
     """
 
-    def __init__(self, store_or_dirs: LogManager | Sequence[str] | str, *, listen: str = DEFAULT_LISTEN,
-                 advertised_listener: str | None = None, config: Mapping[str, Any] | None = None,
+    def __init__(self, store_or_dirs: LogManager | Sequence[str] | str, *, listen: str | Sequence[str] = DEFAULT_LISTEN,
+                 advertised_listener: str | Sequence[str] | None = None, config: Mapping[str, Any] | None = None,
                  clock: Clock | None = None) -> None:
         from . import INSTALL_HINT, missing_extra
         if missing_extra():
@@ -174,13 +180,20 @@ class KafkaServer:
         else:
             raise TypeError(f"KafkaServer serves a LogManager or data dirs, got {store_or_dirs!r}")
         self.owns_store = self._dirs is not None
-        self.listen_host, self.listen_port = parse_host_port(listen)
-        self._advertised = parse_host_port(advertised_listener) if advertised_listener else None
+        try:
+            self.listeners = parse_listeners(listen, advertised_listener, tls=self.config.tls,
+                                             allow_plaintext_remote=self.config.allow_plaintext_remote)
+        except ValueError as exc:
+            raise InvalidConfigError(str(exc)) from None
+        self.listen_host, self.listen_port = self.listeners[0].host, self.listeners[0].port
+        self.credentials: CredentialStore | None = None
+        self.sasl: SaslAuthenticator | None = None
         self._clock = clock or SYSTEM_CLOCK
         self.node_id: int | None = None
         self.cluster_id: str | None = None
         self.host: str | None = None
         self.port: int | None = None
+        self.endpoints: dict[str, tuple[str, int]] = {}
         self.broker: Broker | None = None
         self.apis: KafkaApis | None = None
         self._network: SocketServer | None = None
@@ -222,19 +235,29 @@ class KafkaServer:
         if coordinator.config != self.config.group:
             logger.warning("the store's group coordinator was started before this server, with other group "
                            "settings; the server's group.*/offsets.* settings are not applied")
-        network = SocketServer(self.listen_host, self.listen_port, self._dispatch,
+        self.credentials = CredentialStore(live_dirs[0])
+        self.sasl = SaslAuthenticator(
+            self.credentials.lookup, self.config.sasl_enabled_mechanisms, clock=self._clock,
+            throttle=AuthenticationThrottle(self.config.connection_failed_authentication_delay_ms, clock=self._clock))
+        network = SocketServer(None, None, self._dispatch, listeners=self.listeners,
                                max_request_bytes=self.config.socket_request_max_bytes,
                                max_connections=self.config.max_connections,
                                idle_ms=self.config.connections_max_idle_ms, io_threads=self.config.num_io_threads,
-                               clock=self._clock, name="logstore-server")
+                               clock=self._clock, name="logstore-server",
+                               new_session=lambda listener, peer: Session(listener.protocol, peer))
         self._network = network
-        self.host, self.port = self._advertised or (self.listen_host, network.port)
-        if self.host in ("0.0.0.0", "::", ""):
-            self.host = "127.0.0.1"  # a wildcard is no address to connect to; --advertised-listener names one
-        if self.port == 0:
-            self.port = network.port
+        endpoints = {}
+        for listener, bound_port in zip(self.listeners, network.ports):
+            host = listener.advertised_host or listener.host
+            if host in ("0.0.0.0", "::", ""):
+                host = "127.0.0.1"  # a wildcard is no address to connect to; --advertised-listener names one
+            port = listener.advertised_port or bound_port
+            endpoints[listener.protocol] = (host, port)
+        self.endpoints = endpoints
+        self.host, self.port = endpoints[self.listeners[0].protocol]
         self.broker = Broker(store, self.node_id, self.cluster_id, self.host, self.port, self.config,
-                             self._producers, FetchBatchCache(self.config.fetch_cache_bytes), self._clock)
+                             self._producers, FetchBatchCache(self.config.fetch_cache_bytes), self._clock,
+                             endpoints=endpoints)
         self.apis = apis = KafkaApis(self.broker)
         produce, fetch, admin = ProduceHandler(self.broker), FetchHandler(self.broker), AdminHandler(self.broker)
         apis.register(API_KEYS["Produce"], produce.handle)
@@ -247,15 +270,25 @@ class KafkaServer:
         apis.register(API_KEYS["DeleteRecords"], admin.delete_records)
         self._groups = GroupHandlers(self.broker, coordinator)
         self._groups.register(apis)
+        apis.register(API_KEYS["SaslHandshake"], self.sasl.handshake)
+        apis.register(API_KEYS["SaslAuthenticate"], self.sasl.authenticate)
         network.start()
-        if self.listen_host not in ("127.0.0.1", "localhost", "::1"):
-            logger.warning("listening on %s:%d without authentication or TLS: anyone who can reach it can read, "
-                           "write and delete every topic", self.listen_host, network.port)
-        logger.info("listening on %s:%d (node %d, cluster %s)", self.listen_host, network.port, self.node_id,
-                    self.cluster_id)
+        for listener, bound_port in zip(self.listeners, network.ports):
+            if listener.protocol == PLAINTEXT and not is_loopback(listener.host):
+                logger.warning("listening on %s:%d without authentication or TLS (allow.plaintext.remote): anyone "
+                               "who can reach it can read, write and delete every topic", listener.host, bound_port)
+            elif (listener.protocol == SASL_PLAINTEXT and not is_loopback(listener.host)
+                  and "PLAIN" in self.config.sasl_enabled_mechanisms):
+                logger.warning("SASL PLAIN on %s:%d without TLS: passwords cross the network in the clear; use "
+                               "SASL_SSL or SCRAM", listener.host, bound_port)
+            logger.info("listening on %s://%s:%d (node %d, cluster %s)", listener.protocol, listener.host, bound_port,
+                        self.node_id, self.cluster_id)
 
     def _dispatch(self, context) -> None:
-        self.apis.handle(context)
+        if context.api_key == RAW_TOKEN_API_KEY:
+            self.sasl.raw_token(context)
+        elif self.sasl.admits(context):
+            self.apis.handle(context)
 
     def _log_end_offset(self, topic: str, partition: int) -> int | None:
         try:
@@ -265,17 +298,27 @@ class KafkaServer:
 
     @property
     def bound_address(self) -> tuple[str, int]:
-        """The address the server listens on (the real port when 0 was asked for)."""
+        """The address the (first) listener listens on (the real port when 0 was asked for)."""
         if self._network is None:
             raise RuntimeError("the server is not started")
         return self.listen_host, self._network.port
 
     @property
     def bootstrap_servers(self) -> str:
-        """``host:port`` for a client's ``bootstrap.servers`` (the advertised address)."""
+        """``host:port`` for a client's ``bootstrap.servers``: the first listener's advertised address."""
         if self._network is None:
             raise RuntimeError("the server is not started")
         return f"{self.host}:{self.port}"
+
+    def bootstrap_for(self, protocol: str) -> str:
+        """``host:port`` of the listener with security protocol ``protocol`` (``KeyError`` naming it
+        when there is none)."""
+        if self._network is None:
+            raise RuntimeError("the server is not started")
+        if protocol not in self.endpoints:
+            raise KeyError(f"no {protocol} listener (listeners: {', '.join(self.endpoints)})")
+        host, port = self.endpoints[protocol]
+        return f"{host}:{port}"
 
     def stop(self) -> None:
         """Stop answering and release what the server owns (see the module docstring). Idempotent."""

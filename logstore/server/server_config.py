@@ -14,8 +14,35 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..config import boolean_setting, integer_setting
+from ..errors import InvalidConfigError
 from ..group.config import GroupConfig
+from .listeners import TLS_KEYS, TlsSettings
 
+
+def _mechanisms(key: str, value: Any) -> tuple[str, ...]:
+    from .sasl import SUPPORTED_MECHANISMS
+    names = tuple(name.strip().upper() for name in (value.split(",") if isinstance(value, str) else value) if name.strip())
+    unknown = [name for name in names if name not in SUPPORTED_MECHANISMS]
+    if unknown or not names:
+        raise InvalidConfigError(f"{key} takes a comma-separated list of {', '.join(SUPPORTED_MECHANISMS)}, "
+                                 f"got {value!r}")
+    return names
+
+
+def _principals(key: str, value: Any) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in (value.split(";") if isinstance(value, str) else value) if name.strip())
+    bad = [name for name in names if ":" not in name or name.startswith(":") or name.endswith(":")]
+    if bad:
+        raise InvalidConfigError(f"{key} takes principals like User:alice separated by ';', got {bad[0]!r}")
+    return names
+
+
+def _optional_boolean(key: str, value: Any) -> bool | None:
+    return None if value is None or value == "" else boolean_setting(key, value)
+
+
+SENSITIVE_KEYS = frozenset({"ssl.key.password"})
+"""Settings whose values are never shown (DescribeConfigs answers them as sensitive, with no value)."""
 
 # key -> (field, default, parser, description)
 SERVER_KEYS: dict[str, tuple[str, Any, Any, str]] = {
@@ -37,6 +64,19 @@ SERVER_KEYS: dict[str, tuple[str, Any, Any, str]] = {
     # server's RSS after `logstore perf serve --sizes 1m` is ~67 MB with it, ~112 MB with 64 MiB.
     "fetch.cache.bytes": ("fetch_cache_bytes", 16 << 20, integer_setting(0, 2**62),
                           "memory for fetched batches already converted to Kafka's format"),
+    # --- security (issue 17) ---
+    "allow.plaintext.remote": ("allow_plaintext_remote", False, boolean_setting,
+                               "allow a PLAINTEXT listener on an address other than loopback (ours: Kafka has no guard)"),
+    "sasl.enabled.mechanisms": ("sasl_enabled_mechanisms", ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), _mechanisms,
+                                "the SASL mechanisms SASL listeners accept"),
+    "connection.failed.authentication.delay.ms": (
+        "connection_failed_authentication_delay_ms", 100, integer_setting(0, 60000),
+        "how long a failed authentication's answer is held (doubled per recent failure of the host, to 2 s)"),
+    "authorizer.enable": ("authorizer_enable", None, _optional_boolean,
+                          "enforce ACLs (default: when any listener is not PLAINTEXT)"),
+    "super.users": ("super_users", (), _principals, "principals allowed everything, e.g. User:admin;User:ops"),
+    "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", False, boolean_setting,
+                                       "allow a request on a resource that no ACL names"),
 }
 
 
@@ -53,6 +93,14 @@ class ServerConfig:
     connections_max_idle_ms: int = 600000
     num_io_threads: int = 2
     fetch_cache_bytes: int = 16 << 20
+    allow_plaintext_remote: bool = False
+    sasl_enabled_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+    connection_failed_authentication_delay_ms: int = 100
+    authorizer_enable: bool | None = None
+    super_users: tuple[str, ...] = ()
+    allow_everyone_if_no_acl_found: bool = False
+    tls: TlsSettings = field(default_factory=TlsSettings)
+    """The ``ssl.*`` settings of the TLS listeners (``listeners.TLS_KEYS``)."""
     group: GroupConfig = field(default_factory=GroupConfig)
     """The group coordinator's settings (``GROUP_KEYS``), given to ``GroupCoordinator.of``."""
 
@@ -64,7 +112,10 @@ class ServerConfig:
         group, others = GroupConfig.split(settings)
         own: dict[str, Any] = {"group": group}
         rest: dict[str, Any] = {}
+        own["tls"] = TlsSettings.from_config({key: value for key, value in others.items() if key in TLS_KEYS})
         for key, value in others.items():
+            if key in TLS_KEYS:
+                continue
             if key in SERVER_KEYS:
                 name, _default, parse, _doc = SERVER_KEYS[key]
                 own[name] = parse(key, value)
@@ -77,6 +128,12 @@ class ServerConfig:
     def to_properties(self) -> dict[str, Any]:
         """Every server and group key with its value, by Kafka name (DescribeConfigs of the broker)."""
         own = {key: getattr(self, name) for key, (name, _d, _p, _doc) in SERVER_KEYS.items()}
+        for key in ("sasl.enabled.mechanisms", "super.users"):
+            own[key] = ("," if key.startswith("sasl") else ";").join(own[key])
+        tls = self.tls
+        own.update({"ssl.keystore.location": tls.keystore, "ssl.key.location": tls.key,
+                    "ssl.key.password": tls.key_password, "ssl.truststore.location": tls.truststore,
+                    "ssl.client.auth": tls.client_auth})
         return {**own, **self.group.to_properties()}
 
 
