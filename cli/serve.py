@@ -7,6 +7,7 @@ and stops the server cleanly on SIGTERM or SIGINT. No logic lives here.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 
@@ -14,20 +15,41 @@ import click
 
 
 @click.command()
-@click.option("--listen", default="127.0.0.1:9092", show_default=True, metavar="HOST:PORT",
-              help="Address to listen on; port 0 picks a free port. Binding anything but loopback exposes "
-                   "every topic to whoever can reach it (there is no authentication).")
-@click.option("--advertised-listener", metavar="HOST:PORT",
-              help="Address clients are told to connect to (Kafka's advertised.listeners). Default: the bound one.")
+@click.option("--listen", multiple=True, metavar="[PROTOCOL://]HOST:PORT",
+              help="A listener (repeatable): PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, then the address; port 0 "
+                   "picks a free port. Default: PLAINTEXT://127.0.0.1:9092. A PLAINTEXT listener beyond loopback "
+                   "needs --allow-plaintext-remote.")
+@click.option("--advertised-listener", multiple=True, metavar="[PROTOCOL://]HOST:PORT",
+              help="The address clients are told to connect to for the listener of that protocol (Kafka's "
+                   "advertised.listeners; repeatable). Default: the bound one.")
+@click.option("--allow-plaintext-remote", is_flag=True,
+              help="Allow a PLAINTEXT listener on an address other than loopback (no TLS, no authentication).")
+@click.option("--ssl-cert", type=click.Path(exists=True, dir_okay=False), metavar="PEM",
+              help="The TLS listeners' certificate chain (ssl.keystore.location), with the key unless --ssl-key.")
+@click.option("--ssl-key", type=click.Path(exists=True, dir_okay=False), metavar="PEM",
+              help="The certificate's private key, when it is a file of its own. Its password, if any: "
+                   "$LOGSTORE_SSL_KEY_PASSWORD (never on the command line).")
+@click.option("--ssl-ca", type=click.Path(exists=True, dir_okay=False), metavar="PEM",
+              help="CAs that client certificates must chain to (ssl.truststore.location).")
+@click.option("--ssl-client-auth", type=click.Choice(["none", "requested", "required"]),
+              help="Ask TLS clients for a certificate (Kafka's ssl.client.auth; default none). The principal of an "
+                   "SSL client is its certificate's subject, User:CN=...,OU=...")
+@click.option("--super-user", "super_users", multiple=True, metavar="PRINCIPAL",
+              help="A principal allowed everything, e.g. User:admin (super.users; repeatable).")
 @click.pass_obj
-def serve(options, listen: str, advertised_listener: str | None) -> None:
+def serve(options, listen: tuple[str, ...], advertised_listener: tuple[str, ...], allow_plaintext_remote: bool,
+          ssl_cert: str | None, ssl_key: str | None, ssl_ca: str | None, ssl_client_auth: str | None,
+          super_users: tuple[str, ...]) -> None:
     """Serve the store to Kafka clients (kafka-python, confluent-kafka, aiokafka, kcat, kafkajs, ...)
     over Kafka's own protocol, until SIGTERM or SIGINT. Server settings (--set) use Kafka's broker
     names: auto.create.topics.enable, num.partitions, socket.request.max.bytes, max.connections,
     connections.max.idle.ms, num.io.threads, node.id; the consumer groups' group.min.session.timeout.ms,
     group.max.session.timeout.ms, group.initial.rebalance.delay.ms, group.max.size,
     offsets.retention.minutes, offsets.retention.check.interval.ms, offsets.topic.num.partitions,
-    offsets.topic.segment.bytes, offset.metadata.max.bytes; the rest go to the store."""
+    offsets.topic.segment.bytes, offset.metadata.max.bytes; security: sasl.enabled.mechanisms,
+    connection.failed.authentication.delay.ms, authorizer.enable, super.users,
+    allow.everyone.if.no.acl.found, ssl.*; the rest go to the store. Users: `logstore users`; ACLs:
+    `logstore acls` (README "Securing the server")."""
     from logstore.server import INSTALL_HINT, missing_extra
     if missing_extra():
         raise click.ClickException(f"logstore serve needs the server extra: {INSTALL_HINT}")
@@ -43,13 +65,22 @@ def serve(options, listen: str, advertised_listener: str | None) -> None:
         stop.set()
 
     previous = {signum: signal.signal(signum, request_stop) for signum in (signal.SIGTERM, signal.SIGINT)}
+    settings = dict(options.settings)
+    for key, value in (("allow.plaintext.remote", allow_plaintext_remote or None), ("ssl.keystore.location", ssl_cert),
+                       ("ssl.key.location", ssl_key), ("ssl.truststore.location", ssl_ca),
+                       ("ssl.client.auth", ssl_client_auth), ("super.users", ";".join(super_users) or None),
+                       ("ssl.key.password", os.environ.get("LOGSTORE_SSL_KEY_PASSWORD"))):
+        if value is not None:
+            settings[key] = value
     try:
-        server = KafkaServer(options.dirs, listen=listen, advertised_listener=advertised_listener,
-                             config=options.settings)
+        server = KafkaServer(options.dirs, listen=list(listen) or "127.0.0.1:9092",
+                             advertised_listener=list(advertised_listener) or None, config=settings)
         with server:
-            host, port = server.bound_address
-            click.echo(f"logstore serve: listening on {host}:{port} (node {server.node_id}, "
-                       f"cluster {server.cluster_id})")
+            for index, (listener, port) in enumerate(zip(server.listeners, server.bound_ports)):
+                where = (f"{listener.host}:{port}" if listener.protocol == "PLAINTEXT"
+                         else f"{listener.protocol}://{listener.host}:{port}")
+                click.echo(f"logstore serve: listening on {where}"
+                           + (f" (node {server.node_id}, cluster {server.cluster_id})" if index == 0 else ""))
             click.get_text_stream("stdout").flush()
             while not stop.wait(1.0):
                 pass

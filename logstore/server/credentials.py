@@ -36,6 +36,11 @@ def _body_crc(body: dict) -> int:
     return zlib.crc32(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
 
 
+def _check_user(user) -> None:
+    if not isinstance(user, str) or not user or any(ord(char) < 0x20 for char in user):
+        raise ValueError(f"a user name is a non-empty str without control characters, got {user!r}")
+
+
 class CredentialStore:
     """The users' SCRAM credentials in ``dir_path`` (see the module docstring)."""
 
@@ -81,9 +86,17 @@ class CredentialStore:
 
     def set(self, user: str, mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS) -> None:
         """Give ``user`` a new credential for ``mechanism`` (a new salt), durably."""
-        if not isinstance(user, str) or not user or any(ord(char) < 0x20 for char in user):
-            raise ValueError(f"a user name is a non-empty str without control characters, got {user!r}")
+        _check_user(user)
         self._save({**self._credentials, (user, mechanism): scram_credential(mechanism, password, iterations=iterations)})
+
+    def apply(self, upserts: dict[tuple[str, str], ScramCredential], deletions: list[tuple[str, str]]) -> None:
+        """Set and remove many (user, mechanism) credentials in one durable write
+        (AlterUserScramCredentials); the caller has checked that each deletion exists."""
+        for user, _mechanism in upserts:
+            _check_user(user)
+        credentials = {key: value for key, value in self._credentials.items() if key not in set(deletions)}
+        credentials.update(upserts)
+        self._save(credentials)
 
     def delete(self, user: str, mechanism: str | None = None) -> int:
         """Remove ``user``'s credential for ``mechanism`` (every one when None); how many went.

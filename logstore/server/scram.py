@@ -95,6 +95,19 @@ def scram_credential(mechanism: str, password: str, *, iterations: int = DEFAULT
                            _hmac(digest, salted, b"Server Key"))
 
 
+def credential_from_salted(mechanism: str, salt: bytes, iterations: int, salted_password: bytes) -> ScramCredential:
+    """The credential of a password a client already salted and iterated (AlterUserScramCredentials
+    sends ``SaltedPassword``, never the password): StoredKey and ServerKey derived from it."""
+    digest = _digest(mechanism)
+    if type(iterations) is not int or iterations < MIN_ITERATIONS:
+        raise ValueError(f"iterations must be an int >= {MIN_ITERATIONS}, got {iterations!r}")
+    if not salt or not salted_password:
+        raise ValueError("the salt and the salted password must not be empty")
+    client_key = _hmac(digest, salted_password, b"Client Key")
+    return ScramCredential(mechanism, bytes(salt), iterations, hashlib.new(digest, client_key).digest(),
+                           _hmac(digest, salted_password, b"Server Key"))
+
+
 def _escape(name: str) -> str:
     return name.replace("=", "=3D").replace(",", "=2C")
 

@@ -41,12 +41,15 @@ from .apis import Broker, KafkaApis
 from .fetch import FetchHandler
 from .groups import GroupHandlers
 from .messages import API_KEYS
+from .acl_store import AclStore
+from .acls import Authorizer
 from .credentials import CredentialStore
 from .listeners import PLAINTEXT, SASL_PLAINTEXT, is_loopback, parse_listeners
 from .network import RAW_TOKEN_API_KEY, SocketServer
 from .produce import ProduceHandler
 from .producer_state import ProducerStateManager
 from .sasl import AuthenticationThrottle, SaslAuthenticator, Session
+from .security_admin import SecurityAdminHandler
 from .server_config import ServerConfig
 from .wire_records import FetchBatchCache
 
@@ -188,6 +191,12 @@ class KafkaServer:
         self.listen_host, self.listen_port = self.listeners[0].host, self.listeners[0].port
         self.credentials: CredentialStore | None = None
         self.sasl: SaslAuthenticator | None = None
+        self.authorizer: Authorizer | None = None
+        enforce = self.config.authorizer_enable
+        # Safe default: ACLs are enforced as soon as the server is reachable other than by loopback
+        # PLAINTEXT (Kafka needs an authorizer configured; forgetting it there opens everything).
+        self.enforces_acls = (any(listener.protocol != PLAINTEXT for listener in self.listeners)
+                              if enforce is None else enforce)
         self._clock = clock or SYSTEM_CLOCK
         self.node_id: int | None = None
         self.cluster_id: str | None = None
@@ -236,6 +245,9 @@ class KafkaServer:
             logger.warning("the store's group coordinator was started before this server, with other group "
                            "settings; the server's group.*/offsets.* settings are not applied")
         self.credentials = CredentialStore(live_dirs[0])
+        if self.enforces_acls:
+            self.authorizer = Authorizer(AclStore(live_dirs[0]), self.config.super_users,
+                                         self.config.allow_everyone_if_no_acl_found)
         self.sasl = SaslAuthenticator(
             self.credentials.lookup, self.config.sasl_enabled_mechanisms, clock=self._clock,
             throttle=AuthenticationThrottle(self.config.connection_failed_authentication_delay_ms, clock=self._clock))
@@ -272,6 +284,7 @@ class KafkaServer:
         self._groups.register(apis)
         apis.register(API_KEYS["SaslHandshake"], self.sasl.handshake)
         apis.register(API_KEYS["SaslAuthenticate"], self.sasl.authenticate)
+        SecurityAdminHandler(self.authorizer, self.credentials).register(apis)
         network.start()
         for listener, bound_port in zip(self.listeners, network.ports):
             if listener.protocol == PLAINTEXT and not is_loopback(listener.host):
@@ -302,6 +315,13 @@ class KafkaServer:
         if self._network is None:
             raise RuntimeError("the server is not started")
         return self.listen_host, self._network.port
+
+    @property
+    def bound_ports(self) -> list[int]:
+        """The port each of ``listeners`` listens on, in order."""
+        if self._network is None:
+            raise RuntimeError("the server is not started")
+        return list(self._network.ports)
 
     @property
     def bootstrap_servers(self) -> str:
