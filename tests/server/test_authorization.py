@@ -646,3 +646,39 @@ def test_random_acls_refuse_exactly_the_unauthorized_items(allowed, api_key, dat
         for key, items in verdict.request.items():
             if isinstance(items, list):
                 assert all(item in request[key] for item in items)
+
+
+# --- with the real authorizer ----------------------------------------------------------------------
+
+
+def test_codes_match_acls_and_the_real_authorizer_fits():
+    """The codes repeated in ``authorization`` are ``acls``'s, and ``acls.Authorizer`` is an
+    authorizer the rules can use: prefix allows, a literal deny beating them, a super user."""
+    from logstore.server import acls, authorization
+
+    for name in ("READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS",
+                 "ALTER_CONFIGS", "IDEMPOTENT_WRITE"):
+        assert getattr(authorization, name) == getattr(acls, f"OP_{name}")
+    for name in ("TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID"):
+        assert getattr(authorization, name) == getattr(acls, f"RESOURCE_{name}")
+    assert authorization.CLUSTER_NAME == acls.CLUSTER_NAME
+    assert {k: set(v) for k, v in authorization.SUPPORTED_OPERATIONS.items()} == {
+        k: set(acls.SUPPORTED_OPERATIONS[k]) for k in authorization.SUPPORTED_OPERATIONS}
+
+    def binding(kind, name, pattern, operation, permission=acls.PERMISSION_ALLOW):
+        return acls.AclBinding(kind, name, pattern, ALICE, "*", operation, permission)
+
+    class Store:
+        def bindings(self):
+            return [binding(acls.RESOURCE_TOPIC, "a", acls.PATTERN_PREFIXED, acls.OP_READ),
+                    binding(acls.RESOURCE_TOPIC, "ab", acls.PATTERN_LITERAL, acls.OP_READ, acls.PERMISSION_DENY)]
+
+    authorizer = acls.Authorizer(Store(), super_users=["User:admin"])
+    body = {"max_wait_ms": 0, "min_bytes": 1, "topics": [
+        {"topic": name, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 9}]}
+        for name in ("a1", "ab", "b")]}
+    _, _, response = serve(authorizer, 1, 11, body)
+    assert partition_codes(response, "responses", "topic", "partitions", "partition_index") == {
+        ("a1", 0): OK, ("ab", 0): TOPIC_DENIED, ("b", 0): TOPIC_DENIED}
+    request = decoded(1, 11, body)
+    assert RequestAuthorization(authorizer).check(1, 11, request, "User:admin", HOST) is Verdict.ALLOWED
