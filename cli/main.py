@@ -37,6 +37,7 @@ from logstore.tools.demo import run_demo
 from logstore.tools.dump import dump_file
 
 from . import broker
+from .acls import acls
 from .groups import groups, open_admin
 from .perf import perf
 from .serve import serve
@@ -147,11 +148,8 @@ def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], b
     ctx.obj = StoreOptions(list(dirs), parse_assignments(list(settings)), given, bootstrap or None)
 
 
-main.add_command(groups)
-main.add_command(broker.mirror)
-main.add_command(perf)
-main.add_command(serve)
-main.add_command(users)
+for _command in (groups, broker.mirror, perf, serve, users, acls):
+    main.add_command(_command)
 
 
 # --- topics --------------------------------------------------------------------------------------

@@ -1,0 +1,123 @@
+"""``logstore acls``: the ACLs of the store (``logstore.server.acl_store``, Kafka's model in
+``logstore.server.acls``): add, remove, list, in the spirit of ``kafka-acls.sh``. Options become
+bindings and filters in ``acls.bindings_for``/``acls.filters_for``; bad input is one line and exit
+code 2 with nothing written. The store is opened as a writer, so it takes the store's lock. No logic
+lives here."""
+
+from __future__ import annotations
+
+import click
+
+from logstore.server.acl_store import AclStore
+from logstore.server.acls import PATTERN_ANY, PATTERN_LITERAL, PATTERN_MATCH, PATTERN_PREFIXED, bindings_for, filters_for
+
+_ADD_PATTERNS = {"literal": PATTERN_LITERAL, "prefixed": PATTERN_PREFIXED}
+_FILTER_PATTERNS = {"any": PATTERN_ANY, "match": PATTERN_MATCH, **_ADD_PATTERNS}
+
+
+def _acl_store(options) -> tuple:
+    store = options.open(read_only=False)
+    return store, AclStore(options.dirs[0])
+
+
+def _print(bindings) -> None:
+    for binding in bindings:
+        click.echo("\t".join(binding.row()))
+
+
+def _options(patterns: dict[str, int], default: str, for_filter: bool):
+    """The options every subcommand takes (``for_filter``: omitted means any)."""
+    omitted = "any" if for_filter else "*"
+    decorators = [
+        click.option("--allow-principal", "allow_principals", multiple=True, metavar="TYPE:NAME",
+                     help="A principal to allow, e.g. User:alice or User:* (repeatable)."),
+        click.option("--deny-principal", "deny_principals", multiple=True, metavar="TYPE:NAME",
+                     help="A principal to deny (repeatable)."),
+        click.option("--allow-host", "allow_hosts", multiple=True, metavar="IP",
+                     help=f"A host the allowed principals connect from (repeatable; default {omitted})."),
+        click.option("--deny-host", "deny_hosts", multiple=True, metavar="IP",
+                     help=f"A host the denied principals connect from (repeatable; default {omitted})."),
+        click.option("--operation", "operations", multiple=True, metavar="NAME",
+                     help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
+                          "AlterConfigs, IdempotentWrite or All (repeatable, any case)."),
+        click.option("--topic", "topics", multiple=True, help="A topic (repeatable)."),
+        click.option("--group", "groups", multiple=True, help="A consumer group (repeatable)."),
+        click.option("--cluster", is_flag=True, help="The cluster."),
+        click.option("--transactional-id", "transactional_ids", multiple=True, help="A transactional id (repeatable)."),
+        click.option("--resource-pattern-type", "pattern", type=click.Choice(list(patterns), case_sensitive=False),
+                     default=default, show_default=True, help="How the resource names match."),
+        click.option("--producer", is_flag=True, help="A producer's ACLs: Write, Describe, Create on the topics."),
+        click.option("--idempotent", is_flag=True, help="With --producer: IdempotentWrite on the cluster too."),
+        click.option("--consumer", is_flag=True,
+                     help="A consumer's ACLs: Read, Describe on the topics, Read on the groups (needs --group)."),
+    ]
+    if for_filter:
+        decorators.append(click.option("--principal", "principals", multiple=True, metavar="TYPE:NAME",
+                                       help="A principal, allowed or denied (repeatable)."))
+
+    def apply(function):
+        for decorator in reversed(decorators):
+            function = decorator(function)
+        return function
+    return apply
+
+
+def _filters(pattern: str, given: dict):
+    try:
+        return filters_for(pattern_type=_FILTER_PATTERNS[pattern.lower()], **given)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+@click.group()
+def acls() -> None:
+    """Add, remove and list the ACLs the server authorizes requests with (Kafka's model)."""
+
+
+@acls.command("add")
+@_options(_ADD_PATTERNS, "literal", for_filter=False)
+@click.pass_obj
+def acls_add(options, pattern: str, **given) -> None:
+    """Allow or deny principals operations on topics, groups, the cluster or transactional ids."""
+    try:
+        bindings = bindings_for(pattern_type=_ADD_PATTERNS[pattern.lower()], **given)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    store, acl_store = _acl_store(options)
+    with store:
+        added = acl_store.add(bindings)
+    _print(added)
+    present = len(bindings) - len(added)
+    click.echo(f"Added {len(added)} ACL{'s' if len(added) != 1 else ''}"
+               + (f" ({present} already present)." if present else "."))
+
+
+@acls.command("remove")
+@_options(_FILTER_PATTERNS, "any", for_filter=True)
+@click.option("--force", is_flag=True, help="Remove every ACL when no option narrows the filter.")
+@click.pass_obj
+def acls_remove(options, pattern: str, force: bool, **given) -> None:
+    """Remove the ACLs that the options match (an omitted option matches anything)."""
+    if not force and not any(given.values()) and pattern == "any":
+        raise click.UsageError("this removes every ACL: narrow it with options, or give --force")
+    filters = _filters(pattern, given)
+    store, acl_store = _acl_store(options)
+    with store:
+        removed = acl_store.remove(filters)
+    _print(removed)
+    click.echo(f"Removed {len(removed)} ACL{'s' if len(removed) != 1 else ''}.")
+
+
+@acls.command("list")
+@_options(_FILTER_PATTERNS, "any", for_filter=True)
+@click.pass_obj
+def acls_list(options, pattern: str, **given) -> None:
+    """List the ACLs the options match (all by default): resource type, pattern, name, principal,
+    host, operation, permission."""
+    filters = _filters(pattern, given)
+    store, acl_store = _acl_store(options)
+    with store:
+        found = [binding for binding in acl_store.bindings() if any(f.matches(binding) for f in filters)]
+    if not found:
+        click.echo("No ACLs.")
+    _print(found)
