@@ -90,6 +90,8 @@ class KafkaApis:
         self.broker = broker
         self.handlers: dict[int, Handler] = {}
         self.refusals: dict[int, dict] = {}
+        # ACLs, when enforced: authorization.RequestAuthorization, asked between decoding and the handler
+        self.authorization = None
         self.register(API_VERSIONS, self.api_versions)
         self.register(API_KEYS["Metadata"], self.metadata)
         self.register(API_KEYS["InitProducerId"], self.init_producer_id)
@@ -139,6 +141,18 @@ class KafkaApis:
         except ProtocolError as exc:
             context.close(f"a malformed {API_NAMES.get(api_key, api_key)} v{version} request: {exc}")
             return
+        authorization, session = self.authorization, context.connection.session
+        if authorization is not None and session is not None:
+            verdict = authorization.check(api_key, version, request, session.principal, session.host)
+            if verdict.response is not None:
+                context.respond(verdict.response)
+                return
+            if verdict.close is not None:
+                context.close(verdict.close)
+                return
+            if verdict.request is not None:
+                request = verdict.request
+            context.amend = verdict.amend
         handler(context, request)
 
     # --- ApiVersions -----------------------------------------------------------------------------

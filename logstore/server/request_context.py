@@ -87,7 +87,7 @@ class RequestContext:
         self.received_ms = received_ms
         self._finished = False
         self.result = None  # the response chunks (or _NO_RESPONSE) once finished
-        self.amend: Callable[[dict], None] | None = None  # applied to the body by respond() (authorization)
+        self.amend: Callable[[dict], dict] | None = None  # applied to the body by respond() (authorization)
 
     @property
     def peer(self) -> str:
@@ -109,7 +109,7 @@ class RequestContext:
         authentication: the client waits, no thread does); ``then_close`` closes the connection once
         it is sent, and nothing more is read from it."""
         if self.amend is not None:
-            self.amend(body)
+            body = self.amend(body)
         chunks = encode_response(self.api_key, self.api_version, self.correlation_id, body)
         self.respond_frame(chunks, delay_ms=delay_ms, then_close=then_close)
 

@@ -39,6 +39,7 @@ from .request_context import RAW_TOKEN_API_KEY, RequestContext
 from .scram import MECHANISMS, AuthenticationError, ScramCredential, ScramServer, verify_plain
 
 logger = logging.getLogger("logstore.server.sasl")
+logger_denials = logging.getLogger("logstore.server.authorizer")
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE, API_VERSIONS = 17, 36, 18
 BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE, RAW_TOKEN_API_KEY})
@@ -271,5 +272,33 @@ class SaslAuthenticator:
                        if left_out else "")
 
 
-__all__ = ["AuthenticationThrottle", "BEFORE_AUTHENTICATION", "PLAIN", "SUPPORTED_MECHANISMS", "SaslAuthenticator",
+class DenialLog:
+    """The log line of each request the ACLs refused (Kafka's authorizer logs denials), at most
+    one per (principal, operation, resource) per ``LOG_INTERVAL_MS``, with a count of the ones left
+    out, so a client retrying a refused request does not flood the log."""
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self._clock = clock or SYSTEM_CLOCK
+        self._lock = threading.Lock()
+        self._logged: collections.OrderedDict[tuple, list[int]] = collections.OrderedDict()
+
+    def denied(self, principal: str, host: str, operation: str, resource_type: str, name: str) -> None:
+        key = (principal, operation, resource_type, name)
+        now_ms = self._clock.monotonic_ms()
+        with self._lock:
+            entry = self._logged.get(key)
+            if entry is not None and now_ms - entry[0] < LOG_INTERVAL_MS:
+                entry[1] += 1
+                return
+            left_out = entry[1] if entry is not None else 0
+            self._logged[key] = [now_ms, 0]
+            self._logged.move_to_end(key)
+            while len(self._logged) > MAX_HOSTS:
+                self._logged.popitem(last=False)
+        logger_denials.warning("denied: %s from %s may not %s %s %r%s", principal, host, operation, resource_type,
+                               name, f" ({left_out} more times in the last {LOG_INTERVAL_MS // 1000} s)"
+                               if left_out else "")
+
+
+__all__ = ["AuthenticationThrottle", "DenialLog", "BEFORE_AUTHENTICATION", "PLAIN", "SUPPORTED_MECHANISMS", "SaslAuthenticator",
            "Session"]

@@ -38,6 +38,7 @@ from ..group.coordinator import GroupCoordinator
 from ..manager.log_manager import LogManager
 from .admin import AdminHandler
 from .apis import Broker, KafkaApis
+from .authorization import RequestAuthorization
 from .fetch import FetchHandler
 from .groups import GroupHandlers
 from .messages import API_KEYS
@@ -48,7 +49,7 @@ from .listeners import PLAINTEXT, SASL_PLAINTEXT, is_loopback, parse_listeners
 from .network import RAW_TOKEN_API_KEY, SocketServer
 from .produce import ProduceHandler
 from .producer_state import ProducerStateManager
-from .sasl import AuthenticationThrottle, SaslAuthenticator, Session
+from .sasl import AuthenticationThrottle, DenialLog, SaslAuthenticator, Session
 from .security_admin import SecurityAdminHandler
 from .server_config import ServerConfig
 from .wire_records import FetchBatchCache
@@ -285,6 +286,8 @@ class KafkaServer:
         apis.register(API_KEYS["SaslHandshake"], self.sasl.handshake)
         apis.register(API_KEYS["SaslAuthenticate"], self.sasl.authenticate)
         SecurityAdminHandler(self.authorizer, self.credentials).register(apis)
+        if self.authorizer is not None:
+            apis.authorization = RequestAuthorization(self.authorizer, on_denied=DenialLog(self._clock).denied)
         network.start()
         for listener, bound_port in zip(self.listeners, network.ports):
             if listener.protocol == PLAINTEXT and not is_loopback(listener.host):
