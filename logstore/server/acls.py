@@ -322,6 +322,14 @@ class Authorizer:
         if principal in self.super_users:
             return True
         index = self._index
+        key = (principal, host, operation, resource_type)  # 4 items: never one of authorize's keys
+        answer = index.memo.get(key)
+        if answer is None:
+            answer = self._decide_any(index, principal, host, operation, resource_type)
+            index.memo[key] = answer  # bounded by authorize's clearing: these are few
+        return answer
+
+    def _decide_any(self, index: _Index, principal: str, host: str, operation: int, resource_type: int) -> bool:
         allowed_by = _allowed_by(operation)
         deny_literal, deny_prefixed, allow_literal, allow_prefixed = set(), set(), set(), set()
         candidates = [binding for found in index.literal.values() for binding in found
