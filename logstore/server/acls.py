@@ -222,7 +222,7 @@ class _Index:
     name), prefixed ones by type then name with the lengths their names have, and a memo of answers
     that lives and dies with the snapshot."""
 
-    __slots__ = ("literal", "prefixed", "prefix_lengths", "types", "memo")
+    __slots__ = ("literal", "prefixed", "prefix_lengths", "memo")
 
     def __init__(self, bindings: Iterable[AclBinding]) -> None:
         literal: dict[tuple[int, str], list[AclBinding]] = {}
@@ -238,7 +238,6 @@ class _Index:
         # Probing name[:n] for each length some prefix has costs a few dict lookups, not a scan.
         self.prefix_lengths = {kind: tuple(sorted({len(name) for name in by_name}))
                                for kind, by_name in prefixed.items()}
-        self.types = {kind for kind, _ in literal} | set(prefixed)
         self.memo: dict[tuple, bool] = {}
 
     def applying(self, resource_type: int, name: str) -> tuple[AclBinding, ...]:
