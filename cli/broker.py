@@ -12,6 +12,7 @@ from typing import Sequence
 import click
 
 from logstore.client.admin import BrokerAdmin
+from logstore.client.security import ClientSecurity
 from logstore.client.mirror import DEFAULT_GROUP, open_end
 from logstore.client.mirror import mirror as run_mirror
 from logstore.client.tools import append_chunks
@@ -22,7 +23,8 @@ from .records_io import InputRecord, check_against_topic, print_records
 
 def admin(options) -> BrokerAdmin:
     """The topics of the broker of ``--bootstrap-server``."""
-    return BrokerAdmin(options.bootstrap, client_id="logstore-cli")
+    return BrokerAdmin(options.bootstrap, client_id="logstore-cli",
+                       security=ClientSecurity.from_config(options.client_config))
 
 
 def append(options, topic: str, entries: Sequence[InputRecord], batch_size: int, acks: str, timeout_ms: int) -> None:
@@ -33,7 +35,8 @@ def append(options, topic: str, entries: Sequence[InputRecord], batch_size: int,
     chunks = ((target, [entry.record for entry in chunk])
               for target, group in groupby(entries, key=lambda entry: entry.partition)
               for chunk in iter(lambda group=group: list(islice(group, batch_size)), []))
-    for appended in append_chunks(options.bootstrap, topic, chunks, acks=acks, timeout_ms=timeout_ms):
+    for appended in append_chunks(options.bootstrap, topic, chunks, acks=acks, timeout_ms=timeout_ms,
+                                  client_config=options.client_config):
         for partition, info in sorted(appended.items()):
             click.echo(json.dumps({"topic": topic, "partition": partition, "first_offset": info.first_offset,
                                    "last_offset": info.last_offset, "record_count": info.record_count}))
@@ -44,7 +47,7 @@ def append(options, topic: str, entries: Sequence[InputRecord], batch_size: int,
 def read(options, topic: str, output_format: str, encoding: str, **how) -> None:
     """``logstore read`` from a broker: each chunk printed as it comes; Ctrl-C ends a ``--follow``."""
     try:
-        for partition, records in read_chunks(options.bootstrap, topic, **how):
+        for partition, records in read_chunks(options.bootstrap, topic, client_config=options.client_config, **how):
             print_records(topic, partition, records, output_format, encoding)
     except KeyboardInterrupt:
         pass  # the way to end --follow: not an error
@@ -58,13 +61,15 @@ def read(options, topic: str, output_format: str, encoding: str, **how) -> None:
 @click.option("--group", default=DEFAULT_GROUP, show_default=True,
               help="The destination's consumer group that records how far the copy went.")
 @click.argument("topics", nargs=-1)
-def mirror(source: str, destination: str, group: str, topics: tuple[str, ...]) -> None:
+@click.pass_obj
+def mirror(options, source: str, destination: str, group: str, topics: tuple[str, ...]) -> None:
     """Copy TOPICS (default: all but internal ones) with their partition counts, config overrides,
     keys, values, headers and timestamps. Run it again after an interruption: it resumes where it
-    stopped, and copies each record once. Prints a summary line per topic."""
-    source_end = open_end(source, writable=False)
+    stopped, and copies each record once. Prints a summary line per topic. A broker is reached with
+    --command-config's settings (both ends, when both are brokers)."""
+    source_end = open_end(source, writable=False, client_config=options.client_config)
     try:
-        destination_end = open_end(destination, writable=True)
+        destination_end = open_end(destination, writable=True, client_config=options.client_config)
         try:
             with click.progressbar(length=1, label="mirroring", file=sys.stderr,
                                    show_pos=True) as bar:

@@ -17,6 +17,7 @@ from typing import Iterable, Sequence
 import click
 
 from logstore.client.admin import BrokerGroupAdmin
+from logstore.client.security import ClientSecurity
 from logstore.group.admin import GroupAdmin, parse_datetime_ms, parse_topic_partitions
 
 SNAPSHOT_NOTE = ("Members are those of the group's last record in __consumer_offsets: a consumer that stopped "
@@ -28,7 +29,8 @@ def open_admin(options, read_only: bool) -> GroupAdmin:
     """The store of the global options, with its group settings split out for the coordinator; or
     with ``--bootstrap-server``, the broker's groups (the same answers, from its coordinator)."""
     if options.bootstrap:
-        return BrokerGroupAdmin.connect(options.bootstrap, client_id="logstore-cli")
+        return BrokerGroupAdmin.connect(options.bootstrap, client_id="logstore-cli",
+                                        security=ClientSecurity.from_config(options.client_config))
     return GroupAdmin.open(options.dirs, options.settings, read_only=read_only)
 
 

@@ -21,24 +21,25 @@ import logging
 import os
 import shlex
 import sys
-from dataclasses import dataclass, field
 from itertools import groupby, islice
 from typing import Iterable, Iterator
 
 import click
 
-from logstore import LogManager, LogStoreError, Record, __version__
+from logstore import LogStoreError, Record, __version__
 from logstore.cleaner.stats import describe as describe_compaction
 from logstore.config import describe_keys, parse_assignments
 from logstore.log.retention import describe as describe_retention
 from logstore.log.waits import MAX_TIMEOUT_MS
 from logstore.tools.check import log_size_bytes, verify_store
 from logstore.tools.demo import run_demo
+from logstore.client.security import read_client_properties
 from logstore.tools.dump import dump_file
 
 from . import broker
 from .acls import acls
 from .groups import groups, open_admin
+from .options import COMMAND_CONFIG_ENV, StoreOptions
 from .perf import perf
 from .serve import serve
 from .users import users
@@ -107,19 +108,6 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
-@dataclass
-class StoreOptions:
-    """The global options: where the store is and its store-wide settings."""
-
-    dirs: list[str]
-    settings: dict[str, str] = field(default_factory=dict)
-    dirs_given: bool = False
-    bootstrap: str | None = None  # --bootstrap-server: talk to that broker instead of opening dirs
-
-    def open(self, read_only: bool) -> LogManager:
-        return LogManager(self.dirs, config=self.settings, read_only=read_only)
-
-
 @click.group(cls=LogstoreGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--dir", "dirs", multiple=True, metavar="PATH",
               help=f"A data dir of the store (repeatable). Default: ${DIRS_ENV} (colon-separated), "
@@ -129,11 +117,14 @@ class StoreOptions:
 @click.option("--bootstrap-server", "bootstrap", metavar="HOST:PORT[,HOST:PORT...]", envvar=BOOTSTRAP_ENV,
               help=f"Talk to this Kafka-compatible broker (logstore serve, Kafka, Tansu...) instead of opening "
                    f"data dirs: for topics, append, read and groups. Default: ${BOOTSTRAP_ENV}.")
+@click.option("--command-config", type=click.Path(exists=True, dir_okay=False), envvar=COMMAND_CONFIG_ENV,
+              help="A properties file of client settings for --bootstrap-server: security.protocol, ssl.ca.location, "
+                   f"sasl.mechanism, sasl.username, sasl.password... (Kafka tools' option). Default: ${COMMAND_CONFIG_ENV}.")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the engine does (recovery, repairs) to stderr.")
 @click.version_option(__version__, prog_name="logstore")
 @click.pass_context
 def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], bootstrap: str | None,
-         verbose: bool) -> None:
+         command_config: str | None, verbose: bool) -> None:
     """logstore: a Kafka-style log storage engine. Topics of partitioned, segmented, append-only
     logs on local disk.
 
@@ -145,7 +136,8 @@ def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], b
         dirs = tuple(path for path in os.environ.get(DIRS_ENV, "").split(":") if path) or (DEFAULT_DIR,)
     if bootstrap and given:
         raise click.UsageError("give --dir or --bootstrap-server, not both")
-    ctx.obj = StoreOptions(list(dirs), parse_assignments(list(settings)), given, bootstrap or None)
+    ctx.obj = StoreOptions(list(dirs), parse_assignments(list(settings)), given, bootstrap or None,
+                           read_client_properties(command_config) if command_config else {})
 
 
 for _command in (groups, broker.mirror, perf, serve, users, acls):

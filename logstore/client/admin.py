@@ -45,9 +45,10 @@ def _check(what: str, code: int, message: str | None = None) -> None:
 class BrokerAdmin:
     """The topics of the cluster at ``bootstrap_servers``; use it as a context manager."""
 
-    def __init__(self, bootstrap_servers, *, client_id: str = "logstore-admin", request_timeout_ms: int = 30_000
-                 ) -> None:
-        self.network = NetworkClient(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms)
+    def __init__(self, bootstrap_servers, *, client_id: str = "logstore-admin", request_timeout_ms: int = 30_000,
+                 security=None) -> None:
+        self.network = NetworkClient(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms,
+                                     security=security)
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
 

@@ -93,7 +93,7 @@ class NetworkClient:
     def __init__(self, bootstrap_servers, *, client_id: str = "logstore", request_timeout_ms: int = 30_000,
                  connect_timeout_ms: int = 10_000, max_in_flight: int = 5, reconnect_backoff_ms: int = 50,
                  reconnect_backoff_max_ms: int = 1000, clock: Clock = SYSTEM_CLOCK,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, security=None) -> None:
         self.bootstrap = parse_bootstrap_servers(bootstrap_servers)
         if type(reconnect_backoff_ms) is not int or reconnect_backoff_ms < 0:
             raise ValueError(f"reconnect_backoff_ms must be an int >= 0, got {reconnect_backoff_ms!r}")
@@ -101,7 +101,9 @@ class NetworkClient:
             raise ValueError(f"reconnect_backoff_max_ms must be an int >= reconnect_backoff_ms, "
                              f"got {reconnect_backoff_max_ms!r}")
         self._settings = {"client_id": client_id, "request_timeout_ms": request_timeout_ms,
-                          "connect_timeout_ms": connect_timeout_ms, "max_in_flight": max_in_flight, "clock": clock}
+                          "connect_timeout_ms": connect_timeout_ms, "max_in_flight": max_in_flight, "clock": clock,
+                          "security": security}  # a client.security.ClientSecurity, or None: PLAINTEXT
+        self.security = security
         self.reconnect_backoff_ms = reconnect_backoff_ms
         self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
         self._clock = clock

@@ -13,6 +13,9 @@ What it owns:
 - timeouts: a connection that does not open within ``connect_timeout_ms``, or a request unanswered
   after ``request_timeout_ms``, closes the connection and raises (a late response must never be
   taken for a later request's);
+- security: with a ``ClientSecurity`` (``security.py``), the TLS handshake right after the TCP
+  connect and SASL right after ApiVersions; a TLS socket's decrypted bytes that the selector cannot
+  see are read before any wait;
 - versions: on connect, ApiVersions (v3, the first flexible one; v0 when the broker answers that it
   does not speak v3, as Kafka's brokers do) gives the broker's range of every API, and each API's
   version is the highest both sides speak (``versions``).
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import selectors
 import socket
+import ssl
 import struct
 from collections import deque
 from typing import NamedTuple
@@ -35,6 +39,7 @@ from ..server.codec import API_KEYS, API_NAMES, ProtocolError, decode_response, 
 from ..server.errors import UNSUPPORTED_VERSION
 from ..server.messages import APIS
 from .errors import BrokerResponseError, NetworkError, NoCommonVersionError, RequestTimedOutError
+from .security import ClientSecurity
 
 _SIZE = struct.Struct(">i")
 _API_VERSIONS = API_KEYS["ApiVersions"]
@@ -66,7 +71,8 @@ class BrokerConnection:
     ``NetworkError``; a closed connection can be connected again."""
 
     def __init__(self, host: str, port: int, *, client_id: str = "logstore", request_timeout_ms: int = 30_000,
-                 connect_timeout_ms: int = 10_000, max_in_flight: int = 5, clock: Clock = SYSTEM_CLOCK) -> None:
+                 connect_timeout_ms: int = 10_000, max_in_flight: int = 5, clock: Clock = SYSTEM_CLOCK,
+                 security: ClientSecurity | None = None) -> None:
         for name, value in (("port", port), ("request_timeout_ms", request_timeout_ms),
                             ("connect_timeout_ms", connect_timeout_ms), ("max_in_flight", max_in_flight)):
             if type(value) is not int or value < (0 if name == "port" else 1):
@@ -77,6 +83,8 @@ class BrokerConnection:
         self.connect_timeout_ms = connect_timeout_ms
         self.max_in_flight = max_in_flight
         self._clock = clock
+        self.security = security
+        self._tls = security is not None and security.uses_tls
         self._sock: socket.socket | None = None
         self._selector: selectors.BaseSelector | None = None
         self._received = bytearray()
@@ -110,6 +118,8 @@ class BrokerConnection:
         except OSError as exc:
             raise NetworkError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._tls:
+            sock = self.security.wrap(sock, self.host)  # blocking, within the connect timeout
         sock.setblocking(False)
         self._sock, self._selector = sock, selectors.DefaultSelector()
         self._selector.register(sock, selectors.EVENT_READ)
@@ -117,6 +127,13 @@ class BrokerConnection:
         self._in_flight.clear()
         self.close_reason = None
         self._negotiate()
+        if self.security is not None and self.security.uses_sasl:
+            try:
+                self.security.authenticate(lambda api, version, body: self._request_at(API_KEYS[api], version, body),
+                                           self.versions, f"{self.host}:{self.port}")
+            except BaseException:
+                self.close()
+                raise
 
     def close(self) -> None:
         """Close the socket; requests in flight get no response. Safe twice."""
@@ -199,7 +216,7 @@ class BrokerConnection:
     def has_responses(self) -> bool:
         """Responses already read (while a blocking ``request`` waited for its own) and not yet
         returned: a selector would not see them, so ``read_available`` should be called at once."""
-        return bool(self._completed)
+        return bool(self._completed) or (self._tls and self._sock is not None and self._sock.pending() > 0)
 
     def timeout_at_ms(self) -> int | None:
         """The clock's time at which the oldest unanswered request times out (None: none in flight)."""
@@ -219,7 +236,7 @@ class BrokerConnection:
         while True:
             try:
                 data = self._sock.recv(_RECV_BYTES)
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 break
             except OSError as exc:
                 closed = f"receiving failed: {exc}"
@@ -228,8 +245,8 @@ class BrokerConnection:
                 closed = "the broker closed the connection"
                 break
             self._received += data
-            if len(data) < _RECV_BYTES:
-                break  # the socket is drained (one more recv would only say so)
+            if len(data) < _RECV_BYTES and not self._tls:
+                break  # the socket is drained (one more recv would only say so; TLS reads a record at a time)
         responses.extend(self._cut_frames())
         if closed is not None:
             self.close()
@@ -278,8 +295,8 @@ class BrokerConnection:
         while view:
             try:
                 sent = self._sock.send(view)
-            except BlockingIOError:
-                sent = 0
+            except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+                sent = 0  # TLS: retried with the same bytes, as OpenSSL requires
             except OSError as exc:
                 raise self._broken(f"sending failed: {exc}") from exc
             view = view[sent:]
@@ -314,13 +331,14 @@ class BrokerConnection:
             if not self._in_flight:
                 return []
             wait_ms = min(deadline_ms - now_ms, self._in_flight[0].sent_ms + self.request_timeout_ms - now_ms)
-            if not self._selector.select(max(wait_ms, 0) / 1000):
+            tls_pending = self._tls and self._sock.pending() > 0  # decrypted already: no selector sees it
+            if not tls_pending and not self._selector.select(max(wait_ms, 0) / 1000):
                 if now_ms >= deadline_ms:
                     return []  # after one look at the socket: poll(0) reads what has arrived
                 continue
             try:
                 data = self._sock.recv(_RECV_BYTES)
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 continue
             except OSError as exc:
                 raise self._broken(f"receiving failed: {exc}") from exc

@@ -36,6 +36,7 @@ from .cluster import NetworkClient
 from .errors import NetworkError
 from .fetcher import EARLIEST, READ_COMMITTED, READ_UNCOMMITTED, Fetcher, high_watermarks
 from .group_member import GroupMember
+from .security import SECURITY_DEFAULTS, ClientSecurity
 
 __all__ = ["Consumer", "ConsumerRecord"]
 
@@ -49,7 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "fetch.max.wait.ms": 500, "max.poll.records": 500, "isolation.level": "read_uncommitted",
     "session.timeout.ms": 45_000, "heartbeat.interval.ms": 3000, "max.poll.interval.ms": 300_000,
     "partition.assignment.strategy": ["range", "roundrobin"], "request.timeout.ms": 30_000,
-    "retry.backoff.ms": 100}
+    "retry.backoff.ms": 100, **SECURITY_DEFAULTS}
 _ISOLATION = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
 _MAX_JOIN_ROUNDS = 50
 
@@ -99,7 +100,8 @@ class Consumer:
         self.config = settings = consumer_config(config, settings)
         self._clock = clock
         self._network = NetworkClient(settings["bootstrap.servers"], client_id=settings["client.id"],
-                                      request_timeout_ms=settings["request.timeout.ms"], clock=clock)
+                                      request_timeout_ms=settings["request.timeout.ms"], clock=clock,
+                                      security=ClientSecurity.from_config(settings))
         self._fetcher = Fetcher(self._network, fetch_min_bytes=settings["fetch.min.bytes"],
                                 fetch_max_bytes=settings["fetch.max.bytes"],
                                 max_partition_fetch_bytes=settings["max.partition.fetch.bytes"],

@@ -97,7 +97,8 @@ class GroupMember:
         if self._coordinator is None:
             self._coordinator = self._find_coordinator()
         connection = BrokerConnection(*self._coordinator, client_id=self._client_id,
-                                      request_timeout_ms=self._request_timeout_ms, clock=self._clock)
+                                      request_timeout_ms=self._request_timeout_ms, clock=self._clock,
+                                      security=self._network.security)
         try:
             connection.connect()
         except NetworkError:
@@ -227,7 +228,8 @@ class GroupMember:
                         if coordinator is None:
                             continue
                         connection = BrokerConnection(*coordinator, client_id=self._client_id,
-                                                      request_timeout_ms=self.session_timeout_ms, clock=self._clock)
+                                                      request_timeout_ms=self.session_timeout_ms, clock=self._clock,
+                                                      security=self._network.security)
                         connection.connect()
                     body = connection.request("Heartbeat", {"group_id": self.group_id, "generation_id": generation_id,
                                                             "member_id": member_id,
@@ -260,7 +262,7 @@ class GroupMember:
         # The main thread owns the network client: the heartbeat thread asks a fresh one.
         network = NetworkClient([f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
                                  for host, port in self._network.bootstrap], client_id=self._client_id,
-                                clock=self._clock)
+                                clock=self._clock, security=self._network.security)
         try:
             body = network.request_any("FindCoordinator", {"key": self.group_id, "key_type": 0,
                                                            "coordinator_keys": [self.group_id]})

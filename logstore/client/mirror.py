@@ -32,6 +32,7 @@ from ..records.decoder import Record
 from .admin import BrokerAdmin, BrokerGroupAdmin
 from .consumer import Consumer
 from .producer import Producer
+from .security import ClientSecurity
 
 DEFAULT_GROUP = "logstore-mirror"
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
@@ -86,9 +87,11 @@ class StoreEnd:
 class BrokerEnd:
     """A Kafka-compatible broker at ``bootstrap_servers``, as a mirror's source or destination."""
 
-    def __init__(self, bootstrap_servers: str) -> None:
+    def __init__(self, bootstrap_servers: str, client_config: dict | None = None) -> None:
         self.name = bootstrap_servers
-        self.admin = BrokerAdmin(bootstrap_servers, client_id="logstore-mirror")
+        self._config = client_config  # security settings (--command-config)
+        self.admin = BrokerAdmin(bootstrap_servers, client_id="logstore-mirror",
+                                 security=ClientSecurity.from_config(client_config or {}))
         self.groups = BrokerGroupAdmin(self.admin)
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
@@ -120,7 +123,7 @@ class BrokerEnd:
 
     def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[list[Record]]:
         if self._consumer is None:
-            self._consumer = Consumer(bootstrap_servers=self.name, client_id="logstore-mirror",
+            self._consumer = Consumer(self._config, bootstrap_servers=self.name, client_id="logstore-mirror",
                                       enable_auto_commit=False, auto_offset_reset="none", max_poll_records=_CHUNK_RECORDS)
         consumer = self._consumer
         consumer.assign([(topic, partition)])
@@ -133,7 +136,7 @@ class BrokerEnd:
 
     def write(self, topic: str, partition: int, records: list[Record]) -> None:
         if self._producer is None:
-            self._producer = Producer(bootstrap_servers=self.name, client_id="logstore-mirror", linger_ms=5,
+            self._producer = Producer(self._config, bootstrap_servers=self.name, client_id="logstore-mirror", linger_ms=5,
                                       batch_size=256 * 1024)
         producer = self._producer
         futures = [producer.send(topic, r.value, key=r.key, headers=r.headers, partition=partition,
@@ -143,13 +146,13 @@ class BrokerEnd:
             future.result(0)  # a record the broker refused fails the mirror here, before the commit
 
 
-def open_end(where: str, *, writable: bool) -> StoreEnd | BrokerEnd:
+def open_end(where: str, *, writable: bool, client_config: dict | None = None) -> StoreEnd | BrokerEnd:
     """A store when ``where`` is an existing directory (or, for a destination, not ``HOST:PORT``),
-    else the broker at ``where``."""
+    else the broker at ``where`` (reached with ``client_config``'s security settings)."""
     if os.path.isdir(where):
         return StoreEnd(where, writable=writable)
     if _BROKER.match(where):
-        return BrokerEnd(where)
+        return BrokerEnd(where, client_config)
     if not writable:
         raise ValueError(f"{where!r} is neither a data dir nor HOST:PORT of a broker")
     return StoreEnd(where, writable=True)

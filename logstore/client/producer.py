@@ -41,6 +41,7 @@ from .errors import NetworkError
 from .idempotence import IdempotenceManager
 from .partitioner import partition_for_key
 from .produce import DeliveryTimeoutError, compression_codec
+from .security import SECURITY_DEFAULTS, ClientSecurity
 from .sender import Sender
 
 __all__ = ["DEFAULTS", "DeliveryTimeoutError", "Producer", "producer_config"]
@@ -50,7 +51,7 @@ DEFAULTS: dict[str, Any] = {
     "buffer.memory": 32 * 1024 * 1024, "max.block.ms": 60_000, "retries": 2**31 - 1, "retry.backoff.ms": 100,
     "request.timeout.ms": 30_000, "delivery.timeout.ms": 120_000, "max.in.flight.requests.per.connection": 5,
     "enable.idempotence": None, "compression.type": "none", "reconnect.backoff.ms": 50,
-    "reconnect.backoff.max.ms": 1000}
+    "reconnect.backoff.max.ms": 1000, **SECURITY_DEFAULTS}
 _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
 _MAX_IN_FLIGHT_IDEMPOTENT = 5  # Kafka's limit: the broker keeps the last 5 batches of a producer
 logger = logging.getLogger("logstore.client")
@@ -109,7 +110,8 @@ class Producer:
         in_flight = settings["max.in.flight.requests.per.connection"]
         network = dict(client_id=settings["client.id"], request_timeout_ms=settings["request.timeout.ms"],
                        max_in_flight=in_flight, reconnect_backoff_ms=settings["reconnect.backoff.ms"],
-                       reconnect_backoff_max_ms=settings["reconnect.backoff.max.ms"], clock=clock)
+                       reconnect_backoff_max_ms=settings["reconnect.backoff.max.ms"], clock=clock,
+                       security=ClientSecurity.from_config(settings))
         # Two clients, as connections are not shared between threads: the sender's, and the one the
         # application's threads ask for a topic's partition count (under ``_metadata_lock``).
         self._network = NetworkClient(settings["bootstrap.servers"], **network)

@@ -22,6 +22,7 @@ from ..records.decoder import Record
 from .admin import BrokerAdmin, BrokerGroupAdmin
 from .consumer import Consumer
 from .producer import Producer
+from .security import ClientSecurity
 
 _POLL_MS = 500
 
@@ -36,10 +37,12 @@ class AppendSummary:
 
 
 def append_chunks(bootstrap_servers: str, topic: str, chunks: Iterable[tuple[int | None, Sequence[Record]]], *,
-                  acks: str = "1", timeout_ms: int = 30_000) -> Iterator[dict[int, AppendSummary]]:
+                  acks: str = "1", timeout_ms: int = 30_000, client_config: dict | None = None
+                  ) -> Iterator[dict[int, AppendSummary]]:
     """Send each ``(partition or None, records)`` chunk and yield, once the broker acknowledged it,
-    what it put in each partition. ``acks`` is ``"1"`` or ``"all"``."""
-    with Producer(bootstrap_servers=bootstrap_servers, acks=acks, linger_ms=0, client_id="logstore-cli",
+    what it put in each partition. ``acks`` is ``"1"`` or ``"all"``; ``client_config`` the client
+    settings of ``--command-config`` (security)."""
+    with Producer(client_config, bootstrap_servers=bootstrap_servers, acks=acks, linger_ms=0, client_id="logstore-cli",
                   request_timeout_ms=max(timeout_ms, 1000)) as producer:
         for partition, records in chunks:
             futures = [producer.send(topic, record.value, key=record.key, headers=record.headers,
@@ -54,13 +57,15 @@ def append_chunks(bootstrap_servers: str, topic: str, chunks: Iterable[tuple[int
 
 def read_chunks(bootstrap_servers: str, topic: str, *, partition: int | None = None, offset: int | None = None,
                 from_timestamp_ms: int | None = None, follow: bool = False, group: str | None = None,
-                max_records: int | None = None) -> Iterator[tuple[int, list[Record]]]:
+                max_records: int | None = None, client_config: dict | None = None
+                ) -> Iterator[tuple[int, list[Record]]]:
     """``(partition, records)`` chunks of ``topic`` (or its ``partition``) from ``offset`` (needs
     ``partition``), the first record at or after ``from_timestamp_ms``, the group's committed
     offsets, or else the log start; up to the end found at the start, unless ``follow``."""
     remaining = max_records if max_records is not None else -1
-    with BrokerGroupAdmin.connect(bootstrap_servers, client_id="logstore-cli") as groups, \
-            Consumer(bootstrap_servers=bootstrap_servers, client_id="logstore-cli", enable_auto_commit=False,
+    with BrokerGroupAdmin.connect(bootstrap_servers, client_id="logstore-cli",
+                                  security=ClientSecurity.from_config(client_config or {})) as groups, \
+            Consumer(client_config, bootstrap_servers=bootstrap_servers, client_id="logstore-cli", enable_auto_commit=False,
                      auto_offset_reset="earliest") as consumer:
         admin: BrokerAdmin = groups.admin
         partitions = [partition] if partition is not None else list(range(admin.partitions(topic)))

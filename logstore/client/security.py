@@ -1,0 +1,184 @@
+"""The client's side of TLS and SASL: how a ``BrokerConnection`` reaches a broker whose listener is
+``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL`` (issue 17; our own server, or any Kafka broker).
+
+What it owns:
+- ``SECURITY_DEFAULTS``: the settings, by librdkafka's names, which confluent-kafka users already
+  type: ``security.protocol``, ``ssl.ca.location``, ``ssl.certificate.location``,
+  ``ssl.key.location``, ``ssl.key.password``, ``ssl.endpoint.identification.algorithm`` (``https``:
+  the broker's certificate must name the host connected to; ``none``), ``sasl.mechanism`` (also
+  spelled ``sasl.mechanisms``), ``sasl.username``, ``sasl.password``;
+- ``ClientSecurity``: those settings checked (a missing file, an unknown mechanism, SASL without a
+  user: ``ValueError`` naming the setting, never the password), with the ``SSLContext`` made once;
+- ``read_client_properties``: the properties file of ``logstore --command-config`` (Kafka tools'
+  option for the same thing);
+- ``wrap`` (the TLS handshake of a new connection, bounded by the connect timeout) and
+  ``authenticate`` (SaslHandshake v1, then SaslAuthenticate with PLAIN's one token or SCRAM's two,
+  checking the broker's SCRAM signature so that an impostor holding no credential is refused).
+
+The password is kept in memory for reconnections and appears in no ``repr`` and no error.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from ..server.scram import MECHANISMS, AuthenticationError, ScramClient
+from .errors import BrokerResponseError, NetworkError
+
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", *sorted(MECHANISMS))
+SECURITY_DEFAULTS: dict[str, Any] = {
+    "security.protocol": "PLAINTEXT", "ssl.ca.location": None, "ssl.certificate.location": None,
+    "ssl.key.location": None, "ssl.key.password": None, "ssl.endpoint.identification.algorithm": "https",
+    "sasl.mechanism": None, "sasl.mechanisms": None, "sasl.username": None, "sasl.password": None}
+"""The security settings every client takes (merged into the producer's and consumer's defaults)."""
+SASL_AUTHENTICATION_FAILED = 58
+
+
+class AuthenticationFailedError(BrokerResponseError):
+    """The broker refused the credentials (SASL_AUTHENTICATION_FAILED), or the exchange broke."""
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How to reach the brokers (see the module docstring). ``PLAINTEXT`` with nothing else: the
+    default, no TLS, no SASL."""
+
+    protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    check_hostname: bool = True
+    sasl_mechanism: str | None = None
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    @classmethod
+    def from_config(cls, settings: Mapping[str, Any]) -> "ClientSecurity":
+        """The security of a settings dict (``SECURITY_DEFAULTS``' keys; others are ignored)."""
+        protocol = str(settings.get("security.protocol") or "PLAINTEXT").upper()
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"security.protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+        endpoint_check = str(settings.get("ssl.endpoint.identification.algorithm") or "none").lower()
+        if endpoint_check not in ("https", "none"):
+            raise ValueError(f"ssl.endpoint.identification.algorithm must be https or none, got {endpoint_check!r}")
+        context = None
+        if protocol in ("SSL", "SASL_SSL"):
+            context = _ssl_context(settings, endpoint_check == "https")
+        mechanism = settings.get("sasl.mechanism") or settings.get("sasl.mechanisms")
+        username, password = settings.get("sasl.username"), settings.get("sasl.password")
+        if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+            mechanism = str(mechanism or "PLAIN").upper()
+            if mechanism not in SASL_MECHANISMS:
+                raise ValueError(f"sasl.mechanism must be one of {', '.join(SASL_MECHANISMS)}, got {mechanism!r}")
+            if not username or password is None:
+                raise ValueError(f"security.protocol={protocol} needs sasl.username and sasl.password")
+        return cls(protocol, context, endpoint_check == "https", mechanism if protocol.startswith("SASL") else None,
+                   username, password)
+
+    # --- a new connection ------------------------------------------------------------------------
+
+    def wrap(self, sock: socket.socket, host: str) -> socket.socket:
+        """The TLS handshake on a connected blocking socket (its timeout bounds it); the TLS socket.
+        ``NetworkError`` saying why when the broker's certificate is not trusted or the handshake
+        fails."""
+        if self.ssl_context is None:
+            return sock
+        try:
+            return self.ssl_context.wrap_socket(sock, server_hostname=host if self.check_hostname else None)
+        except ssl.SSLCertVerificationError as exc:
+            sock.close()
+            raise NetworkError(f"TLS to {host}: the broker's certificate is not trusted: {exc.verify_message}") from None
+        except (ssl.SSLError, OSError) as exc:
+            sock.close()
+            raise NetworkError(f"TLS handshake with {host} failed: {exc}") from None
+
+    def authenticate(self, request: Callable[[str, int, dict], dict], versions: Mapping[int, int], where: str) -> None:
+        """SASL on a connection whose ApiVersions is done: ``request(api_name, version, body)``
+        sends one request and returns the response body; ``versions`` the negotiated versions."""
+        from ..server.codec import API_KEYS
+        if API_KEYS["SaslAuthenticate"] not in versions:
+            raise BrokerResponseError(f"{where} does not offer SaslAuthenticate (the SASL exchange with Kafka "
+                                      "request headers, Kafka 1.0+)", 35, "UNSUPPORTED_VERSION")
+        handshake = request("SaslHandshake", 1, {"mechanism": self.sasl_mechanism})
+        if handshake["error_code"]:
+            raise BrokerResponseError(f"{where} does not accept SASL {self.sasl_mechanism} (it offers "
+                                      f"{', '.join(handshake.get('mechanisms') or []) or 'none'})",
+                                      handshake["error_code"], "UNSUPPORTED_SASL_MECHANISM")
+        version = versions[API_KEYS["SaslAuthenticate"]]
+
+        def step(token: bytes) -> bytes:
+            answer = request("SaslAuthenticate", version, {"auth_bytes": token})
+            if answer["error_code"]:
+                raise AuthenticationFailedError(f"{where} refused the credentials of {self.username!r} "
+                                                f"({self.sasl_mechanism}): {answer.get('error_message') or 'no reason'}",
+                                                answer["error_code"], "SASL_AUTHENTICATION_FAILED")
+            return bytes(answer["auth_bytes"] or b"")
+
+        if self.sasl_mechanism == "PLAIN":
+            step(b"\0" + self.username.encode() + b"\0" + self.password.encode())
+            return
+        scram = ScramClient(self.sasl_mechanism, self.username, self.password)
+        try:
+            server_first = step(scram.first())
+            server_final = step(scram.final(server_first))
+            scram.verify(server_final)
+        except AuthenticationError as exc:
+            raise AuthenticationFailedError(f"SCRAM with {where}: {exc}", SASL_AUTHENTICATION_FAILED,
+                                            "SASL_AUTHENTICATION_FAILED") from None
+
+
+def read_client_properties(path: str) -> dict[str, str]:
+    """The ``key=value`` lines of a client properties file (Kafka tools' ``--command-config``),
+    security settings only (``SECURITY_DEFAULTS``' keys): ``#`` and ``!`` comments and blank lines
+    skipped, whitespace around keys and values stripped.
+    ``ValueError`` naming the file and line of a line that is not ``key=value`` (never its value:
+    it may be a password)."""
+    settings: dict[str, str] = {}
+    with open(path, encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            line = line.strip()
+            if not line or line.startswith(("#", "!")):
+                continue
+            key, found, value = line.partition("=")
+            if not found or not key.strip():
+                raise ValueError(f"{path} line {number}: expected key=value")
+            if key.strip() not in SECURITY_DEFAULTS:
+                raise ValueError(f"{path} line {number}: {key.strip()!r} is not a security setting (known: "
+                                 f"{', '.join(sorted(SECURITY_DEFAULTS))})")
+            settings[key.strip()] = value.strip()
+    ClientSecurity.from_config(settings)  # a missing file or a bad value: refused now, named
+    return settings
+
+
+def _ssl_context(settings: Mapping[str, Any], check_hostname: bool) -> ssl.SSLContext:
+    for key in ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location"):
+        path = settings.get(key)
+        if path is not None and not os.path.isfile(path):
+            raise ValueError(f"{key}: no such file {path!r}")
+    context = ssl.create_default_context(cafile=settings.get("ssl.ca.location"))
+    context.check_hostname = check_hostname
+    certificate = settings.get("ssl.certificate.location")
+    if certificate:
+        try:
+            context.load_cert_chain(certificate, settings.get("ssl.key.location"), settings.get("ssl.key.password"))
+        except (ssl.SSLError, OSError) as exc:
+            raise ValueError(f"ssl.certificate.location {certificate!r}: cannot load the certificate and key "
+                             f"({exc.__class__.__name__}; a wrong ssl.key.password?)") from None
+    elif settings.get("ssl.key.location"):
+        raise ValueError("ssl.key.location needs ssl.certificate.location")
+    return context
+
+
+__all__ = ["AuthenticationFailedError", "ClientSecurity", "PROTOCOLS", "SASL_MECHANISMS", "SECURITY_DEFAULTS",
+           "read_client_properties"]
