@@ -30,7 +30,8 @@ from logstore.server.schema import fields_at, type_default
 
 import kafka.protocol.api_message  # noqa: E402,F401 - the clients extra; a missing one fails, it never skips
 
-_MODULES = ("kafka.protocol.metadata", "kafka.protocol.producer", "kafka.protocol.consumer", "kafka.protocol.admin")
+_MODULES = ("kafka.protocol.metadata", "kafka.protocol.producer", "kafka.protocol.consumer", "kafka.protocol.admin",
+            "kafka.protocol.sasl")
 
 
 def kafka_python_class(api_key: int, direction: str):
