@@ -1,14 +1,18 @@
 """``logstore acls``: the ACLs of the store (``logstore.server.acl_store``, Kafka's model in
 ``logstore.server.acls``): add, remove, list, in the spirit of ``kafka-acls.sh``. Options become
 bindings and filters in ``acls.bindings_for``/``acls.filters_for``; bad input is one line and exit
-code 2 with nothing written. The store is opened as a writer, so it takes the store's lock. No logic
-lives here."""
+code 2 with nothing written. The store is opened as a writer, so it takes the store's lock; with
+``--bootstrap-server`` the broker's ACLs are changed through Kafka's admin APIs instead (a running
+server). No logic lives here."""
 
 from __future__ import annotations
 
 import click
 
+from logstore.client.security_admin import BrokerSecurityAdmin
 from logstore.server.acl_store import AclStore
+
+from . import broker
 from logstore.server.acls import PATTERN_ANY, PATTERN_LITERAL, PATTERN_MATCH, PATTERN_PREFIXED, bindings_for, filters_for
 
 _ADD_PATTERNS = {"literal": PATTERN_LITERAL, "prefixed": PATTERN_PREFIXED}
@@ -16,6 +20,10 @@ _FILTER_PATTERNS = {"any": PATTERN_ANY, "match": PATTERN_MATCH, **_ADD_PATTERNS}
 
 
 def _acl_store(options) -> tuple:
+    """(what to close, the ACLs): the store's file, or a broker's through its admin APIs."""
+    if options.bootstrap:
+        admin = broker.admin(options)
+        return admin, BrokerSecurityAdmin(admin)
     store = options.open(read_only=False)
     return store, AclStore(options.dirs[0])
 

@@ -1,6 +1,8 @@
 """``logstore users``: the SCRAM users of the store (``logstore.server.credentials``): add, delete,
 list. Passwords are read from a prompt or from stdin, never from the command line (shell history,
-``ps``). The store is opened as a writer, so it takes the store's lock. No logic lives here."""
+``ps``). The store is opened as a writer, so it takes the store's lock; with ``--bootstrap-server``
+a broker's users are changed through Kafka's admin APIs (AlterUserScramCredentials: the password is
+salted and iterated here, never sent). No logic lives here."""
 
 from __future__ import annotations
 
@@ -8,13 +10,20 @@ import sys
 
 import click
 
+from logstore.client.security_admin import BrokerSecurityAdmin
 from logstore.server.credentials import CredentialStore
 from logstore.server.scram import DEFAULT_ITERATIONS, MECHANISMS, MIN_ITERATIONS
+
+from . import broker
 
 _MECHANISMS = click.Choice(sorted(MECHANISMS))
 
 
 def _credentials(options) -> tuple:
+    """(what to close, the credentials): the store's file, or a broker's through its admin APIs."""
+    if options.bootstrap:
+        admin = broker.admin(options)
+        return admin, BrokerSecurityAdmin(admin)
     store = options.open(read_only=False)
     return store, CredentialStore(options.dirs[0])
 

@@ -95,6 +95,12 @@ def scram_credential(mechanism: str, password: str, *, iterations: int = DEFAULT
                            _hmac(digest, salted, b"Server Key"))
 
 
+def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
+    """SCRAM's SaltedPassword (PBKDF2-HMAC of ``password``): what a client sends in
+    AlterUserScramCredentials, so the password never leaves it."""
+    return _salted_password(_digest(mechanism), password, salt, iterations)
+
+
 def credential_from_salted(mechanism: str, salt: bytes, iterations: int, salted_password: bytes) -> ScramCredential:
     """The credential of a password a client already salted and iterated (AlterUserScramCredentials
     sends ``SaltedPassword``, never the password): StoredKey and ServerKey derived from it."""
