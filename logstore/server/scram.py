@@ -214,7 +214,11 @@ class ScramServer:
             raise AuthenticationError("malformed SCRAM client-final message: it must be c=...,r=...,p=...")
         if attributes[0][1] != _CHANNEL_BINDING:
             raise AuthenticationError("SCRAM: the channel binding does not match the GS2 header")
-        if not hmac.compare_digest(attributes[1][1], self._combined_nonce):
+        # Kafka accepts a nonce that ENDS with the exchange's: librdkafka before 2.1 sends its own
+        # nonce again in front of it. The proof covers the message as sent, so nothing is weakened.
+        nonce = attributes[1][1]
+        if len(nonce) < len(self._combined_nonce) or not hmac.compare_digest(nonce[len(nonce) - len(self._combined_nonce):],
+                                                                             self._combined_nonce):
             raise AuthenticationError("SCRAM: the nonce does not match the exchange's")
         proof = _b64decode(attributes[-1][1], "the proof")
         without_proof = text[: text.rindex(",p=")]

@@ -102,7 +102,12 @@ def test_tampered_and_malformed_messages_are_refused():
     client = ScramClient("SCRAM-SHA-256", "alice", "s3cret")
     final = client.final(server.first(client.first()))
     with pytest.raises(AuthenticationError, match="nonce"):
-        server.final(final.replace(b"r=", b"r=x", 1))
+        server.final(final.replace(b",p=", b"x,p=", 1))  # the server's part of the nonce changed
+    server = ScramServer("SCRAM-SHA-256", users.get, SECRET)
+    client = ScramClient("SCRAM-SHA-256", "alice", "s3cret")
+    final = client.final(server.first(client.first()))
+    with pytest.raises(AuthenticationError, match="invalid credentials"):
+        server.final(final.replace(b"r=", b"r=x", 1))  # a nonce that still ends right: the proof fails it
     impostor = ScramServer("SCRAM-SHA-256", {"alice": scram_credential("SCRAM-SHA-256", "other", iterations=4096)}.get,
                            SECRET)
     client = ScramClient("SCRAM-SHA-256", "alice", "s3cret")
@@ -134,3 +139,27 @@ def test_any_user_and_password_round_trip(user, password, mechanism):
     assert _exchange(mechanism, user, password, users) == user
     with pytest.raises(AuthenticationError):
         _exchange(mechanism, user, password + "x", users)
+
+
+def test_librdkafkas_doubled_client_nonce_is_accepted_as_kafka_accepts_it():
+    """librdkafka before 2.1 (Debian's kcat) sends its own nonce again in front of the combined
+    one in the client-final message; Kafka accepts a nonce that ends with the exchange's, and the
+    proof, computed over the message as sent, still binds the exchange."""
+    import base64
+    import hashlib
+    import hmac
+
+    users = {"alice": scram_credential("SCRAM-SHA-256", "s3cret", iterations=4096)}
+    server = ScramServer("SCRAM-SHA-256", users.get, SECRET)
+    client_nonce = "fyko+d2lbbFgONRv9qkxdawL"
+    first_bare = f"n=alice,r={client_nonce}"
+    server_first = server.first(("n,," + first_bare).encode()).decode()
+    fields = dict(part.split("=", 1) for part in server_first.split(","))
+    salted = hashlib.pbkdf2_hmac("sha256", b"s3cret", base64.b64decode(fields["s"]), int(fields["i"]))
+    without_proof = f"c=biws,r={client_nonce}{fields['r']}"  # the doubled nonce, as librdkafka 2.0 sends it
+    auth_message = f"{first_bare},{server_first},{without_proof}".encode()
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    signature = hmac.new(hashlib.sha256(client_key).digest(), auth_message, "sha256").digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature))).decode()
+    answer = server.final(f"{without_proof},p={proof}".encode())
+    assert answer.startswith(b"v=") and server.user == "alice"
