@@ -10,6 +10,10 @@ and consume from it (DESIGN.md §9). It owns:
   and from the store's own batches: ``wire_records``, ``compression``, ``crc32c``;
 - the network layer (frames in, frames out, responses in request order per connection), the
   request handlers (one per API), the produce and fetch purgatories, and idempotent producers' state;
+- security: listeners with Kafka's protocol names and TLS (``listeners``), who a client is and SASL
+  PLAIN/SCRAM (``sasl``, ``scram``, ``credentials``), ACLs with Kafka's model enforced on every API
+  (``acls``, ``acl_store``, ``authorization``, ``authorization_groups``) and their admin APIs
+  (``security_admin``);
 - ``KafkaServer``, which owns or borrows a ``LogManager`` and serves it.
 
 It is one more user of the engine's public API, like the CLI: it may import every layer below it

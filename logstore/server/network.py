@@ -1,8 +1,9 @@
 """The network layer: Kafka's SocketServer and RequestChannel, in one selector thread and a pool of
 request handler threads.
 
-This module owns the sockets. One thread (``logstore-network``) accepts connections, reads
-size-prefixed frames, and writes responses; ``io_threads`` handler threads run the request handlers.
+This module owns the sockets. One thread (``logstore-network``) accepts connections on each
+listener, does the TLS handshake of those that speak TLS (without blocking: a handshake waits in the
+selector like a read), reads size-prefixed frames, and writes responses; ``io_threads`` handler threads run the request handlers.
 It knows nothing of the APIs: a frame is handed to ``dispatch(context)``, which must finish the
 request exactly once with ``context.respond(body)``, ``context.respond_frame(chunks)``,
 ``context.no_response()`` (acks=0 produce) or ``context.close(reason)``, now or later (a request
@@ -23,7 +24,11 @@ cut out of a read buffer; a frame of ``LARGE_FRAME_BYTES`` or more (a produce) i
 into a buffer of its own size (``recv_into``), which the handlers then read in place: no growing
 buffer, no copy of the frame. Everything that goes wrong with one
 connection (a frame over ``socket.request.max.bytes``, a malformed header, an unknown API, an idle
-timeout, a reset) closes that connection with one log line and touches nothing else.
+timeout, a reset, a failed TLS handshake) closes that connection with one log line and touches
+nothing else. A response may be held back (``RequestContext.respond(delay_ms=)``: a failed
+authentication) on a timer of this thread, and a connection may be closed once its last answer is
+sent (``then_close``). TLS sockets have no ``sendmsg``: their answers are joined and sent in
+64 KiB pieces, and what OpenSSL decrypted beyond a read is taken before the selector is asked again.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ alone; a failed write leaving the previous set."""
 from __future__ import annotations
 
 import hmac
-import os
+import tempfile
 
 import pytest
 from hypothesis import settings
@@ -30,8 +30,7 @@ def test_credentials_against_a_model_with_reopens(tmp_path):
     class Model(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
-            self.dir = str(tmp_path / f"d{id(self)}")
-            os.makedirs(self.dir)
+            self.dir = tempfile.mkdtemp(dir=tmp_path)  # id(self) can repeat once a machine is freed
             self.store = CredentialStore(self.dir)
             self.passwords: dict[tuple[str, str], str] = {}
 
