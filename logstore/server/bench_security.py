@@ -38,7 +38,11 @@ DEFAULT_MECHANISM = "SCRAM-SHA-512"
 USER = "perf"
 OPENSSL_TIMEOUT_S = 30.0
 """Seconds the openssl call may take (it takes milliseconds; a loaded box gets slack)."""
-TANSU_NOTE = "Tansu is run over PLAINTEXT only: the reference for the PLAINTEXT rows"
+SECURITY_HELP = ("logstore's listener security (repeatable): PLAINTEXT (the default), SSL, SASL_PLAINTEXT, SASL_SSL. "
+                 "One server with a listener each, a throwaway self-signed certificate (made with openssl), a SASL "
+                 "user; ACL checks off (authorizer.enable=false: their cost is measured separately); each figure "
+                 "also as a ratio of PLAINTEXT's in the same run. Tansu runs over PLAINTEXT only.")
+"""``perf serve --security``'s help (here to keep the CLI module short)."""
 
 
 def parse_modes(modes) -> tuple[str, ...]:
@@ -172,8 +176,8 @@ def add_costs(rows: list[dict]) -> list[dict]:
     for row in rows:
         base = plaintext.get((row["broker"], row["workload"]))
         mode = row.get("security")
-        row["vs_plaintext"] = (row["value"] / base if mode not in (None, PLAINTEXT) and base and row["value"] is not None
-                               else None)
+        measured = mode not in (None, PLAINTEXT) and base and row["value"] is not None
+        row["vs_plaintext"] = row["value"] / base if measured else None
     return rows
 
 
