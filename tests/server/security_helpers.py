@@ -51,14 +51,14 @@ def tls_config(material, client_auth: str = "requested", **extra) -> dict:
 
 @contextlib.contextmanager
 def secured_server(data_dir, material, *, listen=LISTENERS, client_auth: str = "requested", users=None,
-                   config: dict | None = None):
+                   config: dict | None = None, clock=None):
     """A server owning a store in ``data_dir`` with ``listen`` listeners, the users' credentials and
     ACLs off (authentication and TLS are tested here, not authorization)."""
     os.makedirs(data_dir, exist_ok=True)
     add_users(data_dir, users)
     settings = {**tls_config(material, client_auth), "authorizer.enable": "false",
                 "offsets.topic.num.partitions": 1, **(config or {})}
-    with KafkaServer(str(data_dir), listen=listen, config=settings) as server:
+    with KafkaServer(str(data_dir), listen=listen, config=settings, clock=clock) as server:
         yield server
 
 
