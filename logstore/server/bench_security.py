@@ -183,8 +183,8 @@ def add_costs(rows: list[dict]) -> list[dict]:
 
 def security_table(rows: list[dict], format_value: Callable[[float, str], str]) -> tuple[tuple, list[tuple], list[str]]:
     """(header, rows, notes) of the text table of a run over several modes: per workload, one row per
-    broker and mode (``logstore SASL_SSL``), its value, ``vs PLAINTEXT`` and, on logstore's PLAINTEXT
-    row, ``logstore/tansu``; the notes are the rows that say what was not run."""
+    broker and mode (``logstore SASL_SSL``), its value, ``vs PLAINTEXT`` and, when Tansu ran, on
+    logstore's PLAINTEXT row ``logstore/tansu``; the notes say what was not run and how to read it."""
     groups: dict[str, list[dict]] = {}
     for row in rows:
         if row["workload"] != "not run":
@@ -201,9 +201,14 @@ def security_table(rows: list[dict], format_value: Callable[[float, str], str]) 
             theirs = tansu.get(workload)
             versus = (f"{row['value'] / theirs:.2f}x" if row["broker"] == "logstore" and row.get("security") in
                       (PLAINTEXT, None) and theirs and row["value"] else "")
-            table.append((workload if index == 0 else "", label.ljust(width), value, row["unit"], cost, versus))
+            table.append((workload if index == 0 else "", label.ljust(width), value, row["unit"], cost,
+                          *((versus,) if tansu else ())))
     notes = [f"{row['broker']} ({row['security']}): {row['unit']}" if row.get("security") else
              f"{row['broker']}: {row['unit']}" for row in rows if row["workload"] == "not run"]
+    rounds = max((len(row.get("runs") or ()) for row in rows), default=0)
     notes.append("vs PLAINTEXT: the figure over logstore PLAINTEXT's in this run (rec/s, records: below 1x is the "
-                 "cost; ms: above 1x); ACL checks off (authorizer.enable=false)")
-    return ("workload", "broker".ljust(width), "value", "unit", "vs PLAINTEXT", "logstore/tansu"), table, notes
+                 "cost; ms: above 1x)")
+    notes.append("ACL checks off (authorizer.enable=false)" + (
+        f"; each value the best of {rounds} interleaved rounds (every one in --json)" if rounds > 1 else ""))
+    header = ("workload", "broker".ljust(width), "value", "unit", "vs PLAINTEXT", *(("logstore/tansu",) * bool(tansu)))
+    return header, table, notes

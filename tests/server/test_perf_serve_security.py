@@ -108,3 +108,18 @@ def test_a_plaintext_only_run_keeps_the_side_by_side_table():
     lines = render_serve(bench_security.add_costs(rows)).splitlines()
     assert lines[0].split() == ["workload", "logstore", "tansu", "unit", "logstore/tansu"]
     assert lines[3].split()[-1] == "0.50x" and len(lines) == 4
+
+
+def test_tansu_stays_plaintext_and_is_compared_with_logstores_plaintext_row():
+    rows = [{"broker": "logstore", "security": mode, "workload": "confluent produce 2,000 acks=1", "value": value,
+             "unit": "rec/s", "runs": [value]} for mode, value in (("PLAINTEXT", 1e6), ("SSL", 5e5))]
+    rows += [{"broker": "tansu", "security": "SSL", "workload": "not run", "value": None,
+              "unit": "Tansu is measured over PLAINTEXT only, the reference for the PLAINTEXT rows"},
+             {"broker": "tansu", "security": "PLAINTEXT", "workload": "confluent produce 2,000 acks=1", "value": 2e6,
+              "unit": "rec/s", "runs": [2e6]}]
+    lines = render_serve(bench_security.add_costs(rows)).splitlines()
+    assert lines[0].split()[-2:] == ["PLAINTEXT", "logstore/tansu"]
+    assert lines[2].split()[-1] == "0.50x" and "logstore PLAINTEXT" in lines[2]  # against Tansu
+    assert lines[3].split()[-1] == "0.50x" and "logstore SSL" in lines[3]  # against PLAINTEXT
+    assert "tansu PLAINTEXT" in lines[4] and lines[4].split()[-1] == "rec/s"
+    assert "tansu (SSL): Tansu is measured over PLAINTEXT only" in lines[6]
