@@ -452,7 +452,9 @@ class SocketServer:
                 while slots and slots[0].result is not None:  # answers leave in request order
                     done = slots.popleft().result
                     if done is not _NO_RESPONSE:
-                        connection.outbound.extend(done)
+                        # an empty chunk would never leave (a send of 0 bytes takes nothing): the
+                        # write loop would spin on it
+                        connection.outbound.extend(chunk for chunk in done if len(chunk))
                 if connection.outbound:
                     self._write(connection)
             self._next_request(connection)

@@ -206,11 +206,11 @@ class SaslAuthenticator:
         session = context.session
         reply, delay_ms, failure = self._step(session, bytes(context.frame))
         if failure is not None:
-            context.respond_frame([b""], delay_ms=delay_ms, then_close=True)
+            context.respond_frame([], delay_ms=delay_ms, then_close=True)
             return
         if session.state == "done":
             session.raw_tokens = False  # Kafka requests, with headers, from the next frame on
-        context.respond_frame([len(reply).to_bytes(4, "big"), reply], delay_ms=delay_ms)
+        context.respond_frame([len(reply).to_bytes(4, "big") + reply], delay_ms=delay_ms)
 
     def _step(self, session: Session, token: bytes) -> tuple[bytes, int, str | None]:
         """One step of the session's exchange: (the reply, how long to hold it, None) or (b"",

@@ -214,7 +214,7 @@ class ScramServer:
             raise AuthenticationError("malformed SCRAM client-final message: it must be c=...,r=...,p=...")
         if attributes[0][1] != _CHANNEL_BINDING:
             raise AuthenticationError("SCRAM: the channel binding does not match the GS2 header")
-        # Kafka accepts a nonce that ENDS with the exchange's: librdkafka before 2.1 sends its own
+        # Kafka accepts a nonce that ENDS with the exchange's: librdkafka before 2.6.1 sends its own
         # nonce again in front of it. The proof covers the message as sent, so nothing is weakened.
         nonce = attributes[1][1]
         if len(nonce) < len(self._combined_nonce) or not hmac.compare_digest(nonce[len(nonce) - len(self._combined_nonce):],

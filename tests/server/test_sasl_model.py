@@ -50,6 +50,7 @@ class SaslConnection(RuleBasedStateMachine):
         self.raw = False
         self.mechanism = None
         self.scram: ScramClient | None = None
+        self.host_failed = False  # the throttle's memory of this host
 
     def _finish(self, context, closes: bool):
         if closes:
@@ -131,8 +132,11 @@ class SaslConnection(RuleBasedStateMachine):
             assert kind == "respond"
             assert payload["error_code"] == (errors.SASL_AUTHENTICATION_FAILED if fails else errors.NONE)
             reply = payload["auth_bytes"]
-        assert then_close == fails and (delay_ms > 0) == fails
+        # a failure is held; so is a success of a host that failed before, behind the held answers
+        # (the manual clock stands still: they are all still held)
+        assert then_close == fails and (delay_ms > 0) == (fails or (last and self.host_failed))
         if fails:
+            self.host_failed = True
             self._finish(context, True)
         elif last:
             self.state = "done"
