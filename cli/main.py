@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import shlex
+import signal
 import sys
 from itertools import groupby, islice
 from typing import Iterable, Iterator
@@ -364,6 +365,9 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: int |
             # a follower would wait for records that cannot come.
             raise click.UsageError("--group cannot --follow: it holds the store's lock, so nothing else "
                                    "could append while it waits")
+    if follow and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # Started with SIGINT ignored (a shell's `&` job): Ctrl-C or `kill -INT` must still end it
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if options.bootstrap:
         return broker.read(options, topic, output_format, encoding, partition=partition, offset=offset,
                            from_timestamp_ms=from_timestamp_ms, follow=follow, group=group, max_records=max_records)

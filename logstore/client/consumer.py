@@ -282,6 +282,11 @@ class Consumer:
             if not self._fetcher.positions:
                 self._clock.sleep_ms(max(remaining_ms, 0))  # nothing to read: poll is a wait, as in Kafka
                 return []
+            if not self._fetcher.waiting:
+                # No Fetch could be sent (the brokers are unreachable or backing off): wait, as a
+                # response would have made it wait, instead of asking again at once (a busy loop)
+                self._clock.sleep_ms(min(max(remaining_ms, 0), self.config["retry.backoff.ms"]))
+                continue
             self._fetcher.wait_for_responses(max(remaining_ms, 0))
             if self._fetcher.has_buffered():
                 continue

@@ -173,6 +173,11 @@ class Fetcher:
             sent += 1
         return sent
 
+    @property
+    def waiting(self) -> bool:
+        """Whether a Fetch is in flight (none: every broker was unreachable, or backing off)."""
+        return bool(self._in_flight)
+
     def wait_for_responses(self, timeout_ms: int) -> None:
         """Receive Fetch responses for up to ``timeout_ms`` (less once some records are buffered)."""
         connections = list(self._in_flight)

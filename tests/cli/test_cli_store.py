@@ -94,8 +94,10 @@ def test_read_follow_tails_appends_from_another_process(tmp_path):
     with LogManager([path]) as store:
         store.create_topic("ev", 2)
         store.append("ev", [Record(b"a", b"before")], partition=0)
+    # Started with SIGINT ignored, as a shell's `&` job is: the follower must still end on it
     follower = subprocess.Popen([*_cli_command(), "--dir", path, "read", "ev", "--follow", "--format", "value"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
                                 cwd=str(tmp_path))  # not the repo: its source tree would shadow the install
     try:
         assert follower.stdout.readline() == b"before\n"

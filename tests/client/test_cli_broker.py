@@ -114,8 +114,10 @@ def test_read_follow_tails_a_broker_until_interrupted(server, tmp_path):
     command = [os.path.join(os.path.dirname(sys.executable), "logstore")]
     if not os.path.exists(command[0]):
         command = [sys.executable, "-m", "logstore.cli"]
+    # Started with SIGINT ignored, as a shell's `&` job is: it must still end on SIGINT
     process = subprocess.Popen([*command, "--bootstrap-server", server.bootstrap_servers, "read", "tail", "--follow",
-                                "--format", "value"], stdout=out, stderr=subprocess.PIPE)
+                                "--format", "value"], stdout=out, stderr=subprocess.PIPE,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         deadline = time.monotonic() + 20
         while b"before" not in (tmp_path / "out").read_bytes() and time.monotonic() < deadline:

@@ -215,3 +215,27 @@ def test_against_tansu_our_producer_and_consumer_group_round_trip(tmp_path):
                 (b"key-%d" % (i % 7), b"value-%d" % i, (("i", b"%d" % i),), BASE_MS + i)
     finally:
         broker.stop()
+
+
+def test_a_poll_with_the_broker_gone_waits_instead_of_spinning(tmp_path):
+    """With every broker unreachable no Fetch can be sent; poll must still wait out its timeout
+    quietly (a `read --follow` left running against a stopped broker burned a whole core)."""
+    from logstore.server import KafkaServer
+    server = KafkaServer(str(tmp_path / "data"), listen="127.0.0.1:0").start()
+    try:
+        server.store.create_topic("gone", 1)
+        consumer = Consumer(bootstrap_servers=server.bootstrap_servers, auto_offset_reset="earliest",
+                            retry_backoff_ms=100, request_timeout_ms=2000)
+        consumer.assign([("gone", 0)])
+        assert consumer.poll(300) == []
+    finally:
+        server.stop()
+    try:
+        consumer.poll(200)  # learns that the connection is gone
+        wall, cpu = time.monotonic(), time.process_time()
+        assert consumer.poll(1500) == []
+        wall, cpu = time.monotonic() - wall, time.process_time() - cpu
+        assert wall >= 1.4, wall
+        assert cpu < 0.5 * wall, (cpu, wall)  # spinning costs a core: cpu == wall
+    finally:
+        consumer.close()
