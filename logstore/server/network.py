@@ -194,7 +194,8 @@ class SocketServer:
         """Move the answers whose time came to the completions; the seconds until the next one."""
         if not self._delayed:
             return _SELECT_TIMEOUT_S
-        now_ms = self._clock.monotonic_ms()
+        # Stopping: held answers (failed authentications) go now, so they do not hold up the drain
+        now_ms = self._clock.monotonic_ms() if self._accepting else float("inf")
         with self._delayed_lock:
             while self._delayed and self._delayed[0][0] <= now_ms:
                 _due, _sequence, context, chunks = heapq.heappop(self._delayed)
