@@ -89,6 +89,13 @@ def client_settings(client: str, protocol: str, *, ca=None, cert=None, key=None,
         if sasl:
             settings.update(sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=password)
         return settings
+    if client == "kafkajs":  # its Kafka({ssl, sasl}): the driver reads the PEM files
+        settings = {}
+        if tls:
+            settings["ssl"] = {"ca": ca, "cert": cert, "key": key}
+        if sasl:
+            settings["sasl"] = {"mechanism": mechanism.lower(), "username": user, "password": password}
+        return settings
     if client in ("confluent-kafka", "kcat"):  # librdkafka's names
         settings = {"security.protocol": protocol.lower()}
         if tls:

@@ -15,9 +15,9 @@ sasl_mechanism, sasl_plain_username/password).
   client without a certificate, with an expired one, or with one signed by another CA (with alice's
   very subject) is refused by the server, which logs why; nothing is written.
 
-kafkajs is not in the matrix: its driver takes no client settings (``produce(config=...)`` raises,
-and the JavaScript side builds its ``Kafka`` from the brokers only), and it cannot consume without a
-group.
+kafkajs (its driver produces, and cannot consume without a group) produces over every mode with
+its own ``ssl`` and ``sasl`` settings, the store holding what it sent, and is refused a wrong
+password.
 
 Two servers per module (each test uses its own topic): one with all four listeners and
 ssl.client.auth=requested, one with an SSL listener and ssl.client.auth=required. Failed
@@ -43,7 +43,7 @@ from tls_material import make_tls_material
 pytestmark = pytest.mark.kafka_clients
 
 CLIENTS = [name for name in DRIVER_CLASSES if name != "kafkajs"]
-"""The clients with security settings in their drivers' ``config`` (kafkajs: see the docstring)."""
+"""The clients whose drivers produce and consume (kafkajs: see the docstring)."""
 
 # mode -> (listener protocol, SASL mechanism or None, client certificate?, the mTLS server?)
 MODES = {
@@ -137,6 +137,37 @@ def test_produce_then_consume(server, mtls_server, tls_material, driver_factory,
     read = driver.consume(bootstrap, topic, 0, count=len(records), timeout_s=15, config=settings)
     assert_same(read, expected_records(records, produced), window=window, what=f"{client} over {mode}")
     assert stored(running.store, topic) == read
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_kafkajs_produces_over_every_mode(server, mtls_server, tls_material, driver_factory, mode, topic):
+    """kafkajs with its own ssl/sasl settings: what it produced is what the store holds."""
+    protocol, mechanism, with_cert, on_mtls = MODES[mode]
+    running = mtls_server if on_mtls else server
+    m = tls_material
+    settings = client_settings("kafkajs", protocol, ca=m.ca_cert, cert=m.alice_cert if with_cert else None,
+                               key=m.alice_key if with_cert else None, mechanism=mechanism, user=USER,
+                               password=PASSWORD)
+    driver = driver_factory("kafkajs")
+    running.store.create_topic(topic, partitions=1)
+    records = few_records(driver, b"kafkajs")
+    produced = driver.produce(running.bootstrap_for(protocol), topic, records, partition=0, timeout_s=30,
+                              config=settings)
+    assert produced == [(0, 0), (0, 1), (0, 2)]
+    assert [(r.key, r.value, r.headers) for r in stored(running.store, topic)] == [
+        (r.key, r.value, tuple(r.headers)) for r in records]
+
+
+def test_kafkajs_is_refused_a_wrong_password(server, tls_material, driver_factory, topic):
+    from clients import ClientError
+    settings = client_settings("kafkajs", "SASL_SSL", ca=tls_material.ca_cert, mechanism="SCRAM-SHA-512",
+                               user=USER, password="not-" + PASSWORD)
+    failures = server.sasl.failures
+    with pytest.raises(ClientError) as refused:
+        driver_factory("kafkajs").produce(server.bootstrap_for("SASL_SSL"), topic, [Record(None, b"x")], timeout_s=30,
+                                          config=settings)
+    assert "SASL" in str(refused.value) or "Authentication" in str(refused.value), refused.value
+    assert server.sasl.failures > failures and topic not in server.store.topics()
 
 
 # (case, listener, mechanism, user, password): Kafka answers both with SASL_AUTHENTICATION_FAILED and

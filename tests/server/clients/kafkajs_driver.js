@@ -18,18 +18,29 @@
 //   list_offset    topic, partition, spec ("earliest" | "latest" | {"timestamp": ms}) -> offset
 //                  (-1 for a timestamp after every record)
 //   list_topics    -> [names]
+// Any command may carry "ssl" ({ca, cert, key}: PEM file paths, or true) and "sasl" (kafkajs's own
+// {mechanism: "plain" | "scram-sha-256" | "scram-sha-512", username, password}).
 'use strict'
 
+const fs = require('fs')
 const path = require('path')
 const { Kafka, CompressionTypes, ConfigResourceTypes, logLevel, Partitioners } =
   require(path.join(__dirname, 'js', 'node_modules', 'kafkajs'))
 
 const fromB64 = v => (v === null || v === undefined ? null : Buffer.from(v, 'base64'))
 
+function sslFor (ssl) {
+  if (!ssl || ssl === true) return ssl || undefined
+  const read = file => (file ? fs.readFileSync(file) : undefined)
+  return { ca: ssl.ca ? [read(ssl.ca)] : undefined, cert: read(ssl.cert), key: read(ssl.key) }
+}
+
 function kafkaFor (command) {
   return new Kafka({
     clientId: 'logstore-tests-kafkajs',
     brokers: command.brokers,
+    ssl: sslFor(command.ssl),
+    sasl: command.sasl || undefined,
     logLevel: logLevel.ERROR,
     logCreator: () => ({ level, log }) => process.stderr.write(`kafkajs ${level}: ${JSON.stringify(log)}\n`),
     connectionTimeout: 5000,

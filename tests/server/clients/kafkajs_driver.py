@@ -81,13 +81,14 @@ class KafkajsDriver(Driver):
 
     def produce(self, bootstrap, topic, records, *, acks=-1, compression="none", partition=None, timeout_s=30.0,
                 config=None):
-        if config:
-            raise ValueError("the kafkajs driver takes no extra config")
+        extra = dict(config or {})  # kafkajs's own "ssl" and "sasl" settings only
+        if set(extra) - {"ssl", "sasl"}:
+            raise ValueError(f"the kafkajs driver takes only its ssl and sasl settings, got {sorted(extra)}")
         payload = [{"key": _b64(r.key), "value": _b64(r.value),
                     "headers": [[name, _b64(value)] for name, value in (r.headers or ())],
                     "timestamp": r.timestamp_ms} for r in records]
         results = self._call("produce", bootstrap, timeout_s, topic=topic, acks=acks, compression=compression,
-                             partition=partition, records=payload)
+                             partition=partition, records=payload, **extra)
         return [(p, o) for p, o in results]
 
     def list_offset(self, bootstrap, topic, partition, spec, *, timeout_s=15.0):
