@@ -489,9 +489,15 @@ def decode_request(api_key: int, version: int, buf, offset: int) -> dict:
         body, end = decoder(buf, offset)
     except _DECODE_ERRORS as error:
         raise ProtocolError(f"{label}: {_describe(error)}") from error
-    if end != len(buf):
+    if end != len(buf) and not (api_key in _EMPTY_TAGS_TWICE and bytes(buf[end:]) == b"\0"):
         raise ProtocolError(f"{label}: {len(buf) - end} bytes left after the body (at byte {end})")
     return body
+
+
+_EMPTY_TAGS_TWICE = frozenset({51})
+"""Requests whose body librdkafka (2.0 to at least 2.16) ends with its empty tagged-field section
+written twice: one ``0x00`` after the body, which Kafka (reading nothing past the body) ignores.
+AlterUserScramCredentials: without this, confluent-kafka and kcat could not manage users."""
 
 
 def _served(api_key: int) -> str:

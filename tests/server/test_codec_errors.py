@@ -43,6 +43,12 @@ def test_every_truncation_and_any_trailing_byte_is_a_protocol_error(message, dat
     for cut in range(len(encoded)):
         with pytest.raises(ProtocolError, match=f"^{APIS[key].name}{direction.capitalize()} v{version}\\b"):
             decode(direction, key, version, memoryview(encoded)[:cut])
+    if direction == "request" and key == 51:
+        # librdkafka writes AlterUserScramCredentials' empty tag section twice: one 0x00 is let pass
+        from logstore.server.codec import decode_request
+        assert decode_request(key, version, encoded + b"\x00", 0) == decode_request(key, version, encoded, 0)
+        with pytest.raises(ProtocolError, match="1 bytes left after the body"):
+            decode_request(key, version, encoded + b"\x01", 0)
     with pytest.raises(ProtocolError, match="1 bytes left after the body"):
         decode(direction, key, version, encoded + b"\x00")
 
