@@ -18,21 +18,15 @@ the store to itself (it opens the store as a writer, which takes the store's loc
 
 from __future__ import annotations
 
-import json
 import os
-import zlib
 from typing import Iterable
 
-from ..errors import CorruptCheckpointError
 from ..fs import FileSystem
 from .acls import OPERATIONS, PATTERN_TYPES, PERMISSIONS, RESOURCE_TYPES, AclBinding, AclBindingFilter
+from .checked_json import load_document, save_document
 
 ACLS_FILE = "acls.json"
 VERSION = 1
-
-
-def _body_crc(body: dict) -> int:
-    return zlib.crc32(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
 
 
 def _entry(binding: AclBinding) -> dict:
@@ -64,26 +58,14 @@ class AclStore:
         self._bindings: frozenset[AclBinding] = self._load()
 
     def _load(self) -> frozenset[AclBinding]:
-        if not self._fs.exists(self.path):
-            return frozenset()
-        data = self._fs.read_file(self.path)
-        try:
-            document = json.loads(data.decode("utf-8"))
-            if not isinstance(document, dict) or document.get("version") != VERSION:
-                raise ValueError(f"unknown version {document.get('version') if isinstance(document, dict) else None!r}")
-            body = document["body"]
-            if _body_crc(body) != document["crc32"]:
-                raise ValueError("checksum mismatch")
-            return frozenset(_binding(entry) for entry in body["acls"])
-        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
-            raise CorruptCheckpointError(f"ACL file {self.path} is damaged: {exc}; fix or remove it "
-                                         "(then add the ACLs again)") from None
+        loaded = load_document(self._fs, self.path, VERSION,
+                               lambda body: frozenset(_binding(entry) for entry in body["acls"]),
+                               "ACL file", "fix or remove it (then add the ACLs again)")
+        return frozenset() if loaded is None else loaded
 
     def _save(self, bindings: frozenset[AclBinding]) -> None:
         """Write ``bindings`` durably, then make them this store's (a failed write changes nothing)."""
-        body = {"acls": [_entry(binding) for binding in sorted(bindings)]}
-        document = {"version": VERSION, "body": body, "crc32": _body_crc(body)}
-        self._fs.write_file_atomic(self.path, json.dumps(document, indent=1, sort_keys=True).encode() + b"\n")
+        save_document(self._fs, self.path, VERSION, {"acls": [_entry(binding) for binding in sorted(bindings)]})
         self._bindings = bindings
 
     def add(self, bindings: Iterable[AclBinding]) -> list[AclBinding]:

@@ -20,20 +20,27 @@ the admin API, or the CLI with the store to itself).
 from __future__ import annotations
 
 import base64
-import json
 import os
-import zlib
 
-from ..errors import CorruptCheckpointError
 from ..fs import FileSystem
+from .checked_json import load_document, save_document
 from .scram import DEFAULT_ITERATIONS, MECHANISMS, ScramCredential, scram_credential
 
 CREDENTIALS_FILE = "scram-credentials.json"
 VERSION = 1
 
 
-def _body_crc(body: dict) -> int:
-    return zlib.crc32(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
+def _credentials(body: dict) -> dict[tuple[str, str], ScramCredential]:
+    """The credentials of a document's body; ValueError/KeyError/TypeError when it holds none."""
+    loaded = {}
+    for entry in body["credentials"]:
+        credential = ScramCredential(entry["mechanism"], base64.b64decode(entry["salt"], validate=True),
+                                     int(entry["iterations"]), base64.b64decode(entry["stored_key"], validate=True),
+                                     base64.b64decode(entry["server_key"], validate=True))
+        if credential.mechanism not in MECHANISMS:
+            raise ValueError(f"unknown mechanism {credential.mechanism!r}")
+        loaded[(entry["user"], credential.mechanism)] = credential
+    return loaded
 
 
 def _check_user(user) -> None:
@@ -50,28 +57,9 @@ class CredentialStore:
         self._credentials: dict[tuple[str, str], ScramCredential] = self._load()
 
     def _load(self) -> dict[tuple[str, str], ScramCredential]:
-        if not self._fs.exists(self.path):
-            return {}
-        data = self._fs.read_file(self.path)
-        try:
-            document = json.loads(data.decode("utf-8"))
-            if not isinstance(document, dict) or document.get("version") != VERSION:
-                raise ValueError(f"unknown version {document.get('version') if isinstance(document, dict) else None!r}")
-            body = document["body"]
-            if _body_crc(body) != document["crc32"]:
-                raise ValueError("checksum mismatch")
-            loaded = {}
-            for entry in body["credentials"]:
-                credential = ScramCredential(entry["mechanism"], base64.b64decode(entry["salt"], validate=True),
-                                             int(entry["iterations"]), base64.b64decode(entry["stored_key"], validate=True),
-                                             base64.b64decode(entry["server_key"], validate=True))
-                if credential.mechanism not in MECHANISMS:
-                    raise ValueError(f"unknown mechanism {credential.mechanism!r}")
-                loaded[(entry["user"], credential.mechanism)] = credential
-            return loaded
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
-            raise CorruptCheckpointError(f"SCRAM credentials file {self.path} is damaged: {exc}; fix or remove it "
-                                         "(then add the users again)") from None
+        loaded = load_document(self._fs, self.path, VERSION, _credentials, "SCRAM credentials file",
+                               "fix or remove it (then add the users again)")
+        return {} if loaded is None else loaded
 
     def _save(self, credentials: dict[tuple[str, str], ScramCredential]) -> None:
         """Write ``credentials`` durably, then make them this store's (a failed write changes nothing)."""
@@ -80,8 +68,7 @@ class CredentialStore:
              "iterations": c.iterations, "stored_key": base64.b64encode(c.stored_key).decode(),
              "server_key": base64.b64encode(c.server_key).decode()}
             for (user, mechanism), c in sorted(credentials.items())]}
-        document = {"version": VERSION, "body": body, "crc32": _body_crc(body)}
-        self._fs.write_file_atomic(self.path, json.dumps(document, indent=1, sort_keys=True).encode() + b"\n")
+        save_document(self._fs, self.path, VERSION, body)
         self._credentials = credentials
 
     def set(self, user: str, mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS) -> None:

@@ -98,7 +98,8 @@ def test_a_damaged_file_is_refused_and_left_as_it_is(tmp_path, damage, message):
 
 
 def test_an_invalid_binding_with_a_good_checksum_is_refused(tmp_path):
-    from logstore.server.acl_store import VERSION, _body_crc
+    from logstore.server.acl_store import VERSION
+    from logstore.server.checked_json import body_crc as _body_crc
 
     path = tmp_path / ACLS_FILE
     for entry, message in [({"principal": "alice"}, "'alice'"), ({"operation": "read"}, "'read'"),
