@@ -1,20 +1,20 @@
 """``CredentialStore``: the SCRAM credentials of the server's users, kept in the first data dir as
-``scram-credentials.json`` (issue 17's second building block; ``logstore users`` and the admin APIs
-will stand on it).
+``scram-credentials.json`` (``logstore users`` and AlterUserScramCredentials change it; SASL reads it).
 
 What it owns:
 - the file: JSON with a version, one entry per (user, mechanism): the salt, the iteration count,
   StoredKey and ServerKey in base64 (``scram.ScramCredential``), never a password, and a CRC-32 of
   the body. It replaces its previous copy durably (temp file, fsync, rename, directory fsync:
   ``FileSystem.write_file_atomic``), so a crash leaves the old set or the new one;
-- ``set(user, mechanism, password, iterations)``, ``delete(user, mechanism=None)``, ``lookup(user,
-  mechanism)`` (what ``scram.ScramServer`` asks), ``users()`` (names and mechanisms, no secrets);
+- ``set(user, mechanism, password, iterations)``, ``apply(upserts, deletions)`` (many in one
+  write), ``delete(user, mechanism=None)``, ``lookup(user, mechanism)`` (what ``scram.ScramServer``
+  asks), ``users()`` (names and mechanisms, no secrets);
 - a damaged file (bad JSON, a checksum that does not match, an unknown version) is refused with
   ``CorruptCheckpointError`` naming it: a server must not start with nobody able to log in, or with
-  credentials it cannot trust; nothing is rewritten over it.
+  credentials it cannot trust; nothing is rewritten over it (the format: ``checked_json``).
 
-Not thread-safe on its own: the server changes credentials from one thread (its request handler for
-the admin API, or the CLI with the store to itself).
+Readers never lock (each change swaps in a new dict); changes must not run at once: the server's
+admin handler serialises them, the CLI has the store to itself.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ What it owns:
 from __future__ import annotations
 
 import logging
+import threading
 
 from . import errors
 from .acls import AclBinding, AclBindingFilter
@@ -44,6 +45,7 @@ class SecurityAdminHandler:
     def __init__(self, authorizer, credentials) -> None:
         self.authorizer = authorizer
         self.credentials = credentials
+        self._credentials_lock = threading.Lock()  # two handler threads must not both read-modify-write
 
     def register(self, apis) -> None:
         from .messages import API_KEYS
@@ -161,6 +163,10 @@ class SecurityAdminHandler:
         context.respond({"throttle_time_ms": 0, "error_code": errors.NONE, "error_message": None, "results": results})
 
     def alter_user_scram_credentials(self, context: RequestContext, request: dict) -> None:
+        with self._credentials_lock:
+            self._alter_user_scram_credentials(context, request)
+
+    def _alter_user_scram_credentials(self, context: RequestContext, request: dict) -> None:
         deletions = request.get("deletions") or []
         upsertions = request.get("upsertions") or []
         order = list(dict.fromkeys([entry["name"] for entry in (*deletions, *upsertions)]))
