@@ -1,0 +1,71 @@
+"""Run the whole test suite as two pytest processes at once: the README's test command, and CI's.
+
+Why: the machine has two cores and the suite is mostly single-threaded Python (each test waits on
+its own subprocesses, servers and clients), so one pytest process leaves a core idle for most of a
+run. ``pytest`` alone still runs everything, the same tests, in one process.
+
+How: the test folders are split into two fixed shards of about the same length (the crash, fuzz,
+log-layer and Spark tests; the server, client, CLI and the rest: every folder or file under
+``tests/`` that the first shard does not name goes to the second, so a new one is never left out).
+Each shard runs in its own pytest with its own ``--basetemp`` (two sessions must not clean each
+other's temporary dirs) and without the cache plugin; extra arguments go to both. Each shard's
+output is kept in ``test-results/shard-N.log`` and printed when both are done, the first shard's
+first. The exit code is pytest's: 0 when both passed, 5 when neither collected a test, else the
+first non-zero one.
+
+Usage: ``python scripts/test.py [PYTEST ARGS...]``
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIRST_SHARD = ("tests/crash", "tests/fuzz", "tests/spark", "tests/log", "tests/cleaner", "tests/records",
+               "tests/timer", "tests/tools")
+"""The first shard's folders; everything else under tests/ is the second's."""
+
+
+def shards() -> list[list[str]]:
+    """The two lists of paths, each given to one pytest."""
+    everything = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "tests").iterdir()
+                        if (path.is_dir() and path.name != "__pycache__") or
+                        (path.suffix == ".py" and path.name.startswith("test_")))
+    missing = [path for path in FIRST_SHARD if path not in everything]
+    if missing:
+        raise SystemExit(f"scripts/test.py: the first shard names folders that do not exist: {missing}")
+    return [list(FIRST_SHARD), [path for path in everything if path not in FIRST_SHARD]]
+
+
+def main(argv: list[str]) -> int:
+    results = ROOT / "test-results"
+    results.mkdir(exist_ok=True)
+    started = time.monotonic()
+    runs = []
+    for number, paths in enumerate(shards(), 1):
+        log = open(results / f"shard-{number}.log", "w+")
+        basetemp = Path(tempfile.gettempdir()) / f"logstore-tests-shard-{number}-{os.getpid()}"
+        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--basetemp={basetemp}", *paths, *argv]
+        print(f"shard {number}: {' '.join(paths)}", flush=True)
+        runs.append((number, subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT), log))
+    codes = []
+    for number, process, log in runs:
+        codes.append(process.wait())
+        log.seek(0)
+        print(f"\n===== shard {number} (exit {codes[-1]}) =====", flush=True)
+        sys.stdout.write(log.read())
+        log.close()
+    print(f"\n===== both shards done in {time.monotonic() - started:.0f} s: exit codes {codes} =====", flush=True)
+    if all(code == 5 for code in codes):
+        return 5
+    failed = [code for code in codes if code not in (0, 5)]
+    return failed[0] if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
