@@ -6,7 +6,9 @@ run. ``pytest`` alone still runs everything, the same tests, in one process.
 
 How: the test folders are split into two fixed shards of about the same length (the crash, fuzz,
 log-layer and Spark tests; the server, client, CLI and the rest: every folder or file under
-``tests/`` that the first shard does not name goes to the second, so a new one is never left out).
+``tests/`` that the first shard does not name goes to the second, so a new one is never left out;
+each pytest is given ``tests`` and ignores the other shard's part, so it collects in a full run's
+order).
 Each shard runs in its own pytest with its own ``--basetemp`` (two sessions must not clean each
 other's temporary dirs) and without the cache plugin; extra arguments go to both. Each shard's
 output is kept in ``test-results/shard-N.log`` and printed when both are done, the first shard's
@@ -32,14 +34,18 @@ FIRST_SHARD = ("tests/crash", "tests/fuzz", "tests/spark", "tests/log", "tests/c
 
 
 def shards() -> list[list[str]]:
-    """The two lists of paths, each given to one pytest."""
+    """Each shard's pytest arguments: ``tests`` with the other shard's folders and files ignored.
+    (Not the shard's own folders as arguments: pytest would then load every folder's conftest.py
+    up front, and the test modules that import their folder's ``conftest`` by name would get the
+    last one loaded; and the order of the tests would not be a full run's.)"""
     everything = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "tests").iterdir()
                         if (path.is_dir() and path.name != "__pycache__") or
                         (path.suffix == ".py" and path.name.startswith("test_")))
     missing = [path for path in FIRST_SHARD if path not in everything]
     if missing:
         raise SystemExit(f"scripts/test.py: the first shard names folders that do not exist: {missing}")
-    return [list(FIRST_SHARD), [path for path in everything if path not in FIRST_SHARD]]
+    second = [path for path in everything if path not in FIRST_SHARD]
+    return [["tests", *(f"--ignore={path}" for path in second)], ["tests", *(f"--ignore={path}" for path in FIRST_SHARD)]]
 
 
 def main(argv: list[str]) -> int:
@@ -50,8 +56,10 @@ def main(argv: list[str]) -> int:
     for number, paths in enumerate(shards(), 1):
         log = open(results / f"shard-{number}.log", "w+")
         basetemp = Path(tempfile.gettempdir()) / f"logstore-tests-shard-{number}-{os.getpid()}"
-        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--basetemp={basetemp}", *paths, *argv]
-        print(f"shard {number}: {' '.join(paths)}", flush=True)
+        # -P: not the repo first on sys.path (its logstore/ would shadow the installed package, which
+        # has logstore.cli), as the pytest command does not put it there either
+        command = [sys.executable, "-P", "-m", "pytest", "-p", "no:cacheprovider", f"--basetemp={basetemp}", *paths, *argv]
+        print(f"shard {number}: pytest {' '.join(paths)}", flush=True)
         runs.append((number, subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT), log))
     codes = []
     for number, process, log in runs:
