@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import click
 
-from logstore.client.security_admin import BrokerSecurityAdmin
 from logstore.server.acl_store import AclStore
 
 from . import broker
@@ -20,12 +19,7 @@ _FILTER_PATTERNS = {"any": PATTERN_ANY, "match": PATTERN_MATCH, **_ADD_PATTERNS}
 
 
 def _acl_store(options) -> tuple:
-    """(what to close, the ACLs): the store's file, or a broker's through its admin APIs."""
-    if options.bootstrap:
-        admin = broker.admin(options)
-        return admin, BrokerSecurityAdmin(admin)
-    store = options.open(read_only=False)
-    return store, AclStore(options.dirs[0])
+    return broker.security_store(options, AclStore)
 
 
 def _print(bindings) -> None:

@@ -13,6 +13,7 @@ import click
 
 from logstore.client.admin import BrokerAdmin
 from logstore.client.security import ClientSecurity
+from logstore.client.security_admin import BrokerSecurityAdmin
 from logstore.client.mirror import DEFAULT_GROUP, open_end
 from logstore.client.mirror import mirror as run_mirror
 from logstore.client.tools import append_chunks
@@ -25,6 +26,16 @@ def admin(options) -> BrokerAdmin:
     """The topics of the broker of ``--bootstrap-server``."""
     return BrokerAdmin(options.bootstrap, client_id="logstore-cli",
                        security=ClientSecurity.from_config(options.client_config))
+
+
+def security_store(options, local) -> tuple:
+    """(what to close, the users or ACLs): ``local(first data dir)`` with the store opened as a
+    writer (its lock), or with ``--bootstrap-server`` the broker's through its admin APIs."""
+    if options.bootstrap:
+        broker_admin = admin(options)
+        return broker_admin, BrokerSecurityAdmin(broker_admin)
+    store = options.open(read_only=False)
+    return store, local(options.dirs[0])
 
 
 def append(options, topic: str, entries: Sequence[InputRecord], batch_size: int, acks: str, timeout_ms: int) -> None:

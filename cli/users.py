@@ -10,7 +10,6 @@ import sys
 
 import click
 
-from logstore.client.security_admin import BrokerSecurityAdmin
 from logstore.server.credentials import CredentialStore
 from logstore.server.scram import DEFAULT_ITERATIONS, MECHANISMS, MIN_ITERATIONS
 
@@ -20,12 +19,7 @@ _MECHANISMS = click.Choice(sorted(MECHANISMS))
 
 
 def _credentials(options) -> tuple:
-    """(what to close, the credentials): the store's file, or a broker's through its admin APIs."""
-    if options.bootstrap:
-        admin = broker.admin(options)
-        return admin, BrokerSecurityAdmin(admin)
-    store = options.open(read_only=False)
-    return store, CredentialStore(options.dirs[0])
+    return broker.security_store(options, CredentialStore)
 
 
 @click.group()

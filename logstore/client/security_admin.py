@@ -16,20 +16,15 @@ from __future__ import annotations
 import secrets
 from typing import Iterable
 
-from ..server import errors as kafka_errors
 from ..server.acls import MATCH_ALL, AclBinding, AclBindingFilter
-from ..server.scram import DEFAULT_ITERATIONS, MECHANISMS, salted_password
-from .admin import BrokerAdmin
-from .errors import BrokerResponseError
-
-SCRAM_MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # Kafka's codes in the credential APIs
-_MECHANISM_NAMES = {code: name for name, code in SCRAM_MECHANISM_CODES.items()}
+from ..server.scram import DEFAULT_ITERATIONS, MECHANISM_CODES, MECHANISMS, MECHANISMS_BY_CODE, salted_password
+from .admin import BrokerAdmin, _check
 
 
-def _check(what: str, code: int, message: str | None) -> None:
-    if code:
-        name = kafka_errors.NAMES.get(code, str(code))
-        raise BrokerResponseError(f"{what}: {name}{': ' + message if message else ''}", code, name)
+def _binding(resource_type: int, resource_name: str, pattern_type: int, acl: dict) -> AclBinding:
+    """The binding of one ACL of a DescribeAcls or DeleteAcls answer."""
+    return AclBinding(resource_type, resource_name, pattern_type, acl["principal"], acl["host"], acl["operation"],
+                      acl["permission_type"])
 
 
 def _filter_body(found: AclBindingFilter) -> dict:
@@ -50,8 +45,7 @@ class BrokerSecurityAdmin:
         """Every ACL of the broker, sorted."""
         body = self.admin.network.request_any("DescribeAcls", _filter_body(MATCH_ALL))
         _check("DescribeAcls", body["error_code"], body.get("error_message"))
-        return sorted(AclBinding(resource["resource_type"], resource["resource_name"], resource["pattern_type"],
-                                 acl["principal"], acl["host"], acl["operation"], acl["permission_type"])
+        return sorted(_binding(resource["resource_type"], resource["resource_name"], resource["pattern_type"], acl)
                       for resource in body["resources"] for acl in resource["acls"])
 
     def add(self, bindings: Iterable[AclBinding]) -> list[AclBinding]:
@@ -74,8 +68,7 @@ class BrokerSecurityAdmin:
             _check("DeleteAcls", result["error_code"], result.get("error_message"))
             for acl in result["matching_acls"]:
                 _check("DeleteAcls", acl["error_code"], acl.get("error_message"))
-                removed.add(AclBinding(acl["resource_type"], acl["resource_name"], acl["pattern_type"],
-                                       acl["principal"], acl["host"], acl["operation"], acl["permission_type"]))
+                removed.add(_binding(acl["resource_type"], acl["resource_name"], acl["pattern_type"], acl))
         return sorted(removed)
 
     # --- SCRAM users ---------------------------------------------------------------------------------
@@ -88,7 +81,7 @@ class BrokerSecurityAdmin:
         for result in body["results"]:
             _check(f"DescribeUserScramCredentials {result['user']!r}", result["error_code"], result.get("error_message"))
             for info in result["credential_infos"]:
-                found.append((result["user"], _MECHANISM_NAMES.get(info["mechanism"], str(info["mechanism"])),
+                found.append((result["user"], MECHANISMS_BY_CODE.get(info["mechanism"], str(info["mechanism"])),
                               info["iterations"]))
         return sorted(found)
 
@@ -97,7 +90,7 @@ class BrokerSecurityAdmin:
         if mechanism not in MECHANISMS:
             raise ValueError(f"unknown SCRAM mechanism {mechanism!r} (known: {', '.join(MECHANISMS)})")
         salt = secrets.token_bytes(32)
-        self._alter([], [{"name": user, "mechanism": SCRAM_MECHANISM_CODES[mechanism], "iterations": iterations,
+        self._alter([], [{"name": user, "mechanism": MECHANISM_CODES[mechanism], "iterations": iterations,
                           "salt": salt, "salted_password": salted_password(mechanism, password, salt, iterations)}])
 
     def delete(self, user: str, mechanism: str | None = None) -> int:
@@ -106,7 +99,7 @@ class BrokerSecurityAdmin:
         mechanisms = [m for u, m, _i in self.users() if u == user and (mechanism is None or m == mechanism)]
         if not mechanisms:
             raise KeyError(f"no SCRAM credential for user {user!r}" + (f" and {mechanism}" if mechanism else ""))
-        self._alter([{"name": user, "mechanism": SCRAM_MECHANISM_CODES[m]} for m in mechanisms], [])
+        self._alter([{"name": user, "mechanism": MECHANISM_CODES[m]} for m in mechanisms], [])
         return len(mechanisms)
 
     def _alter(self, deletions: list[dict], upsertions: list[dict]) -> None:
@@ -116,4 +109,4 @@ class BrokerSecurityAdmin:
             _check(f"AlterUserScramCredentials {result['user']!r}", result["error_code"], result.get("error_message"))
 
 
-__all__ = ["BrokerSecurityAdmin", "SCRAM_MECHANISM_CODES"]
+__all__ = ["BrokerSecurityAdmin"]

@@ -71,11 +71,8 @@ class Broker:
         """The (host, port) clients are told to connect to: the advertised address of the listener
         ``context``'s request came in on (Kafka answers each listener with its own), else the first's."""
         listener = context.connection.listener if context is not None else None
-        if listener is not None and listener.advertised_host:
-            return listener.advertised_host, listener.advertised_port or listener.port
-        endpoints = self.endpoints
-        if listener is not None and listener.protocol in endpoints:
-            return endpoints[listener.protocol]
+        if listener is not None and listener.protocol in self.endpoints:
+            return self.endpoints[listener.protocol]  # advertised, or bound (KafkaServer._start)
         return self.host, self.port
 
     def broker_entry(self, context: RequestContext | None = None) -> dict:

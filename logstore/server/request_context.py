@@ -34,7 +34,7 @@ sends its tokens size-prefixed without a request header, and expects them answer
 class Connection:
     """One client connection: its socket, what was read and not yet handled, what is to be sent."""
 
-    __slots__ = ("connection_id", "sock", "peer", "peer_host", "inbound", "large", "filled", "ready", "outbound",
+    __slots__ = ("connection_id", "sock", "peer", "inbound", "large", "filled", "ready", "outbound",
                  "busy", "closed", "last_active_ms", "requests", "events", "eof", "slots", "listener", "session", "tls",
                  "handshaking", "closing", "tls_unsent")
 
@@ -43,7 +43,6 @@ class Connection:
         self.connection_id = connection_id
         self.sock = sock
         self.peer = peer
-        self.peer_host = peer.rpartition(":")[0]
         self.listener = listener  # the Listener it came in on (None: the server's one plain address)
         self.session = session  # who the client is (sasl.Session), made by the server's session factory
         self.tls = isinstance(sock, ssl.SSLSocket)

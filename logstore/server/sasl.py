@@ -147,8 +147,7 @@ class SaslAuthenticator:
         self.throttle = throttle or AuthenticationThrottle(clock=self._clock)
         # Makes the fake salt of an unknown user stable for this server's life (scram.ScramServer).
         self._secret = secrets.token_bytes(32)
-        self._log_lock = threading.Lock()
-        self._logged: dict[str, list[int]] = {}  # host -> [last logged at, failures not logged since]
+        self._failure_log = _LogLimiter(self._clock)  # one line per host per LOG_INTERVAL_MS
         self.failures = 0
         self.successes = 0
 
@@ -256,20 +255,36 @@ class SaslAuthenticator:
         return None
 
     def _log_failure(self, session: Session, mechanism: str | None, user: str | None, reason: str) -> None:
-        now_ms = self._clock.monotonic_ms()
-        with self._log_lock:
-            entry = self._logged.get(session.host)
-            if entry is not None and now_ms - entry[0] < LOG_INTERVAL_MS:
-                entry[1] += 1
-                return
-            left_out = entry[1] if entry is not None else 0
-            self._logged[session.host] = [now_ms, 0]
-            if len(self._logged) > MAX_HOSTS:
-                self._logged.pop(next(iter(self._logged)))
+        left_out = self._failure_log.admit(session.host)
+        if left_out is None:
+            return
         logger.warning("failed authentication from %s (%s, mechanism %s, user %r): %s%s", session.peer,
                        session.protocol, mechanism, user, reason,
                        f"; {left_out} more from {session.host} in the last {LOG_INTERVAL_MS // 1000} s not logged"
                        if left_out else "")
+
+
+class _LogLimiter:
+    """At most one log line per key per ``LOG_INTERVAL_MS``: ``admit(key)`` is None for a line to
+    leave out, else how many were left out since the last one (at most ``MAX_HOSTS`` keys kept)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._logged: collections.OrderedDict[object, list[int]] = collections.OrderedDict()
+
+    def admit(self, key) -> int | None:
+        now_ms = self._clock.monotonic_ms()
+        with self._lock:
+            entry = self._logged.get(key)
+            if entry is not None and now_ms - entry[0] < LOG_INTERVAL_MS:
+                entry[1] += 1
+                return None
+            self._logged[key] = [now_ms, 0]
+            self._logged.move_to_end(key)
+            while len(self._logged) > MAX_HOSTS:
+                self._logged.popitem(last=False)
+            return entry[1] if entry is not None else 0
 
 
 class DenialLog:
@@ -278,23 +293,12 @@ class DenialLog:
     out, so a client retrying a refused request does not flood the log."""
 
     def __init__(self, clock: Clock | None = None) -> None:
-        self._clock = clock or SYSTEM_CLOCK
-        self._lock = threading.Lock()
-        self._logged: collections.OrderedDict[tuple, list[int]] = collections.OrderedDict()
+        self._limiter = _LogLimiter(clock or SYSTEM_CLOCK)
 
     def denied(self, principal: str, host: str, operation: str, resource_type: str, name: str) -> None:
-        key = (principal, operation, resource_type, name)
-        now_ms = self._clock.monotonic_ms()
-        with self._lock:
-            entry = self._logged.get(key)
-            if entry is not None and now_ms - entry[0] < LOG_INTERVAL_MS:
-                entry[1] += 1
-                return
-            left_out = entry[1] if entry is not None else 0
-            self._logged[key] = [now_ms, 0]
-            self._logged.move_to_end(key)
-            while len(self._logged) > MAX_HOSTS:
-                self._logged.popitem(last=False)
+        left_out = self._limiter.admit((principal, operation, resource_type, name))
+        if left_out is None:
+            return
         logger_denials.warning("denied: %s from %s may not %s %s %r%s", principal, host, operation, resource_type,
                                name, f" ({left_out} more times in the last {LOG_INTERVAL_MS // 1000} s)"
                                if left_out else "")

@@ -35,6 +35,9 @@ from typing import Callable
 from ..errors import RequestError
 
 MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+"""Kafka's codes of the SCRAM mechanisms in the credential admin APIs (50, 51)."""
+MECHANISMS_BY_CODE = {code: name for name, code in MECHANISM_CODES.items()}
 MIN_ITERATIONS = 4096  # Kafka's minimum for SCRAM credentials
 DEFAULT_ITERATIONS = 8192
 _GS2_HEADER = "n,,"  # no channel binding, no authzid: what Kafka's clients send

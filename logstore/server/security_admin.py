@@ -22,13 +22,10 @@ import threading
 from . import errors
 from .acls import AclBinding, AclBindingFilter
 from .request_context import RequestContext
-from .scram import MECHANISMS, MIN_ITERATIONS, credential_from_salted
+from .scram import MECHANISM_CODES, MECHANISMS, MECHANISMS_BY_CODE, MIN_ITERATIONS, credential_from_salted
 
 logger = logging.getLogger("logstore.server.security")
 
-SCRAM_MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
-"""Kafka's codes of the SCRAM mechanisms in the credential APIs."""
-MECHANISMS_BY_CODE = {code: name for name, code in SCRAM_MECHANISM_CODES.items()}
 MAX_ITERATIONS = 16384  # Kafka's upper bound for a SCRAM credential's iterations
 
 
@@ -142,7 +139,7 @@ class SecurityAdminHandler:
     def describe_user_scram_credentials(self, context: RequestContext, request: dict) -> None:
         stored: dict[str, list[dict]] = {}
         for user, mechanism, iterations in self.credentials.users():
-            stored.setdefault(user, []).append({"mechanism": SCRAM_MECHANISM_CODES[mechanism], "iterations": iterations})
+            stored.setdefault(user, []).append({"mechanism": MECHANISM_CODES[mechanism], "iterations": iterations})
         wanted = request.get("users")
         results = []
         if wanted is None:
@@ -224,4 +221,4 @@ class SecurityAdminHandler:
         context.respond({"throttle_time_ms": 0, "results": results})
 
 
-__all__ = ["MECHANISMS_BY_CODE", "SCRAM_MECHANISM_CODES", "SecurityAdminHandler"]
+__all__ = ["SecurityAdminHandler"]

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from ..config import boolean_setting, integer_setting
 from ..errors import InvalidConfigError
 from ..group.config import GroupConfig
+from .acls import check_principal
 from .listeners import TLS_KEYS, TlsSettings
 
 
@@ -31,9 +32,11 @@ def _mechanisms(key: str, value: Any) -> tuple[str, ...]:
 
 def _principals(key: str, value: Any) -> tuple[str, ...]:
     names = tuple(name.strip() for name in (value.split(";") if isinstance(value, str) else value) if name.strip())
-    bad = [name for name in names if ":" not in name or name.startswith(":") or name.endswith(":")]
-    if bad:
-        raise InvalidConfigError(f"{key} takes principals like User:alice separated by ';', got {bad[0]!r}")
+    for name in names:
+        try:
+            check_principal(name)  # the ACLs' own rule for a principal
+        except ValueError:
+            raise InvalidConfigError(f"{key} takes principals like User:alice separated by ';', got {name!r}") from None
     return names
 
 
