@@ -78,7 +78,7 @@ MUTANTS = [
         ("tests/crash/test_faults.py::test_io_error_writing_checkpoints_in_truncate_to_is_a_storage_error",
          f"{RULES}::test_a_crash_at_any_operation_of_delete_records_keeps_the_log_start_offset")),
     Mutant(
-        "the CRC check skipped on recovery", "logstore/log/segment_recovery.py",
+        "the CRC check skipped on recovery", "logstore/log/segment.py",
         "                load_batch(position, header, buffer, at)\n",
         "                pass  # MUTANT: the batch is not verified (no CRC check)\n",
         (f"{RULES}::test_recovery_cuts_a_last_batch_whose_checksum_fails",)),
@@ -90,7 +90,7 @@ MUTANTS = [
          "tests/crash/test_durable_crash.py::test_durable_appends_survive_power_loss",
          f"{RULES}::test_a_torn_tail_after_a_crash_is_cut_not_an_error")),
     Mutant(
-        "truncation rounding the wrong way", "logstore/log/segment_recovery.py",
+        "truncation rounding the wrong way", "logstore/log/segment.py",
         "            position = found[0]\n"
         "            removed = self.size_bytes - position\n",
         "            position = found[0] + found[1].size_bytes  # MUTANT: keeps the batch holding the offset\n"

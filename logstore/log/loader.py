@@ -14,7 +14,7 @@
    the next must start where they end.
 5. **Recover** after an unclean shutdown: every batch from the recovery point on is re-verified (CRC
    and offsets) and indexed again, from the offset index entry at or below the recovery point once
-   the data confirms it (else from the start of that segment; ``SegmentRecovery.recover``); later
+   the data confirms it (else from the start of that segment; ``LogSegment.recover``); later
    segments from their start. A torn tail at or above the
    recovery point (nothing valid follows it in its file) is cut and the later segments dropped.
 6. **Offsets.** A log whose end is below the checkpointed log start offset after a crash (and whose

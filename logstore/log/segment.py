@@ -5,10 +5,30 @@ back), ``00000000000000368769.index`` and ``00000000000000368769.timeindex``. Th
 lower bound on the offsets inside. Only the last segment of a log (the active one) receives appends.
 
 The data file is a ``FileRecords`` (writes at the logical size, ``pread`` or, for a writer's point
-reads, a read-only mapping under the rules that keep SIGBUS away). Reading records (``read``,
-``iter_record_runs``, ``iter_batch_slices``, point reads of cached batch heads) is in the base class
-``SegmentReads`` (segment_reads.py), rebuilding and cutting in ``SegmentRecovery``
-(segment_recovery.py); this module owns the files, appends, scans and the segment's life cycle.
+reads, a read-only mapping under the rules that keep SIGBUS away). Besides the files, appends, header
+scans and its life cycle, the segment owns:
+
+- **Returning records**: ``read`` (a consumer's fetch, within a byte and a record budget),
+  ``iter_record_runs`` (scans), ``iter_batch_slices`` (whole verified batches, for column-wise
+  consumers) and point reads of cached batch heads (``read_one_cached``: large batches verified once
+  are remembered, so later point reads into them read only a cached head, ``fetch.HEAD_CACHE``, and
+  the record's own bytes). Each walks the batches from the offset index entry at or below the start
+  (``scan_from``, which checks the entry against its batch), verifies every batch it uses, and
+  charges a budget per batch (``fetch.take_records``). After a one-record batch the batches that
+  follow in the same buffer go through ``record_builder.take_single_record_batches``, which unpacks,
+  checks and builds runs of small batches with a few C-level calls and hands anything unusual back
+  to the general path.
+- **Rebuilding and cutting**: ``recover`` re-verifies every batch of the data file (both CRCs,
+  offsets increasing and inside the segment's 32-bit range), rebuilds both indexes from what is valid
+  and, when asked, cuts the invalid tail. Given the log's recovery point it resumes instead from the
+  offset index entry at or below it (the bytes before were fsynced with their entries), once the
+  batch there and the time index's last entry before it confirm them: after a crash only the bytes
+  past the recovery point are read. One pass over large reads; new index entries are written in bulk
+  at the end. ``truncate_to`` removes whole batches from an offset on. The loader decides *whether*
+  bytes may be cut (a crash's torn tail may; damage may not: ``damage``); the segment only does it.
+
+Lookups by timestamp, and the segment's largest timestamp, are ``time_lookup``'s (it sees the segment
+through a narrow protocol).
 
 Not thread-safe for writers: the owning ``Log`` serialises appends, truncation and recovery. Reads
 may run concurrently with appends (they are bounded by a size snapshot taken by the caller).
@@ -18,17 +38,20 @@ from __future__ import annotations
 
 import logging
 import os
+from bisect import bisect_right, insort
+from functools import partial
 from itertools import chain
 from typing import Iterator
 
 from ..clock import Clock
 from ..errors import CorruptIndexError, CorruptRecordError, LogSegmentOffsetOverflowError
 from ..fs import FileSystem
-from ..records.decoder import HEADER_BYTES, BatchHeader, RecordBatch, read_header
+from ..records.decoder import (COMPRESSION_MASK, HEADER_BYTES, LOG_OVERHEAD_BYTES, BatchHeader, Record, RecordBatch,
+                               columns_bytes, read_header)
+from ..records.fetch import HEAD_CACHE, CachedHead, take_records
+from ..records.record_builder import NO_LIMIT, PointHead, take_single_record_batches
 from .file_records import FileRecords
 from .index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
-from .segment_reads import PARTIAL_READ_MIN_BYTES, VERIFIED_CACHE_ENTRIES, SegmentReads
-from .segment_recovery import SegmentRecovery
 from .time_lookup import load_max_timestamp
 
 logger = logging.getLogger("logstore.segment")  # its name before the subpackages (logging configs)
@@ -43,6 +66,16 @@ _MAX_RELATIVE_OFFSET = 2**31 - 1
 _MAX_SEGMENT_BYTES = 2**31 - 1
 _READ_CHUNK_BYTES = 256 * 1024
 _SMALL_CHUNK_BYTES = 16 * 1024
+_LARGE_CHUNK_BYTES = 1024 * 1024
+_RECOVERY_READ_BYTES = 1024 * 1024  # one read for many batches (a larger batch is read whole); 8 MiB measured slower: each fresh buffer costs page faults
+PARTIAL_READ_MIN_BYTES = 32 * 1024  # batches at least this large may be read partially
+VERIFIED_CACHE_ENTRIES = 65536
+_RUN_RECORDS = 512  # the records of one-record batches ``iter_record_runs`` yields at a time
+_CACHED_KEYS_MAX_BYTES = 64 * 1024  # a cached batch head keeps the keys blob up to this size
+
+
+def _NO_FETCH(at_in_body: int, size_bytes: int) -> bytes:
+    raise AssertionError("a batch head was asked for body bytes while being built")
 
 
 def file_prefix(base_offset: int) -> str:
@@ -50,7 +83,7 @@ def file_prefix(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
-class LogSegment(SegmentReads, SegmentRecovery):
+class LogSegment:
     """One segment: data file, ``OffsetIndex`` and ``TimeIndex``. Open with ``LogSegment.open``."""
 
     def __init__(self, fs: FileSystem, clock: Clock, dir_path: str, base_offset: int, *,
@@ -325,6 +358,203 @@ class LogSegment(SegmentReads, SegmentRecovery):
                 break
         return -1 if self._rolling_based_timestamp is None else self._rolling_based_timestamp
 
+    # --- returning records -----------------------------------------------------------------------
+
+    def _batch_for_read(self, position: int, header: BatchHeader, buffer: memoryview, at: int,
+                        wanted_bytes: int) -> RecordBatch:
+        """The batch at ``position``, partially when only a little of a large, uncompressed batch
+        whose CRC was verified earlier in this process is wanted: then only its columns and the
+        wanted key, value and header bytes are read."""
+        size = header.size_bytes
+        if (at + size <= len(buffer) or size < PARTIAL_READ_MIN_BYTES or wanted_bytes * 4 >= size
+                or header.attributes & COMPRESSION_MASK):
+            return self.load_batch(position, header, buffer, at)
+        cached = HEAD_CACHE.get((self._token, position))
+        if cached is not None:
+            return cached
+        if position not in self._verified:
+            # The first point read into this batch reads and verifies all of it; its head (header,
+            # columns and small keys) goes to the cache from those bytes, for the next point reads.
+            batch = self.load_batch(position, header, buffer, at)
+            self._cache_head(position, header, batch.buffer)
+            return batch
+        head_bytes = HEADER_BYTES + columns_bytes(header)
+        if at + head_bytes <= len(buffer):
+            head = bytes(buffer[at : at + head_bytes])
+        else:
+            head = self.file.pread(head_bytes, position)
+        keys_bytes = RecordBatch(header, head, _NO_FETCH).columns.blob_bytes[0]
+        if keys_bytes <= _CACHED_KEYS_MAX_BYTES:  # keep the keys too: a point read then reads one value
+            head += self._pread_body(position + HEADER_BYTES, head_bytes - HEADER_BYTES, keys_bytes)
+        return self._cache_head(position, header, head)
+
+    def _cache_head(self, position: int, header: BatchHeader, data) -> RecordBatch:
+        """Cache the head (header, columns and, when small, the keys) of the verified batch at
+        ``position``, cut from ``data`` (the head, or the whole batch), and return it as a partial
+        batch that reads other bytes through the segment."""
+        head_bytes = HEADER_BYTES + columns_bytes(header)
+        partial_batch = RecordBatch(header, bytes(data[:head_bytes]), _NO_FETCH)
+        keys_bytes = partial_batch.columns.blob_bytes[0]
+        if keys_bytes <= _CACHED_KEYS_MAX_BYTES and len(data) >= head_bytes + keys_bytes:
+            head = bytes(data[: head_bytes + keys_bytes])
+        else:
+            head = partial_batch.buffer
+        batch = CachedHead(header, head, partial(self._pread_body, position + HEADER_BYTES))
+        HEAD_CACHE.put((self._token, position), batch)
+        if len(self._cached_positions) >= VERIFIED_CACHE_ENTRIES:
+            self._cached_bases.clear()
+            self._cached_positions.clear()
+        if header.base_offset not in self._cached_positions:
+            self._cached_positions[header.base_offset] = position  # before the base: readers bisect the bases
+            insort(self._cached_bases, header.base_offset)
+        return batch
+
+    def _pread_body(self, body_position: int, at_in_body: int, size_bytes: int) -> bytes:
+        """Bytes of a batch body, read through the segment's current file (never a remembered
+        descriptor, which a closed segment may have handed to another file)."""
+        return self.file.read_exact(size_bytes, body_position + at_in_body)
+
+    def read_one_cached(self, offset: int) -> Record | None:
+        """The record at ``offset`` when the head of its batch is cached from an earlier point read
+        (the fast path of ``Log.read`` for one record); None when the general path must run. The
+        batch is found among the cached ones by its base offset (a verified header's, so no index
+        entry needs confirming): the last cached batch starting at or below ``offset`` holds it, or
+        none does."""
+        bases = self._cached_bases
+        slot = bisect_right(bases, offset) - 1
+        if slot < 0 or self.indexes_distrusted:
+            return None
+        position = self._cached_positions.get(bases[slot])
+        cached = HEAD_CACHE.get((self._token, position))
+        if cached is None:
+            return None
+        point = cached.point
+        if point is None:
+            point = cached.point = PointHead(cached, position + HEADER_BYTES, self.file.read_exact)
+        return point.record(offset)
+
+    def read(self, start_offset: int, max_bytes: int, max_records: int, end: int | None = None,
+             min_one: bool = True, end_offset: int = 2**63 - 1) -> tuple[list[Record], int, bool]:
+        """Records with ``start_offset`` <= offset < ``end_offset`` from this segment, within
+        ``max_bytes`` of charged bytes and ``max_records`` records (at least one when ``min_one``
+        and any exists). Returns the records, the bytes charged, and whether the read is complete (a
+        limit was reached, so the caller must not continue into the next segment). ``end`` bounds
+        the bytes read (a size snapshot); ``end_offset`` is the log end offset the reader saw, so a
+        batch an append has written but not yet published is never returned."""
+        end = self.size_bytes if end is None else end
+        entry = self._index_entry(start_offset)
+        position = entry.position
+        records: list[Record] = []
+        charged = 0
+        cached = HEAD_CACHE.get((self._token, position))
+        if cached is not None and cached.header.base_offset != entry.offset and position:
+            raise CorruptIndexError(f"offset index {self.offset_index.path} entry {tuple(entry)} does not point "
+                                    f"at a batch starting at that offset")
+        if cached is not None and cached.header.base_offset <= start_offset <= cached.header.last_offset:
+            # A point read in a batch read before: no header scan, no column read.
+            charged, done = take_records(cached, start_offset, end_offset, max_bytes, max_records, records, min_one)
+            if done:
+                return records, charged, True
+            position += cached.header.size_bytes
+        # What the read may want: one record (``max_records=1``, a point read however it is asked)
+        # wants a small read and a cached head, whatever ``max_bytes`` allows.
+        wanted_bytes = max_bytes if max_records > 1 else 0
+        chunk_bytes = min(max(2 * wanted_bytes, _SMALL_CHUNK_BYTES), _LARGE_CHUNK_BYTES)
+        scan = self.scan_from(start_offset, end, chunk_bytes, entry) if position == entry.position else \
+            self.scan_headers(position, end, chunk_bytes)
+        while True:
+            item = next(scan, None)
+            if item is None:
+                return records, charged, False
+            batch_position, header, buffer, at = item
+            if header.base_offset >= end_offset:
+                return records, charged, True
+            if header.record_count == 0 and header.last_offset >= start_offset:
+                # Verified, though it adds nothing: a damaged count must not hide a batch's records.
+                self.load_batch(batch_position, header, buffer, at)
+            elif header.last_offset >= start_offset:
+                batch = self._batch_for_read(batch_position, header, buffer, at, wanted_bytes - charged)
+                cost, done = take_records(batch, start_offset, end_offset, max_bytes - charged, max_records,
+                                          records, min_one and not records)
+                charged += cost
+                if done:
+                    return records, charged, True
+            if header.record_count > 1:  # else the one-record batches that follow, in the fast loop
+                continue
+            run_at, limit = at + header.size_bytes, min(len(buffer), end - batch_position + at)
+            following, cost, done = take_single_record_batches(buffer.obj, run_at, limit, start_offset, end_offset,
+                                                               max_bytes - charged, max_records - len(records),
+                                                               records, min_one and not records)
+            charged += cost
+            if done:
+                return records, charged, True
+            if following != run_at:  # go on in the same buffer, as the scan would have
+                scan = self.scan_headers(following + batch_position - at, end, chunk_bytes, buffer, batch_position - at)
+
+    def iter_record_runs(self, start_offset: int, stop_offset: int, end: int | None = None) -> Iterator:
+        """``(records, next_offset)`` for the records with offsets in [start_offset, stop_offset) within
+        the first ``end`` bytes: ``records`` iterates ``Record`` (lazily built for a large batch, at once
+        for one-record batches), ``next_offset`` follows the batches it covers (a resumed scan's start)."""
+        end = self.size_bytes if end is None else end
+        scan = self.scan_from(start_offset, end, _LARGE_CHUNK_BYTES)
+        while True:
+            item = next(scan, None)
+            if item is None:
+                return
+            batch_position, header, buffer, at = item
+            if header.base_offset >= stop_offset:
+                return
+            if header.last_offset >= start_offset:
+                batch = self.load_batch(batch_position, header, buffer, at)  # empty ones too (see ``read``)
+                if header.record_count:
+                    first = batch.index_of(start_offset) if header.base_offset < start_offset else 0
+                    stop = batch.index_of(stop_offset) if header.last_offset >= stop_offset else header.record_count
+                    if first < stop:
+                        yield batch.iter_records(first, stop), header.next_offset
+            if header.record_count > 1:
+                continue
+            run_at, limit = at + header.size_bytes, min(len(buffer), end - batch_position + at)
+            following = run_at
+            while True:
+                # Runs of at most _RUN_RECORDS: a consumer drops one run before the next is built, so
+                # the records alive at once stay below the collector's young-generation threshold
+                # (700 allocations) and no collection runs; a whole buffer's run (thousands of
+                # records) set off collections that traversed every long-lived object again.
+                records: list[Record] = []
+                following, _, done = take_single_record_batches(buffer.obj, following, limit, start_offset,
+                                                                stop_offset, NO_LIMIT, _RUN_RECORDS, records, False)
+                if records:
+                    yield records, records[-1].offset + 1
+                if not done or len(records) < _RUN_RECORDS:
+                    break
+            if done:
+                return
+            if following != run_at:
+                scan = self.scan_headers(batch_position - at + following, end, _LARGE_CHUNK_BYTES, buffer,
+                                         batch_position - at)
+
+    def iter_batch_slices(self, start_offset: int, stop_offset: int, end: int | None = None,
+                          include_empty: bool = False) -> Iterator:
+        """``(batch, first, stop)`` for every non-empty verified batch holding offsets in
+        [start_offset, stop_offset) within the first ``end`` bytes: records [first, stop) of the
+        batch are the ones in range. For column-wise consumers (Arrow) that take whole columns.
+        ``include_empty``: also the batches holding offsets in range but no record in it (an empty
+        batch, or a compacted one whose records in range were removed), with first == stop."""
+        for batch_position, header, buffer, at in self.scan_from(start_offset, end, _LARGE_CHUNK_BYTES):
+            if header.base_offset >= stop_offset:
+                return
+            if header.last_offset < start_offset:
+                continue
+            batch = self.load_batch(batch_position, header, buffer, at)  # empty ones too (see ``read``)
+            if header.record_count == 0:
+                if include_empty:
+                    yield batch, 0, 0
+                continue
+            first = batch.index_of(start_offset) if header.base_offset < start_offset else 0
+            stop = batch.index_of(stop_offset) if header.last_offset >= stop_offset else header.record_count
+            if first < stop or include_empty:
+                yield batch, first, max(first, stop)
+
     # --- rolling ---------------------------------------------------------------------------------
 
     def should_roll(self, max_segment_bytes: int, max_segment_ms: int, incoming_bytes: int,
@@ -375,6 +605,207 @@ class LogSegment(SegmentReads, SegmentRecovery):
             if header.last_offset >= offset:
                 return self.load_batch(batch_position, header, buffer, at)
         return None
+
+    def recover(self, cut_tail: bool = True, recovery_point: int | None = None, keep_capacity: bool = False) -> int:
+        """Re-verify every batch (CRC, offsets), rebuild both indexes, cut an invalid tail.
+        Returns the number of invalid bytes at the tail (cut when ``cut_tail``). A torn or corrupt
+        tail is logged, never raised. With ``cut_tail=False`` only the indexes are rebuilt (a lying
+        index found by a read: the data stays as it is, damage there stays reported by reads).
+
+        ``recovery_point``: the log's recovery point (every batch below it was fsynced, with the
+        index entries made for it). Recovery then resumes from the offset index entry at or below it
+        (``_resume_point``: once that entry and the last time index entry before it are confirmed by
+        the data; otherwise it starts from the segment's start): the bytes before that entry are
+        treated as those of a segment below the recovery point, and only the bytes from there on are
+        re-verified and re-indexed. ``keep_capacity``: leave the indexes at full size and mapped (the
+        segment becomes the active one: trimming them now would only be undone)."""
+        self._forget_verified()
+        file_size = self.file.file_size()
+        resumed = None if recovery_point is None else self._resume_point(recovery_point, file_size)
+        if resumed is None:
+            self.indexes_distrusted = False
+            self.offset_index.reset()
+            self.time_index.reset()
+            self._max_timestamp = TimestampOffset(-1, self.base_offset)
+            start, previous_last_offset = 0, self.base_offset - 1
+        else:
+            entry, self._max_timestamp = resumed
+            start, previous_last_offset = entry.position, entry.offset - 1
+        valid_bytes, last_index_entry = self._verify_and_index(start, file_size, previous_last_offset,
+                                                               resumed is not None)
+        if resumed is not None and valid_bytes == start:
+            # Not even the batch at the entry is valid (damage below the recovery point): the entry
+            # would point past the valid bytes. Everything again from the start, which names the damage.
+            return self.recover(cut_tail, None, keep_capacity)
+        truncated = file_size - valid_bytes
+        if truncated and cut_tail:
+            logger.warning("recovery cut %d bytes from the tail of %s", truncated, self.log_path)
+            self.file.truncate_to(valid_bytes)
+        self.bytes_since_last_index_entry = valid_bytes - last_index_entry if valid_bytes else 0
+        self._rolling_based_timestamp = None
+        self.time_index.maybe_append(*self._max_timestamp_pair(), skip_full_check=True)
+        if not keep_capacity:
+            self.offset_index.trim_to_valid_size()
+            self.time_index.trim_to_valid_size()
+        if not self.active and not keep_capacity:  # recovering many segments must not hold their index descriptors
+            self.offset_index.freeze()
+            self.time_index.freeze()
+        return truncated
+
+    def _verify_and_index(self, position: int, file_size: int, previous_last_offset: int,
+                          resumed: bool) -> tuple[int, int]:
+        """Verify the batches from ``position`` on (``load_batch``: both CRCs and the columns, as every
+        read does; offsets increasing and inside the segment's range), reading a megabyte at a
+        time, and add an index entry every ``index_interval_bytes``. ``resumed``: ``position`` holds
+        the last offset index entry already; its time index entry is made again (it was cut with the
+        entries after it). Returns ``(valid_bytes, position of the last offset index entry)``; stops
+        (logged) at the first invalid or incomplete batch."""
+        offset_index, time_index = self.offset_index, self.time_index
+        interval = self.index_interval_bytes
+        where = f" in {self.log_path}"
+        header_at, load_batch, pread, can_hold = read_header, self.load_batch, self.file.pread, self.can_hold
+        maximum_ms, maximum_offset = self._max_timestamp
+        last_index_entry = position if resumed else 0
+        # New entries are collected and written in bulk at the end, as ``append`` and ``maybe_append``
+        # would have added them one by one (the same fullness rules).
+        offsets: list[int] = []
+        positions: list[int] = []
+        times: list[int] = []
+        time_offsets: list[int] = []
+        offset_room = offset_index.max_entries - offset_index.entries
+        time_room = time_index.max_entries - 1 - time_index.entries  # ``TimeIndex.is_full`` keeps a slot free
+        last_time_ms = time_index.last_entry.timestamp_ms
+        buffer = memoryview(b"")
+        buffer_position = position
+        valid_bytes = position
+        try:
+            while position < file_size:
+                at = position - buffer_position
+                if len(buffer) - at < HEADER_BYTES:
+                    buffer = memoryview(pread(min(_RECOVERY_READ_BYTES, file_size - position), position))
+                    buffer_position, at = position, 0
+                header = header_at(buffer, at, where, False)
+                if header is None:
+                    break  # fewer bytes than a header: an incomplete batch
+                size = LOG_OVERHEAD_BYTES + header.batch_length
+                if position + size > file_size:
+                    break
+                if at + size > len(buffer):  # the batch runs past the buffer: read on from its start
+                    buffer = memoryview(pread(min(max(_RECOVERY_READ_BYTES, size), file_size - position), position))
+                    buffer_position, at = position, 0
+                load_batch(position, header, buffer, at)
+                base_offset = header.base_offset
+                last_offset = base_offset + header.last_offset_delta
+                if base_offset <= previous_last_offset or not can_hold(last_offset):
+                    raise CorruptRecordError(
+                        f"batch at position {position} of {self.log_path} has offsets "
+                        f"{base_offset}..{last_offset} after {previous_last_offset}")
+                if header.max_timestamp > maximum_ms:
+                    maximum_ms, maximum_offset = header.max_timestamp, last_offset
+                # A rebuilt index can need more entries than the appends made (their byte count
+                # restarts after a truncation): when full it stays sparser, never fails.
+                new_entry = position - last_index_entry > interval and len(offsets) < offset_room
+                if new_entry or (resumed and position == last_index_entry):  # or the kept entry's time entry
+                    if len(times) >= time_room:
+                        new_entry = False
+                    elif maximum_ms > last_time_ms:
+                        times.append(maximum_ms)
+                        time_offsets.append(maximum_offset)
+                        last_time_ms = maximum_ms
+                    if new_entry:
+                        offsets.append(base_offset)
+                        positions.append(position)
+                        last_index_entry = position
+                valid_bytes = position + size
+                previous_last_offset = last_offset
+                position = valid_bytes
+        except CorruptRecordError as exc:
+            logger.warning("recovery of %s stops at position %d: %s", self.log_path, valid_bytes, exc)
+        offset_index.append_all(offsets, positions)
+        time_index.append_all(times, time_offsets)
+        self._max_timestamp = TimestampOffset(maximum_ms, maximum_offset)
+        return valid_bytes, last_index_entry
+
+    def _resume_point(self, recovery_point: int, file_size: int) -> tuple[OffsetPosition, TimestampOffset] | None:
+        """Where recovery may resume: ``(entry, max timestamp before it)`` for the offset index's
+        floor entry for ``recovery_point - 1`` (a batch starting below the recovery point: fsynced,
+        with its entry and the time index entries before it), with both indexes cut after it. None
+        (nothing cut: recovery starts from the segment's start) when there is no such entry, or
+        when it, or the time index's last entry before it, is not confirmed by the data: a lying
+        entry is never a starting point (as in ``scan_from``)."""
+        offset_index, time_index = self.offset_index, self.time_index
+        if recovery_point - 1 <= self.base_offset or offset_index.damage or time_index.damage:
+            return None
+        entry = offset_index.lookup_in_place(recovery_point - 1)
+        if not (entry.offset > self.base_offset and 0 < entry.position < file_size):
+            return None
+        try:
+            header = self.read_header_at(entry.position)
+        except CorruptRecordError:
+            return None
+        if header is None or header.base_offset != entry.offset:
+            return None
+        offset_index.truncate_to(entry.offset + 1)
+        if not offset_index.entries or offset_index.entry(offset_index.entries - 1) != entry:
+            return None  # an index out of order: the cut did not end at the entry
+        time_index.truncate_to(entry.offset)
+        maximum = self._max_timestamp_before(entry)
+        if maximum is None:
+            return None
+        self.indexes_distrusted = False
+        self.resize_indexes(self.max_index_size_bytes)  # room for the entries the scan adds
+        return entry, maximum
+
+    def _max_timestamp_before(self, entry: OffsetPosition) -> TimestampOffset | None:
+        """The largest timestamp of the batches before ``entry``'s position, and the offset of the
+        batch holding it: the time index's last entry (cut below ``entry``), once confirmed by the
+        batch it names, raised by the headers of the batches after that batch. Entries cut with
+        ``entry``'s may have named one of those. None when the time index entry lies."""
+        last = self.time_index.last_entry
+        start = OffsetPosition(self.base_offset, 0)
+        confirmed = not self.time_index.entries
+        if not confirmed:
+            if last.timestamp_ms < 0:
+                return None  # no real entry holds a negative timestamp
+            start = self.offset_index.lookup_in_place(last.offset)
+        maximum = last
+        try:
+            for _, header, _, _ in self.scan_from(start.offset, entry.position, _READ_CHUNK_BYTES, start):
+                if not confirmed and header.last_offset >= last.offset:
+                    if (header.max_timestamp, header.last_offset) != tuple(last):
+                        return None
+                    confirmed = True
+                if header.max_timestamp > maximum.timestamp_ms:
+                    maximum = TimestampOffset(header.max_timestamp, header.base_offset + header.last_offset_delta)
+        except (CorruptIndexError, CorruptRecordError):
+            return None
+        return maximum if confirmed else None
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch holding offsets >= ``offset`` (whole batches). Returns bytes removed.
+        The indexes are resized to full capacity: this segment is, or becomes, the active one.
+        Never called on a mapped segment (a mapping past the cut would fault)."""
+        found = self.translate_offset(offset)
+        self._forget_verified()
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.resize_indexes(self.max_index_size_bytes)
+        removed = 0
+        if found is not None:
+            position = found[0]
+            removed = self.size_bytes - position
+            self.file.truncate_to(position)
+        if self.size_bytes == 0:
+            self.created_ms = self._clock.time_ms()
+        self._rolling_based_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        # Recompute the max timestamp from the surviving time index entry and the batches after it.
+        maximum = self.time_index.last_entry
+        for _, header, _, _ in self.scan_from(maximum.offset, chunk_bytes=_READ_CHUNK_BYTES):
+            if header.max_timestamp > maximum.timestamp_ms:
+                maximum = TimestampOffset(header.max_timestamp, header.last_offset)
+        self._max_timestamp = maximum
+        return removed
 
     # --- durability and files --------------------------------------------------------------------
 
