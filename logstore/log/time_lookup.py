@@ -12,24 +12,51 @@ it) is never taken from the time index alone: a read-only view, or a writer that
 segment, may find the index cut short or missing, and its last entry would understate the maximum.
 ``load_max_timestamp`` confirms the last entry by its batch and reads the headers after it — a few
 for an intact index, whose final entry names (nearly) the segment's last batch.
+
+The segment calls ``load_max_timestamp``, so this module does not import it: it works on any
+``TimedSegment``, a protocol of just what the lookups use.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Iterator, Protocol
 
 from ..errors import CorruptIndexError
-from ..records.decoder import HEADER_BYTES
-from .index import TimestampOffset
-
-if TYPE_CHECKING:  # the segment calls load_max_timestamp: no import cycle at run time
-    from .segment import LogSegment
+from ..records.decoder import HEADER_BYTES, BatchHeader, RecordBatch
+from .index import OffsetPosition, TimeIndex, TimestampOffset
 
 logger = logging.getLogger(__name__)
 
 
-def find_offset_by_timestamp(segment: LogSegment, timestamp_ms: int, starting_offset: int) -> tuple[int, int] | None:
+class TimedSegment(Protocol):
+    """What the lookups use of a segment (``LogSegment`` is one, and calls ``load_max_timestamp``
+    itself, which is why this module cannot import it): its time index, the header and batch scans
+    that confirm an entry, and where a confirmed maximum is kept."""
+
+    base_offset: int
+    time_index: TimeIndex
+    indexes_distrusted: bool  # a read-only view found the indexes lying: scan without them
+    confirmed_max_timestamp: TimestampOffset | None  # the last time index entry once checked
+
+    @property
+    def log_path(self) -> str: ...
+
+    @property
+    def max_timestamp_so_far(self) -> TimestampOffset: ...
+
+    def scan_headers(self, position: int = ..., end: int | None = ..., chunk_bytes: int = ...) -> Iterator[tuple]: ...
+
+    def scan_from(self, offset: int, end: int | None = ..., chunk_bytes: int = ...,
+                  entry: OffsetPosition | None = ...) -> Iterator[tuple]: ...
+
+    def load_batch(self, position: int, header: BatchHeader, buffer: memoryview, at: int) -> RecordBatch: ...
+
+    def translate_offset(self, offset: int, starting_position: int = ..., end: int | None = ...,
+                         chunk_bytes: int = ...) -> tuple[int, BatchHeader] | None: ...
+
+
+def find_offset_by_timestamp(segment: TimedSegment, timestamp_ms: int, starting_offset: int) -> tuple[int, int] | None:
     """The first record of ``segment`` with timestamp >= ``timestamp_ms`` and offset >=
     ``starting_offset``, as ``(timestamp_ms, offset)``; None when the segment has none."""
     entry = segment.time_index.lookup(timestamp_ms) if not segment.indexes_distrusted else TimestampOffset(-1, 0)
@@ -55,7 +82,7 @@ def find_offset_by_timestamp(segment: LogSegment, timestamp_ms: int, starting_of
     return None
 
 
-def load_max_timestamp(segment: LogSegment) -> TimestampOffset:
+def load_max_timestamp(segment: TimedSegment) -> TimestampOffset:
     """The largest record timestamp of ``segment`` and the offset of the batch holding it (``(-1,
     base_offset)`` when none): the time index's last entry when the batch it names confirms it, raised
     by the batch headers after that batch (headers only). With no confirmed entry (none, a lying one,
@@ -79,7 +106,7 @@ def load_max_timestamp(segment: LogSegment) -> TimestampOffset:
     return entry
 
 
-def checked_max_timestamp(segment: LogSegment) -> int:
+def checked_max_timestamp(segment: TimedSegment) -> int:
     """The segment's largest timestamp (``max_timestamp_so_far``, see ``load_max_timestamp``), its
     time index's last entry confirmed by the batch it names (a read-only view decides which segments
     to skip on it). Raises ``CorruptIndexError`` when the entry lies."""
