@@ -7,8 +7,9 @@ byte it loses lies at or above the recovery point. The loader cuts such a tail. 
 reads and writes with ``LogDamagedError``; the store lists it in its problems) until ``repair``.
 
 This module owns the scans that decide (``segment_end``, ``valid_batch_after``, ``is_zero``), the
-``LogDamage`` record, and the repair: ``plan_repair`` verifies every segment from the first and
-finds the first damage (what recovery would cut), ``apply_repair`` cuts there, logged.
+``LogDamage`` record, and the repair's two steps: ``plan_repair`` verifies every segment from the
+first and finds the first damage (what recovery would cut), ``apply_repair`` cuts there, logged.
+``Log.repair`` runs them under the log's locks and takes the segments that are left.
 """
 
 from __future__ import annotations
@@ -306,56 +307,6 @@ def drop_segments(fs: FileSystem, dir_path: str, segments: list[LogSegment], kee
             if fs.exists(path + DELETED_SUFFIX):
                 fs.remove(path + DELETED_SUFFIX)
     return segments[:keep]
-
-
-class DamagedLogMixin:
-    """The damaged state of a ``Log`` (which sets ``damage`` and ``_orphan_indexes`` from the
-    loader, and refuses reads and writes while ``damage`` is set) and its repair."""
-
-    damage: LogDamage | None
-
-    def check_not_damaged(self) -> None:
-        """Raise ``LogDamagedError`` while the log is damaged (reads and writes are refused)."""
-        if self.damage is not None:
-            raise self.damaged_error()
-
-    def damaged_error(self) -> LogDamagedError:
-        """The error reads and writes of this damaged log raise (naming the repair command)."""
-        command = (f"logstore repair {self.topic} --partition {self.partition}" if self.topic is not None
-                   else "Log.repair()")
-        return self.damage.error(self.name, command)
-
-    def repair(self, dry_run: bool = False) -> RepairPlan:
-        """Verify every segment and cut the log at its first damage, as recovery would have
-        (``plan_repair``): logged, and the log is healthy afterwards. ``dry_run``: change nothing,
-        only return what would be cut. Works on a healthy log too (a full verification)."""
-        with self._flush_lock, self._lock:
-            if self._closed or self.read_only or self._failure is not None:
-                self._check_writable()
-            segments = list(self._local.segments)
-            plan = plan_repair(self.name, segments, self.log_start_offset, self.damage, self._orphan_indexes,
-                               self.config.compact)
-            if dry_run:
-                return plan
-            self.truncations += 1  # a cut under way: a reader that sees torn bytes retries
-            try:
-                kept = apply_repair(self._fs, self.dir_path, segments, plan)
-                if not kept:
-                    kept = [self._local.new_segment(plan.log_start_offset)]
-                kept[-1].resize_indexes(self.config.segment_index_bytes)
-            except OSError as exc:
-                raise self._fail(exc) from exc
-            finally:
-                self.truncations += 1
-            self._local.set_segments(kept)
-            self.log_end_offset = self.recovery_point = kept[-1].read_next_offset()
-            self.log_start_offset = min(plan.log_start_offset, self.log_end_offset)
-            self.damage, self._orphan_indexes = None, []
-        if self.on_checkpoint_needed is not None:
-            self.on_checkpoint_needed(self)
-        if self.on_truncated is not None and plan.slot is not None:
-            self.on_truncated(self, plan.cut_offset)
-        return plan
 
 
 def orphan_index_bases(names: list[str]) -> dict[int, list[str]]:
