@@ -17,6 +17,9 @@ This module owns:
 - ``LogWaits``: the two purgatories and the flusher, shared by every log of a store (a standalone
   ``Log`` makes its own on first use).
 
+The ``Log`` calls into this module, so the waits do not import it: they see a log through
+``WaitedLog``, a protocol of just what they use (its key, offsets, state, segments and ``flush``).
+
 Wake-ups are never lost: whoever changes the state (the appender, the flusher, a close) publishes it
 first and wakes after; a waiter registers and checks again (``purgatory``'s contract; for a flush
 round: join the round, then re-check the recovery point, ``closed`` and ``failed``).
@@ -28,16 +31,12 @@ import logging
 import threading
 from _thread import allocate_lock as _allocate_lock
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Hashable, Mapping, Sequence
+from typing import Callable, Hashable, Mapping, Protocol, Sequence
 
 from ..clock import SYSTEM_CLOCK, Stopwatch
 from ..records.decoder import RECORD_OVERHEAD_BYTES
 from ..timer.purgatory import DelayedOperation, DelayedOperationPurgatory
 from .dir_watch import DirectoryWatcher
-
-if TYPE_CHECKING:  # annotations only: Log imports this module, not the other way round
-    from .log import Log
-    from .segment import LogSegment
 
 logger = logging.getLogger("logstore.delayed")  # its name before the subpackages (logging configs)
 
@@ -56,19 +55,53 @@ MIN_LINGER_S = 0.002
 MAX_LINGER_S = 0.005
 
 
+class GrowingSegment(Protocol):
+    """A log's segment as a fetch wait sees it: appends to the active one grow its size."""
+
+    @property
+    def size_bytes(self) -> int: ...
+
+
+class WaitedLog(Protocol):
+    """What the waits use of a log (``Log`` is one; it calls into this module, which therefore
+    cannot import it): its key in the purgatories, its offsets and state, its segments (the last
+    is the active one), a flush, and a read-only view's directory and ``refresh``."""
+
+    key: Hashable
+    dir_path: str
+    log_end_offset: int
+    recovery_point: int
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def failed(self) -> bool: ...
+
+    @property
+    def segments(self) -> Sequence[GrowingSegment]: ...
+
+    def flush(self) -> int: ...
+
+    def refresh(self) -> bool: ...
+
+
 @dataclass
 class FetchPosition:
     """Where one log is read from: the offset, the active segment and its size when the wait began,
     and the bytes the first read already found there."""
 
-    log: Log
+    log: WaitedLog
     offset: int
-    segment: LogSegment
+    segment: GrowingSegment
     size_bytes: int
     found_bytes: int = 0
 
     @classmethod
-    def at(cls, log: Log, offset: int, found_bytes: int = 0) -> "FetchPosition":
+    def at(cls, log: WaitedLog, offset: int, found_bytes: int = 0) -> "FetchPosition":
         segment = log.segments[-1]
         return cls(log, offset, segment, segment.size_bytes, found_bytes)
 
@@ -152,7 +185,7 @@ class GroupCommitFlusher:
         self.name = name
         self._lock = threading.Lock()
         self._wanted = threading.Event()
-        self._pending: dict[int, Log] = {}
+        self._pending: dict[int, WaitedLog] = {}
         self._rounds: dict[int, FlushRound] = {}  # id(log) -> the round of its next flush
         self._thread: threading.Thread | None = None
         self._stopped = False
@@ -163,7 +196,7 @@ class GroupCommitFlusher:
         self.rounds = 0  # flush rounds so far
         self.flushes = 0  # log flushes so far (a round flushes each requested log once)
 
-    def request(self, log: Log) -> None:
+    def request(self, log: WaitedLog) -> None:
         """Ask for ``log`` to be flushed soon (cheap; many requests before a round cost one flush)."""
         with self._lock:
             if self._stopped:
@@ -173,7 +206,7 @@ class GroupCommitFlusher:
                 self._start()
         self._wanted.set()
 
-    def wait(self, log: Log, required_offset: int, timeout_s: float) -> None:
+    def wait(self, log: WaitedLog, required_offset: int, timeout_s: float) -> None:
         """Block until a flush of ``log`` that began after this call ended, the log closed or
         failed, or ``timeout_s`` passed; the caller checks ``log.recovery_point``. The records
         below ``required_offset`` must be written (their end offset published) before the call."""
@@ -185,7 +218,7 @@ class GroupCommitFlusher:
                 and not log.failed):
             waiter.acquire(timeout=timeout_s)
 
-    def join(self, log: Log, waiter) -> bool:
+    def join(self, log: WaitedLog, waiter) -> bool:
         """Add ``waiter``, a lock its owner holds and will block on, to ``log``'s next flush round,
         which releases it once that flush ended (or the log closed or failed). False, with nothing
         joined, once the flusher has shut down (the store closed: no flush comes)."""
@@ -250,7 +283,7 @@ class GroupCommitFlusher:
             if stopped:
                 return
 
-    def _flush(self, log: Log, round_: FlushRound | None) -> None:
+    def _flush(self, log: WaitedLog, round_: FlushRound | None) -> None:
         try:
             if not log.closed and not log.failed:
                 log.flush()
@@ -316,7 +349,7 @@ class LogWaits:
                     self._flusher = GroupCommitFlusher(self._produce, f"{self.name}-group-commit")
         return self._flusher
 
-    def wait_fsynced(self, log: Log, required_offset: int, timeout_ms: int) -> None:
+    def wait_fsynced(self, log: WaitedLog, required_offset: int, timeout_ms: int) -> None:
         """Block until ``log``'s recovery point covers ``required_offset`` or ``timeout_ms`` passes,
         sharing the flusher's fsync with every other waiter (the caller checks the recovery point)."""
         self.flusher.wait(log, required_offset, timeout_ms / 1000.0)
@@ -402,7 +435,7 @@ def records_bytes(records) -> int:
     return total
 
 
-def read_or_wait(reads: Mapping[Hashable, tuple[Log, int]], read_all: Callable[[], dict[Hashable, list]],
+def read_or_wait(reads: Mapping[Hashable, tuple[WaitedLog, int]], read_all: Callable[[], dict[Hashable, list]],
                  min_bytes: int, max_wait_ms: int, waits: LogWaits | None,
                  enough: Callable[[dict[Hashable, list]], bool] | None = None) -> dict[Hashable, list]:
     """Kafka's fetch: ``read_all()`` the positions ``reads`` (key -> (log, offset)); when that found
