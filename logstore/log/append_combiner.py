@@ -25,17 +25,19 @@ Rules that keep it safe:
   queued threads that did (after a 1-ms wait) made appends slower than without combining;
 - a holder serves at most ``MAX_PASSES`` passes after its own append, so a stream of appends from
   other threads cannot keep its own call from returning.
+
+The ``Log`` calls into this module, so the combiner does not import it: it is given the log's lock,
+its clock and the four calls it makes (``AppendCombiner``).
 """
 
 from __future__ import annotations
 
 from _thread import allocate_lock as _allocate_lock
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Any, Callable
 
-if TYPE_CHECKING:  # annotations only: Log imports this module
-    from ..records.batching import AppendInfo
-    from .log import Log
+from ..clock import Clock
+from ..records.batching import AppendInfo
 
 # Appends combine only on logs without flush.messages (or with one this large): with it, each append
 # must flush its own records, under the flush lock (``Log._append_flushing``).
@@ -60,10 +62,24 @@ class _Request:
 
 
 class AppendCombiner:
-    """The queue of one log's one-record appends waiting for the thread that holds its lock."""
+    """The queue of one log's one-record appends waiting for the thread that holds its lock.
 
-    def __init__(self, log: Log) -> None:
-        self._log = log
+    The log calls into this object, so this module does not import it: the combiner is given what
+    it uses, the log's ``lock`` and ``clock`` and four callables: ``write(*fields)`` writes one
+    queued record under the lock (``Log._write_one``); ``wake_readers()`` completes the reads
+    waiting for data, after records were written; ``flush_rounds()`` returns ``join(waiter)``, which
+    adds a held lock to the log's next flush round (``GroupCommitFlusher.join``: False when no flush
+    comes); ``durable_outcome(required_offset, timeout_ms)`` is ``Log.durable_outcome``."""
+
+    def __init__(self, lock: Any, clock: Clock, write: Callable[..., AppendInfo], wake_readers: Callable[[], None],
+                 flush_rounds: Callable[[], Callable[[Any], bool]],
+                 durable_outcome: Callable[[int, int], int]) -> None:
+        self._lock = lock
+        self._clock = clock
+        self._write = write
+        self._wake_readers = wake_readers
+        self._flush_rounds = flush_rounds
+        self._durable_outcome = durable_outcome
         self.pending: deque[_Request] = deque()
         self.combined = 0  # appends written by another thread than their own, so far
 
@@ -72,10 +88,10 @@ class AppendCombiner:
         lock is held, and return its ``AppendInfo`` once written; a ``durable`` one returns once
         fsynced, or raises what ``Log.durable_outcome`` raises after ``timeout_ms``."""
         request = _Request(fields, durable)
-        clock = self._log._clock
+        clock = self._clock
         deadline_ms = clock.monotonic_ms() + timeout_ms if durable else None
         self.pending.append(request)
-        lock = self._log._lock
+        lock = self._lock
         if lock.acquire(False):  # released meanwhile: serve the queue, this request included
             self._serve()
         done = request.done
@@ -97,15 +113,13 @@ class AppendCombiner:
     def _serve(self) -> None:
         """``release_lock`` for a queued thread that took the lock, then the waiting reads."""
         self.release_lock()
-        waits = self._log.waits
-        if waits is not None:
-            waits.data_arrived(self._log.key)
+        self._wake_readers()
 
     def release_lock(self) -> None:
         """Write what was queued (the caller holds the log's lock, once), release the lock, then
         hand each request its outcome; look again for requests queued meanwhile. The caller then
         wakes the reads waiting for data (``data_arrived``), outside the lock."""
-        lock = self._log._lock
+        lock = self._lock
         passes = 0
         while True:
             served = None
@@ -122,7 +136,7 @@ class AppendCombiner:
 
     def _drain(self) -> list[_Request]:
         pending, served = self.pending, []
-        write = self._log._write_one
+        write = self._write
         while pending:
             request = pending.popleft()
             request.taken = True
@@ -135,12 +149,12 @@ class AppendCombiner:
         return served
 
     def _finish(self, served: list[_Request]) -> None:
-        flusher = None
+        join = None
         for request in served:
             if request.durable and request.error is None:
-                if flusher is None:
-                    flusher = self._log._get_waits().flusher
-                if flusher.join(self._log, request.done):
+                if join is None:
+                    join = self._flush_rounds()
+                if join(request.done):
                     continue  # released by its flush round
             request.done.release()
 
@@ -149,5 +163,5 @@ class AppendCombiner:
             raise request.error
         info = request.info
         if request.durable:
-            self._log.durable_outcome(info.last_offset + 1, timeout_ms)
+            self._durable_outcome(info.last_offset + 1, timeout_ms)
         return info

@@ -107,7 +107,9 @@ class Log:
         self.log_start_offset = loaded.log_start_offset
         self.last_flush_ms = clock.time_ms()
         self._small_plan = small_batch_plan(config)  # the config's view of one-record appends
-        self._combiner = AppendCombiner(self)  # one-record appends handed to the append holding the lock
+        # One-record appends handed to the append holding the lock.
+        self._combiner = AppendCombiner(self._lock, clock, self._write_one, self._wake_readers, self._flush_rounds,
+                                        self.durable_outcome)
 
     # --- state -----------------------------------------------------------------------------------
 
@@ -441,6 +443,19 @@ class Log:
         if self.waits is None:
             self.waits, self._own_waits = LogWaits(self.name), True
         return self.waits
+
+    def _flush_rounds(self) -> Callable[[object], bool]:
+        """``join(waiter)``: add ``waiter``, a lock its owner holds, to this log's next flush round,
+        which releases it once that flush ended (False, nothing joined: no flush comes). For the
+        ``AppendCombiner``'s handed-over durable appends."""
+        return partial(self._get_waits().flusher.join, self)
+
+    def _wake_readers(self) -> None:
+        """Complete the reads waiting for data, once a new end offset is published (outside the
+        lock: the purgatory's rule)."""
+        waits = self.waits
+        if waits is not None:
+            waits.data_arrived(self.key)
 
     # --- reading ---------------------------------------------------------------------------------
 
