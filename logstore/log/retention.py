@@ -1,6 +1,6 @@
 """Retention: which of a log's oldest segments to delete, and why (Kafka's ``deleteOldSegments``).
 
-This module owns the decision; ``Log.delete_segments_for_retention`` owns the deletion. Three rules
+This module owns the decision; ``Log.delete_old_segments`` owns the deletion. Three rules
 run in Kafka's order, each over what the previous one left:
 
 1. **log start offset** (every cleanup policy): a segment goes when the next segment starts at or
