@@ -67,13 +67,20 @@ class WaitedLog(Protocol):
     cannot import it): its key in the purgatories, its offsets and state, its segments (the last
     is the active one), a flush, and a read-only view's directory and ``refresh``."""
 
-    key: Hashable
-    dir_path: str
-    log_end_offset: int
-    recovery_point: int
+    @property
+    def key(self) -> Hashable: ...
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def dir_path(self) -> str: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def recovery_point(self) -> int: ...
 
     @property
     def closed(self) -> bool: ...
