@@ -27,8 +27,7 @@ from . import durable as perf_durable
 from . import recovery as perf_recovery
 from .child import child_main, run_child
 from .core import BenchmarkError
-from .paths import PathSizes, Say
-from .paths_report import Goal, Measurement, measurement_line
+from .paths_report import Goal, Measurement, PathSizes, Say, measurement_line
 
 DURABLE_GOALS = (3.0, 5.0)  # the lower thread count, the higher one
 COMPACT_GOAL = 2.0

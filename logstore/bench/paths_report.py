@@ -16,8 +16,12 @@ goal) the verdict is None ("n/a").
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Callable, Sequence
+
+MB = 10**6
+Say = Callable[[str], None]
+"""Where a run reports its progress (one line at a time)."""
 
 ISSUE_ROWS = {
     1: ("consumer loop: read(offset, max_bytes=1 MiB) until the end", "≥ 3× SQLite scan"),
@@ -32,6 +36,50 @@ ISSUE_ROWS = {
     9: ("open after kill -9 with a tail past the recovery point", "≤ 1.5× clean open + tail scan"),
 }
 """Issue 15's table: row number -> (workload, goal as the issue states it)."""
+
+
+@dataclass(frozen=True)
+class PathSizes:
+    """How big each row's work is. The defaults are the issue's (1M records; 100,000 lookups,
+    single appends and one-record batches; 1M records over 100,000 keys to compact; 10 MB past the
+    recovery point) and keep ``perf all`` within a few minutes; ``scaled`` shrinks them together."""
+
+    records: int = 1_000_000
+    lookups: int = 100_000
+    singles: int = 100_000
+    durable_threads: tuple[int, ...] = (8, 64)
+    durable_seconds: float = 1.0
+    compact_records: int = 1_000_000
+    compact_keys: int = 100_000
+    recovery_base_bytes: int = 100 * MB
+    recovery_tail_bytes: int = 10 * MB
+    repeats: int = 3
+    seed: int = 42
+
+    def __post_init__(self) -> None:
+        counts = (self.records, self.lookups, self.singles, self.compact_records, self.compact_keys, self.repeats)
+        if min(counts) < 1 or self.recovery_tail_bytes < 1 or self.recovery_base_bytes < 1:
+            raise ValueError(f"every size must be >= 1: {self}")
+        if not 1 <= len(self.durable_threads) <= 2 or min(self.durable_threads) < 1:
+            raise ValueError(f"durable_threads: one or two thread counts >= 1, got {self.durable_threads!r}")
+        if self.durable_seconds <= 0:
+            raise ValueError(f"durable_seconds must be > 0, got {self.durable_seconds!r}")
+        if self.compact_keys > self.compact_records:
+            raise ValueError(f"compact_keys ({self.compact_keys:,}) must be <= compact_records "
+                             f"({self.compact_records:,}): every key is written")
+
+    @classmethod
+    def scaled(cls, records: int, **overrides) -> "PathSizes":
+        """The defaults scaled by ``records`` ÷ 1,000,000 (with small floors), then ``overrides``
+        (None values are ignored)."""
+        f = records / cls.records
+        compact = max(100, round(cls.compact_records * f))
+        sizes = cls(records=records, lookups=max(10, round(cls.lookups * f)),
+                    singles=max(10, round(cls.singles * f)), durable_seconds=max(0.02, cls.durable_seconds * f),
+                    compact_records=compact, compact_keys=max(10, compact // 10),
+                    recovery_base_bytes=max(100_000, round(cls.recovery_base_bytes * f)),
+                    recovery_tail_bytes=max(10_000, round(cls.recovery_tail_bytes * f)))
+        return replace(sizes, **{name: value for name, value in overrides.items() if value is not None})
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,12 @@ from typing import Any, Mapping
 from ..config import boolean_setting, integer_setting
 from ..errors import InvalidConfigError
 from ..group.config import GroupConfig
-from .acls import check_principal
-from .listeners import TLS_KEYS, TlsSettings
+from .security.acls import check_principal
+from .security.listeners import TLS_KEYS, TlsSettings
 
 
 def _mechanisms(key: str, value: Any) -> tuple[str, ...]:
-    from .sasl import SUPPORTED_MECHANISMS
+    from .security.sasl import SUPPORTED_MECHANISMS
     names = tuple(name.strip().upper() for name in (value.split(",") if isinstance(value, str) else value) if name.strip())
     unknown = [name for name in names if name not in SUPPORTED_MECHANISMS]
     if unknown or not names:

@@ -8,8 +8,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from logstore.client import bench
-from logstore.client.bench import ClientBenchmarkError, ClientWorkload, bench_client, render_client
+from logstore.bench import client as bench
+from logstore.bench.client import ClientBenchmarkError, ClientWorkload, bench_client, render_client
 
 try:
     from logstore.cli.perf import perf

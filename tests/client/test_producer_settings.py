@@ -15,7 +15,7 @@ from logstore.client import produce
 from logstore.client.accumulator import RecordAccumulator
 from logstore.client.produce import compression_codec, produce_request
 from logstore.client.producer import Producer, producer_config
-from logstore.server.compression import AVAILABLE_CODECS, CODEC_NAMES
+from logstore.server.wire_records.compression import AVAILABLE_CODECS, CODEC_NAMES
 
 CODECS = sorted(CODEC_NAMES[codec] for codec in AVAILABLE_CODECS)
 _ATTRIBUTES_AT = 8 + 4 + 4 + 1 + 4  # a v2 batch: base offset, length, leader epoch, magic, crc

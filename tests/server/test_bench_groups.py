@@ -8,8 +8,8 @@ import json
 
 from click.testing import CliRunner
 
-from logstore.server import bench_groups
-from logstore.server.bench_groups import PARTITIONS, bench_groups as run_bench
+from logstore.bench import groups as bench_groups
+from logstore.bench.groups import PARTITIONS, bench_groups as run_bench
 
 
 def _rows(result: dict, target: str) -> dict:

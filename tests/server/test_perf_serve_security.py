@@ -10,9 +10,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from logstore.server import bench_security
-from logstore.server.bench import render_serve
-from logstore.server.bench_security import Endpoint, LogstoreSecurity, parse_modes
+from logstore.bench import serve_security as bench_security
+from logstore.bench.serve import render_serve
+from logstore.bench.serve_security import Endpoint, LogstoreSecurity, parse_modes
 
 try:
     from logstore.cli.perf import perf

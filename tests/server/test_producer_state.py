@@ -8,10 +8,10 @@ import hypothesis.strategies as st
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from logstore.server import errors
-from logstore.errors import CorruptCheckpointError
 from logstore.fs import FileSystem
-from logstore.server.producer_state import _line, BATCHES_TO_RETAIN, JOURNAL_NAME, ProducerStateManager, next_sequence
+from logstore.server.handlers.producer_state import (_line, BATCHES_TO_RETAIN, JOURNAL_NAME, ProducerStateManager,
+                                                     next_sequence)
+from logstore.server.protocol import errors
 
 PARTITIONS = [("orders", 0), ("orders", 1), ("audit", 0)]
 

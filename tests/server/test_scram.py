@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logstore.server.scram import (MECHANISMS, AuthenticationError, ScramClient, ScramServer, scram_credential,
-                                   verify_plain)
+from logstore.server.security.scram import (MECHANISMS, AuthenticationError, ScramClient, ScramServer,
+                                            scram_credential, verify_plain)
 
 SECRET = b"server secret"
 

@@ -8,10 +8,10 @@ import time
 import pytest
 
 from logstore import LogManager, Record
-from logstore.server import errors
-from logstore.server.codec import encode_request
-from logstore.server.wire_records import encode_produce_batch
+from logstore.server.protocol import errors
+from logstore.server.protocol.codec import encode_request
 from logstore.server.server import KafkaServer, read_meta_properties
+from logstore.server.wire_records import encode_produce_batch
 from wire_client import WireClient
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
