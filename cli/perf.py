@@ -194,7 +194,7 @@ def _run_paths(sizes_args: dict, rows, compare: str, work_dir, keep, progress) -
 @click.option("--records", type=click.IntRange(min=1), default=1_000_000, show_default=True,
               help="Records of rows 1-4; every other size scales with it (x/1,000,000) unless given.")
 @click.option("--rows", default="1,2,3,4,5,6,7,8,9", show_default=True, callback=_row_numbers,
-              help="Rows of issue 15's table to run (comma-separated).")
+              help="Rows of the paths table to run (comma-separated).")
 @click.option("--lookups", type=click.IntRange(min=1), default=None, help="Point reads of row 2 [100,000].")
 @click.option("--singles", type=click.IntRange(min=1), default=None,
               help="Single-record appends of row 5, read back by row 6 [100,000].")
@@ -216,7 +216,7 @@ def _run_paths(sizes_args: dict, rows, compare: str, work_dir, keep, progress) -
 @_common
 def paths(records, rows, lookups, singles, durable_threads, durable_seconds, compact_records, compact_keys,
           recovery_base_bytes, recovery_tail_bytes, repeats, seed, compare, work_dir, keep, as_json, progress) -> None:
-    """Issue 15's table: the consumer's read loop, point reads, varied sizes, headers, single-record
+    """The paths users take: the consumer's read loop, point reads, varied sizes, headers, single-record
     appends, one-record batches, durable appends, multi-pass compaction and recovery, each against its
     baseline in the same run, best of --repeats interleaved runs, PASS/FAIL against the goals."""
     from logstore.bench import paths as bench_paths
@@ -242,12 +242,12 @@ def paths(records, rows, lookups, singles, durable_threads, durable_seconds, com
 @click.option("--seed", type=int, default=42, show_default=True)
 @click.option("--compare", type=click.Choice(["sqlite", "none"]), default="none", show_default=True)
 @click.option("--paths/--no-paths", "with_paths", default=True, show_default=True,
-              help="Also run issue 15's table (`perf paths`, sized from --records) after the acceptance table.")
+              help="Also run the paths table (`perf paths`, sized from --records) after the acceptance table.")
 @_common
 def all_(records, lookups, large_records, large_value_bytes, sizes, repeats, seed, compare, with_paths, work_dir,
          keep, as_json, progress) -> None:
-    """The whole acceptance table in one run, with a pass/fail column against the targets; then issue
-    15's table (the paths users take, best of 3 interleaved runs, PASS/FAIL against its goals)."""
+    """The whole acceptance table in one run, with a pass/fail column against the targets; then the
+    paths table (the paths users take, best of 3 interleaved runs, PASS/FAIL against its goals)."""
     from logstore.bench import paths as bench_paths
     from logstore.bench.paths_report import render_paths
 

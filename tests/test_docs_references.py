@@ -9,6 +9,8 @@ docs and the build files:
   ``docs/``), and so does a relative Markdown link ``[text](path)``;
 - a section mark ``§N`` follows a ``.md`` reference on the same line (``docs/design.md §3``, or a list
   ``docs/design.md §3, §4``) and that file has a heading numbered ``N`` (``## 3. ...``, ``### 3.2 ...``);
+  inside a Markdown page a bare ``§N`` is one of the page's own sections; ``RFC 5802 §3`` is a
+  public standard's;
 - no "issue N": issue numbers live in the tracker, not in the code or the docs.
 """
 
@@ -72,7 +74,12 @@ def problems_in(text: str, referrer: Path) -> list[str]:
                 if mark not in known:
                     problems.append(f"{number}: {match.group(1)} has no section {mark}")
         for match in SECTION.finditer(line):
-            if match.start() not in covered:
+            if match.start() in covered or re.search(r"RFC \d+\s*$", line[:match.start()]):
+                continue  # a section of a file named before it, or of a public RFC
+            if referrer.suffix == ".md":  # a Markdown page's own sections
+                if match.group(1) not in headings(referrer):
+                    problems.append(f"{number}: §{match.group(1)} is not a section of this page")
+            else:
                 problems.append(f"{number}: §{match.group(1)} names no file (write e.g. docs/design.md §{match.group(1)})")
         for match in ISSUE_NUMBER.finditer(line):
             problems.append(f"{number}: {match.group(0)!r}: issue numbers are the tracker's, not the repository's")
@@ -111,6 +118,10 @@ def test_the_checker_finds_dead_references():
     assert problems_in("see reference/kafka-wire-protocol.md", here) == [
         "1: reference/kafka-wire-protocol.md is not a file in the repository"]
     assert problems_in("docs/design.md §99", here) == ["1: docs/design.md has no section 99"]
+    assert problems_in("the nonce (RFC 5802 §3)", here) == []
+    design = REPOSITORY / "docs" / "design.md"
+    assert problems_in("as §3.1 says", design) == [] and problems_in("as §42 says", design) == [
+        "1: §42 is not a section of this page"]
     assert problems_in("built for issue 17's security", here) == [
         "1: 'issue 17': issue numbers are the tracker's, not the repository's"]
     assert problems_in("Kafka's spec: https://kafka.apache.org/protocol.html", here) == []

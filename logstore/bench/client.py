@@ -1,5 +1,5 @@
 """``logstore perf client``: producer and consumer rates of our client against kafka-python (the other
-pure-Python client) and confluent-kafka (librdkafka, C), on one broker in one run (issue 16, item 6).
+pure-Python client) and confluent-kafka (librdkafka, C), on one broker in one run.
 The goal: ours at least 1.5x kafka-python's producer and consumer rates.
 
 The broker is a ``logstore serve`` subprocess on a temporary dir (``server.bench.BrokerProcess``),
@@ -202,7 +202,7 @@ def _produce_confluent(address: str, topic: str, w: ClientWorkload, pool: list[b
 
 
 def _consume_logstore(address: str, topic: str, w: ClientWorkload, tally: _Tally) -> tuple[float, float]:
-    from ..client import consumer as consumer_module  # being written alongside this bench (issue 16, item 2)
+    from ..client import consumer as consumer_module
     settings = {key.replace(".", "_"): value for key, value in FETCH.items()}
     with consumer_module.Consumer(bootstrap_servers=address, client_id="logstore-perf", group_id=None,
                                   enable_auto_commit=False, auto_offset_reset="earliest",

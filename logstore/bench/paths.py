@@ -1,5 +1,5 @@
-"""The issue-15 workloads of ``logstore perf paths`` (and of ``perf all``): the paths users take, each
-against its baseline in the same run, judged against the issue's goals (``paths_report``).
+"""The workloads of ``logstore perf paths`` (and of ``perf all``): the paths users take, each
+against its baseline in the same run, judged against their goals (``paths_report``).
 
 Owns the sizes (``PathSizes``), the data sets, rows 1-6 (measured in this process) and the run of the
 whole table (``bench_paths``); rows 7-9 run in child processes (``paths_process``).
@@ -43,7 +43,7 @@ from ..clock import Stopwatch
 from ..manager.log_manager import LogManager
 from ..records.decoder import Record
 from .core import BASE_TIMESTAMP_MS, BenchmarkError, SqliteEngine, Workload, pretouch
-from .paths_report import ISSUE_ROWS, Goal, Measurement, PathSizes, Say, measurement_line, table_rows
+from .paths_report import PATH_ROWS, Goal, Measurement, PathSizes, Say, measurement_line, table_rows
 
 MAX_BYTES = 1 << 20  # the consumer's fetch size
 HEADERS = (("trace", b"abcdefgh"), ("src", b"svc"))
@@ -325,17 +325,17 @@ def _insert_each(conn: sqlite3.Connection, rows: Sequence[tuple]) -> None:
 # --- the whole table -------------------------------------------------------------------------------
 
 
-def bench_paths(sizes: PathSizes = PathSizes(), *, rows: Sequence[int] = tuple(ISSUE_ROWS), compare: bool = True,
+def bench_paths(sizes: PathSizes = PathSizes(), *, rows: Sequence[int] = tuple(PATH_ROWS), compare: bool = True,
                 work_dir: str | None = None, keep: bool = False, say: Say | None = None) -> dict:
-    """Measure the issue-15 ``rows`` (numbers 1-9) at ``sizes``, SQLite baselines when ``compare``.
+    """Measure the ``rows`` (numbers 1-9) at ``sizes``, SQLite baselines when ``compare``.
     Returns ``{"settings", "measurements" (Measurement objects), "rows" (JSON rows), "notes"}``;
     ``as_json`` turns it into plain data."""
     from . import paths_process  # children of rows 7-9 (imported here: it loads the durable, compact and recovery benches)
 
     wanted = set(rows)
-    unknown = wanted - set(ISSUE_ROWS)
+    unknown = wanted - set(PATH_ROWS)
     if unknown or not wanted:
-        raise ValueError(f"rows must be among {sorted(ISSUE_ROWS)}, got {sorted(rows)!r}")
+        raise ValueError(f"rows must be among {sorted(PATH_ROWS)}, got {sorted(rows)!r}")
     say = say or (lambda _: None)
     if work_dir:
         os.makedirs(work_dir, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Rows 7-9 of the issue-15 table (``paths``), each measured in fresh interpreters (``child``) so
+"""Rows 7-9 of the paths table (``paths``), each measured in fresh interpreters (``child``) so
 that one run's heap, threads and page of imports do not carry into the next.
 
 7. Durable single-record appends (``acks="all"``) from 8 and 64 threads against an fsync per append

@@ -1,4 +1,4 @@
-"""A Kafka client of our own (DESIGN.md §11): the other side of the protocol the server speaks.
+"""A Kafka client of our own (docs/design.md §11): the other side of the protocol the server speaks.
 
 It owns, on the server's codec (``logstore.server.codec``) and the standard library:
 

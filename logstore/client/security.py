@@ -1,5 +1,5 @@
 """The client's side of TLS and SASL: how a ``BrokerConnection`` reaches a broker whose listener is
-``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL`` (issue 17; our own server, or any Kafka broker).
+``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL`` (our own server, or any Kafka broker).
 
 What it owns:
 - ``SECURITY_DEFAULTS``: the settings, by librdkafka's names, which confluent-kafka users already

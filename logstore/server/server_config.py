@@ -67,7 +67,7 @@ SERVER_KEYS: dict[str, tuple[str, Any, Any, str]] = {
     # server's RSS after `logstore perf serve --sizes 1m` is ~67 MB with it, ~112 MB with 64 MiB.
     "fetch.cache.bytes": ("fetch_cache_bytes", 16 << 20, integer_setting(0, 2**62),
                           "memory for fetched batches already converted to Kafka's format"),
-    # --- security (issue 17) ---
+    # --- security ---
     "allow.plaintext.remote": ("allow_plaintext_remote", False, boolean_setting,
                                "allow a PLAINTEXT listener on an address other than loopback (ours: Kafka has no guard)"),
     "sasl.enabled.mechanisms": ("sasl_enabled_mechanisms", ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), _mechanisms,

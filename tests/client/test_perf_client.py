@@ -1,4 +1,4 @@
-"""``logstore perf client`` (issue 16, item 6) at a tiny size: the table's shape, and that every client
+"""``logstore perf client`` at a tiny size: the table's shape, and that every client
 read back exactly what it produced. Nothing here is timed: the rates are whatever this machine gives."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The producer's settings of issue 16's last steps (``logstore.client.producer``): ``compression.type``
+"""The producer's settings beyond the basics (``logstore.client.producer``): ``compression.type``
 (every codec this process has, stored and read back by ``logstore serve``; the batch on the wire
 carries the codec; unknown or unavailable codecs refused with the value), ``delivery.timeout.ms``
 (at least ``linger.ms + request.timeout.ms``, as Kafka requires), and

@@ -1,4 +1,4 @@
-"""Issue 17's ACL matrix: real clients, each with its own SASL settings, against one secured server
+"""The ACL matrix: real clients, each with its own SASL settings, against one secured server
 (SASL_PLAINTEXT, SCRAM-SHA-256; kcat with PLAIN, see ``sasl``), each principal allowed exactly what
 its case needs:
 

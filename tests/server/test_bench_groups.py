@@ -1,6 +1,6 @@
 """``logstore perf groups`` (``logstore.server.bench_groups``) at tiny sizes: the result's structure
 and sanity (figures above zero, every member holding its partitions, memory given back, empty
-purgatories), never its speed: performance is a benchmark, not a timed test (DESIGN.md §7)."""
+purgatories), never its speed: performance is a benchmark, not a timed test (docs/design.md §12)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The server's security behaviour on the wire, where clients hide it (issue 17): raw sockets (Python's
+"""The server's security behaviour on the wire, where clients hide it: raw sockets (Python's
 ``ssl`` for TLS) and the server's own codec.
 
 - an unauthenticated scanner on a SASL listener gets ApiVersions, and nothing else: Metadata,

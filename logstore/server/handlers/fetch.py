@@ -18,7 +18,7 @@ waits with it (the network layer mutes that connection alone).
 
 Without transactions the last stable offset is the high watermark (= the log end offset, one
 replica), so read_committed consumers see every record at once; fetch sessions are declined by
-answering session id 0 (reference §6.4).
+answering session id 0 (docs/design.md §4.1; Kafka's fetch sessions: https://cwiki.apache.org/confluence/display/KAFKA/KIP-227%3A+Introduce+Incremental+FetchRequests+to+Increase+Partition+Scalability).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from .producer_state import ProducerStateManager
 logger = logging.getLogger("logstore.server.apis")
 
 API_VERSIONS = API_KEYS["ApiVersions"]
-LEADER_EPOCH = 0  # one broker that never changes leadership: a constant epoch (reference §6.5)
+LEADER_EPOCH = 0  # one broker that never changes leadership: a constant epoch
 
 Handler = Callable[[RequestContext, dict], None]
 

@@ -12,7 +12,7 @@ the store, in one journal file, ``producer-state.journal``, in the first data di
 
 Each line ends with `` <crc>``: ``zlib.crc32`` of the text before it, 8 hex digits, and a rewritten
 journal starts with the version line ``V 1`` and has its ``P`` line both first and last, so one
-damaged line cannot lose the id reservation. Lines without a checksum (version 0, before issue 14)
+damaged line cannot lose the id reservation. Lines without a checksum (version 0, written by earlier versions)
 are still read. A damaged line that is not a torn last line is ignored with a warning and recorded
 in ``problems``; as it may have been a ``P`` line, the next id then starts a block further on. A
 journal left with no intact ``P`` line, or missing although a server ran on the dir (its

@@ -1,6 +1,6 @@
 """The admin APIs of security: ACLs (DescribeAcls, CreateAcls, DeleteAcls) and users' SCRAM
 credentials (DescribeUserScramCredentials, AlterUserScramCredentials), so that Kafka's own tools and
-clients' admin APIs manage a running server (issue 17). Who may call them is the authorization
+clients' admin APIs manage a running server. Who may call them is the authorization
 layer's concern (ALTER or DESCRIBE on the cluster); this module only answers.
 
 What it owns:

@@ -1,6 +1,6 @@
 """Kafka's error codes, and how the store's own exceptions map onto them.
 
-Every answer the server gives carries Kafka's code for the situation (reference §4): a client
+Every answer the server gives carries Kafka's code for the situation (https://kafka.apache.org/protocol#protocol_error_codes): a client
 decides from the code alone whether to retry, refresh its metadata, reset its offset or give up.
 ``error_code_for`` is the one place where a ``LogStoreError`` becomes a code, so the same failure gets
 the same code from every API.

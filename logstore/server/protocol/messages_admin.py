@@ -2,7 +2,7 @@
 
 Transcribed from Kafka's JSON message specs like ``messages`` (same names, versions, nullable
 versions, defaults and order; fields that exist only above our highest version are left out). The
-versions are the ones the server advertises (reference/kafka-wire-protocol.md §2.3):
+versions are the ones the server advertises (https://kafka.apache.org/protocol#protocol_api_keys):
 CreateTopics 0-4, DeleteTopics 0-3, DeleteRecords 0-1, InitProducerId 0-1, OffsetForLeaderEpoch 2-3,
 DescribeConfigs 0-2, IncrementalAlterConfigs 0-1 (v1 flexible).
 

@@ -4,7 +4,7 @@ deletion; and the one KIP-848 API that has a table only so that it can be refuse
 Transcribed from Kafka's JSON message specs like ``messages`` (same names, versions, nullable
 versions, defaults and order; fields that exist only above our highest version are left out). The
 versions are the ones the server advertises once ``server.groups`` serves them: the classic
-protocol's non-flexible versions that every client in reference/kafka-group-coordinator.md §8
+protocol's non-flexible versions that every client we test (docs/design.md §12)
 negotiates down to (JoinGroup 0-5, SyncGroup 0-3, Heartbeat 0-3, LeaveGroup 0-3, OffsetCommit 2-7,
 OffsetFetch 1-5, DescribeGroups 0-4), plus the flexible versions whose shape changed and which
 clients do send: FindCoordinator 0-4 (v4: batched keys, KIP-699; kafka-python 3.x sends it),

@@ -2,7 +2,7 @@
 
 Transcribed from Kafka's JSON message specs like ``messages`` (same names, versions, nullable
 versions, defaults and order; fields that exist only above our highest version are left out). The
-versions are the ones the server advertises once its security handlers are registered (issue 17):
+versions are the ones the server advertises once its security handlers are registered:
 SaslHandshake 0-1 (never flexible), SaslAuthenticate 0-2 (v2 flexible), DescribeAcls, CreateAcls and
 DeleteAcls 0-3 (v2+ flexible; Kafka 4.0 dropped v0, KIP-896, but older clients still send it: v0 is
 v1 without the resource pattern type, which then means LITERAL), DescribeUserScramCredentials 0 and

@@ -1,5 +1,5 @@
 """``AclStore``: the server's ACLs (``acls.AclBinding``), kept in the first data dir as ``acls.json``
-(issue 17; the ``Authorizer``, ``logstore acls`` and the admin APIs stand on it).
+(the ``Authorizer``, ``logstore acls`` and the admin APIs stand on it).
 
 What it owns:
 - the file: JSON with a version, one entry per binding in Kafka's words (``Topic``, ``Prefixed``,

@@ -1,5 +1,5 @@
 """Access control lists with Kafka's model, and the ``Authorizer`` that answers "may this principal do
-this operation on this resource?" (issue 17's authorization building block; the request handlers,
+this operation on this resource?" (the authorization building block; the request handlers,
 ``logstore acls`` and the admin APIs DescribeAcls/CreateAcls/DeleteAcls stand on it).
 
 What it owns:

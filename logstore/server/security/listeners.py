@@ -1,5 +1,5 @@
 """Listeners: where the server accepts connections, with which security protocol, and the TLS
-settings of those that speak TLS (issue 17).
+settings of those that speak TLS.
 
 What it owns:
 - ``Listener``: one ``PROTOCOL://HOST:PORT`` with Kafka's protocol names (``PLAINTEXT``, ``SSL``,

@@ -1,6 +1,6 @@
 """Who a client is: each connection's ``Session``, SASL authentication (SaslHandshake,
 SaslAuthenticate, and the bare tokens of SaslHandshake v0), and the throttle that slows down a host
-that keeps failing (issue 17).
+that keeps failing.
 
 What it owns:
 - ``Session``: a connection's principal and its place in the SASL exchange. A ``PLAINTEXT``

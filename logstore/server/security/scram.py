@@ -1,5 +1,5 @@
 """SCRAM (RFC 5802, with RFC 7677's SHA-256 and Kafka's SHA-512) and PLAIN (RFC 4616): the SASL
-mechanisms the server will authenticate Kafka clients with (issue 17, its first building block).
+mechanisms the server will authenticate Kafka clients with.
 
 What it owns:
 - ``ScramCredential``: what the store keeps of a user's password per mechanism: a random salt, the

@@ -1,7 +1,7 @@
 """Kafka's RecordBatch v2 header and varints: the layout constants, ``WireBatch``, the errors, and
 the varint tables that the record decoders and encoders share.
 
-A v2 batch (reference/kafka-wire-protocol.md §3.1) is a 61-byte big-endian header, then the records::
+A v2 batch (https://kafka.apache.org/documentation/#recordbatch) is a 61-byte big-endian header, then the records::
 
     base_offset int64 | batch_length int32 | partition_leader_epoch int32 | magic int8 | crc uint32 |
     attributes int16 | last_offset_delta int32 | base_timestamp int64 | max_timestamp int64 |
@@ -18,7 +18,7 @@ Kafka's varints are zigzag-encoded base-128 numbers, least significant group fir
 a batch fit one byte (lengths below 64, the first 64 offset deltas), so the decoders read one byte
 and index ``ZIGZAG_BYTE``; the encoders look up ready-made byte strings in ``VARINTS``.
 
-The errors carry Kafka's error code (reference §4), so a request handler can answer with it directly.
+The errors carry Kafka's error code (https://kafka.apache.org/protocol#protocol_error_codes), so a request handler can answer with it directly.
 This module is the bottom of ``wire_records`` (which re-exports everything public here) and of
 ``compression``.
 """

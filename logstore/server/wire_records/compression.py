@@ -1,8 +1,8 @@
 """Kafka's record batch codecs: ``compress(codec, data)`` and ``decompress(codec, data, max_bytes)``.
 
-Codec ids are the low three bits of a v2 batch's attributes (reference/kafka-wire-protocol.md §3.2,
-§3.6): 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd. A compressed batch's records (everything after
-``record_count``) are one compressed blob.
+Codec ids are the low three bits of a v2 batch's attributes
+(https://kafka.apache.org/documentation/#recordbatch): 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd. A
+compressed batch's records (everything after ``record_count``) are one compressed blob.
 
 - **gzip**: ``zlib`` with the gzip wrapper (RFC 1952), always available. Several concatenated gzip
   members are accepted, as Java's ``GZIPInputStream`` does.

@@ -2,8 +2,8 @@
 produce hot path, with Kafka's validation; ``decode_produce_columns`` gives the records as columns) and ``decode_fetch`` (what a consumer does with a fetch
 response; used by tests and by our own client).
 
-``decode_produce`` mirrors the checks Kafka applies to a client's batch (reference/kafka-wire-protocol.md
-§3.5, ``UnifiedLog.analyzeAndValidateRecords`` and ``LogValidator``), in this order per batch:
+``decode_produce`` mirrors the checks Kafka applies to a client's batch (Kafka's
+``UnifiedLog.analyzeAndValidateRecords`` and ``LogValidator``), in this order per batch:
 
 =====================================================================  ============================
 check                                                                  error (Kafka code)

@@ -8,7 +8,7 @@ in ``VARINTS`` tables by ``map`` in C, no Python-level step per record), the rec
 columns. Only records with headers take a Python loop (over their header pairs).
 
 Fetch batches are never compressed: every client reads uncompressed batches, while a kafkajs
-consumer without codec plugins cannot read snappy, lz4 or zstd (reference §3.6).
+consumer without codec plugins cannot read snappy, lz4 or zstd.
 """
 
 from __future__ import annotations
