@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import click
 
-from logstore.server.acl_store import AclStore
+from logstore.server.security.acl_store import AclStore
 
 from . import broker
-from logstore.server.acls import PATTERN_ANY, PATTERN_LITERAL, PATTERN_MATCH, PATTERN_PREFIXED, bindings_for, filters_for
+from logstore.server.security.acls import (PATTERN_ANY, PATTERN_LITERAL, PATTERN_MATCH, PATTERN_PREFIXED, bindings_for,
+                                           filters_for)
 
 _ADD_PATTERNS = {"literal": PATTERN_LITERAL, "prefixed": PATTERN_PREFIXED}
 _FILTER_PATTERNS = {"any": PATTERN_ANY, "match": PATTERN_MATCH, **_ADD_PATTERNS}

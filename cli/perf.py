@@ -13,7 +13,7 @@ from typing import Callable
 import click
 
 from logstore.bench import core as bench
-from logstore.server.bench_security import SASL_MECHANISMS, SECURITY_HELP
+from logstore.bench.serve_security import SASL_MECHANISMS, SECURITY_HELP
 
 
 def _size(_ctx, _param, value: str | None) -> int | None:
@@ -194,7 +194,7 @@ def _run_paths(sizes_args: dict, rows, compare: str, work_dir, keep, progress) -
 @click.option("--records", type=click.IntRange(min=1), default=1_000_000, show_default=True,
               help="Records of rows 1-4; every other size scales with it (x/1,000,000) unless given.")
 @click.option("--rows", default="1,2,3,4,5,6,7,8,9", show_default=True, callback=_row_numbers,
-              help="Rows of issue 15's table to run (comma-separated).")
+              help="Rows of the paths table to run (comma-separated).")
 @click.option("--lookups", type=click.IntRange(min=1), default=None, help="Point reads of row 2 [100,000].")
 @click.option("--singles", type=click.IntRange(min=1), default=None,
               help="Single-record appends of row 5, read back by row 6 [100,000].")
@@ -216,7 +216,7 @@ def _run_paths(sizes_args: dict, rows, compare: str, work_dir, keep, progress) -
 @_common
 def paths(records, rows, lookups, singles, durable_threads, durable_seconds, compact_records, compact_keys,
           recovery_base_bytes, recovery_tail_bytes, repeats, seed, compare, work_dir, keep, as_json, progress) -> None:
-    """Issue 15's table: the consumer's read loop, point reads, varied sizes, headers, single-record
+    """The paths users take: the consumer's read loop, point reads, varied sizes, headers, single-record
     appends, one-record batches, durable appends, multi-pass compaction and recovery, each against its
     baseline in the same run, best of --repeats interleaved runs, PASS/FAIL against the goals."""
     from logstore.bench import paths as bench_paths
@@ -242,12 +242,12 @@ def paths(records, rows, lookups, singles, durable_threads, durable_seconds, com
 @click.option("--seed", type=int, default=42, show_default=True)
 @click.option("--compare", type=click.Choice(["sqlite", "none"]), default="none", show_default=True)
 @click.option("--paths/--no-paths", "with_paths", default=True, show_default=True,
-              help="Also run issue 15's table (`perf paths`, sized from --records) after the acceptance table.")
+              help="Also run the paths table (`perf paths`, sized from --records) after the acceptance table.")
 @_common
 def all_(records, lookups, large_records, large_value_bytes, sizes, repeats, seed, compare, with_paths, work_dir,
          keep, as_json, progress) -> None:
-    """The whole acceptance table in one run, with a pass/fail column against the targets; then issue
-    15's table (the paths users take, best of 3 interleaved runs, PASS/FAIL against its goals)."""
+    """The whole acceptance table in one run, with a pass/fail column against the targets; then the
+    paths table (the paths users take, best of 3 interleaved runs, PASS/FAIL against its goals)."""
     from logstore.bench import paths as bench_paths
     from logstore.bench.paths_report import render_paths
 
@@ -456,7 +456,7 @@ def spark_(records, keys, partitions, repeats, skip_compact, work_dir, as_json, 
     with Arrow batches and with a tuple per row (against the core's and SQLite's own scans), and
     compaction on Spark against the local cleaner, with the default and with a small dedupe buffer."""
     from logstore.errors import LogStoreError
-    from logstore.spark import perf as spark_perf
+    from logstore.bench import spark as spark_perf
 
     try:
         result = spark_perf.bench_spark(records=records, keys=keys, partitions=partitions, repeats=repeats,
@@ -468,7 +468,7 @@ def spark_(records, keys, partitions, repeats, skip_compact, work_dir, as_json, 
 
 
 def _counts(_ctx, _param, value: str) -> list[int]:
-    from logstore.server.bench import parse_counts
+    from logstore.bench.serve import parse_counts
     try:
         return parse_counts(value)
     except ValueError as exc:
@@ -503,7 +503,7 @@ def serve(sizes, value_bytes, kafka_python_records, latency_producers, latency_s
     from logstore.server import INSTALL_HINT, missing_extra
     if missing_extra():
         raise click.ClickException(f"perf serve needs the server extra: {INSTALL_HINT}")
-    from logstore.server.bench import bench_serve, render_serve
+    from logstore.bench.serve import bench_serve, render_serve
     try:
         rows = bench_serve(sizes=tuple(sizes), value_bytes=value_bytes, kafka_python_records=kafka_python_records,
                            latency_producers=latency_producers, latency_seconds=latency_seconds,
@@ -538,7 +538,7 @@ def client(records, value_bytes, partitions, acks, batch_size, rounds, clients, 
         raise click.ClickException(f"perf client needs the server extra: {INSTALL_HINT}")
     if broker and bootstrap_server:
         raise click.UsageError("give --broker or --bootstrap-server, not both")
-    from logstore.client import bench as client_bench
+    from logstore.bench import client as client_bench
     try:
         workload = client_bench.ClientWorkload(records, value_bytes, partitions, acks, batch_size=batch_size)
         result = client_bench.bench_client(workload, rounds=rounds, clients=tuple(clients) or client_bench.CLIENTS,
@@ -588,7 +588,7 @@ def groups(members, committers, seconds, fetch, against, no_wire, memory_groups,
     from logstore.server import INSTALL_HINT, missing_extra
     if missing_extra():
         raise click.ClickException(f"perf groups needs the server extra: {INSTALL_HINT}")
-    from logstore.server.bench_groups import BenchmarkError, bench_groups, render_groups
+    from logstore.bench.groups import BenchmarkError, bench_groups, render_groups
     try:
         result = bench_groups(members=tuple(members), committers=committers, seconds=seconds,
                               against=() if against == "none" or no_wire else (against,), wire=not no_wire,

@@ -10,8 +10,8 @@ import sys
 
 import click
 
-from logstore.server.credentials import CredentialStore
-from logstore.server.scram import DEFAULT_ITERATIONS, MECHANISMS, MIN_ITERATIONS
+from logstore.server.security.credentials import CredentialStore
+from logstore.server.security.scram import DEFAULT_ITERATIONS, MECHANISMS, MIN_ITERATIONS
 
 from . import broker
 

@@ -10,7 +10,7 @@ mmap-backed offset and time indexes; crash recovery; retention and compaction. S
         store.append("orders", [Record(key=b"k", value=b"v")])
 
 This module is the public API: it re-exports the engine's public names. The engine is in layers,
-each a subpackage that imports only from those below it (DESIGN.md §1, pinned by
+each a subpackage that imports only from those below it (docs/design.md §2, pinned by
 tests/test_layering.py): the foundations here (``errors``, ``clock``, ``fs``, ``config``, and
 ``testing``, the file-operations seam's test double) < ``records`` < ``timer`` < ``log`` < ``cleaner``
 < ``manager``. Above the engine: ``tools`` and ``bench`` (never loaded by ``import logstore``),

@@ -1,4 +1,4 @@
-"""Shared pieces of the crash harnesses (reference/performance-and-reliability.md §B6).
+"""Shared pieces of the crash harnesses (docs/design.md §12).
 
 - ``PayloadSpec``: deterministic records. The key, value, headers and timestamp of the record at
   ``(partition, offset)`` written in truncation ``epoch`` are a pure function of those three numbers and
@@ -92,7 +92,7 @@ class PartitionModel:
 
     ``flushed``: offsets below it were acknowledged by ``flush()`` (or a clean close) and must
     survive with their payload. ``appended``: offsets below it were written by a returned
-    ``append`` or found by a recovery: a process crash must not lose them either (DESIGN §3).
+    ``append`` or found by a recovery: a process crash must not lose them either (docs/design.md §7).
     ``lso_min``/``lso_max``: bounds of the legitimate log start offset (a returned ``delete_records``
     raises the floor, an attempted one the ceiling). ``max_end``: one past the highest offset any
     writer attempted (anything above is a phantom). ``epochs``: (first offset, epoch) boundaries: the

@@ -1,6 +1,6 @@
 """Invariants checked: topic configuration and topic names, through ``LogConfig`` and through the store.
 
-- Every Kafka topic key of the issue accepts valid values given as Python ints/floats and as strings
+- Every Kafka topic key we support accepts valid values given as Python ints/floats and as strings
   (the CLI form), and both forms give the same effective value.
 - Invalid values (wrong type, out of range, unparsable) and unknown keys raise ``InvalidConfigError``,
   which is both a ``RequestError`` and a ``ValueError``, and whose message names the key and the value.
@@ -74,12 +74,12 @@ def field_of(key: str) -> str:
     return key.replace(".", "_")
 
 
-def test_every_issue_key_is_covered():
-    issue_keys = {"segment.bytes", "segment.ms", "segment.index.bytes", "index.interval.bytes", "max.message.bytes",
+def test_every_kafka_topic_key_is_covered():
+    topic_keys = {"segment.bytes", "segment.ms", "segment.index.bytes", "index.interval.bytes", "max.message.bytes",
                   "cleanup.policy", "retention.ms", "retention.bytes", "flush.messages", "flush.ms",
                   "min.cleanable.dirty.ratio", "delete.retention.ms", "min.compaction.lag.ms"}
-    assert issue_keys <= set(VALID) and issue_keys <= set(INVALID)
-    assert issue_keys <= set(LogConfig().to_properties())
+    assert topic_keys <= set(VALID) and topic_keys <= set(INVALID)
+    assert topic_keys <= set(LogConfig().to_properties())
 
 
 @pytest.mark.parametrize("key,given,effective", CASES_VALID, ids=[f"{k}={g!r}" for k, g, _ in CASES_VALID])

@@ -10,7 +10,7 @@ check) and a timestamp. Everything is a pure function of the offset and the seed
 same records, written untimed: to logstore in batches of 1000 into a compacted topic with 64 MiB
 segments, then ``roll()`` so that every record is cleanable; to SQLite in one ``executemany``
 transaction into ``log(offset INTEGER PRIMARY KEY, key BLOB, value BLOB, ts INTEGER)`` with the
-baseline's settings (WAL, synchronous=NORMAL, reference §A2), then a checkpoint.
+baseline's settings (WAL, synchronous=NORMAL), then a checkpoint.
 
 Timed, each in a fresh interpreter (``python -m logstore.bench.compact``) so that its peak memory is
 its own and one engine's heap does not slow the other:

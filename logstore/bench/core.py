@@ -1,6 +1,6 @@
 """Benchmarks behind ``logstore perf``: logstore against SQLite, same workload, same process.
 
-Owns the workloads, the SQLite baseline (reference/performance-and-reliability.md §A2), the comparison
+Owns the workloads, the SQLite baseline, the comparison
 with the acceptance targets and the result table; ``cli/perf.py`` only parses options and prints.
 
 - Records are a pure function of their offset (``Workload.row``), so any answer can be checked. The
@@ -196,7 +196,7 @@ class LogstoreEngine:
 
 
 class SqliteEngine:
-    """The SQLite baseline of reference §A2: one table, WAL, synchronous=NORMAL; the engine
+    """The SQLite baseline: one table, WAL, synchronous=NORMAL; the engine
     interface of ``LogstoreEngine``."""
 
     name = "sqlite"

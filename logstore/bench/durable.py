@@ -11,7 +11,7 @@ thread state of one mode do not leak into the next:
 - ``fsync-per-append``: topic ``flush.messages=1`` with ``acks=1``, Kafka's way to fsync every append
   (the append that crosses the threshold flushes inside the log lock, so each append pays one flush).
 - ``sqlite``: WAL, ``synchronous=FULL``, a connection per thread, one INSERT + COMMIT per append, a
-  busy timeout so contention waits. The embedded peer, in the same run (DESIGN.md §7).
+  busy timeout so contention waits. The embedded peer, in the same run (docs/design.md §12).
 
 Each call is timed with ``clock.Stopwatch``; the fsyncs of the logstore modes are counted (and
 timed) through the file-system seam. Afterwards the answers are checked (every acknowledged append is
@@ -47,8 +47,8 @@ from .report import text_table
 TOPIC = "durable"
 MODES = ("group-commit", "fsync-per-append", "sqlite")
 GOAL_VS_FSYNC = GOAL_VS_SQLITE = 5.0  # group commit ÷ each, appends/s, at the smallest thread count
-# Issue 15's goals: group commit ÷ each of fsync-per-append and SQLite FULL, by thread count.
-ISSUE_GOALS = {8: 3.0, 64: 5.0}
+# The goals: group commit ÷ each of fsync-per-append and SQLite FULL, by thread count.
+THREAD_GOALS = {8: 3.0, 64: 5.0}
 GOAL_UNCLEAN = 2.0  # unclean open ≤ this × (clean open + scan of the tail)
 MIB = 1 << 20
 Say = Callable[[str], None]
@@ -265,11 +265,11 @@ def judge_durable(rows: list[dict]) -> list[dict]:
 
 
 def judge_durable_by_threads(rows: list[dict], goals: dict[int, float] | None = None) -> list[dict]:
-    """Group commit ÷ fsync-per-append and ÷ SQLite FULL at each thread count of ``goals`` (issue
-    15's: ≥ 3× both at 8 threads, ≥ 5× both at 64) that the run measured."""
+    """Group commit ÷ fsync-per-append and ÷ SQLite FULL at each thread count of ``goals`` (
+    ≥ 3× both at 8 threads, ≥ 5× both at 64) that the run measured."""
     rate = {(row["mode"], row["threads"]): row["appends_per_s"] for row in rows}
     judged = []
-    for threads, bound in sorted((ISSUE_GOALS if goals is None else goals).items()):
+    for threads, bound in sorted((THREAD_GOALS if goals is None else goals).items()):
         for other in ("fsync-per-append", "sqlite"):
             if ("group-commit", threads) not in rate or (other, threads) not in rate:
                 continue
@@ -315,7 +315,7 @@ def render_durable(result: dict) -> str:
                                                    + ", ".join(f"{x:,.0f}" for x in r["runs"]) for r in rows)]
     out += _goal_lines(result["goals"])
     if result.get("issue_goals"):
-        out += _goal_lines(result["issue_goals"], "issue 15 goals (group commit ÷ each, by thread count)")
+        out += _goal_lines(result["issue_goals"], "goals by thread count (group commit ÷ each)")
     return "\n".join(out)
 
 

@@ -1,5 +1,5 @@
-"""The issue-15 workloads of ``logstore perf paths`` (and of ``perf all``): the paths users take, each
-against its baseline in the same run, judged against the issue's goals (``paths_report``).
+"""The workloads of ``logstore perf paths`` (and of ``perf all``): the paths users take, each
+against its baseline in the same run, judged against their goals (``paths_report``).
 
 Owns the sizes (``PathSizes``), the data sets, rows 1-6 (measured in this process) and the run of the
 whole table (``bench_paths``); rows 7-9 run in child processes (``paths_process``).
@@ -35,7 +35,7 @@ import shutil
 import sqlite3
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict
 from functools import cached_property
 from typing import Callable, Sequence
 
@@ -43,57 +43,11 @@ from ..clock import Stopwatch
 from ..manager.log_manager import LogManager
 from ..records.decoder import Record
 from .core import BASE_TIMESTAMP_MS, BenchmarkError, SqliteEngine, Workload, pretouch
-from .paths_report import ISSUE_ROWS, Goal, Measurement, measurement_line, table_rows
+from .paths_report import PATH_ROWS, Goal, Measurement, PathSizes, Say, measurement_line, table_rows
 
 MAX_BYTES = 1 << 20  # the consumer's fetch size
 HEADERS = (("trace", b"abcdefgh"), ("src", b"svc"))
 SIZE_POOL = 1021  # varied sizes cycle through this many seeded draws
-MB = 10**6
-Say = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class PathSizes:
-    """How big each row's work is. The defaults are the issue's (1M records; 100,000 lookups,
-    single appends and one-record batches; 1M records over 100,000 keys to compact; 10 MB past the
-    recovery point) and keep ``perf all`` within a few minutes; ``scaled`` shrinks them together."""
-
-    records: int = 1_000_000
-    lookups: int = 100_000
-    singles: int = 100_000
-    durable_threads: tuple[int, ...] = (8, 64)
-    durable_seconds: float = 1.0
-    compact_records: int = 1_000_000
-    compact_keys: int = 100_000
-    recovery_base_bytes: int = 100 * MB
-    recovery_tail_bytes: int = 10 * MB
-    repeats: int = 3
-    seed: int = 42
-
-    def __post_init__(self) -> None:
-        counts = (self.records, self.lookups, self.singles, self.compact_records, self.compact_keys, self.repeats)
-        if min(counts) < 1 or self.recovery_tail_bytes < 1 or self.recovery_base_bytes < 1:
-            raise ValueError(f"every size must be >= 1: {self}")
-        if not 1 <= len(self.durable_threads) <= 2 or min(self.durable_threads) < 1:
-            raise ValueError(f"durable_threads: one or two thread counts >= 1, got {self.durable_threads!r}")
-        if self.durable_seconds <= 0:
-            raise ValueError(f"durable_seconds must be > 0, got {self.durable_seconds!r}")
-        if self.compact_keys > self.compact_records:
-            raise ValueError(f"compact_keys ({self.compact_keys:,}) must be <= compact_records "
-                             f"({self.compact_records:,}): every key is written")
-
-    @classmethod
-    def scaled(cls, records: int, **overrides) -> "PathSizes":
-        """The defaults scaled by ``records`` ÷ 1,000,000 (with small floors), then ``overrides``
-        (None values are ignored)."""
-        f = records / cls.records
-        compact = max(100, round(cls.compact_records * f))
-        sizes = cls(records=records, lookups=max(10, round(cls.lookups * f)),
-                    singles=max(10, round(cls.singles * f)), durable_seconds=max(0.02, cls.durable_seconds * f),
-                    compact_records=compact, compact_keys=max(10, compact // 10),
-                    recovery_base_bytes=max(100_000, round(cls.recovery_base_bytes * f)),
-                    recovery_tail_bytes=max(10_000, round(cls.recovery_tail_bytes * f)))
-        return replace(sizes, **{name: value for name, value in overrides.items() if value is not None})
 
 
 # --- data ------------------------------------------------------------------------------------------
@@ -371,17 +325,17 @@ def _insert_each(conn: sqlite3.Connection, rows: Sequence[tuple]) -> None:
 # --- the whole table -------------------------------------------------------------------------------
 
 
-def bench_paths(sizes: PathSizes = PathSizes(), *, rows: Sequence[int] = tuple(ISSUE_ROWS), compare: bool = True,
+def bench_paths(sizes: PathSizes = PathSizes(), *, rows: Sequence[int] = tuple(PATH_ROWS), compare: bool = True,
                 work_dir: str | None = None, keep: bool = False, say: Say | None = None) -> dict:
-    """Measure the issue-15 ``rows`` (numbers 1-9) at ``sizes``, SQLite baselines when ``compare``.
+    """Measure the ``rows`` (numbers 1-9) at ``sizes``, SQLite baselines when ``compare``.
     Returns ``{"settings", "measurements" (Measurement objects), "rows" (JSON rows), "notes"}``;
     ``as_json`` turns it into plain data."""
-    from . import paths_process  # children of rows 7-9
+    from . import paths_process  # children of rows 7-9 (imported here: it loads the durable, compact and recovery benches)
 
     wanted = set(rows)
-    unknown = wanted - set(ISSUE_ROWS)
+    unknown = wanted - set(PATH_ROWS)
     if unknown or not wanted:
-        raise ValueError(f"rows must be among {sorted(ISSUE_ROWS)}, got {sorted(rows)!r}")
+        raise ValueError(f"rows must be among {sorted(PATH_ROWS)}, got {sorted(rows)!r}")
     say = say or (lambda _: None)
     if work_dir:
         os.makedirs(work_dir, exist_ok=True)

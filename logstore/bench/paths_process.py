@@ -1,4 +1,4 @@
-"""Rows 7-9 of the issue-15 table (``paths``), each measured in fresh interpreters (``child``) so
+"""Rows 7-9 of the paths table (``paths``), each measured in fresh interpreters (``child``) so
 that one run's heap, threads and page of imports do not carry into the next.
 
 7. Durable single-record appends (``acks="all"``) from 8 and 64 threads against an fsync per append
@@ -27,8 +27,7 @@ from . import durable as perf_durable
 from . import recovery as perf_recovery
 from .child import child_main, run_child
 from .core import BenchmarkError
-from .paths import PathSizes, Say
-from .paths_report import Goal, Measurement, measurement_line
+from .paths_report import Goal, Measurement, PathSizes, Say, measurement_line
 
 DURABLE_GOALS = (3.0, 5.0)  # the lower thread count, the higher one
 COMPACT_GOAL = 2.0

@@ -1,7 +1,7 @@
-"""The issue-15 table of ``logstore perf paths`` (and ``perf all``): its rows, their goals, the verdicts
+"""The table of ``logstore perf paths`` (and ``perf all``): its rows, their goals, the verdicts
 and the text. ``paths`` and ``paths_process`` measure; this module only judges and formats.
 
-A table row is one row of issue 15's table (``ISSUE_ROWS``); it holds one or more ``Measurement``s
+A table row is one row of the paths table (``PATH_ROWS``); it holds one or more ``Measurement``s
 (both forms of a point read, 8 and 64 threads against two baselines, ...). A measurement keeps every
 run of logstore and of its baseline (the runs alternate: logstore run 1, baseline run 1, logstore run
 2, ...), reports the best of each, and its verdict comes from the measured figures (``Goal.judge``):
@@ -16,10 +16,14 @@ goal) the verdict is None ("n/a").
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Callable, Sequence
 
-ISSUE_ROWS = {
+MB = 10**6
+Say = Callable[[str], None]
+"""Where a run reports its progress (one line at a time)."""
+
+PATH_ROWS = {
     1: ("consumer loop: read(offset, max_bytes=1 MiB) until the end", "≥ 3× SQLite scan"),
     2: ("random point reads read(o, max_bytes=1) / read(o, max_records=1)", "≥ 3× SQLite point SELECT, both"),
     3: ("varied key/value sizes: iter_records / read loop", "≥ 3× SQLite scan, both"),
@@ -31,7 +35,51 @@ ISSUE_ROWS = {
     8: ("compaction with a dedupe buffer for ¼ of the keys", "≤ 2× a single pass"),
     9: ("open after kill -9 with a tail past the recovery point", "≤ 1.5× clean open + tail scan"),
 }
-"""Issue 15's table: row number -> (workload, goal as the issue states it)."""
+"""The paths table: row number -> (workload, goal)."""
+
+
+@dataclass(frozen=True)
+class PathSizes:
+    """How big each row's work is. The defaults are the table's (1M records; 100,000 lookups,
+    single appends and one-record batches; 1M records over 100,000 keys to compact; 10 MB past the
+    recovery point) and keep ``perf all`` within a few minutes; ``scaled`` shrinks them together."""
+
+    records: int = 1_000_000
+    lookups: int = 100_000
+    singles: int = 100_000
+    durable_threads: tuple[int, ...] = (8, 64)
+    durable_seconds: float = 1.0
+    compact_records: int = 1_000_000
+    compact_keys: int = 100_000
+    recovery_base_bytes: int = 100 * MB
+    recovery_tail_bytes: int = 10 * MB
+    repeats: int = 3
+    seed: int = 42
+
+    def __post_init__(self) -> None:
+        counts = (self.records, self.lookups, self.singles, self.compact_records, self.compact_keys, self.repeats)
+        if min(counts) < 1 or self.recovery_tail_bytes < 1 or self.recovery_base_bytes < 1:
+            raise ValueError(f"every size must be >= 1: {self}")
+        if not 1 <= len(self.durable_threads) <= 2 or min(self.durable_threads) < 1:
+            raise ValueError(f"durable_threads: one or two thread counts >= 1, got {self.durable_threads!r}")
+        if self.durable_seconds <= 0:
+            raise ValueError(f"durable_seconds must be > 0, got {self.durable_seconds!r}")
+        if self.compact_keys > self.compact_records:
+            raise ValueError(f"compact_keys ({self.compact_keys:,}) must be <= compact_records "
+                             f"({self.compact_records:,}): every key is written")
+
+    @classmethod
+    def scaled(cls, records: int, **overrides) -> "PathSizes":
+        """The defaults scaled by ``records`` ÷ 1,000,000 (with small floors), then ``overrides``
+        (None values are ignored)."""
+        f = records / cls.records
+        compact = max(100, round(cls.compact_records * f))
+        sizes = cls(records=records, lookups=max(10, round(cls.lookups * f)),
+                    singles=max(10, round(cls.singles * f)), durable_seconds=max(0.02, cls.durable_seconds * f),
+                    compact_records=compact, compact_keys=max(10, compact // 10),
+                    recovery_base_bytes=max(100_000, round(cls.recovery_base_bytes * f)),
+                    recovery_tail_bytes=max(10_000, round(cls.recovery_tail_bytes * f)))
+        return replace(sizes, **{name: value for name, value in overrides.items() if value is not None})
 
 
 @dataclass(frozen=True)
@@ -111,9 +159,9 @@ def row_verdict(measurements: Sequence[Measurement]) -> bool | None:
 
 
 def table_rows(measurements: Sequence[Measurement]) -> list[dict]:
-    """The JSON rows: one per issue row measured, in the issue's order, each with its measurements."""
+    """The JSON rows: one per table row measured, in the table's order, each with its measurements."""
     rows = []
-    for number, (workload, goal) in ISSUE_ROWS.items():
+    for number, (workload, goal) in PATH_ROWS.items():
         mine = [m for m in measurements if m.row == number]
         if mine:
             rows.append({"row": number, "workload": workload, "goal": goal, "passed": row_verdict(mine),
@@ -173,11 +221,11 @@ def measurement_line(m: Measurement) -> str:
 
 
 def render_paths(result: dict) -> str:
-    """The run as text: one line per issue row (cells of several measurements joined with " / "),
+    """The run as text: one line per table row (cells of several measurements joined with " / "),
     then one line per measurement with every run, then notes."""
     measurements = result["measurements"]
     s = result["settings"]
-    out = [f"issue 15: where users are (best of {s['repeats']} interleaved runs per figure; "
+    out = [f"the paths users take (best of {s['repeats']} interleaved runs per figure; "
            f"Python {s['python']}, SQLite {s['sqlite']})"]
     table = []
     for row in table_rows(measurements):

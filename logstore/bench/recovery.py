@@ -1,5 +1,5 @@
 """Recovery after kill -9, one partition: the unclean open against a clean open plus a scan of the
-bytes past the recovery point, in the same run (issue 15, Deliver 6: the goal is ≤ 1.5×).
+bytes past the recovery point, in the same run (the goal is ≤ 1.5×).
 
 ``bench_recovery`` writes ``size_mb`` MB to one partition (64 MiB segments, 1 KB values, batches of
 1000 by default), flushes and checkpoints (the recovery point), appends ``tail_mb`` MB more without a

@@ -1,7 +1,7 @@
 """``logstore perf timer``: the timing wheel against heap-based timers, on a manual clock.
 
 This module owns the timer benchmark: four workloads run side by side in one run on the same seeded
-inputs, the goals of the timing-wheel issue, and the text table.
+inputs, the timing wheel's goals, and the text table.
 
 Contenders (the same task-in, cancel, advance interface; expired tasks run on the calling thread):
 - ``wheel``: logstore's ``SystemTimer`` (tick 1 ms, 20 buckets per level, ``executor_thread=False``).
@@ -284,7 +284,7 @@ def bench_timer(*, ops: int = 1_000_000, sched_ops: int = 20_000, timeout_ms: in
 
 
 def judge(result: TimerBenchmark) -> list[dict]:
-    """The issue's goals, each with the measured value and a verdict."""
+    """The goals, each with the measured value and a verdict."""
     by = {row["timer"]: row for row in result.purgatory}
     goals = []
 

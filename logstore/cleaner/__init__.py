@@ -1,4 +1,4 @@
-"""Compaction: the latest record per key (Kafka's LogCleaner, reference/kafka-log-layer.md §8).
+"""Compaction: the latest record per key (Kafka's LogCleaner; docs/design.md §8).
 
 Owns:
 

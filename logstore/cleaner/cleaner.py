@@ -1,4 +1,4 @@
-"""``Cleaner``: one compaction round of one log (Kafka's Cleaner, reference §8.4-8.7).
+"""``Cleaner``: one compaction round of one log (Kafka's Cleaner; docs/design.md §8.4).
 
 A round gets the log's cleanable range ``[first_dirty_offset, first_uncleanable_offset)`` (chosen by
 ``LogCleanerManager``) and:
@@ -69,7 +69,7 @@ _SCAN_CHUNK_BYTES = 256 * 1024  # what LogSegment.iter_batches reads at a time
 
 @dataclass(frozen=True)
 class LogToClean:
-    """A log chosen for cleaning and its cleanable range (reference §8.2)."""
+    """A log chosen for cleaning and its cleanable range (docs/design.md §8.3)."""
 
     log: Log
     first_dirty_offset: int
@@ -484,7 +484,7 @@ def group_segments_by_size(segments: Sequence[LogSegment], max_bytes: int, max_i
                            first_uncleanable_offset: int) -> list[list[LogSegment]]:
     """Greedy groups of consecutive segments, each to become one cleaned segment: a group takes the
     next segment while the sum of log sizes stays <= ``max_bytes``, each index's bytes stay <=
-    ``max_index_bytes`` and the group's offsets fit 32-bit relative offsets (reference §8.5). A
+    ``max_index_bytes`` and the group's offsets fit 32-bit relative offsets (docs/design.md §8.4). A
     group always takes at least one segment."""
     groups = []
     remaining = list(segments)

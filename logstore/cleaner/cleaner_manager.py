@@ -1,6 +1,6 @@
 """``LogCleanerManager``: which log the cleaner works on next, what of it is cleanable, where each
 log's clean section ends, and the per-log states that keep cleaning apart from truncation, deletion
-and retention (Kafka's LogCleanerManager, reference §8.2, §8.3, §8.8).
+and retention (Kafka's LogCleanerManager; docs/design.md §8.3).
 
 - **Checkpoints**: each data dir has a ``cleaner-offset-checkpoint`` (the checkpoint text format,
   replaced crash-safely) holding every compacted log's *first dirty offset*: everything below it has

@@ -1,4 +1,4 @@
-"""``LogCleaner``: the store's compaction service (Kafka's LogCleaner, reference §8.1, §8.9).
+"""``LogCleaner``: the store's compaction service (Kafka's LogCleaner; docs/design.md §8.3).
 
 It owns ``log.cleaner.threads`` threads (``logstore-cleaner-<i>``), each with its own ``Cleaner`` and
 ``OffsetMap`` (``log.cleaner.dedupe.buffer.size`` split among them), one shared ``Throttler`` and the

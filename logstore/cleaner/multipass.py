@@ -2,7 +2,7 @@
 bit per offset of the recopied range) and ``KeySpill`` (the keys and offsets of the range, split by key
 hash into partitions in an unnamed scratch file), and ``resolve`` (one offset-map pass per partition).
 
-Why this design (issue 15, Deliver 5). Kafka, when the map fills, cleans up to where it filled and
+Why this design. Kafka, when the map fills, cleans up to where it filled and
 starts again from there: every pass recopies the whole prefix, so k passes cost about k times a
 single one (36 passes, 14× for a buffer holding a quarter of the keys). The rule that decides a
 record's fate only needs the *set* of survivors: a record below the round's end survives iff it has a

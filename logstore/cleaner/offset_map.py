@@ -1,5 +1,5 @@
 """``OffsetMap``: the cleaner's memory-bounded map from a record key to the latest offset holding it
-(Kafka's SkimpyOffsetMap, reference §8.10), built for Python speed.
+(Kafka's SkimpyOffsetMap; docs/design.md §8.4), built for Python speed.
 
 Kafka keeps 24-byte entries (an MD5 digest and an offset) in one byte array and probes it per record.
 In Python a probe loop per record costs microseconds, so this map is a ``dict`` from the key bytes

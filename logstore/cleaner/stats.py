@@ -1,6 +1,6 @@
 """What the cleaner measures and how it paces itself: ``CleanerStats`` (one round of one log),
 ``CleanerTotals`` (everything since the store opened) and ``Throttler`` (Kafka's cleaner I/O
-throttle, reference §8.11).
+throttle; docs/design.md §8.3).
 
 The statistics are plain counters filled by ``Cleaner`` as it reads and writes; ``LogCleaner`` keeps
 the last round's and adds every round into the totals, so the API (``LogCleaner.stats``,

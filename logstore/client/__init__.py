@@ -1,4 +1,4 @@
-"""A Kafka client of our own (DESIGN.md §11): the other side of the protocol the server speaks.
+"""A Kafka client of our own (docs/design.md §11): the other side of the protocol the server speaks.
 
 It owns, on the server's codec (``logstore.server.codec``) and the standard library:
 
@@ -19,8 +19,9 @@ It owns, on the server's codec (``logstore.server.codec``) and the standard libr
 - ``Consumer``: ``assign``/``subscribe`` (a consumer group: ``group_member``), ``poll`` with fetching
   ahead (``fetcher``), seeks, positions, offset lookups, commits (``consumer``);
 - administration of a broker's topics and groups (``admin``), what the command line's
-  ``--bootstrap-server`` does with them (``tools``), and ``mirror`` between stores and brokers;
-- ``logstore perf client`` (``bench``).
+  ``--bootstrap-server`` does with them (``tools``), and ``mirror`` between stores and brokers.
+
+Its benchmark (``logstore perf client``) lives in the benchmark layer, ``logstore.bench.client``.
 
 Layer: above ``server`` (whose codec it uses) and ``group`` (the consumer protocol, the assignors and
 the group admin it extends), below ``cli``, beside ``spark``. It may import those two layers, the

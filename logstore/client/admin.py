@@ -25,7 +25,7 @@ from ..group import errors as group_errors
 from ..group.admin import GroupAdmin
 from ..group.consumer import GroupRequestError
 from ..group.results import GroupOverview, GroupSummary, MemberSummary
-from ..server import errors as kafka_errors
+from ..server.protocol import errors as kafka_errors
 from .cluster import NetworkClient
 from .errors import BrokerResponseError, NetworkError
 from .fetcher import EARLIEST, high_watermarks, list_offsets

@@ -35,9 +35,9 @@ from collections import deque
 from typing import NamedTuple
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..server.codec import API_KEYS, API_NAMES, ProtocolError, decode_response, encode_request
-from ..server.errors import UNSUPPORTED_VERSION
-from ..server.messages import APIS
+from ..server.protocol.codec import API_KEYS, API_NAMES, ProtocolError, decode_response, encode_request
+from ..server.protocol.errors import UNSUPPORTED_VERSION
+from ..server.protocol.messages import APIS
 from .errors import BrokerResponseError, NetworkError, NoCommonVersionError, RequestTimedOutError
 from .security import ClientSecurity
 

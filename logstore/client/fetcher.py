@@ -29,8 +29,8 @@ from typing import Iterable
 
 from ..errors import OffsetOutOfRangeError
 from ..group.consumer import ConsumerRecord
-from ..server import errors as kafka_errors
-from ..server.wire_decode import decode_fetch
+from ..server.protocol import errors as kafka_errors
+from ..server.wire_records.decode import decode_fetch
 from .cluster import NetworkClient
 from .errors import BrokerResponseError, NetworkError, NoOffsetForPartitionError
 

@@ -31,9 +31,9 @@ from typing import Mapping
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..group import errors as group_errors
-from ..group.consumer_protocol import ASSIGNORS, Assignment, Subscription, decode_assignment, \
-    decode_subscription, encode_assignment, encode_subscription
-from ..server import errors as kafka_errors
+from ..group.consumer_protocol import (ASSIGNORS, Assignment, Subscription, decode_assignment, decode_subscription,
+                                       encode_assignment, encode_subscription)
+from ..server.protocol import errors as kafka_errors
 from .cluster import NetworkClient
 from .connection import BrokerConnection
 from .errors import BrokerResponseError, NetworkError

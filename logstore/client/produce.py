@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Iterable, NamedTuple
 
-from ..server import errors as kafka_errors
-from ..server.compression import AVAILABLE_CODECS, CODEC_NAMES
-from ..server.wire_encode import encode_produce_batch
+from ..server.protocol import errors as kafka_errors
+from ..server.wire_records.compression import AVAILABLE_CODECS, CODEC_NAMES
+from ..server.wire_records.encode import encode_produce_batch
 from .accumulator import ProducerBatch
 from .errors import BrokerResponseError, NetworkError
 

@@ -1,5 +1,5 @@
 """The client's side of TLS and SASL: how a ``BrokerConnection`` reaches a broker whose listener is
-``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL`` (issue 17; our own server, or any Kafka broker).
+``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL`` (our own server, or any Kafka broker).
 
 What it owns:
 - ``SECURITY_DEFAULTS``: the settings, by librdkafka's names, which confluent-kafka users already
@@ -26,7 +26,7 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from ..server.scram import MECHANISMS, AuthenticationError, ScramClient
+from ..server.security.scram import MECHANISMS, AuthenticationError, ScramClient
 from .errors import BrokerResponseError, NetworkError
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -106,7 +106,7 @@ class ClientSecurity:
     def authenticate(self, request: Callable[[str, int, dict], dict], versions: Mapping[int, int], where: str) -> None:
         """SASL on a connection whose ApiVersions is done: ``request(api_name, version, body)``
         sends one request and returns the response body; ``versions`` the negotiated versions."""
-        from ..server.codec import API_KEYS
+        from ..server.protocol.codec import API_KEYS
         if API_KEYS["SaslAuthenticate"] not in versions:
             raise BrokerResponseError(f"{where} does not offer SaslAuthenticate (the SASL exchange with Kafka "
                                       "request headers, Kafka 1.0+)", 35, "UNSUPPORTED_VERSION")

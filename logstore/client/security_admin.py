@@ -16,8 +16,8 @@ from __future__ import annotations
 import secrets
 from typing import Iterable
 
-from ..server.acls import MATCH_ALL, AclBinding, AclBindingFilter
-from ..server.scram import DEFAULT_ITERATIONS, MECHANISM_CODES, MECHANISMS, MECHANISMS_BY_CODE, salted_password
+from ..server.security.acls import MATCH_ALL, AclBinding, AclBindingFilter
+from ..server.security.scram import DEFAULT_ITERATIONS, MECHANISM_CODES, MECHANISMS, MECHANISMS_BY_CODE, salted_password
 from .admin import BrokerAdmin, _check
 
 

@@ -32,7 +32,7 @@ import logging
 
 from ..clock import Clock
 from ..errors import StoreClosedError
-from ..server import errors as kafka_errors
+from ..server.protocol import errors as kafka_errors
 from .accumulator import ProducerBatch, RecordAccumulator
 from .cluster import NetworkClient, PollResult
 from .errors import BrokerResponseError, NetworkError, NoCommonVersionError

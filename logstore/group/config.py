@@ -1,4 +1,4 @@
-"""The group coordinator's settings, with Kafka's broker names and defaults (reference §9).
+"""The group coordinator's settings, with Kafka's broker names and defaults.
 
 ``GroupConfig.split(settings)`` takes the one settings dict a server or a CLI command is given and
 returns the coordinator's keys parsed, and the rest (for the server and the store, which refuse

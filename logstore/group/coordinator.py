@@ -1,4 +1,4 @@
-"""``GroupCoordinator``: Kafka's classic group protocol over a store (reference §3–§5).
+"""``GroupCoordinator``: Kafka's classic group protocol over a store.
 
 This module owns the membership protocol: JoinGroup (new members, MEMBER_ID_REQUIRED for v4+,
 static members and their fencing, the protocol vote, leader election), SyncGroup (the leader's
@@ -7,6 +7,14 @@ signal), and the decisions behind the join and sync phases: when a join phase ma
 its completion does, what a sync timeout removes. Sessions and departures (LeaveGroup, evictions)
 are ``MemberSessions``' (``sessions``), committed offsets ``OffsetManager``'s (``offsets``), the
 groups cache and the ``__consumer_offsets`` topic ``GroupMetadataManager``'s (``storage``).
+
+It is the top of the group package's coordinator side: it imports ``delayed``, ``sessions``,
+``offsets`` and ``storage``, and none of them imports it. Each of those names what it uses of the
+coordinator in a ``typing.Protocol`` of its own (``delayed.RebalanceOwner``: the lock, the rebalance
+purgatory and the join and sync decisions; ``sessions.SessionOwner``; ``offsets.OffsetOwner``), and
+the coordinator passes itself as that. The members those protocols name are its public interface to
+them: ``lock``, ``groups``, ``storage``, the two purgatories, ``status_error``,
+``maybe_prepare_rebalance``, ``complete_and_schedule_next_heartbeat`` and the phases' decisions.
 
 Threading: one re-entrant lock (``lock``) guards every group; the delayed operations use it as their
 lock, so a purgatory check runs under it and a timer expiry takes it. Answers go out through the
@@ -32,7 +40,7 @@ from .metadata import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, S
                        MemberMetadata)
 from .offsets import OffsetManager
 from .results import GroupOverview, GroupSummary, JoinMember, JoinResult, MemberSummary, SyncResult
-from .sessions import DelayedHeartbeat, MemberSessions
+from .sessions import MemberSessions
 from .storage import GroupMetadataManager
 
 logger = logging.getLogger("logstore.group")
@@ -146,7 +154,11 @@ class GroupCoordinator:
         """The ``__consumer_offsets`` partition holding ``group_id`` (Kafka's mapping)."""
         return self.storage.partition_for(group_id)
 
-    def _status_error(self, group_id: str, allow_empty_id: bool = False) -> int:
+    def status_error(self, group_id: str, allow_empty_id: bool = False) -> int:
+        """The error a request for ``group_id`` gets before its group is looked at, ``errors.NONE``
+        when it may go on: COORDINATOR_NOT_AVAILABLE while not started or when the group's partition
+        could not be loaded, INVALID_GROUP_ID for an empty id unless ``allow_empty_id``. The
+        sessions' and the offsets' requests are checked with it too."""
         if not isinstance(group_id, str):
             raise TypeError(f"group_id must be a str, got {group_id!r}")
         if not self._active:
@@ -170,7 +182,7 @@ class GroupCoordinator:
         protocols = [(name, bytes(metadata)) for name, metadata in protocols]
         if rebalance_timeout_ms < 0:  # JoinGroup v0 has none: the session timeout stands in
             rebalance_timeout_ms = session_timeout_ms
-        error = self._status_error(group_id)
+        error = self.status_error(group_id)
         if error == errors.NONE and not (self.config.min_session_timeout_ms <= session_timeout_ms
                                          <= self.config.max_session_timeout_ms):
             error = errors.INVALID_SESSION_TIMEOUT
@@ -228,11 +240,7 @@ class GroupCoordinator:
         elif require_known_member_id:
             # KIP-394: hand out the id and wait for the member to come back with it, so a client that
             # retries a lost JoinGroup does not leave a ghost member behind.
-            group.pending_members.add(new_member_id)
-            self.heartbeat_purgatory.try_complete_else_watch(
-                DelayedHeartbeat(self, group, new_member_id, True, session_timeout_ms,
-                                 self.clock.monotonic_ms() + session_timeout_ms),
-                [member_key(group.group_id, new_member_id)])
+            self.sessions.await_rejoin(group, new_member_id, session_timeout_ms)
             callback(JoinResult.error(errors.MEMBER_ID_REQUIRED, new_member_id))
             return
         self._add_member_and_rebalance(group, new_member_id, protocol_type, protocols, session_timeout_ms,
@@ -299,7 +307,7 @@ class GroupCoordinator:
         self.complete_and_schedule_next_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
         if was_pending:  # its wait as a pending id is over: that timer leaves the wheel now
             self.heartbeat_purgatory.check_and_complete(member_key(group.group_id, member_id))
-        self._maybe_prepare_rebalance(group, f"member {member_id} joined")
+        self.maybe_prepare_rebalance(group, f"member {member_id} joined")
 
     def _update_member_and_rebalance(self, group: GroupMetadata, member: MemberMetadata, protocols,
                                      session_timeout_ms, rebalance_timeout_ms, callback) -> None:
@@ -307,7 +315,7 @@ class GroupCoordinator:
         member.session_timeout_ms = session_timeout_ms
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.awaiting_join = callback  # a retried JoinGroup replaces the parked one (Kafka does too)
-        self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
+        self.maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
 
     def _replace_static_member(self, group: GroupMetadata, instance_id: str, old_member_id: str,
                                new_member_id: str, protocols, session_timeout_ms, rebalance_timeout_ms,
@@ -343,14 +351,16 @@ class GroupCoordinator:
                 self.storage.store_group(group, stored)
             else:
                 member.awaiting_join = callback
-                self._maybe_prepare_rebalance(group, f"static member {instance_id} changed the protocol")
+                self.maybe_prepare_rebalance(group, f"static member {instance_id} changed the protocol")
         elif group.state == COMPLETING_REBALANCE:
             member.awaiting_join = callback
             self._prepare_rebalance(group, f"static member {instance_id} rejoined during a sync")
         else:  # PreparingRebalance: wait with the others
             member.awaiting_join = callback
 
-    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+    def maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        """Start a rebalance of ``group`` (logging ``reason``) unless one is already preparing or the
+        group is Dead. Under ``lock``; ``sessions`` calls it when a member leaves."""
         if group.state in (STABLE, COMPLETING_REBALANCE, EMPTY):
             self._prepare_rebalance(group, reason)
 
@@ -370,12 +380,16 @@ class GroupCoordinator:
         logger.info("group %s: rebalancing (generation %d): %s", group.group_id, group.generation_id, reason)
         self.rebalance_purgatory.try_complete_else_watch(operation, [join_key(group.group_id)])
 
-    # --- the join phase's completion (called by DelayedJoin) ---------------------------------------
+    # --- the phases' decisions (``delayed.RebalanceOwner``: called by DelayedJoin and DelayedSync) ---
 
     def can_complete_join(self, group: GroupMetadata) -> bool:
+        """Whether ``group``'s join phase may complete: every member has rejoined and no member id
+        handed out with MEMBER_ID_REQUIRED is still pending."""
         return group.has_all_members_joined()
 
     def on_complete_join(self, group: GroupMetadata, operation: DelayedJoin) -> None:
+        """End a join phase: drop the members that did not rejoin, start the next generation, answer
+        the parked JoinGroups and start the sync phase (or wait another round for static members)."""
         with self.lock:
             if group.join_op is not operation:
                 return  # superseded (the group was deleted or a newer join phase started)
@@ -422,7 +436,7 @@ class GroupCoordinator:
                    group_instance_id: str | None = None, protocol_type: str | None = None,
                    protocol_name: str | None = None, callback: Callable[[SyncResult], None]) -> None:
         """Handle a SyncGroup; ``callback`` gets this member's assignment once the leader's is stored."""
-        error = self._status_error(group_id)
+        error = self.status_error(group_id)
         if error != errors.NONE:
             callback(SyncResult(error))
             return
@@ -464,7 +478,7 @@ class GroupCoordinator:
                             return
                         if error != errors.NONE:
                             self._reset_and_propagate_assignment_error(group, error)
-                            self._maybe_prepare_rebalance(group, "storing the assignment failed")
+                            self.maybe_prepare_rebalance(group, "storing the assignment failed")
                             return
                         for mid, assignment in full.items():
                             if mid in group.members:
@@ -492,11 +506,13 @@ class GroupCoordinator:
         self._propagate_assignment(group, error)
 
     def can_complete_sync(self, group: GroupMetadata, generation_id: int) -> bool:
+        """Whether the sync phase of ``generation_id`` is over (every member synced, or the group moved on)."""
         if generation_id != group.generation_id or group.state in (DEAD, EMPTY, PREPARING_REBALANCE):
             return True
         return not group.pending_sync_members
 
     def on_expire_sync(self, group: GroupMetadata, generation_id: int) -> None:
+        """The sync phase timed out: remove the members that sent no SyncGroup and rebalance again."""
         with self.lock:
             if generation_id != group.generation_id or group.state not in (COMPLETING_REBALANCE, STABLE):
                 return
@@ -515,7 +531,7 @@ class GroupCoordinator:
     def heartbeat(self, group_id: str, generation_id: int, member_id: str,
                   group_instance_id: str | None = None) -> int:
         """Handle a Heartbeat; REBALANCE_IN_PROGRESS tells a member to rejoin."""
-        error = self._status_error(group_id)
+        error = self.status_error(group_id)
         if error != errors.NONE:
             return error
         with self.lock:
@@ -563,7 +579,7 @@ class GroupCoordinator:
 
     def describe_group(self, group_id: str) -> GroupSummary:
         """State, protocol and members; an unknown group is described as ``Dead`` with no error."""
-        error = self._status_error(group_id, allow_empty_id=True)
+        error = self.status_error(group_id, allow_empty_id=True)
         if error != errors.NONE:
             return GroupSummary(error, group_id, DEAD, "", "")
         with self.lock:

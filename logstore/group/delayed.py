@@ -1,25 +1,29 @@
-"""The coordinator's delayed operations, completed through the timer layer's purgatory.
+"""The rebalance's delayed operations, completed through the timer layer's purgatory.
 
 This module owns ``DelayedJoin`` (a join phase: completes when every member has rejoined, or after
 the group's rebalance timeout), ``InitialDelayedJoin`` (the first join of an empty group waits
 ``group.initial.rebalance.delay.ms`` and extends itself while members keep arriving, KIP-134),
 ``DelayedSync`` (the sync phase: completes when every member has synced, expires after the rebalance
-timeout and removes those that did not), and the purgatory keys of the coordinator's operations.
-The sessions' ``DelayedHeartbeat`` is ``sessions``'.
+timeout and removes those that did not), and the purgatory keys of the group operations (the join
+and sync phases' and the member sessions'). The sessions' ``DelayedHeartbeat`` is ``sessions``'.
 
-The decisions are the coordinator's; these classes only connect them to the purgatory's rules
-(``try_complete`` under the coordinator's lock, ``on_complete`` exactly once, on expiry too), which
-is why each takes the coordinator and calls back into it.
+The decisions are not made here: these classes only connect them to the purgatory's rules
+(``try_complete`` under the shared lock, ``on_complete`` exactly once, on expiry too). What they
+need from whoever runs the rebalance (``GroupCoordinator``) is ``RebalanceOwner``, defined here so
+that this module depends only on the timer layer and, for types, on ``metadata``; the coordinator
+imports this module, never the other way round.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..timer.purgatory import DelayedOperation
 
-if TYPE_CHECKING:  # the coordinator imports this module; only type checkers import it back
-    from .coordinator import GroupCoordinator
+if TYPE_CHECKING:
+    import threading
+
+    from ..timer.purgatory import DelayedOperationPurgatory
     from .metadata import GroupMetadata
 
 
@@ -35,10 +39,39 @@ def member_key(group_id: str, member_id: str) -> tuple[str, str, str]:
     return ("heartbeat", group_id, member_id)
 
 
-class DelayedJoin(DelayedOperation):
-    """The join phase of a rebalance (reference §4.3)."""
+class RebalanceOwner(Protocol):
+    """What the join and sync phases' operations use of the object that runs the rebalance."""
 
-    def __init__(self, coordinator: "GroupCoordinator", group: "GroupMetadata", rebalance_timeout_ms: int) -> None:
+    lock: threading.RLock
+    """Guards every group: the operations' lock, so a purgatory check runs under it."""
+
+    rebalance_purgatory: DelayedOperationPurgatory
+    """Where a join phase is watched (under ``join_key``): an ``InitialDelayedJoin`` that extends
+    itself puts its follow-up there."""
+
+    def can_complete_join(self, group: GroupMetadata) -> bool:
+        """Whether ``group``'s join phase may complete now (nobody left to wait for)."""
+        ...
+
+    def on_complete_join(self, group: GroupMetadata, operation: DelayedJoin) -> None:
+        """End ``group``'s join phase ``operation`` (completed or expired); takes ``lock`` itself and
+        ignores an operation that is no longer the group's ``join_op``."""
+        ...
+
+    def can_complete_sync(self, group: GroupMetadata, generation_id: int) -> bool:
+        """Whether the sync phase of ``generation_id`` is over: every member synced, or the group moved
+        on (another generation, or no longer waiting for syncs)."""
+        ...
+
+    def on_expire_sync(self, group: GroupMetadata, generation_id: int) -> None:
+        """The sync phase of ``generation_id`` timed out: remove the members that did not sync."""
+        ...
+
+
+class DelayedJoin(DelayedOperation):
+    """The join phase of a rebalance."""
+
+    def __init__(self, coordinator: RebalanceOwner, group: GroupMetadata, rebalance_timeout_ms: int) -> None:
         super().__init__(rebalance_timeout_ms, lock=coordinator.lock)
         self.coordinator = coordinator
         self.group = group
@@ -59,7 +92,7 @@ class InitialDelayedJoin(DelayedJoin):
     """The first join phase of an empty group (KIP-134): never completes early; when its delay ends
     and a member arrived meanwhile, it is followed by another, up to the rebalance timeout."""
 
-    def __init__(self, coordinator: "GroupCoordinator", group: "GroupMetadata", configured_delay_ms: int,
+    def __init__(self, coordinator: RebalanceOwner, group: GroupMetadata, configured_delay_ms: int,
                  delay_ms: int, remaining_ms: int) -> None:
         super().__init__(coordinator, group, delay_ms)
         self.configured_delay_ms = configured_delay_ms
@@ -86,10 +119,10 @@ class InitialDelayedJoin(DelayedJoin):
 
 
 class DelayedSync(DelayedOperation):
-    """The sync phase after a join (reference §5.1, Kafka 3.0+): removes the members that never sent
+    """The sync phase after a join (as Kafka 3.0+ has it): removes the members that never sent
     SyncGroup once the rebalance timeout passes, so a silent leader cannot stall the group."""
 
-    def __init__(self, coordinator: "GroupCoordinator", group: "GroupMetadata", generation_id: int,
+    def __init__(self, coordinator: RebalanceOwner, group: GroupMetadata, generation_id: int,
                  rebalance_timeout_ms: int) -> None:
         super().__init__(rebalance_timeout_ms, lock=coordinator.lock)
         self.coordinator = coordinator

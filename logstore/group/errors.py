@@ -3,7 +3,7 @@
 The coordinator's answers are Kafka's answers (a member learns of a rebalance from
 REBALANCE_IN_PROGRESS, a stale member from ILLEGAL_GENERATION), so its results carry Kafka's codes
 and the server sends them as they are; an in-process consumer reads them the same way. The numbers
-are those of Kafka's ``Errors.java`` (reference/kafka-group-coordinator.md §7). Exceptions are kept
+are those of Kafka's ``Errors.java`` (https://kafka.apache.org/protocol#protocol_error_codes). Exceptions are kept
 for misuse (``ValueError``/``TypeError``) and for the engine's own failures below this layer.
 """
 

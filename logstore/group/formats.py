@@ -3,8 +3,8 @@
 What it owns:
 - ``OFFSETS_TOPIC`` and ``partition_for``: which partition of the topic holds a group's records
   (``abs(Java String.hashCode) % partitions``, as Kafka's GroupMetadataManager computes it);
-- the record keys and values, byte for byte Kafka's layouts (reference/kafka-group-coordinator.md
-  §6.4), so a dump of our topic reads like Kafka's and Kafka's tools could read ours:
+- the record keys and values, byte for byte Kafka's layouts (docs/FORMAT.md §4),
+  so a dump of our topic reads like Kafka's and Kafka's tools could read ours:
 
   ========================  =========  ====================================================
   record                    versions   fields after the int16 version

@@ -1,9 +1,9 @@
 """A consumer group's state as the coordinator keeps it: ``GroupMetadata`` and ``MemberMetadata``.
 
-This module owns the five states and their allowed transitions (reference §3: a transition from
+This module owns the five states and their allowed transitions (docs/design.md §9: a transition from
 anywhere else is a bug and raises ``IllegalGroupStateError``), the membership bookkeeping (members,
 static members by ``group.instance.id``, pending member ids handed out with MEMBER_ID_REQUIRED, the
-members still to sync), the protocol vote (reference §4.5) and the group's committed offsets. It
+members still to sync), the protocol vote (Kafka's) and the group's committed offsets. It
 makes no decisions about requests and has no timers: ``coordinator`` drives it under its lock.
 """
 

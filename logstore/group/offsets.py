@@ -1,4 +1,4 @@
-"""``OffsetManager``: committed offsets — commit, fetch, delete, and their retention (reference §6).
+"""``OffsetManager``: committed offsets — commit, fetch, delete, and their retention.
 
 This module owns the offset APIs of the coordinator: OffsetCommit's validation (members of the
 current generation, and generation -1 commits of ``assign()`` consumers into groups without
@@ -8,21 +8,33 @@ fsynced), OffsetFetch (one partition, several, or all of a group), DeleteGroups 
 an Empty group's offsets expire counted from when it became Empty, a group that never had members
 counts from each commit, a Stable consumer group keeps the offsets of topics it subscribes to. A
 group left Empty without offsets is removed (Dead) and its group record tombstoned.
+
+``GroupCoordinator`` holds an ``OffsetManager`` and delegates to it. What the offsets use of the
+coordinator (its lock, groups and storage, the store, clock and config, whether it runs, the request
+pre-check, and a commit counting as a member's liveness) is ``OffsetOwner``, defined here: this
+module imports ``metadata``, ``formats``, ``consumer_protocol`` and ``results`` (and, for the
+protocol's types only, ``storage``, ``config``, the clock and the store), never the coordinator.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 from ..errors import CorruptRecordError, LogStoreError
 from . import errors, formats
 from .consumer_protocol import decode_subscription
-from .metadata import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, GroupMetadata, OffsetAndMetadata
+from .metadata import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, GroupMetadata, MemberMetadata,
+                       OffsetAndMetadata)
 from .results import OffsetCommit
 
 if TYPE_CHECKING:
-    from .coordinator import GroupCoordinator
+    import threading
+
+    from ..clock import Clock
+    from ..manager.log_manager import LogManager
+    from .config import GroupConfig
+    from .storage import GroupMetadataManager
 
 logger = logging.getLogger("logstore.group.offsets")
 
@@ -43,10 +55,47 @@ def subscribed_topics(group: GroupMetadata) -> set[str] | None:
     return topics
 
 
-class OffsetManager:
-    """The offset side of a ``GroupCoordinator`` (shares its lock, groups and storage)."""
+class OffsetOwner(Protocol):
+    """What ``OffsetManager`` uses of the coordinator that holds it."""
 
-    def __init__(self, coordinator: "GroupCoordinator") -> None:
+    lock: threading.RLock
+    """Guards every group and its offsets."""
+
+    groups: dict[str, GroupMetadata]
+    """The groups by id; a commit into an unknown group may add one through ``storage``."""
+
+    storage: GroupMetadataManager
+    """Writes the offsets and tombstones to ``__consumer_offsets``, adds and removes groups."""
+
+    store: LogManager
+    """The store whose topics the offsets are for (and whether it is read-only)."""
+
+    clock: Clock
+    """Commit and expiry timestamps."""
+
+    config: GroupConfig
+    """The metadata limit and the retention."""
+
+    @property
+    def active(self) -> bool:
+        """Started and not yet shut down (the retention job does nothing otherwise)."""
+        ...
+
+    def status_error(self, group_id: str, allow_empty_id: bool = False) -> int:
+        """The error a request for ``group_id`` gets before its group is looked at (``errors.NONE``
+        when it may go on)."""
+        ...
+
+    def complete_and_schedule_next_heartbeat(self, group: GroupMetadata, member: MemberMetadata,
+                                             timeout_ms: int | None = None) -> None:
+        """A liveness event of ``member``: a commit extends its session."""
+        ...
+
+
+class OffsetManager:
+    """The offset side of a coordinator (shares its lock, groups and storage)."""
+
+    def __init__(self, coordinator: OffsetOwner) -> None:
         self.coordinator = coordinator
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
@@ -65,7 +114,7 @@ class OffsetManager:
         is durable (or refused). ``retention_ms`` is OffsetCommit v2–v4's (-1: the broker's)."""
         coordinator = self.coordinator
         results: dict[TopicPartition, int] = {}
-        error = coordinator._status_error(group_id, allow_empty_id=True)
+        error = coordinator.status_error(group_id, allow_empty_id=True)
         if error != errors.NONE:
             callback({key: error for key in offsets})
             return
@@ -144,7 +193,7 @@ class OffsetManager:
         """(error, committed offset per partition: None where nothing is committed); ``partitions``
         None asks for every committed partition of the group. Answered whatever the group's state."""
         coordinator = self.coordinator
-        error = coordinator._status_error(group_id, allow_empty_id=True)
+        error = coordinator.status_error(group_id, allow_empty_id=True)
         if error != errors.NONE:
             return error, {}
         with coordinator.lock:
@@ -163,7 +212,7 @@ class OffsetManager:
         coordinator = self.coordinator
         results: dict[str, int] = {}
         for group_id in group_ids:
-            error = coordinator._status_error(group_id, allow_empty_id=True)
+            error = coordinator.status_error(group_id, allow_empty_id=True)
             if error != errors.NONE:
                 results[group_id] = error
                 continue
@@ -189,7 +238,7 @@ class OffsetManager:
         """OffsetDelete: remove a group's offsets for ``partitions`` unless an active consumer group
         subscribes to their topic (GROUP_SUBSCRIBED_TO_TOPIC)."""
         coordinator = self.coordinator
-        error = coordinator._status_error(group_id, allow_empty_id=True)
+        error = coordinator.status_error(group_id, allow_empty_id=True)
         if error != errors.NONE:
             return error, {}
         with coordinator.lock:
@@ -218,7 +267,8 @@ class OffsetManager:
         keys = [formats.encode_offset_key(group.group_id, topic, partition) for topic, partition in removed]
         if group_key:
             keys.append(formats.encode_group_key(group.group_id))
-        self.coordinator.storage.write_tombstones(self.coordinator.partition_for(group.group_id), keys)
+        storage = self.coordinator.storage
+        storage.write_tombstones(storage.partition_for(group.group_id), keys)
 
     # --- retention -------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""``MemberSessions``: how members stay in a group and how they leave it (reference §5.2, §5.3).
+"""``MemberSessions``: how members stay in a group and how they leave it.
 
 This module owns the session side of the coordinator: ``DelayedHeartbeat`` (one timer per member on
 the heartbeat purgatory's timing wheel, and one per pending member id handed out with
@@ -6,13 +6,17 @@ MEMBER_ID_REQUIRED), moving a member's deadline on every liveness event (a heart
 join or sync completing), evicting a member whose session passed, and removing members: by session
 expiry and by LeaveGroup (single, batched, or an admin's removal of a static member by instance id).
 A departure answers the member's parked requests and starts (or re-checks) the rebalance it causes.
-It works under the coordinator's lock and on its groups; ``GroupCoordinator`` delegates to it.
+
+``GroupCoordinator`` holds a ``MemberSessions`` and delegates to it. What the sessions use of the
+coordinator (its lock and groups, the two purgatories, the clock, the request pre-check and the
+start of a rebalance) is ``SessionOwner``, defined here: this module imports ``delayed`` for the
+purgatory keys and ``metadata`` and ``results`` for the data, never the coordinator.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..timer.purgatory import DelayedOperation
 from . import errors
@@ -21,28 +25,59 @@ from .metadata import COMPLETING_REBALANCE, DEAD, PREPARING_REBALANCE, STABLE, G
 from .results import JoinResult, SyncResult
 
 if TYPE_CHECKING:
-    from .coordinator import GroupCoordinator
+    import threading
+
+    from ..clock import Clock
+    from ..timer.purgatory import DelayedOperationPurgatory
 
 logger = logging.getLogger("logstore.group")
+
+
+class SessionOwner(Protocol):
+    """What ``MemberSessions`` uses of the coordinator that holds it."""
+
+    lock: threading.RLock
+    """Guards every group; the heartbeat timers' lock."""
+
+    clock: Clock
+    """Its monotonic reading times the sessions."""
+
+    groups: dict[str, GroupMetadata]
+    """The groups by id (a LeaveGroup looks its group up here)."""
+
+    heartbeat_purgatory: DelayedOperationPurgatory
+    """Where the ``DelayedHeartbeat`` timers wait, under ``member_key``."""
+
+    rebalance_purgatory: DelayedOperationPurgatory
+    """Where a join phase waits (under ``join_key``): a departure re-checks it."""
+
+    def status_error(self, group_id: str, allow_empty_id: bool = False) -> int:
+        """The error a request for ``group_id`` gets before its group is looked at (``errors.NONE``
+        when it may go on)."""
+        ...
+
+    def maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        """Start a rebalance of ``group`` unless one is already preparing."""
+        ...
 
 
 class DelayedHeartbeat(DelayedOperation):
     """A member's session (or a pending member id's wait to rejoin), ending at ``deadline_ms``
     (monotonic). It completes early only when there is nothing left to watch (the member left);
-    on expiry the coordinator re-arms it if a liveness event moved the member's deadline, and
-    otherwise removes the member (reference §5.2)."""
+    on expiry ``MemberSessions`` re-arms it if a liveness event moved the member's deadline, and
+    otherwise removes the member."""
 
-    def __init__(self, coordinator: "GroupCoordinator", group: "GroupMetadata", member_id: str, is_pending: bool,
+    def __init__(self, sessions: MemberSessions, group: GroupMetadata, member_id: str, is_pending: bool,
                  timeout_ms: int, deadline_ms: int) -> None:
-        super().__init__(timeout_ms, lock=coordinator.lock)
-        self.coordinator = coordinator
+        super().__init__(timeout_ms, lock=sessions.coordinator.lock)
+        self.sessions = sessions
         self.group = group
         self.member_id = member_id
         self.is_pending = is_pending
         self.deadline_ms = deadline_ms
 
     def try_complete(self) -> bool:
-        if self.coordinator.sessions.obsolete(self):
+        if self.sessions.obsolete(self):
             return self.force_complete()
         return False
 
@@ -50,7 +85,7 @@ class DelayedHeartbeat(DelayedOperation):
         pass
 
     def on_expiration(self) -> None:
-        self.coordinator.sessions.on_expire(self)
+        self.sessions.on_expire(self)
 
     def __repr__(self) -> str:
         return f"DelayedHeartbeat({self.group.group_id!r}, {self.member_id!r}, {self.delay_ms} ms)"
@@ -59,7 +94,7 @@ class DelayedHeartbeat(DelayedOperation):
 class MemberSessions:
     """The sessions and departures of a coordinator's members."""
 
-    def __init__(self, coordinator: "GroupCoordinator") -> None:
+    def __init__(self, coordinator: SessionOwner) -> None:
         self.coordinator = coordinator
 
     def extend(self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int | None = None) -> None:
@@ -81,10 +116,19 @@ class MemberSessions:
         self._arm(group, member, timeout_ms)
 
     def _arm(self, group: GroupMetadata, member: MemberMetadata, delay_ms: int) -> None:
-        operation = DelayedHeartbeat(self.coordinator, group, member.member_id, False, delay_ms,
+        operation = DelayedHeartbeat(self, group, member.member_id, False, delay_ms,
                                      self.coordinator.clock.monotonic_ms() + delay_ms)
         member.heartbeat_op = operation
         self.coordinator.heartbeat_purgatory.try_complete_else_watch(operation, [member_key(group.group_id, member.member_id)])
+
+    def await_rejoin(self, group: GroupMetadata, member_id: str, session_timeout_ms: int) -> None:
+        """``member_id`` was just handed out with MEMBER_ID_REQUIRED: keep it in the group's
+        ``pending_members`` for one session timeout, for the member to join with it; then forget it."""
+        group.pending_members.add(member_id)
+        self.coordinator.heartbeat_purgatory.try_complete_else_watch(
+            DelayedHeartbeat(self, group, member_id, True, session_timeout_ms,
+                             self.coordinator.clock.monotonic_ms() + session_timeout_ms),
+            [member_key(group.group_id, member_id)])
 
     def obsolete(self, operation: DelayedHeartbeat) -> bool:
         """Whether a heartbeat timer has nothing left to watch (the member or pending id is gone)."""
@@ -137,14 +181,14 @@ class MemberSessions:
         self.coordinator.heartbeat_purgatory.cancel_for_key(member_key(group.group_id, member.member_id))
         group.remove(member.member_id)
         if group.state in (STABLE, COMPLETING_REBALANCE):
-            self.coordinator._maybe_prepare_rebalance(group, f"member {member.member_id} left ({reason})")
+            self.coordinator.maybe_prepare_rebalance(group, f"member {member.member_id} left ({reason})")
         elif group.is_state(PREPARING_REBALANCE):
             self.coordinator.rebalance_purgatory.check_and_complete(join_key(group.group_id))
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """Remove members (by member id, or by ``group.instance.id`` with an empty member id: an
         admin's removal of a static member). Returns (top-level error, one error per member)."""
-        error = self.coordinator._status_error(group_id)
+        error = self.coordinator.status_error(group_id)
         if error != errors.NONE:
             return error, []
         with self.coordinator.lock:

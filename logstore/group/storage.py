@@ -1,6 +1,6 @@
 """``GroupMetadataManager``: the groups cache and the ``__consumer_offsets`` topic behind it.
 
-This module owns everything the coordinator keeps on disk (reference §6.4–§6.5): creating the
+This module owns everything the coordinator keeps on disk (docs/design.md §9; the records: docs/FORMAT.md §4): creating the
 compacted internal topic, mapping a group to its partition (Kafka's mapping, so tools that read the
 topic find a group where Kafka would put it), writing group records and offset commits durably
 (an append, then an fsync through the store's group-commit flusher, and only then the callback),
@@ -81,7 +81,7 @@ class GroupMetadataManager:
     # --- replay ----------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Replay every partition of the topic from its start (reference §6.5)."""
+        """Replay every partition of the topic from its start (docs/design.md §9)."""
         group_values: dict[str, formats.GroupValue] = {}
         offsets: dict[str, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]] = {}
         self.unavailable.clear()

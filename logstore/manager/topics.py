@@ -34,7 +34,7 @@ logger = logging.getLogger("logstore.manager")
 TOPICS_FILE = "topics.json"
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _METADATA_VERSION = 2  # two copies of the object in one file
-_LEGACY_METADATA_VERSION = 1  # one copy (before issue 14); still read
+_LEGACY_METADATA_VERSION = 1  # one copy (earlier versions); still read
 READY, CREATING, DELETING = "ready", "creating", "deleting"
 DELETE_DIR_SUFFIX = "-delete"
 STAGING_DIR = ".staging"  # a data dir's area for writers' staged records (logstore.spark.sink); no partition
@@ -158,7 +158,7 @@ def _format(generation: int, topics: dict[str, TopicMetadata]) -> bytes:
 def parse_topics_file(data: bytes, path: str) -> tuple[int, dict, str | None]:
     """``(generation, topics, damage)`` of a ``topics.json``: ``damage`` describes a damaged copy
     when the other one was used. Raises ``CorruptCheckpointError`` naming ``path`` when no copy is
-    intact. Version 1 (one copy per file, before issue 14) is still read."""
+    intact. Version 1 (one copy per file, earlier versions) is still read."""
     half = len(data) // 2
     if data[:half] == data[half:] and data:
         return (*_parse_copy(data[:half], path, (_METADATA_VERSION,)), None)

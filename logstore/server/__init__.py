@@ -1,36 +1,28 @@
 """The Kafka-protocol server (optional extra ``logstore[server]``): ``logstore serve``.
 
 It puts Kafka's request path in front of a store, so every Kafka client and tool can produce to it
-and consume from it (DESIGN.md §9). It owns:
+and consume from it. It is one more user of the engine's public API, like the CLI. Its rooms, bottom
+up (a room imports only the rooms below it; ``tests/test_layering.py`` pins the order):
 
-- the protocol codec: primitive types, the request and response headers, and a schema-driven codec
-  of every message type it speaks (field tables per version, encoders and decoders generated from
-  them): ``codec``, ``messages``;
-- records on the wire: Kafka's RecordBatch v2 (CRC-32C, varint records, compression) converted to
-  and from the store's own batches: ``wire_records``, ``compression``, ``crc32c``;
-- the network layer (frames in, frames out, responses in request order per connection), the
-  request handlers (one per API), the produce and fetch purgatories, and idempotent producers' state;
-- security: listeners with Kafka's protocol names and TLS (``listeners``), who a client is and SASL
-  PLAIN/SCRAM (``sasl``, ``scram``, ``credentials``), ACLs with Kafka's model enforced on every API
-  (``acls``, ``acl_store``, ``authorization``, ``authorization_groups``) and their admin APIs
-  (``security_admin``);
-- ``KafkaServer``, which owns or borrows a ``LogManager`` and serves it.
+- ``protocol``: Kafka's message layouts (field tables per API and version), the codec generated
+  from them, the request and response headers, and Kafka's error codes;
+- ``wire_records``: records on the wire: Kafka's RecordBatch v2 (varint records, CRC-32C,
+  compression) converted to and from the store's own batches;
+- ``network``: the network core: sockets, connections, framing, request contexts, answers in
+  request order, the selector thread and the handler threads;
+- ``security``: listeners and TLS, SASL (PLAIN, SCRAM) and sessions, credentials, ACLs and the
+  per-API authorization rules;
+- ``server_config``: the broker's settings with Kafka's names (what the rooms above read);
+- ``handlers``: every API mapped onto the store, one module per family (produce, fetch, admin,
+  groups, security admin), the dispatcher and what handlers share;
+- ``server``: ``KafkaServer``, which assembles the rooms over a store it owns or borrows.
 
-It is one more user of the engine's public API, like the CLI: it may import every layer below it
-(the engine, tools, bench), never spark or cli.
+``extra`` says whether the extra's libraries are installed, without loading any of the above.
+This package may import every layer below it (the engine, tools, ``group``); never ``client``,
+``spark``, ``bench`` or ``cli``.
 """
 
-import importlib.util
-
-EXTRA_MODULES = ("google_crc32c", "cramjam")
-INSTALL_HINT = "pip install 'logstore[server]'"
-
-
-def missing_extra() -> list[str]:
-    """The server extra's modules that are not installed (the server refuses to start without them:
-    a pure-Python CRC-32C is a thousand times slower, and without cramjam snappy, lz4 and zstd
-    batches could not be read)."""
-    return [name for name in EXTRA_MODULES if importlib.util.find_spec(name) is None]
+from .extra import EXTRA_MODULES, INSTALL_HINT, missing_extra
 
 
 def __getattr__(name: str):

@@ -32,25 +32,28 @@ import zlib
 from typing import Any, Mapping, Sequence
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import CorruptCheckpointError, InvalidConfigError, ReadOnlyError, StorageError, UnknownTopicOrPartitionError
+from ..errors import (CorruptCheckpointError, InvalidConfigError, ReadOnlyError, StorageError,
+                      UnknownTopicOrPartitionError)
 from ..fs import OS_FILE_SYSTEM
 from ..group.coordinator import GroupCoordinator
 from ..manager.log_manager import LogManager
-from .admin import AdminHandler
-from .apis import Broker, KafkaApis
-from .authorization import RequestAuthorization
-from .fetch import FetchHandler
-from .groups import GroupHandlers
-from .messages import API_KEYS
-from .acl_store import AclStore
-from .acls import Authorizer
-from .credentials import CredentialStore
-from .listeners import PLAINTEXT, SASL_PLAINTEXT, is_loopback, parse_listeners
-from .network import RAW_TOKEN_API_KEY, SocketServer
-from .produce import ProduceHandler
-from .producer_state import ProducerStateManager
-from .sasl import AuthenticationThrottle, DenialLog, SaslAuthenticator, Session
-from .security_admin import SecurityAdminHandler
+from .extra import INSTALL_HINT, missing_extra
+from .handlers.admin import AdminHandler
+from .handlers.fetch import FetchHandler
+from .handlers.groups import GroupHandlers
+from .handlers.kafka_apis import Broker, KafkaApis
+from .handlers.metadata import MetadataHandler
+from .handlers.produce import ProduceHandler
+from .handlers.producer_state import ProducerStateManager
+from .handlers.security_admin import SecurityAdminHandler
+from .network.socket_server import RAW_TOKEN_API_KEY, SocketServer
+from .protocol.messages import API_KEYS
+from .security.acl_store import AclStore
+from .security.acls import Authorizer
+from .security.authorization import DenialLog, RequestAuthorization
+from .security.credentials import CredentialStore
+from .security.listeners import PLAINTEXT, SASL_PLAINTEXT, is_loopback, parse_listeners
+from .security.sasl import AuthenticationThrottle, SaslAuthenticator, Session
 from .server_config import ServerConfig
 from .wire_records import FetchBatchCache
 
@@ -166,7 +169,6 @@ class KafkaServer:
     def __init__(self, store_or_dirs: LogManager | Sequence[str] | str, *, listen: str | Sequence[str] = DEFAULT_LISTEN,
                  advertised_listener: str | Sequence[str] | None = None, config: Mapping[str, Any] | None = None,
                  clock: Clock | None = None) -> None:
-        from . import INSTALL_HINT, missing_extra
         if missing_extra():
             raise ImportError(f"the Kafka protocol server needs {', '.join(missing_extra())}: {INSTALL_HINT}")
         self.config, self._store_config = ServerConfig.split(config)
@@ -273,9 +275,12 @@ class KafkaServer:
                              endpoints=endpoints)
         self.apis = apis = KafkaApis(self.broker)
         produce, fetch, admin = ProduceHandler(self.broker), FetchHandler(self.broker), AdminHandler(self.broker)
+        apis.register(API_KEYS["Metadata"], MetadataHandler(self.broker).metadata)
         apis.register(API_KEYS["Produce"], produce.handle)
+        apis.register(API_KEYS["InitProducerId"], produce.init_producer_id)
         apis.register(API_KEYS["Fetch"], fetch.fetch)
         apis.register(API_KEYS["ListOffsets"], fetch.list_offsets)
+        apis.register(API_KEYS["OffsetForLeaderEpoch"], fetch.offset_for_leader_epoch)
         apis.register(API_KEYS["CreateTopics"], admin.create_topics)
         apis.register(API_KEYS["DeleteTopics"], admin.delete_topics)
         apis.register(API_KEYS["DescribeConfigs"], admin.describe_configs)

@@ -16,12 +16,12 @@ from typing import Any, Mapping
 from ..config import boolean_setting, integer_setting
 from ..errors import InvalidConfigError
 from ..group.config import GroupConfig
-from .acls import check_principal
-from .listeners import TLS_KEYS, TlsSettings
+from .security.acls import check_principal
+from .security.listeners import TLS_KEYS, TlsSettings
 
 
 def _mechanisms(key: str, value: Any) -> tuple[str, ...]:
-    from .sasl import SUPPORTED_MECHANISMS
+    from .security.sasl import SUPPORTED_MECHANISMS
     names = tuple(name.strip().upper() for name in (value.split(",") if isinstance(value, str) else value) if name.strip())
     unknown = [name for name in names if name not in SUPPORTED_MECHANISMS]
     if unknown or not names:
@@ -67,7 +67,7 @@ SERVER_KEYS: dict[str, tuple[str, Any, Any, str]] = {
     # server's RSS after `logstore perf serve --sizes 1m` is ~67 MB with it, ~112 MB with 64 MiB.
     "fetch.cache.bytes": ("fetch_cache_bytes", 16 << 20, integer_setting(0, 2**62),
                           "memory for fetched batches already converted to Kafka's format"),
-    # --- security (issue 17) ---
+    # --- security ---
     "allow.plaintext.remote": ("allow_plaintext_remote", False, boolean_setting,
                                "allow a PLAINTEXT listener on an address other than loopback (ours: Kafka has no guard)"),
     "sasl.enabled.mechanisms": ("sasl_enabled_mechanisms", ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), _mechanisms,

@@ -4,12 +4,12 @@
   for batch and Structured Streaming reads and writes (``logstore.spark.source``). The top-level
   module ``pyspark_logstore`` registers it by itself; ``register(spark)`` is the explicit route,
   needed where Spark's scan cannot find that module (an editable install). logstore's own jobs
-  (``compact``, ``perf``) call it, so they run there too.
+  (``compact``, and ``logstore perf spark`` in ``logstore.bench.spark``) call it, so they run there too.
 * ``logstore.spark.compact``: compaction as a Spark job (``logstore compact --engine spark``).
 
-May import: the engine (foundations up to ``manager``) and ``bench`` (for ``logstore perf spark``). Nothing
-in the engine imports this package, and importing it does not import pyspark: only ``register`` and
-the modules ``source``, ``writer``, ``compact`` and ``perf`` do.
+May import: the engine (foundations up to ``manager``). Nothing in the engine imports this package,
+and importing it does not import pyspark: only ``register`` and the modules ``source``, ``writer``
+and ``compact`` do. Its benchmark (``logstore perf spark``) lives in the benchmark layer.
 """
 
 from __future__ import annotations

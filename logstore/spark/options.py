@@ -4,7 +4,7 @@ Spark hands a data source its options as strings in a case-insensitive dict (key
 everything here parses strings and reports the offending option and value. The result is a frozen,
 picklable ``SourceOptions`` that the planner, the stream reader and the read tasks share.
 
-Options (reference/pyspark-data-source.md §5; names as Spark's Kafka source spells them):
+Options (names as Spark's Kafka source spells them: https://spark.apache.org/docs/latest/structured-streaming-kafka-integration.html):
 
 * ``path`` (from ``load(path)``): the store's data dir, or several separated by commas.
 * exactly one of ``subscribe`` (comma-separated topics), ``subscribePattern`` (a regex over topic

@@ -1,5 +1,5 @@
 """Time-driven infrastructure: the hierarchical timing wheel and what is built on it (Kafka's
-server-common timer and purgatory, reference/kafka-timer-purgatory.md).
+server-common timer and purgatory; docs/design.md §5).
 
 Owns, bottom up:
 

@@ -1,4 +1,4 @@
-"""Delayed operations and the purgatory that holds them (reference §4, §5).
+"""Delayed operations and the purgatory that holds them (docs/design.md §5).
 
 This module owns ``DelayedOperation`` (a request that completes when a condition holds or expires
 after ``delay_ms``) and ``DelayedOperationPurgatory`` (operations watched under keys, completed by
@@ -6,7 +6,7 @@ after ``delay_ms``) and ``DelayedOperationPurgatory`` (operations watched under 
 The LogManager uses it for reads that wait for data (``min_bytes``/``max_wait_ms``) and for appends
 that wait for fsync; neither needs a thread per waiter.
 
-Why no wake-up is lost (§5). Whoever makes a condition true first publishes the new state, then
+Why no wake-up is lost (docs/design.md §5.3). Whoever makes a condition true first publishes the new state, then
 calls ``check_and_complete`` for every affected key. ``try_complete_else_watch`` checks, registers on
 all keys, and checks again, all under the operation's lock, and arms the timer only afterwards. A
 state change before the second check is seen by it; a change after it finds the operation on a watch

@@ -1,4 +1,4 @@
-"""Scheduler: named one-shot and periodic background jobs on the timing wheel (reference §6).
+"""Scheduler: named one-shot and periodic background jobs on the timing wheel (docs/design.md §8.1).
 
 This module owns ``Scheduler`` and its handles, ``ScheduledTask``. The LogManager runs its
 retention, flush and checkpoint jobs here. Jobs sit in a ``SystemTimer`` whose expired tasks run on

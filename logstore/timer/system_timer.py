@@ -1,4 +1,4 @@
-"""SystemTimer: the hierarchical timing wheel made usable from many threads (reference §2).
+"""SystemTimer: the hierarchical timing wheel made usable from many threads (Kafka's SystemTimer; docs/design.md §5).
 
 This module owns the moving parts around the wheel: ``DelayQueue`` (a heap of *buckets*, not tasks,
 ordered by expiration, with a blocking ``poll``), ``TaskExecutor`` (the one thread expired tasks run
@@ -8,9 +8,9 @@ Locking, and why it differs from Kafka's. Kafka takes a read/write lock: adds sh
 only per-bucket locks and atomics), ``advance_clock`` takes it exclusively so that no add computes a
 bucket from a wheel time that is being moved. Under CPython's GIL adds cannot run in parallel anyway,
 so the shared mode buys nothing, while per-bucket and per-entry locks and the remove-retry loop would
-cost on every operation. So one lock (the reference's option B) serialises add, cancel, flush and
-advance; the exclusion that matters, no add during an advance, is the same, and the rare holes the
-reference documents (a cancelled entry re-linked during a flush) cannot happen. The delay queue's
+cost on every operation. So one lock serialises add, cancel, flush and
+advance; the exclusion that matters, no add during an advance, is the same, and the rare holes of Kafka's scheme
+(a cancelled entry re-linked during a flush) cannot happen. The delay queue's
 blocking wait happens outside that lock, and tasks never run under it, so a task may add or cancel
 tasks of its own timer.
 
@@ -159,7 +159,7 @@ class TaskExecutor:
 
 
 class SystemTimer:
-    """A hierarchical timing wheel with a delay queue of buckets and an executor (reference §2).
+    """A hierarchical timing wheel with a delay queue of buckets and an executor.
 
     ``add(task)`` schedules ``task.run()`` at ``now + task.delay_ms``: O(levels) to find the bucket,
     O(1) to link, a heap push only when a bucket starts a new round. ``task.cancel()`` is an O(1)

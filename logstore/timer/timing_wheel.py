@@ -1,4 +1,4 @@
-"""The hierarchical timing wheel: tasks, their entries, buckets and wheels (reference §1).
+"""The hierarchical timing wheel: tasks, their entries, buckets and wheels (Kafka's TimingWheel).
 
 This module owns the data structures and the placement arithmetic, not the threads: ``TimerTask``
 (what a user schedules), ``TimerTaskEntry`` (the task's one node in a bucket), ``TimerTaskList`` (a

@@ -1,5 +1,5 @@
 """Smoke tests of ``logstore perf compact`` (``logstore.perf_compact``): tiny sizes, the structure of
-the output and that real work was measured and checked, never timings (DESIGN.md §7: performance is
+the output and that real work was measured and checked, never timings (docs/design.md §12: performance is
 a benchmark, never a timed test)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Smoke tests of ``logstore.perf_durable`` and its CLI commands: tiny sizes, structures and counts
-only (DESIGN.md §7: performance is a benchmark, never a timed test)."""
+only (docs/design.md §12: performance is a benchmark, never a timed test)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""Issue 15's table (``logstore perf paths``, and its part of ``perf all``) at tiny sizes.
+"""The paths table (``logstore perf paths``, and its part of ``perf all``) at tiny sizes.
 
 They check the structure of the table and of the JSON (every row, every measurement, the runs
 alternated and counted), that the answers were checked, and that each PASS/FAIL is computed from
 the measured figures against the goal. They never assert a speed: performance is a benchmark, not
-a timed test (DESIGN.md §7).
+a timed test (docs/design.md §12).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from logstore.bench import paths as bench_paths
-from logstore.bench.paths_report import ISSUE_ROWS, Goal, Measurement, render_paths, row_verdict, table_rows
+from logstore.bench.paths_report import PATH_ROWS, Goal, Measurement, render_paths, row_verdict, table_rows
 from logstore.cli.perf import perf
 
 TINY = dict(records=600, lookups=50, singles=40)
@@ -37,7 +37,7 @@ def _expected_verdict(m: dict) -> bool | None:
 def _check_json_rows(rows: list[dict], numbers: list[int], repeats: int = 3) -> None:
     assert [row["row"] for row in rows] == numbers
     for row in rows:
-        assert (row["workload"], row["goal"]) == ISSUE_ROWS[row["row"]]
+        assert (row["workload"], row["goal"]) == PATH_ROWS[row["row"]]
         assert row["measurements"] and all(m["row"] == row["row"] for m in row["measurements"])
         for m in row["measurements"]:
             assert len(m["logstore_runs"]) == repeats and all(value > 0 for value in m["logstore_runs"])
@@ -142,7 +142,7 @@ def test_bad_row_numbers_are_refused(tmp_path):
 # --- the command line ------------------------------------------------------------------------------------
 
 
-def test_cli_paths_text_has_one_line_per_issue_row(tmp_path):
+def test_cli_paths_text_has_one_line_per_table_row(tmp_path):
     result = CliRunner().invoke(perf, ["paths", "--records", "500", "--rows", "1,4,6,9", "--singles", "30",
                                        "--recovery-base", "50KB", "--recovery-tail", "10KB", "--compare", "sqlite",
                                        "--dir", str(tmp_path), "--no-progress"])
@@ -167,7 +167,7 @@ def test_cli_paths_rejects_bad_options():
         assert result.exit_code != 0 and message in result.output, result.output
 
 
-def test_cli_all_adds_the_issue_15_table(tmp_path):
+def test_cli_all_adds_the_paths_table(tmp_path):
     result = CliRunner().invoke(perf, ["all", "--records", "400", "--lookups", "50", "--large-records", "20",
                                        "--large-value-bytes", "1024", "--sizes", "10KB", "--repeats", "1",
                                        "--compare", "sqlite", "--dir", str(tmp_path), "--json", "--no-progress"])

@@ -1,4 +1,4 @@
-"""The log cleaner (reference kafka-log-layer.md §8; ``cleaner``, ``cleaner_manager``, ``log_cleaner``,
+"""The log cleaner (docs/design.md §8; ``cleaner``, ``cleaner_manager``, ``log_cleaner``,
 ``stats``), mostly on a manual clock with no cleaner thread (rounds are driven with
 ``LogCleaner.clean_filthiest_log`` and ``LogManager.compact``).
 

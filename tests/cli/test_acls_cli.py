@@ -7,10 +7,10 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from logstore.cli.main import main
-from logstore.server.acl_store import ACLS_FILE, AclStore
-from logstore.server.acls import (CLUSTER_NAME, OP_CREATE, OP_DESCRIBE, OP_IDEMPOTENT_WRITE, OP_READ, OP_WRITE,
-                                  PATTERN_LITERAL, PATTERN_PREFIXED, PERMISSION_ALLOW,
-                                  RESOURCE_CLUSTER, RESOURCE_GROUP, RESOURCE_TOPIC, AclBinding, Authorizer)
+from logstore.server.security.acl_store import ACLS_FILE, AclStore
+from logstore.server.security.acls import (CLUSTER_NAME, OP_CREATE, OP_DESCRIBE, OP_IDEMPOTENT_WRITE, OP_READ,
+                                           OP_WRITE, PATTERN_LITERAL, PATTERN_PREFIXED, PERMISSION_ALLOW,
+                                           RESOURCE_CLUSTER, RESOURCE_GROUP, RESOURCE_TOPIC, AclBinding, Authorizer)
 
 
 def cli(store_dir, *args):

@@ -250,7 +250,7 @@ BAD_INPUT = {
     "illegal topic name": (["topics", "create", "a/b"], "illegal topic name"),
     "bad header": (["append", "t", "v", "--header", "nokey"], "NAME=VALUE"),
     "bad base64 value": (["append", "t", "***", "--encoding", "base64"], "base64"),
-    # D9: a timeout that no timer holds was an OverflowError after appending (a retry duplicated it)
+    # A timeout that no timer holds was an OverflowError after appending (a retry duplicated it)
     "huge timeout (acks all)": (["append", "t", "v", "--acks", "all", "--timeout-ms", 2**70], "--timeout-ms"),
     "huge timeout (acks 1)": (["append", "t", "v", "--timeout-ms", 2**31], "--timeout-ms"),
 }
@@ -274,7 +274,7 @@ def test_malformed_jsonl_line_appends_nothing(store):
 
 
 def test_deeply_nested_jsonl_line_is_a_one_line_error(store):
-    """D13: json.loads recursing too deep was a RecursionError traceback."""
+    """json.loads recursing too deep was a RecursionError traceback."""
     text = '{"value": "a"}\n' + '{"value": ' + "[" * 100_000 + "]" * 100_000 + "}\n"
     result = run(store, "append", "t", "--input-format", "jsonl", input=text)
     assert_one_line_error(result, "line 2", "nested too deeply")
@@ -446,7 +446,7 @@ def test_installed_command_usage_error_is_one_line():
 
 
 def test_dump_of_a_fifo_is_refused_at_once(tmp_path):
-    """D14: `logstore dump` of a FIFO named *.log hung on the read; it is refused with one line (a
+    """`logstore dump` of a FIFO named *.log hung on the read; it is refused with one line (a
     subprocess with a timeout, so a regression fails instead of hanging the run)."""
     fifo = tmp_path / "00000000000000000000.log"
     os.mkfifo(fifo)

@@ -1,4 +1,4 @@
-"""Damaged partitions from the command line (issue 14: D4, D6, D7, D10): `check`, `read`,
+"""Damaged partitions from the command line: `check`, `read`,
 `status` and `topics describe` report them, writable commands neither cut them nor fail for the
 other topics, and `logstore repair` cuts them, saying what it removed (and, without --yes, what it
 would remove, changing nothing)."""

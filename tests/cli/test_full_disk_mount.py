@@ -1,4 +1,4 @@
-"""A really full file system (issue 14, D3): a small tmpfs, filled up, under the API and the CLI.
+"""A really full file system: a small tmpfs, filled up, under the API and the CLI.
 
 Before the fix the process died of SIGBUS (exit 135) when it wrote an index page the file system could
 not back: appending, at a roll, at ``close()``, in ``logstore compact``. Every workload runs in a

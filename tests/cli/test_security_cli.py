@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from logstore.cli.main import main
 from logstore.server import KafkaServer
-from logstore.server.credentials import CredentialStore
+from logstore.server.security.credentials import CredentialStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 from tls_material import make_tls_material  # noqa: E402

@@ -6,8 +6,8 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from logstore.cli.main import main
-from logstore.server.credentials import CREDENTIALS_FILE, CredentialStore
-from logstore.server.scram import ScramClient, ScramServer
+from logstore.server.security.credentials import CREDENTIALS_FILE, CredentialStore
+from logstore.server.security.scram import ScramClient, ScramServer
 
 
 def cli(store_dir, *args, input=None):

@@ -17,11 +17,11 @@ import pytest
 from click.testing import CliRunner
 
 from logstore import LogManager, Record
+from logstore.bench.serve import BrokerProcess
 from logstore.cli.main import main
 from logstore.client import Consumer
 from logstore.client import mirror as mirror_module
 from logstore.client.mirror import StoreEnd, mirror, open_end
-from logstore.server.bench import BrokerProcess
 
 
 def cli(*args, input=None):

@@ -11,11 +11,11 @@ import time
 import pytest
 
 from logstore import Record
+from logstore.bench.serve import BrokerProcess
 from logstore.client.consumer import Consumer
 from logstore.client.errors import NoOffsetForPartitionError
 from logstore.client.producer import Producer
 from logstore.errors import RequestError, StoreClosedError
-from logstore.server.bench import BrokerProcess
 
 BASE_MS = 1_700_000_000_000
 

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from logstore.bench.serve import BrokerProcess
 from logstore.client.connection import BrokerConnection
 from logstore.client.errors import NetworkError, NoCommonVersionError, RequestTimedOutError
-from logstore.server.bench import BrokerProcess
-from logstore.server.codec import API_KEYS, SUPPORTED_VERSIONS, decode_request_header, encode_response
-from logstore.server.messages import APIS
+from logstore.server.protocol.codec import API_KEYS, SUPPORTED_VERSIONS, decode_request_header, encode_response
+from logstore.server.protocol.messages import APIS
 
 
 def address(server) -> tuple[str, int]:

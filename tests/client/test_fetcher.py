@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from logstore import Record
 from logstore.client.fetcher import READ_COMMITTED, READ_UNCOMMITTED, Fetcher
-from logstore.server.crc32c import crc32c
-from logstore.server.wire_encode import encode_produce_batch
+from logstore.server.wire_records.crc32c import crc32c
+from logstore.server.wire_records.encode import encode_produce_batch
 
 CONTROL = 0x20
 

@@ -1,4 +1,4 @@
-"""``logstore perf client`` (issue 16, item 6) at a tiny size: the table's shape, and that every client
+"""``logstore perf client`` at a tiny size: the table's shape, and that every client
 read back exactly what it produced. Nothing here is timed: the rates are whatever this machine gives."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from logstore.client import bench
-from logstore.client.bench import ClientBenchmarkError, ClientWorkload, bench_client, render_client
+from logstore.bench import client as bench
+from logstore.bench.client import ClientBenchmarkError, ClientWorkload, bench_client, render_client
 
 try:
     from logstore.cli.perf import perf

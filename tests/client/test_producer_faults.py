@@ -31,8 +31,9 @@ from logstore.client.produce import DeliveryTimeoutError
 from logstore.client.producer import Producer
 from logstore.clock import ManualClock
 from logstore.server import KafkaServer
-from logstore.server import errors as kafka_errors
-from logstore.server.codec import API_KEYS, decode_request, decode_request_header, decode_response, encode_response
+from logstore.server.protocol import errors as kafka_errors
+from logstore.server.protocol.codec import (API_KEYS, decode_request, decode_request_header, decode_response,
+                                            encode_response)
 
 _PRODUCE = API_KEYS["Produce"]
 _SIZE = struct.Struct(">i")

@@ -15,7 +15,7 @@ from test_connection import api_versions, fake_broker
 
 from logstore.client.cluster import NetworkClient
 from logstore.client.errors import NetworkError, RequestTimedOutError
-from logstore.server.codec import API_KEYS, encode_response
+from logstore.server.protocol.codec import API_KEYS, encode_response
 
 _API_VERSIONS, _METADATA = API_KEYS["ApiVersions"], API_KEYS["Metadata"]
 

@@ -1,4 +1,4 @@
-"""The producer's settings of issue 16's last steps (``logstore.client.producer``): ``compression.type``
+"""The producer's settings beyond the basics (``logstore.client.producer``): ``compression.type``
 (every codec this process has, stored and read back by ``logstore serve``; the batch on the wire
 carries the codec; unknown or unavailable codecs refused with the value), ``delivery.timeout.ms``
 (at least ``linger.ms + request.timeout.ms``, as Kafka requires), and
@@ -15,7 +15,7 @@ from logstore.client import produce
 from logstore.client.accumulator import RecordAccumulator
 from logstore.client.produce import compression_codec, produce_request
 from logstore.client.producer import Producer, producer_config
-from logstore.server.compression import AVAILABLE_CODECS, CODEC_NAMES
+from logstore.server.wire_records.compression import AVAILABLE_CODECS, CODEC_NAMES
 
 CODECS = sorted(CODEC_NAMES[codec] for codec in AVAILABLE_CODECS)
 _ATTRIBUTES_AT = 8 + 4 + 4 + 1 + 4  # a v2 batch: base offset, length, leader epoch, magic, crc

@@ -13,14 +13,14 @@ import time
 
 import pytest
 
+from logstore.bench.serve import BrokerProcess
 from logstore.client import connection as connection_module
 from logstore.client.consumer import Consumer
 from logstore.client.errors import BrokerResponseError
 from logstore.client.producer import Producer
 from logstore.errors import StoreClosedError
-from logstore.server.bench import BrokerProcess
-from logstore.server.compression import AVAILABLE_CODECS, CODEC_NAMES
-from logstore.server.messages import API_KEYS, APIS
+from logstore.server.protocol.messages import API_KEYS, APIS
+from logstore.server.wire_records.compression import AVAILABLE_CODECS, CODEC_NAMES
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
-"""ENOSPC/EIO injection through the file-operations seam (reference/performance-and-reliability.md
-§B6 (d); DESIGN §3: an fsync error is fail-stop, no retry that reports success).
+"""ENOSPC/EIO injection through the file-operations seam (docs/design.md §7:
+an fsync error is fail-stop, no retry that reports success).
 
 Invariants checked: an fsync error in ``flush`` raises ``LogFailedError`` (a ``StorageError`` wrapping
 the ``OSError``), the recovery point does not advance, every later append/flush/roll/truncate_to/

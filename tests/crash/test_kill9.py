@@ -1,5 +1,5 @@
-"""Kill -9 crash harness at scale (reference/performance-and-reliability.md §B6 (a); DESIGN §3, §7;
-issue 14 item 6: at least 1,000 crash points in every run).
+"""Kill -9 crash harness at scale (docs/design.md §7, §12;
+at least 1,000 crash points in every run).
 
 A forked writer child opens a store (recovery), then appends batches of random sizes with
 deterministic payloads, flushes often, rolls, checkpoints, truncates, deletes records, applies

@@ -1,4 +1,4 @@
-"""Power-loss states at scale (issue 14, item 6; DESIGN §3, §7).
+"""Power-loss states at scale (docs/design.md §7, §12).
 
 A deterministic single-threaded workload runs once on a ``RecordingFileSystem``
 (``logstore.testing``): two topics in one data dir, a plain one of 2 partitions with time-based

@@ -488,7 +488,7 @@ class _Capture(logging.Handler):
 
 def _replay_journal(store, template: StoreModel, views) -> None:
     """The server's start-up replay of ``producer-state.journal`` must give the model's state."""
-    from logstore.server.producer_state import ProducerStateManager
+    from logstore.server.handlers.producer_state import ProducerStateManager
 
     view = views[JOURNAL] = PartitionView()  # the server's file: judged apart from the store's partitions
     capture = _Capture()

@@ -133,7 +133,7 @@ def build_clean_template(root: str, seed: int = 14) -> StoreModel:
     """The cleanly closed template store under ``root`` (see the module docstring)."""
     from logstore.group.coordinator import GroupCoordinator
     from logstore.group.results import OffsetCommit
-    from logstore.server.producer_state import ProducerStateManager
+    from logstore.server.handlers.producer_state import ProducerStateManager
 
     rng = random.Random(seed)
     dirs = [os.path.join(root, "d0"), os.path.join(root, "d1")]

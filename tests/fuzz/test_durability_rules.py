@@ -1,4 +1,4 @@
-"""The durability rules of DESIGN §3, each tested where it is cheap to break (issue 14 item 7).
+"""The durability rules of docs/design.md §7, each tested where it is cheap to break.
 
 Each test here is the one a planted mutant of ``scripts/mutants.py`` is expected to fail, and passes
 on the real engine:

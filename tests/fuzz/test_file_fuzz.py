@@ -1,4 +1,4 @@
-"""Fuzzing every file type the store writes (issue 14 item 8; DESIGN §7).
+"""Fuzzing every file type the store writes (docs/design.md §12).
 
 Two template stores are made once (``fuzz_store``): a cleanly closed one with a plain multi-segment
 topic (``delete_records`` applied), a cleaned compacted topic (cleaner checkpoint), two data dirs, a

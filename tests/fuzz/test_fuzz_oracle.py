@@ -1,5 +1,5 @@
 """The fuzz oracle's own rules (``fuzz_oracle.classify``), on hand-made views: what counts as a
-reported power-loss cut of an unclean store and what stays a silent loss (issue 14 item 8)."""
+reported power-loss cut of an unclean store and what stays a silent loss."""
 
 from __future__ import annotations
 

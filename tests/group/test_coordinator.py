@@ -1,4 +1,4 @@
-"""The coordinator's membership protocol, case by case (reference/kafka-group-coordinator.md §10).
+"""The coordinator's membership protocol, case by case (docs/design.md §9).
 
 Each test drives a ``GroupCoordinator(threaded=False)`` on a manual clock (conftest ``GroupEnv``),
 so timeouts are steps of the test, not sleeps.

@@ -1,5 +1,5 @@
 """Model test of the group coordinator: a hypothesis state machine of simulated consumers against a
-plain model of what Kafka's classic group protocol guarantees (reference §3–§6, §10).
+plain model of what Kafka's classic group protocol guarantees (docs/design.md §9).
 
 A few consumers (up to five, dynamic or static, each with its own session timeout of at least 6 s
 and a small rebalance timeout) talk to a ``GroupCoordinator(threaded=False)`` on a manual clock
@@ -28,7 +28,7 @@ What is checked, after every step, only from what the protocol promises:
 - Every commit answered 0 is returned by OffsetFetch afterwards, also after restarts, until its
   group is deleted (no retention runs here: ``offsets.retention.minutes`` is days away); commits
   answered with an error are never returned.
-- Heartbeats and member commits get exactly the answer §5.2 / §6.1 give for the group as
+- Heartbeats and member commits get exactly the answer Kafka's coordinator gives for the group as
   DescribeGroups showed it just before; a Stable SyncGroup returns the member's stored assignment.
 - A consumer that stopped talking is gone from the group once its session timeout has passed since
   the last event that may have refreshed it (its own requests, a completed join phase, a restart),
@@ -76,7 +76,7 @@ ALL_PARTITIONS = frozenset(("t", p) for p in range(4))
 SESSIONS_MS = (6000, 8000, 10000)
 REBALANCES_MS = (1000, 3000, 6000)
 # Every consumer offers both assignors (in its own order): a group loaded from its record knows only
-# the protocol it chose (reference §6.5), so a consumer offering one assignor alone could be refused
+# the protocol it chose, so a consumer offering one assignor alone could be refused
 # INCONSISTENT_GROUP_PROTOCOL after a restart, as by Kafka; that is not what this model is about.
 PREFERENCES = (("range", "roundrobin"), ("roundrobin", "range"))
 HEARTBEAT_INTERVAL_MS = 500  # below every rebalance timeout, so a behaving member never misses a join
@@ -409,7 +409,7 @@ class CoordinatorModel(RuleBasedStateMachine):
                 self.send_join(client)
 
     def expected_member_error(self, summary, client: Client) -> int:
-        """What §5.2 / §6.1 answer a member's Heartbeat or OffsetCommit in the group described."""
+        """What Kafka's coordinator answers to a member's Heartbeat or OffsetCommit in the group described."""
         members = {m.member_id: m.group_instance_id for m in summary.members}
         if summary.state == "Dead":
             return errors.UNKNOWN_MEMBER_ID
@@ -574,7 +574,7 @@ class CoordinatorModel(RuleBasedStateMachine):
     @rule(data=st.data(), partitions=st.sets(st.sampled_from(sorted(ALL_PARTITIONS)), min_size=1, max_size=2),
           offset=st.integers(0, 10_000))
     def commit(self, data, partitions, offset):
-        """A member commits with its generation: exactly §6.1's answer for the group as described."""
+        """A member commits with its generation: exactly Kafka's OffsetCommit answer for the group as described."""
         client = data.draw(st.sampled_from(self.with_generation()))
         summary = self.describe()
         expected = self.expected_member_error(summary, client)

@@ -1,6 +1,6 @@
 """The records of ``__consumer_offsets`` (logstore.group.formats): the group-to-partition mapping
-against values computed by Java, golden bytes written out by hand from Kafka's layouts (reference/
-kafka-group-coordinator.md §6.4; never produced by our encoder), decoding of every older version,
+against values computed by Java, golden bytes written out by hand from Kafka's layouts (docs/FORMAT.md §4;
+never produced by our encoder), decoding of every older version,
 round trips, damage (truncation, bad lengths, bad UTF-8, trailing bytes) and misuse.
 """
 
@@ -26,7 +26,7 @@ INT64 = (-(2**63), 2**63 - 1)
 
 # --- partition_for --------------------------------------------------------------------------------
 
-# reference §6.4: hashCode and partition of 50, checked with java.
+# docs/FORMAT.md §4: hashCode and partition of 50, checked with java.
 JAVA_TABLE = [
     ("my-group", -1906497762, 12),
     ("test-group", 627841412, 12),

@@ -1,5 +1,5 @@
 """Committed offsets: commit and fetch, who may commit when, durability across restarts, retention,
-deletion, and the compaction of ``__consumer_offsets`` (reference §6, §10 items 26–36)."""
+deletion, and the compaction of ``__consumer_offsets`` (docs/design.md §9)."""
 
 from __future__ import annotations
 
@@ -176,7 +176,7 @@ def test_a_commit_to_unknown_partitions_only_creates_no_group(env):
 
 
 def test_a_damaged_offsets_partition_makes_its_groups_unavailable_not_empty(env):
-    """Issue 14 fuzz #543/#615/#21: a damaged, cut or removed ``__consumer_offsets`` segment must not
+    """File-fuzz findings: a damaged, cut or removed ``__consumer_offsets`` segment must not
     make a group look empty (committed offsets None, error 0): its groups answer
     COORDINATOR_NOT_AVAILABLE, the other partitions' groups work, and the store reports it."""
     import os

@@ -9,7 +9,6 @@ never deadlock with a concurrent ``flush()`` (they did: the append flushed holdi
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest

@@ -1,7 +1,7 @@
-"""D8: every metadata file the store writes carries a version and a checksum; damage is survived
+"""Every metadata file the store writes carries a version and a checksum; damage is survived
 (two copies of each checkpoint) or reported, never silently used. Covers the offset checkpoints
 (recovery point, log start offset, cleaner), the clean-shutdown marker and topics.json: every
-single-byte flip and every truncation of a small file, old-format files, and the scenario of issue 14
+single-byte flip and every truncation of a small file, old-format files, and one damage scenario in full
 (delete_records, then a flipped byte in log-start-offset-checkpoint, then a writable open)."""
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def _log_start(data_dir: str, read_only: bool = False) -> tuple[int, list[str]]:
 
 @pytest.mark.parametrize("position", ["version", "offset digit", "checksum", "end of the first copy"])
 def test_a_flipped_byte_in_the_log_start_offset_checkpoint_does_not_bring_deleted_records_back(tmp_path, position):
-    """Issue 14, D8: delete_records, a flipped byte in log-start-offset-checkpoint, then a writable
+    """delete_records, a flipped byte in log-start-offset-checkpoint, then a writable
     open (which writes the checkpoint again) must not bring the deleted records back."""
     data_dir = _store_with_deleted_records(tmp_path)
     path = os.path.join(data_dir, LOG_START_OFFSET_CHECKPOINT)
@@ -262,7 +262,7 @@ def _partition_start_file(data_dir: str) -> str:
 
 @pytest.mark.parametrize("damage", ["remove", "cut", "zero"])
 def test_a_lost_log_start_offset_checkpoint_does_not_bring_deleted_records_back(tmp_path, damage):
-    """Issue 14 (fuzz #76, #382, #490): with no intact copy of log-start-offset-checkpoint (removed,
+    """File-fuzz findings: with no intact copy of log-start-offset-checkpoint (removed,
     cut, zero-filled), the partition's own ``log-start-offset`` file keeps its log start offset, in
     read-only and writable opens and afterwards; a removed checkpoint is reported."""
     data_dir = _store_with_deleted_records(tmp_path)

@@ -1,5 +1,5 @@
 """Invariants checked: one writer per store, and reads concurrent with writes
-(reference/performance-and-reliability.md §B6 (e) and (f); DESIGN.md §3).
+(docs/design.md §5, §7).
 
 (f) Second-process safety. While process A holds the store, every second writer (a real subprocess
     started with ``sys.executable -c``, with the dirs in any order or only some of them, and a second

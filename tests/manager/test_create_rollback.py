@@ -1,4 +1,4 @@
-"""D12: a ``create_topic`` that fails half-way (a descriptor limit, a full disk, an I/O error) is
+"""A ``create_topic`` that fails half-way (a descriptor limit, a full disk, an I/O error) is
 rolled back, so the retry of the same create succeeds and the store is consistent. The failure is
 injected at every file operation of a create (``FaultyFileSystem``), and once for real with
 ``RLIMIT_NOFILE`` in a subprocess."""

@@ -1,4 +1,4 @@
-"""A read-only follower beside a busy writer (issue 14, D2).
+"""A read-only follower beside a busy writer.
 
 A writer process appends continuously to a topic with tiny segments and small ``retention.bytes``
 (retention deletes segments all the time) and to a compacted topic (compaction swaps segments in),

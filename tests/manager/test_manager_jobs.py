@@ -1,5 +1,5 @@
-"""The LogManager's background jobs, loading, checkpoints, offline dirs and status (reference
-kafka-log-layer.md §7; ``manager.jobs``, ``manager.log_dirs``), on a manual clock and a manually driven
+"""The LogManager's background jobs, loading, checkpoints, offline dirs and status (docs/design.md §8.1;
+``manager.jobs``, ``manager.log_dirs``), on a manual clock and a manually driven
 scheduler.
 
 Invariants checked:
@@ -22,7 +22,7 @@ Invariants checked:
   with the same offsets, on threads ``log-recovery-<dir>_*`` of a pool per dir, all dirs at once (a
   barrier that only all 3 x 2 loading threads together can pass).
 - A damaged recovery-point checkpoint: the store opens, reports the problem, re-verifies every segment
-  and loses nothing (after an unclean shutdown; and after a clean one, as DESIGN §8 and the
+  and loses nothing (after an unclean shutdown; and after a clean one, as docs/design.md §7 and the
   log_dirs docstring promise).
 - After an unclean shutdown only the segments from the one holding the checkpointed recovery point on
   are re-verified (a process crash, and power losses that may cut unsynced data); nothing below the
@@ -388,7 +388,7 @@ def test_damaged_recovery_point_checkpoint_after_unclean_shutdown(tmp_path, reco
 
 
 def test_damaged_recovery_point_checkpoint_after_clean_shutdown(tmp_path, recovered):
-    """ENGINE BUG (contract divergence): DESIGN §8 and the log_dirs docstring say a damaged
+    """docs/design.md §7 and the log_dirs docstring say a damaged
     checkpoint means "that dir is fully recovered", but with a clean-shutdown marker present the
     loader re-verifies nothing (load_log trusts clean_shutdown and ignores the recovery point)."""
     dirs = dirs_of(tmp_path, 1)

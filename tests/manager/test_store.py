@@ -348,7 +348,7 @@ def copies_of_topics_json(dirs) -> list[bytes]:
 
 def test_interrupted_create_is_rolled_back_at_open(tmp_path):
     """A create never acknowledged (the process died between its 'creating' record and its 'ready'
-    one) is rolled back by the next writable open, so a retry of it succeeds (D12)."""
+    one) is rolled back by the next writable open, so a retry of it succeeds."""
     dirs = dirs_of(tmp_path, 2)
     with LogManager(dirs) as store:
         store.create_topic("keep", 1)
@@ -923,7 +923,7 @@ def test_clean_open_reads_nothing_unclean_open_reverifies_from_recovery_point(tm
     total = sum(sizes.values())
     assert len(sizes) >= 15 and total > 1_000_000
     # Clean: the marker is there, the open reads at most a few headers per segment: its index check
-    # and its end check (a whole batch ends the file, the next segment starts there: issue 14 D7, D10).
+    # and its end check (a whole batch ends the file, the next segment starts there).
     assert os.path.exists(os.path.join(dirs[0], CLEAN_SHUTDOWN_MARKER))
     fs = CountingFS()
     with LogManager(dirs, fs=fs) as store:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from logstore.server.messages import APIS, SUPPORTED_VERSIONS
-from logstore.server.schema import Field, fields_at, is_nullable
+from logstore.server.protocol.messages import APIS, SUPPORTED_VERSIONS
+from logstore.server.protocol.schema import Field, fields_at, is_nullable
 
 _INTEGERS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 _UNSIGNED = {"uint16": 16, "uint32": 32}

@@ -26,7 +26,7 @@ import struct
 import sys
 import time
 
-from logstore.server.codec import decode_request, decode_request_header, encode_request, encode_response
+from logstore.server.protocol.codec import decode_request, decode_request_header, encode_request, encode_response
 
 try:
     from kio.schema.errors import ErrorCode

@@ -25,9 +25,9 @@ import time
 
 from logstore import LogManager, ManualClock, Record
 from logstore.records.decoder import RecordBatch
-from logstore.server import crc32c as crc_module
-from logstore.server.compression import AVAILABLE_CODECS, CODEC_NAMES
+from logstore.server.wire_records import crc32c as crc_module
 from logstore.server.wire_records import FetchBatchCache, decode_produce, encode_fetch_batch, encode_produce_batch
+from logstore.server.wire_records.compression import AVAILABLE_CODECS, CODEC_NAMES
 from logstore.timer.scheduler import Scheduler
 
 T0 = 1_700_000_000_000

@@ -19,8 +19,8 @@ import subprocess
 import time
 
 from logstore.server import KafkaServer
-from logstore.server.codec import decode_response, encode_request
-from logstore.server.credentials import CredentialStore
+from logstore.server.protocol.codec import decode_response, encode_request
+from logstore.server.security.credentials import CredentialStore
 from wire_client import WireClient
 
 USER, PASSWORD = "alice", "alice-secret"

@@ -1,4 +1,4 @@
-"""Issue 17's ACL matrix: real clients, each with its own SASL settings, against one secured server
+"""The ACL matrix: real clients, each with its own SASL settings, against one secured server
 (SASL_PLAINTEXT, SCRAM-SHA-256; kcat with PLAIN, see ``sasl``), each principal allowed exactly what
 its case needs:
 
@@ -146,7 +146,7 @@ class Secured:
 
 
 def _acls():
-    from logstore.server.acls import PATTERN_PREFIXED, bindings_for
+    from logstore.server.security.acls import PATTERN_PREFIXED, bindings_for
     return [
         *bindings_for(allow_principals=["User:reader"], topics=["orders"], groups=["readers"], consumer=True),
         *bindings_for(allow_principals=["User:member"], topics=["ledger"], groups=["ledger-"], consumer=True,
@@ -161,8 +161,8 @@ def _acls():
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
     from logstore.server import KafkaServer
-    from logstore.server.acl_store import AclStore
-    from logstore.server.credentials import CredentialStore
+    from logstore.server.security.acl_store import AclStore
+    from logstore.server.security.credentials import CredentialStore
 
     data = str(tmp_path_factory.mktemp("acl-matrix"))
     credentials = CredentialStore(data)  # before the server starts: the running server owns the files
@@ -453,9 +453,9 @@ def test_super_user_may_do_everything(secured, driver_factory):
 @pytest.fixture(scope="module")
 def open_server(tmp_path_factory):
     from logstore.server import KafkaServer
-    from logstore.server.acl_store import AclStore
-    from logstore.server.acls import bindings_for
-    from logstore.server.credentials import CredentialStore
+    from logstore.server.security.acl_store import AclStore
+    from logstore.server.security.acls import bindings_for
+    from logstore.server.security.credentials import CredentialStore
 
     data = str(tmp_path_factory.mktemp("acl-open"))
     credentials = CredentialStore(data)

@@ -14,11 +14,11 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 
 from logstore.errors import CorruptCheckpointError
 from logstore.fs import FileSystem
-from logstore.server.acl_store import ACLS_FILE, AclStore
-from logstore.server.acls import (CLUSTER_NAME, OP_ALL, OP_IDEMPOTENT_WRITE, OP_READ, OP_WRITE, PATTERN_ANY,
-                                  PATTERN_LITERAL, PATTERN_MATCH, PATTERN_PREFIXED, PERMISSION_ALLOW,
-                                  PERMISSION_DENY, RESOURCE_CLUSTER, RESOURCE_GROUP, RESOURCE_TOPIC, AclBinding,
-                                  AclBindingFilter)
+from logstore.server.security.acl_store import ACLS_FILE, AclStore
+from logstore.server.security.acls import (CLUSTER_NAME, OP_ALL, OP_IDEMPOTENT_WRITE, OP_READ, OP_WRITE, PATTERN_ANY,
+                                           PATTERN_LITERAL, PATTERN_MATCH, PATTERN_PREFIXED, PERMISSION_ALLOW,
+                                           PERMISSION_DENY, RESOURCE_CLUSTER, RESOURCE_GROUP, RESOURCE_TOPIC,
+                                           AclBinding, AclBindingFilter)
 
 ALICE, BOB = "User:alice", "User:bob"
 
@@ -98,8 +98,8 @@ def test_a_damaged_file_is_refused_and_left_as_it_is(tmp_path, damage, message):
 
 
 def test_an_invalid_binding_with_a_good_checksum_is_refused(tmp_path):
-    from logstore.server.acl_store import VERSION
-    from logstore.server.checked_json import body_crc as _body_crc
+    from logstore.server.security.acl_store import VERSION
+    from logstore.server.security.checked_json import body_crc as _body_crc
 
     path = tmp_path / ACLS_FILE
     for entry, message in [({"principal": "alice"}, "'alice'"), ({"operation": "read"}, "'read'"),

@@ -9,13 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logstore.server.acl_store import AclStore
-from logstore.server.acls import (CLUSTER_NAME, OP_ALL, OP_ALTER,
-                                  OP_ALTER_CONFIGS, OP_CREATE, OP_DELETE, OP_DESCRIBE, OP_DESCRIBE_CONFIGS,
-                                  OP_IDEMPOTENT_WRITE, OP_READ, OP_WRITE, PATTERN_ANY, PATTERN_LITERAL, PATTERN_MATCH,
-                                  PATTERN_PREFIXED, PERMISSION_ALLOW, PERMISSION_DENY, RESOURCE_ANY, RESOURCE_CLUSTER,
-                                  RESOURCE_GROUP, RESOURCE_TOPIC, RESOURCE_TRANSACTIONAL_ID, OPERATIONS, SUPPORTED_OPERATIONS,
-                                  AclBinding, AclBindingFilter, Authorizer, bindings_for, filters_for)
+from logstore.server.security.acl_store import AclStore
+from logstore.server.security.acls import (CLUSTER_NAME, OP_ALL, OP_ALTER, OP_ALTER_CONFIGS, OP_CREATE, OP_DELETE,
+                                           OP_DESCRIBE, OP_DESCRIBE_CONFIGS, OP_IDEMPOTENT_WRITE, OP_READ, OP_WRITE,
+                                           PATTERN_ANY, PATTERN_LITERAL, PATTERN_MATCH, PATTERN_PREFIXED,
+                                           PERMISSION_ALLOW, PERMISSION_DENY, RESOURCE_ANY, RESOURCE_CLUSTER,
+                                           RESOURCE_GROUP, RESOURCE_TOPIC, RESOURCE_TRANSACTIONAL_ID, OPERATIONS,
+                                           SUPPORTED_OPERATIONS, AclBinding, AclBindingFilter, Authorizer,
+                                           bindings_for, filters_for)
 
 ALICE, BOB, EVERYONE = "User:alice", "User:bob", "User:*"
 HOST = "10.0.0.1"

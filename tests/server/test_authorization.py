@@ -19,12 +19,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logstore.server.authorization import (ALTER, ALTER_CONFIGS, CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, CREATE,
-                                           DELETE, DESCRIBE, DESCRIBE_CONFIGS, GROUP, IDEMPOTENT_WRITE,
-                                           NOT_REQUESTED, READ, TOPIC, TRANSACTIONAL_ID, WRITE,
-                                           RequestAuthorization, Verdict)
-from logstore.server.codec import (SUPPORTED_VERSIONS, decode_request, decode_request_header, decode_response,
-                                   encode_request, encode_response)
+from logstore.server.protocol.codec import (SUPPORTED_VERSIONS, decode_request, decode_request_header, decode_response,
+                                            encode_request, encode_response)
+from logstore.server.security.authorization import (ALTER, ALTER_CONFIGS, CLUSTER, CLUSTER_ACTION, CLUSTER_NAME,
+                                                    CREATE, DELETE, DESCRIBE, DESCRIBE_CONFIGS, GROUP,
+                                                    IDEMPOTENT_WRITE, NOT_REQUESTED, READ, TOPIC, TRANSACTIONAL_ID,
+                                                    WRITE, RequestAuthorization, Verdict)
 
 ALICE, HOST = "User:alice", "10.0.0.7"
 TOPICS = ("a", "b", "c")
@@ -654,7 +654,7 @@ def test_random_acls_refuse_exactly_the_unauthorized_items(allowed, api_key, dat
 def test_codes_match_acls_and_the_real_authorizer_fits():
     """The codes repeated in ``authorization`` are ``acls``'s, and ``acls.Authorizer`` is an
     authorizer the rules can use: prefix allows, a literal deny beating them, a super user."""
-    from logstore.server import acls, authorization
+    from logstore.server.security import acls, authorization
 
     for name in ("READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS",
                  "ALTER_CONFIGS", "IDEMPOTENT_WRITE"):

@@ -1,6 +1,6 @@
 """``logstore perf groups`` (``logstore.server.bench_groups``) at tiny sizes: the result's structure
 and sanity (figures above zero, every member holding its partitions, memory given back, empty
-purgatories), never its speed: performance is a benchmark, not a timed test (DESIGN.md §7)."""
+purgatories), never its speed: performance is a benchmark, not a timed test (docs/design.md §12)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 
 from click.testing import CliRunner
 
-from logstore.server import bench_groups
-from logstore.server.bench_groups import PARTITIONS, bench_groups as run_bench
+from logstore.bench import groups as bench_groups
+from logstore.bench.groups import PARTITIONS, bench_groups as run_bench
 
 
 def _rows(result: dict, target: str) -> dict:

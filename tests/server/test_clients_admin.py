@@ -18,7 +18,7 @@ from logstore import Record
 pytestmark = pytest.mark.kafka_clients
 
 INCREMENTAL = [name for name in ADMINS if DRIVER_CLASSES[name].incremental_alter]
-# Keys every DescribeConfigs answer should carry (reference §2.5: "return a real entry list").
+# Keys every DescribeConfigs answer should carry (a real entry list, not an empty one).
 CORE_KEYS = ("cleanup.policy", "retention.ms", "max.message.bytes", "message.timestamp.type")
 
 
@@ -139,7 +139,7 @@ def test_delete_records_moves_the_log_start_offset(broker, driver, driver_factor
     if broker.store is not None:
         assert broker.store.get_log(topic, 0).log_start_offset == 4
         assert broker.stored(topic, 0, offset=4) == records[4:]
-    # Beyond the high watermark is out of range (reference §2.5).
+    # Beyond the high watermark is out of range.
     with pytest.raises(ClientError) as refused:
         driver.delete_records(broker.bootstrap_servers, topic, 0, 11)
     assert refused.value.error == "OFFSET_OUT_OF_RANGE"

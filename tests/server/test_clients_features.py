@@ -31,7 +31,7 @@ def numbered(count: int, base_ms: int) -> list[Record]:
 
 @pytest.mark.parametrize("driver", [
     "kafka-python", "confluent-kafka",
-    # aiokafka speaks InitProducerId v0 only (reference §2.2)
+    # aiokafka speaks InitProducerId v0 only
     pytest.param("aiokafka", marks=tansu_gets_wrong("InitProducerId v0 is answered with UNKNOWN_SERVER_ERROR (-1)")),
 ], indirect=True)
 def test_idempotent_producer_writes_each_record_once(broker, driver, topic):

@@ -1,4 +1,4 @@
-"""Consumer groups with real clients (reference kafka-group-coordinator.md §8, §10): members of
+"""Consumer groups with real clients (docs/design.md §9, §12): members of
 kafka-python, confluent-kafka, aiokafka and kafkajs, each a process of its own (``clients/groups.py``
 runs ``group_member.py`` / ``kafkajs_group_member.js``), join groups on 4-partition topics and
 report their assignments, records and commits as JSON lines.

@@ -12,13 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codec_strategies import EVERY_MESSAGE, message_id, message_strategy
-from logstore.server import codec
-from logstore.server.codec import (API_KEYS, API_NAMES, SUPPORTED_VERSIONS, ProtocolError, UnsupportedVersionError,
-                                   api_versions_fallback_response, decode_message, decode_request,
-                                   decode_request_header, decode_response, encode_request, encode_response,
-                                   is_flexible)
-from logstore.server.messages import APIS
-from logstore.server.schema import fields_at, snake_case, type_default
+from logstore.server.protocol import codec
+from logstore.server.protocol.codec import (API_KEYS, API_NAMES, SUPPORTED_VERSIONS, ProtocolError,
+                                            UnsupportedVersionError, api_versions_fallback_response, decode_message,
+                                            decode_request, decode_request_header, decode_response, encode_request,
+                                            encode_response, is_flexible)
+from logstore.server.protocol.messages import APIS
+from logstore.server.protocol.schema import fields_at, snake_case, type_default
 
 
 def round_trip_request(key, version, body, client_id="client-1", correlation_id=123):

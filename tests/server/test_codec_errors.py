@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codec_strategies import ADVERTISED_VERSIONS, EVERY_MESSAGE, EVERY_VERSION, message_id, message_strategy
-from logstore.server import codec
-from logstore.server.codec import (ProtocolError, decode_message, decode_request, decode_request_header,
-                                   decode_response, encode_request, encode_response)
-from logstore.server.messages import APIS
+from logstore.server.protocol import codec
+from logstore.server.protocol.codec import (ProtocolError, decode_message, decode_request, decode_request_header,
+                                            decode_response, encode_request, encode_response)
+from logstore.server.protocol.messages import APIS
 
 
 def request_body(key, version, body) -> bytes:
@@ -45,7 +45,7 @@ def test_every_truncation_and_any_trailing_byte_is_a_protocol_error(message, dat
             decode(direction, key, version, memoryview(encoded)[:cut])
     if direction == "request" and key == 51:
         # librdkafka writes AlterUserScramCredentials' empty tag section twice: one 0x00 is let pass
-        from logstore.server.codec import decode_request
+        from logstore.server.protocol.codec import decode_request
         assert decode_request(key, version, encoded + b"\x00", 0) == decode_request(key, version, encoded, 0)
         with pytest.raises(ProtocolError, match="1 bytes left after the body"):
             decode_request(key, version, encoded + b"\x01", 0)

@@ -23,10 +23,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codec_strategies import EVERY_MESSAGE, message_id, message_strategy
-from logstore.server.codec import (API_KEYS, SUPPORTED_VERSIONS, decode_message, decode_request,
-                                   decode_request_header, decode_response, encode_request, encode_response)
-from logstore.server.messages import APIS
-from logstore.server.schema import fields_at, type_default
+from logstore.server.protocol.codec import (API_KEYS, SUPPORTED_VERSIONS, decode_message, decode_request,
+                                            decode_request_header, decode_response, encode_request, encode_response)
+from logstore.server.protocol.messages import APIS
+from logstore.server.protocol.schema import fields_at, type_default
 
 import kafka.protocol.api_message  # noqa: E402,F401 - the clients extra; a missing one fails, it never skips
 
@@ -282,7 +282,7 @@ def test_kafka_python_reads_our_responses(name, version, body):
 
 
 def test_kafka_python_reads_the_api_versions_fallback():
-    from logstore.server.codec import api_versions_fallback_response
+    from logstore.server.protocol.codec import api_versions_fallback_response
 
     frame = api_versions_fallback_response(5)
     cls = kafka_python_class(18, "response")

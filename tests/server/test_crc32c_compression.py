@@ -19,31 +19,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logstore.server import compression
-from logstore.server.compression import (
-    AVAILABLE_CODECS,
-    CODEC_GZIP,
-    CODEC_LZ4,
-    CODEC_NONE,
-    CODEC_SNAPPY,
-    CODEC_ZSTD,
-    XERIAL_MAGIC,
-    compress,
-    decompress,
-)
-from logstore.server.crc32c import (
-    CHECK_VALUE,
-    HARDWARE,
-    IMPLEMENTATION,
-    crc32c,
-    crc32c_python,
-)
-from logstore.server.wire_records import (
-    CorruptMessageError,
-    MessageTooLargeError,
-    UnsupportedCompressionError,
-    WireRecordError,
-)
+from logstore.server.wire_records import compression
+from logstore.server.wire_records import (CorruptMessageError, MessageTooLargeError, UnsupportedCompressionError,
+                                          WireRecordError)
+from logstore.server.wire_records.compression import (AVAILABLE_CODECS, CODEC_GZIP, CODEC_LZ4, CODEC_NONE,
+                                                      CODEC_SNAPPY, CODEC_ZSTD, XERIAL_MAGIC, compress, decompress)
+from logstore.server.wire_records.crc32c import CHECK_VALUE, HARDWARE, IMPLEMENTATION, crc32c, crc32c_python
 
 CODECS = [CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD]
 COMPRESSED = CODECS[1:]

@@ -14,8 +14,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 
 from logstore.errors import CorruptCheckpointError
 from logstore.fs import FileSystem
-from logstore.server.credentials import CREDENTIALS_FILE, CredentialStore
-from logstore.server.scram import MECHANISMS, ScramClient, ScramServer, scram_credential
+from logstore.server.security.credentials import CREDENTIALS_FILE, CredentialStore
+from logstore.server.security.scram import MECHANISMS, ScramClient, ScramServer, scram_credential
 
 USERS = ["alice", "bob", "c,a=rol"]
 

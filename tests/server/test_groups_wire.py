@@ -18,8 +18,7 @@ import time
 import pytest
 
 from logstore import LogManager
-from logstore.server import errors
-from logstore.server.codec import decode_response, encode_request
+from logstore.server.protocol import errors
 from logstore.server.server import KafkaServer
 from wire_client import WireClient
 

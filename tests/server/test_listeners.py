@@ -9,8 +9,8 @@ import ssl
 import pytest
 
 from logstore.errors import InvalidConfigError
-from logstore.server.listeners import (ANONYMOUS, TlsSettings, is_loopback, parse_listener, parse_listeners,
-                                       principal_from_certificate, server_ssl_context)
+from logstore.server.security.listeners import (ANONYMOUS, TlsSettings, is_loopback, parse_listener, parse_listeners,
+                                                principal_from_certificate, server_ssl_context)
 from tls_material import make_tls_material
 
 

@@ -24,11 +24,11 @@ from __future__ import annotations
 import pytest
 
 from codec_strategies import EVERY_MESSAGE
-from logstore.server import messages_security
-from logstore.server.codec import (API_KEYS, SUPPORTED_VERSIONS, decode_response, encode_request, encode_response,
-                                   is_flexible)
-from logstore.server.messages import ADVERTISED, APIS
-from logstore.server.schema import NO_DEFAULT, field, fields_at, parse_range
+from logstore.server.protocol import messages_security
+from logstore.server.protocol.codec import (API_KEYS, SUPPORTED_VERSIONS, decode_response, encode_request,
+                                            encode_response, is_flexible)
+from logstore.server.protocol.messages import ADVERTISED, APIS
+from logstore.server.protocol.schema import NO_DEFAULT, field, fields_at, parse_range
 from test_codec_kafka_python import kafka_python_class, normalised, their_decoded_response, their_request_frame
 from test_codec_kafka_python import their_response_frame
 from test_codec_kafka_python import our_decoded_request as served_decoded_request  # kafka-python: it fails, never skips

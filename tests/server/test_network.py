@@ -20,7 +20,7 @@ import zlib
 
 import pytest
 
-from logstore.server.network import LARGE_FRAME_BYTES, SocketServer
+from logstore.server.network.socket_server import LARGE_FRAME_BYTES, SocketServer
 
 
 def frame(correlation_id: int, body: bytes) -> bytes:

@@ -1,4 +1,4 @@
-"""``logstore perf serve --security`` (``logstore.server.bench_security``, issue 17): one real run at tiny
+"""``logstore perf serve --security`` (``logstore.server.bench_security``): one real run at tiny
 sizes over PLAINTEXT, SSL and SASL_SSL through the CLI (every asked row there, rates above zero, the
 ratios to PLAINTEXT computed from those rates), the refusals, and each client's security settings.
 Nothing here is timed: the figures are whatever this machine gives."""
@@ -10,9 +10,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from logstore.server import bench_security
-from logstore.server.bench import render_serve
-from logstore.server.bench_security import Endpoint, LogstoreSecurity, parse_modes
+from logstore.bench import serve_security as bench_security
+from logstore.bench.serve import render_serve
+from logstore.bench.serve_security import Endpoint, LogstoreSecurity, parse_modes
 
 try:
     from logstore.cli.perf import perf

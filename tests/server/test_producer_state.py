@@ -8,10 +8,10 @@ import hypothesis.strategies as st
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from logstore.server import errors
-from logstore.errors import CorruptCheckpointError
 from logstore.fs import FileSystem
-from logstore.server.producer_state import _line, BATCHES_TO_RETAIN, JOURNAL_NAME, ProducerStateManager, next_sequence
+from logstore.server.handlers.producer_state import (_line, BATCHES_TO_RETAIN, JOURNAL_NAME, ProducerStateManager,
+                                                     next_sequence)
+from logstore.server.protocol import errors
 
 PARTITIONS = [("orders", 0), ("orders", 1), ("audit", 0)]
 
@@ -84,7 +84,7 @@ NO_SYNC = _NoSync()
 
 
 def test_every_flip_and_cut_of_the_journal_is_survived_or_reported(tmp_path):
-    """D8: each line carries a CRC; the id reservation is written twice. A damaged line is reported
+    """Each line carries a CRC; the id reservation is written twice. A damaged line is reported
     and never used with wrong values; no producer id is handed out twice; a kept batch is exact."""
     state = ProducerStateManager(str(tmp_path), fs=NO_SYNC)
     state.load(lambda topic, partition: 100)
@@ -123,7 +123,7 @@ def _journal_with_batches(tmp_path) -> tuple[int, bytes]:
 
 
 def test_a_missing_journal_never_hands_an_id_out_twice_and_is_reported(tmp_path):
-    """Issue 14 fuzz #78: the journal removed from a dir a server used: reported, and the next id
+    """A file-fuzz finding: the journal removed from a dir a server used: reported, and the next id
     comes from a block no earlier id can have reached."""
     producer_id, _ = _journal_with_batches(tmp_path)
     os.remove(tmp_path / JOURNAL_NAME)
@@ -140,7 +140,7 @@ def test_a_missing_journal_never_hands_an_id_out_twice_and_is_reported(tmp_path)
 
 
 def test_a_journal_cut_by_whole_lines_is_reported(tmp_path):
-    """Issue 14 fuzz #24: a cut that takes the last batch lines (and the closing P line) looks like
+    """A file-fuzz finding: a cut that takes the last batch lines (and the closing P line) looks like
     a crash's tail: the lost state is reported as possibly incomplete, never silently."""
     producer_id, data = _journal_with_batches(tmp_path)
     lines = data.splitlines(keepends=True)

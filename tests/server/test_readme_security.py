@@ -90,7 +90,7 @@ def test_the_worked_setup_and_every_clients_snippet_run(tmp_path):
 
 
 def test_every_security_setting_is_documented():
-    from logstore.server.listeners import TLS_KEYS
+    from logstore.server.security.listeners import TLS_KEYS
     from logstore.server.server_config import SERVER_KEYS
     text = README.read_text()
     start = text.index("## Kafka protocol server")

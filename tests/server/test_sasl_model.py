@@ -12,11 +12,11 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from logstore.clock import ManualClock
-from logstore.server import errors
-from logstore.server.listeners import ANONYMOUS
-from logstore.server.request_context import RAW_TOKEN_API_KEY
-from logstore.server.sasl import AuthenticationThrottle, SaslAuthenticator, Session
-from logstore.server.scram import ScramClient, scram_credential
+from logstore.server.network.request_context import RAW_TOKEN_API_KEY
+from logstore.server.protocol import errors
+from logstore.server.security.listeners import ANONYMOUS
+from logstore.server.security.sasl import AuthenticationThrottle, SaslAuthenticator, Session
+from logstore.server.security.scram import ScramClient, scram_credential
 
 CREDENTIALS = {("alice", "SCRAM-SHA-256"): scram_credential("SCRAM-SHA-256", "right", iterations=4096)}
 

@@ -10,9 +10,10 @@ import logging
 from hypothesis import given, settings, strategies as st
 
 from logstore.clock import ManualClock
-from logstore.server import sasl
-from logstore.server.listeners import ANONYMOUS
-from logstore.server.sasl import AuthenticationThrottle, DenialLog, Session
+from logstore.server.security import sasl
+from logstore.server.security.listeners import ANONYMOUS
+from logstore.server.security.authorization import DenialLog
+from logstore.server.security.sasl import AuthenticationThrottle, Session
 
 
 def test_failures_are_answered_later_and_later_and_one_host_is_served_in_turn():
@@ -108,7 +109,7 @@ def test_sessions_start_where_their_protocol_says():
 def test_denials_are_logged_once_per_principal_operation_and_resource_per_interval(caplog):
     clock = ManualClock()
     log = DenialLog(clock)
-    with caplog.at_level(logging.WARNING, logger="logstore.server.authorizer"):
+    with caplog.at_level(logging.WARNING, logger="logstore.server.authorization"):
         for _ in range(5):
             log.denied("User:bob", "10.0.0.1", "Write", "Topic", "orders")
         log.denied("User:bob", "10.0.0.1", "Read", "Topic", "orders")

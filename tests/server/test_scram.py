@@ -1,4 +1,4 @@
-"""SCRAM and PLAIN (``logstore.server.scram``), the first building block of issue 17: RFC 7677's
+"""SCRAM and PLAIN (``logstore.server.scram``), the first building block of the security work: RFC 7677's
 SCRAM-SHA-256 test vector, our client and server against each other for both mechanisms, against
 kafka-python's SCRAM client, and every way an exchange must fail: a wrong password, an unknown user
 (the same answer, the same salt when asked twice), a tampered proof or nonce, malformed messages,
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logstore.server.scram import (MECHANISMS, AuthenticationError, ScramClient, ScramServer, scram_credential,
-                                   verify_plain)
+from logstore.server.security.scram import (MECHANISMS, AuthenticationError, ScramClient, ScramServer,
+                                            scram_credential, verify_plain)
 
 SECRET = b"server secret"
 

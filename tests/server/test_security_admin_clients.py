@@ -266,7 +266,7 @@ def can_log_in(client: str, bootstrap: str, user: str, password: str, mechanism:
 
 
 def _data_dir(tmp_path_factory, name: str) -> str:
-    from logstore.server.credentials import CredentialStore
+    from logstore.server.security.credentials import CredentialStore
     data = str(tmp_path_factory.mktemp(name))
     credentials = CredentialStore(data)
     for user, password in USERS.items():

@@ -1,4 +1,4 @@
-"""Real clients over TLS and SASL, each with its own documented security settings (issue 17):
+"""Real clients over TLS and SASL, each with its own documented security settings:
 kafka-python (security_protocol, ssl_cafile, ssl_certfile, ssl_keyfile, sasl_mechanism,
 sasl_plain_username/password), confluent-kafka and kcat (librdkafka's security.protocol,
 ssl.ca.location, ssl.certificate.location, ssl.key.location, sasl.mechanisms, sasl.username,

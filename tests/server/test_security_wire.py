@@ -1,4 +1,4 @@
-"""The server's security behaviour on the wire, where clients hide it (issue 17): raw sockets (Python's
+"""The server's security behaviour on the wire, where clients hide it: raw sockets (Python's
 ``ssl`` for TLS) and the server's own codec.
 
 - an unauthenticated scanner on a SASL listener gets ApiVersions, and nothing else: Metadata,
@@ -32,9 +32,9 @@ import pytest
 
 from logstore import Record
 from logstore.clock import SYSTEM_CLOCK
-from logstore.server import errors
-from logstore.server.sasl import BACKLOG_MS, MAX_FAILURE_DELAY_MS
-from logstore.server.scram import ScramClient
+from logstore.server.protocol import errors
+from logstore.server.security.sasl import BACKLOG_MS, MAX_FAILURE_DELAY_MS
+from logstore.server.security.scram import ScramClient
 from logstore.server.wire_records import encode_produce_batch
 from security_helpers import (API_VERSIONS, DESCRIBE_CONFIGS, FETCH, LIST_GROUPS, METADATA, PASSWORD, PRODUCE,
                               SASL_AUTHENTICATE, SASL_HANDSHAKE, USER, SecureWireClient, secured_server)

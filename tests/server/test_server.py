@@ -8,10 +8,10 @@ import time
 import pytest
 
 from logstore import LogManager, Record
-from logstore.server import errors
-from logstore.server.codec import encode_request
-from logstore.server.wire_records import encode_produce_batch
+from logstore.server.protocol import errors
+from logstore.server.protocol.codec import encode_request
 from logstore.server.server import KafkaServer, read_meta_properties
+from logstore.server.wire_records import encode_produce_batch
 from wire_client import WireClient
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
@@ -463,7 +463,7 @@ def test_offsets_compaction_emptied_are_served_so_consumers_move_past_them(clien
 
 
 def test_meta_properties_carry_a_checksum(tmp_path):
-    """D8: a damaged meta.properties is reported, never read as another broker's identity; a file
+    """A damaged meta.properties is reported, never read as another broker's identity; a file
     without the checksum (written before it) is read as it is."""
     from logstore.errors import CorruptCheckpointError
     from logstore.server.server import format_meta_properties

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from logstore import LogManager, Record
-from logstore.server.codec import encode_request
+from logstore.server.protocol.codec import encode_request
 from logstore.server.server import KafkaServer
 from logstore.server.wire_records import encode_produce_batch
 from logstore.tools.check import verify_store

@@ -25,12 +25,12 @@ from hypothesis import given, settings, strategies as st
 
 from logstore import LogManager, ManualClock, Record
 from logstore.records.decoder import RecordBatch
-from logstore.server.crc32c import crc32c
-from logstore.server.wire_batch import HEADER_STRUCT, ZIGZAG_BYTE, ZIGZAG_PAIR, encode_varint, read_varint
 from logstore.server.wire_records import (CorruptMessageError, FetchBatchCache, InvalidRecordError,
                                           InvalidTimestampError, MessageTooLargeError, UnsupportedCompressionError,
                                           WireBatch, WireRecordError, decode_fetch, decode_produce, encode_fetch_batch,
                                           encode_produce_batch, encode_records)
+from logstore.server.wire_records.batch import HEADER_STRUCT, ZIGZAG_BYTE, ZIGZAG_PAIR, encode_varint, read_varint
+from logstore.server.wire_records.crc32c import crc32c
 from logstore.timer.scheduler import Scheduler
 
 T0 = 1_700_000_000_000

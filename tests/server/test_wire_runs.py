@@ -21,10 +21,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from logstore import Record
-from logstore.server import wire_decode, wire_runs
-from logstore.server.crc32c import crc32c
-from logstore.server.wire_batch import HEADER_STRUCT, WireRecordError
+from logstore.server.wire_records import decode as wire_decode, runs as wire_runs
 from logstore.server.wire_records import decode_fetch, decode_produce, encode_produce_batch
+from logstore.server.wire_records.batch import HEADER_STRUCT, WireRecordError
+from logstore.server.wire_records.crc32c import crc32c
 
 T0 = 1_700_000_000_000
 MAX = 1 << 24

@@ -8,7 +8,7 @@ import socket
 import struct
 import time
 
-from logstore.server.codec import decode_response, encode_request
+from logstore.server.protocol.codec import decode_response, encode_request
 from logstore.server.wire_records import decode_fetch, encode_produce_batch
 
 

@@ -1,4 +1,4 @@
-"""DelayedOperation and DelayedOperationPurgatory (reference §3-5), on a manual clock with the reaper
+"""DelayedOperation and DelayedOperationPurgatory (docs/design.md §5.3), on a manual clock with the reaper
 disabled unless the test is about the reaper."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def manual():
     purgatory.shutdown()
 
 
-# --- DelayedOperation (§4) -------------------------------------------------------------------------
+# --- DelayedOperation -------------------------------------------------------------------------
 
 
 def test_force_complete_wins_once():
@@ -74,7 +74,7 @@ def test_a_shared_lock_serialises_operations_of_a_group():
     assert holder_done.is_set()
 
 
-# --- the purgatory (§5) ------------------------------------------------------------------------------
+# --- the purgatory ------------------------------------------------------------------------------
 
 
 def test_completes_at_once_when_the_condition_already_holds(manual):
@@ -229,7 +229,7 @@ def test_shutdown_leaves_pending_ops_alone_and_refuses_new_ones(manual):
         purgatory.try_complete_else_watch(Op(10), ["k"])
 
 
-# --- the reaper (§3), real clock -----------------------------------------------------------------------
+# --- the reaper, real clock -----------------------------------------------------------------------
 
 
 def test_reaper_expires_operations_on_its_own():

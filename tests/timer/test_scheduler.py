@@ -1,4 +1,4 @@
-"""The Scheduler (reference §6): manual-clock runs are deterministic; one threaded test per behaviour
+"""The Scheduler (docs/design.md §8.1): manual-clock runs are deterministic; one threaded test per behaviour
 that needs the driver thread (real clock, generous waits, never a timing assertion)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The timing wheel and SystemTimer, behaviour by behaviour (reference kafka-timer-purgatory.md §1-2).
+"""The timing wheel and SystemTimer, behaviour by behaviour.
 
 Everything runs on a ManualClock with ``executor_thread=False`` (tasks run on the test's thread inside
 ``advance_clock``) unless a test is about the executor thread itself.
@@ -55,7 +55,7 @@ def drive(timer: SystemTimer) -> int:
     return rounds
 
 
-# --- TimerTask and TimerTaskEntry (§1.1, §1.2) ------------------------------------------------------
+# --- TimerTask and TimerTaskEntry ------------------------------------------------------
 
 
 def test_task_delay_must_be_an_int():
@@ -85,7 +85,7 @@ def test_a_new_entry_evicts_the_old_one():
     assert w.add(second) and counter.value == 1
 
 
-# --- TimerTaskList (§1.3) -----------------------------------------------------------------------------
+# --- TimerTaskList -----------------------------------------------------------------------------
 
 
 def test_bucket_counter_is_shared_and_exact():
@@ -129,7 +129,7 @@ def test_flush_empties_in_order_and_resets_the_expiration():
     assert all(e.bucket is None for e in entries)
 
 
-# --- TimingWheel placement (§1.4) -----------------------------------------------------------------------
+# --- TimingWheel placement -----------------------------------------------------------------------
 
 
 def test_start_is_aligned_down_to_the_tick():
@@ -210,7 +210,7 @@ def test_a_bucket_is_queued_once_per_round():
     assert queue.offered[-1] == (1027, bucket) and len(queue.offered) == 2
 
 
-# --- SystemTimer (§2) --------------------------------------------------------------------------------
+# --- SystemTimer --------------------------------------------------------------------------------
 
 
 def manual_timer(start_ms=1000, **kwargs):

@@ -103,7 +103,7 @@ def test_checkpoint_dump(partition_dir):
 
 
 def test_dump_refuses_what_is_not_a_regular_file(tmp_path):
-    """D14: a FIFO named like a segment would block the read forever; it is refused at once."""
+    """A FIFO named like a segment would block the read forever; it is refused at once."""
     fifo = tmp_path / f"{SEGMENT}.log"
     os.mkfifo(fifo)
     with pytest.raises(ValueError, match="not a regular file"):

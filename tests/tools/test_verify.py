@@ -241,7 +241,7 @@ def test_torn_tail_of_the_last_segment_is_a_warning(store):
 
 
 def test_torn_tail_of_a_cleanly_closed_store_is_an_error(store):
-    """A clean shutdown leaves no torn tail: a cut last byte is damage (issue 14 D6)."""
+    """A clean shutdown leaves no torn tail: a cut last byte is damage."""
     path = segment_files(store)[-1]
     os.truncate(path, os.path.getsize(path) - 1)
     errors = errors_about(check(store), path)
@@ -252,7 +252,7 @@ def test_torn_tail_of_a_cleanly_closed_store_is_an_error(store):
 
 @pytest.mark.parametrize("remove", [(".log",), (".log", ".index", ".timeindex")])
 def test_missing_segment_is_a_hole(store, remove):
-    """Offsets are contiguous across segments (issue 14 D7), also after a writable open."""
+    """Offsets are contiguous across segments, also after a writable open."""
     victim = segment_files(store)[1]
     for suffix in remove:
         os.remove(victim[: -len(".log")] + suffix)

@@ -1,4 +1,4 @@
-"""Drivers for the real Kafka clients that the tests of ``logstore serve`` run (DESIGN.md §9).
+"""Drivers for the real Kafka clients that the tests of ``logstore serve`` run (docs/design.md §12).
 
 Each module here wraps one client behind the same small interface, so that one test can be
 parametrized over every client and records produced by one client can be read by every other:
@@ -41,8 +41,8 @@ class WireRecord(NamedTuple):
     timestamp_ms: int
 
 
-# Kafka's names of the error codes the tests meet (apache/kafka Errors.java; reference §4.1). The
-# clients spell some differently (librdkafka: UNKNOWN_TOPIC_OR_PART), so drivers name errors by code.
+# Kafka's names of the error codes the tests meet (apache/kafka Errors.java;
+# https://kafka.apache.org/protocol#protocol_error_codes). The clients spell some differently (librdkafka: UNKNOWN_TOPIC_OR_PART), so drivers name errors by code.
 ERROR_NAMES = {
     -1: "UNKNOWN_SERVER_ERROR", 1: "OFFSET_OUT_OF_RANGE", 2: "CORRUPT_MESSAGE", 3: "UNKNOWN_TOPIC_OR_PARTITION",
     5: "LEADER_NOT_AVAILABLE", 7: "REQUEST_TIMED_OUT", 10: "MESSAGE_TOO_LARGE", 15: "COORDINATOR_NOT_AVAILABLE",

@@ -2,7 +2,7 @@
 runs its own event loop with ``asyncio.run`` and is bounded with ``asyncio.wait_for``.
 
 Imported at module load on purpose: a missing client must fail the tests that use it. aiokafka
-picks the highest version *it implements* inside the broker's range (reference §2.1), so it is the
+picks the highest version *it implements* inside the broker's range, so it is the
 client most sensitive to the advertised ApiVersions. snappy, lz4 and zstd go through cramjam. Its
 admin client has no IncrementalAlterConfigs (only the legacy AlterConfigs, which our server does not
 speak), so ``alter_configs`` is not offered.

@@ -2,7 +2,7 @@
 ``clients/__init__.py``).
 
 Imported at module load on purpose: a missing client must fail the tests that use it. librdkafka's
-consumer defaults to ``isolation.level=read_committed`` (reference §6.3), so every consume here is a
+consumer defaults to ``isolation.level=read_committed``, so every consume here is a
 read_committed one unless a test says otherwise. ``Consumer`` insists on a ``group.id`` even for
 assign(): each consumer gets a throw-away one and never commits (``enable.auto.commit`` and
 ``enable.auto.offset.store`` off), so no group API is needed (the server has none yet).

@@ -1,4 +1,4 @@
-"""One local Spark for every Spark test (reference/pyspark-data-source.md §6.6).
+"""One local Spark for every Spark test.
 
 The tests here skip, with the reason, only where pyspark, pyarrow or Java is missing; CI installs all
 three, so there they run. Settings keep a 2-core machine quick: local[2], two shuffle partitions, no

@@ -8,9 +8,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from logstore.bench import spark as spark_perf
 from logstore.bench.compact import CompactWorkload
 from logstore.cli.main import main
-from logstore.spark import perf as spark_perf
 
 pytestmark = pytest.mark.spark
 

@@ -1,0 +1,277 @@
+"""The admin APIs: CreateTopics, DeleteTopics, DescribeConfigs, IncrementalAlterConfigs and
+DeleteRecords, mapped onto the store's topic operations.
+
+Topic configs already use Kafka's keys (``cleanup.policy``, ``retention.ms``, ...), so a request's
+configs go to the store as they are and the store's own validation decides (an unknown key or a bad
+value is INVALID_CONFIG with the store's message). One broker means a replication factor of 1 (or
+-1, "the default"); anything else is INVALID_REPLICATION_FACTOR, as a one-broker Kafka answers.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ...config import TOPIC_KEYS, LogConfig, parse_overrides
+from ...errors import InvalidTopicError, LogStoreError, RequestError
+from ...manager.topics import validate_topic_name
+from ..network.request_context import RequestContext
+from ..protocol import errors
+from ..server_config import SENSITIVE_KEYS
+from .kafka_apis import Broker
+
+logger = logging.getLogger("logstore.server.admin")
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+CONFIG_SOURCE_DYNAMIC_TOPIC = 1
+CONFIG_SOURCE_STATIC_BROKER = 4
+CONFIG_SOURCE_DEFAULT = 5
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_LIST_KEYS = {"cleanup.policy"}  # the topic keys whose values are lists (APPEND and SUBTRACT apply)
+
+
+def config_string(value) -> str | None:
+    """A config value as Kafka prints it (booleans in lower case)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class AdminHandler:
+    """CreateTopics 0-4, DeleteTopics 0-3, DescribeConfigs 0-2, IncrementalAlterConfigs 0-1, DeleteRecords 0-1."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    # --- CreateTopics ----------------------------------------------------------------------------
+
+    def create_topics(self, context: RequestContext, request: dict) -> None:
+        validate_only = bool(request.get("validate_only", False))
+        topics = request.get("topics") or []
+        names = [topic["name"] for topic in topics]
+        results = []
+        for topic in topics:
+            name = topic["name"]
+            if names.count(name) > 1:
+                code, message = errors.INVALID_REQUEST, f"topic {name!r} appears more than once in the request"
+            else:
+                code, message = self._create_topic(topic, validate_only)
+            results.append({"name": name, "error_code": code, "error_message": message})
+        context.respond({"throttle_time_ms": 0, "topics": results})
+
+    def _create_topic(self, topic: dict, validate_only: bool) -> tuple[int, str | None]:
+        broker = self.broker
+        store = broker.store
+        name = topic["name"]
+        partitions = topic.get("num_partitions", -1)
+        replication_factor = topic.get("replication_factor", -1)
+        assignments = topic.get("assignments") or []
+        configs = {entry["name"]: entry["value"] for entry in topic.get("configs") or []}
+        try:
+            validate_topic_name(name)
+        except InvalidTopicError as exc:
+            return errors.INVALID_TOPIC_EXCEPTION, str(exc)
+        if name in store.topics():
+            return errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
+        if assignments:
+            if partitions != -1 or replication_factor != -1:
+                return errors.INVALID_REQUEST, "both assignments and num_partitions/replication_factor were given"
+            for assignment in assignments:
+                if list(assignment.get("broker_ids") or []) != [broker.node_id]:
+                    return (errors.INVALID_REPLICA_ASSIGNMENT,
+                            f"partition {assignment.get('partition_index')} is assigned to brokers "
+                            f"{assignment.get('broker_ids')}; this cluster is broker {broker.node_id} alone")
+            indexes = sorted(assignment["partition_index"] for assignment in assignments)
+            if indexes != list(range(len(indexes))):
+                return errors.INVALID_REPLICA_ASSIGNMENT, f"partition indexes {indexes} are not 0..{len(indexes) - 1}"
+            partitions = len(indexes)
+        if partitions == -1:
+            partitions = broker.config.num_partitions
+        if partitions < 1:
+            return errors.INVALID_PARTITIONS, f"Number of partitions must be larger than 0, got {partitions}."
+        if replication_factor == -1:
+            replication_factor = broker.config.default_replication_factor
+        if replication_factor != 1:
+            return (errors.INVALID_REPLICATION_FACTOR,
+                    f"Replication factor: {replication_factor} larger than available brokers: 1."
+                    if replication_factor > 1 else f"Replication factor must be larger than 0, got {replication_factor}.")
+        try:
+            if any(value is None for value in configs.values()):
+                raise RequestError("a config value is null")
+            LogConfig.from_properties(parse_overrides(configs), store.default_config)
+        except (LogStoreError, ValueError, TypeError) as exc:
+            return errors.INVALID_CONFIG, str(exc)
+        if validate_only:
+            return errors.NONE, None
+        try:
+            store.create_topic(name, partitions=partitions, config=configs)
+        except LogStoreError as exc:
+            return errors.error_code_for(exc), str(exc)
+        except ValueError as exc:
+            return errors.INVALID_PARTITIONS, str(exc)
+        logger.info("created topic %r (%d partitions, config %s)", name, partitions, configs)
+        return errors.NONE, None
+
+    # --- DeleteTopics ----------------------------------------------------------------------------
+
+    def delete_topics(self, context: RequestContext, request: dict) -> None:
+        store = self.broker.store
+        results = []
+        for name in request.get("topic_names") or []:
+            code = errors.NONE
+            try:
+                store.delete_topic(name)
+                self.broker.producers.forget_topic(name)
+                logger.info("deleted topic %r", name)
+            except LogStoreError as exc:
+                code = errors.error_code_for(exc)
+            results.append({"name": name, "error_code": code})
+        context.respond({"throttle_time_ms": 0, "responses": results})
+
+    # --- DescribeConfigs -------------------------------------------------------------------------
+
+    def describe_configs(self, context: RequestContext, request: dict) -> None:
+        version = context.api_version
+        synonyms_wanted = bool(request.get("include_synonyms", False))
+        results = []
+        for resource in request.get("resources") or []:
+            kind, name = resource["resource_type"], resource["resource_name"]
+            keys = resource.get("configuration_keys")
+            result = {"error_code": errors.NONE, "error_message": None, "resource_type": kind,
+                      "resource_name": name, "configs": []}
+            try:
+                entries = self._describe(kind, name)
+            except _ResourceError as exc:
+                result["error_code"], result["error_message"] = exc.code, str(exc)
+                results.append(result)
+                continue
+            for key, value, source in entries:
+                if keys is not None and key not in keys:
+                    continue
+                sensitive = kind == BROKER_RESOURCE and key in SENSITIVE_KEYS  # a password: never its value
+                shown = None if sensitive else config_string(value)
+                entry = {"name": key, "value": shown, "read_only": kind == BROKER_RESOURCE,
+                         "is_default": source == CONFIG_SOURCE_DEFAULT, "config_source": source,
+                         "is_sensitive": sensitive, "synonyms": []}
+                if synonyms_wanted and version >= 1:
+                    entry["synonyms"] = [{"name": key, "value": shown, "source": source}]
+                result["configs"].append(entry)
+            results.append(result)
+        context.respond({"throttle_time_ms": 0, "results": results})
+
+    def _describe(self, kind: int, name: str) -> list[tuple[str, object, int]]:
+        store = self.broker.store
+        if kind == TOPIC_RESOURCE:
+            if name not in store.topics():
+                raise _ResourceError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name!r} does not exist")
+            overrides = store.topic_overrides(name)
+            effective = store.topic_config(name).to_properties()
+            return [(key, value, CONFIG_SOURCE_DYNAMIC_TOPIC if key in overrides else CONFIG_SOURCE_DEFAULT)
+                    for key, value in sorted(effective.items())]
+        if kind == BROKER_RESOURCE:
+            if name not in ("", str(self.broker.node_id)):
+                raise _ResourceError(errors.INVALID_REQUEST, f"this cluster has one broker, {self.broker.node_id}")
+            entries = [(key, value, CONFIG_SOURCE_STATIC_BROKER)
+                       for key, value in sorted(self.broker.config.to_properties().items()) if value is not None]
+            entries.append(("node.id", self.broker.node_id, CONFIG_SOURCE_STATIC_BROKER))
+            return sorted(set(entries), key=lambda entry: entry[0])
+        raise _ResourceError(errors.INVALID_REQUEST, f"resource type {kind} is not supported (topics: 2, broker: 4)")
+
+    # --- IncrementalAlterConfigs -----------------------------------------------------------------
+
+    def incremental_alter_configs(self, context: RequestContext, request: dict) -> None:
+        store = self.broker.store
+        validate_only = bool(request.get("validate_only", False))
+        results = []
+        for resource in request.get("resources") or []:
+            kind, name = resource["resource_type"], resource["resource_name"]
+            result = {"error_code": errors.NONE, "error_message": None, "resource_type": kind, "resource_name": name}
+            try:
+                if kind != TOPIC_RESOURCE:
+                    raise _ResourceError(errors.INVALID_REQUEST, "only topic configs can be altered")
+                if name not in store.topics():
+                    raise _ResourceError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name!r} does not exist")
+                changes = self._changes(name, resource.get("configs") or [])
+                if validate_only:
+                    overrides = dict(store.topic_overrides(name))
+                    for key, value in changes.items():
+                        if value is None:
+                            overrides.pop(key, None)
+                        else:
+                            overrides[key] = value
+                    LogConfig.from_properties(parse_overrides(overrides), store.default_config)
+                else:
+                    store.alter_topic_config(name, changes)
+                    logger.info("altered topic %r: %s", name, changes)
+            except _ResourceError as exc:
+                result["error_code"], result["error_message"] = exc.code, str(exc)
+            except LogStoreError as exc:
+                result["error_code"], result["error_message"] = errors.error_code_for(exc), str(exc)
+            except (ValueError, TypeError) as exc:
+                result["error_code"], result["error_message"] = errors.INVALID_CONFIG, str(exc)
+            results.append(result)
+        context.respond({"throttle_time_ms": 0, "responses": results})
+
+    def _changes(self, topic: str, configs: list[dict]) -> dict[str, str | None]:
+        """The request's operations as a store override update (None removes an override)."""
+        store = self.broker.store
+        effective = store.topic_config(topic).to_properties()
+        changes: dict[str, str | None] = {}
+        for entry in configs:
+            key, operation, value = entry["name"], entry.get("config_operation", SET), entry.get("value")
+            if key not in TOPIC_KEYS:
+                raise _ResourceError(errors.INVALID_CONFIG, f"unknown topic config {key!r}")
+            if operation == SET:
+                if value is None:
+                    raise _ResourceError(errors.INVALID_CONFIG, f"SET of {key!r} needs a value")
+                changes[key] = value
+            elif operation == DELETE:
+                changes[key] = None
+            elif operation in (APPEND, SUBTRACT):
+                if key not in _LIST_KEYS:
+                    raise _ResourceError(errors.INVALID_CONFIG, f"{key!r} is not a list: APPEND/SUBTRACT do not apply")
+                current = [item for item in str(changes.get(key) or effective[key]).split(",") if item]
+                items = [item.strip() for item in (value or "").split(",") if item.strip()]
+                if operation == APPEND:
+                    current += [item for item in items if item not in current]
+                else:
+                    current = [item for item in current if item not in items]
+                changes[key] = ",".join(current)
+            else:
+                raise _ResourceError(errors.INVALID_REQUEST, f"unknown config operation {operation}")
+        return changes
+
+    # --- DeleteRecords ---------------------------------------------------------------------------
+
+    def delete_records(self, context: RequestContext, request: dict) -> None:
+        store = self.broker.store
+        topics = []
+        for topic in request.get("topics") or []:
+            name = topic["name"]
+            partitions = []
+            for partition in topic.get("partitions") or []:
+                index, offset = partition["partition_index"], partition["offset"]
+                result = {"partition_index": index, "low_watermark": -1, "error_code": errors.NONE}
+                try:
+                    log = store.get_log(name, index)
+                    end_offset = log.log_end_offset
+                    if offset == -1:
+                        offset = end_offset
+                    if offset < 0 or offset > end_offset:
+                        result["error_code"] = errors.OFFSET_OUT_OF_RANGE
+                    else:
+                        log.delete_records(offset)
+                        result["low_watermark"] = log.log_start_offset
+                except LogStoreError as exc:
+                    result["error_code"] = errors.error_code_for(exc)
+                partitions.append(result)
+            topics.append({"name": name, "partitions": partitions})
+        context.respond({"throttle_time_ms": 0, "topics": topics})
+
+
+class _ResourceError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code

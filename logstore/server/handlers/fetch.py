@@ -1,0 +1,199 @@
+"""Fetch, ListOffsets and OffsetForLeaderEpoch: the store's batches served as Kafka RecordBatch v2,
+with the long poll in the fetch purgatory, offsets looked up by time, and the end offset of the
+(constant) leader epoch a consumer validates its position with.
+
+A fetch reads each partition in request order from ``Log.iter_batch_slices`` and converts whole
+stored batches (``wire_records.encode_fetch_batch``, through the ``FetchBatchCache``, so several
+consumers of the same data pay the conversion once), the ones compaction emptied included: Kafka
+sends them too, so a consumer moves past their offsets instead of waiting at them forever. Limits
+follow KIP-74: a batch that would take the response past ``max_bytes`` or its partition past
+``partition_max_bytes`` ends that partition,
+except the first batch of the first partition with data, which is sent whole whatever its size so
+a consumer always makes progress. Batches are never cut.
+
+When fewer than ``min_bytes`` were found and ``max_wait_ms`` > 0 the request waits in the store's
+fetch purgatory (``DelayedFetchResponse``): any append to one of its partitions re-checks it, and it
+answers with a fresh read once ``min_bytes`` are there or the wait is over. Only its own connection
+waits with it (the network layer mutes that connection alone).
+
+Without transactions the last stable offset is the high watermark (= the log end offset, one
+replica), so read_committed consumers see every record at once; fetch sessions are declined by
+answering session id 0 (docs/design.md §4.1; Kafka's fetch sessions: https://cwiki.apache.org/confluence/display/KAFKA/KIP-227%3A+Introduce+Incremental+FetchRequests+to+Increase+Partition+Scalability).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ...errors import LogStoreError, OffsetOutOfRangeError, StoreClosedError, UnknownTopicOrPartitionError
+from ...log.waits import DelayedFetch, FetchPosition
+from ..network.request_context import RequestContext
+from ..protocol import errors
+from .kafka_apis import LEADER_EPOCH, Broker
+
+logger = logging.getLogger("logstore.server.fetch")
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+
+
+class DelayedFetchResponse(DelayedFetch):
+    """A fetch parked until ``min_bytes`` arrive or ``delay_ms`` passes; ``answer()`` reads again."""
+
+    def __init__(self, delay_ms: int, positions, min_bytes: int, answer) -> None:
+        super().__init__(delay_ms, positions, min_bytes)
+        self.answer = answer
+
+    def on_complete(self) -> None:
+        super().on_complete()
+        self.answer()
+
+
+class FetchHandler:
+    """The Fetch (4-11) and ListOffsets (1-5) APIs."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    # --- Fetch -----------------------------------------------------------------------------------
+
+    def fetch(self, context: RequestContext, request: dict) -> None:
+        session_id = request.get("session_id", 0)
+        if session_id:
+            # We never hand out sessions, so a session id is one we did not issue.
+            context.respond({"throttle_time_ms": 0, "error_code": errors.FETCH_SESSION_ID_NOT_FOUND,
+                             "session_id": 0, "responses": []})
+            return
+        wanted = [(topic["topic"], partition["partition"], partition["fetch_offset"],
+                   partition.get("partition_max_bytes", 1 << 20))
+                  for topic in request.get("topics") or [] for partition in topic.get("partitions") or []]
+        max_bytes = request.get("max_bytes", 0x7FFFFFFF)
+        if max_bytes <= 0:
+            max_bytes = 0x7FFFFFFF
+        min_bytes = request.get("min_bytes", 1)
+        max_wait_ms = request.get("max_wait_ms", 0)
+        body, found_bytes, positions = self._read(wanted, max_bytes)
+        if max_wait_ms <= 0 or found_bytes >= min_bytes or not positions or found_bytes < 0:
+            context.respond(body)
+            return
+        store = self.broker.store
+
+        def answer() -> None:
+            if context.connection.closed:  # the client left (or the server is stopping): nobody to answer
+                context.no_response()
+                return
+            try:
+                context.respond(self._read(wanted, max_bytes)[0])
+            except Exception:
+                logger.exception("answering a parked fetch failed")
+                context.close("answering a parked fetch failed")
+
+        operation = DelayedFetchResponse(max_wait_ms, positions, max(min_bytes, 1), answer)
+        store.waits.fetch.try_complete_else_watch(operation, [position.log.key for position in positions])
+
+    def offset_for_leader_epoch(self, context: RequestContext, request: dict) -> None:
+        """With a constant leader epoch, every epoch asked about ends at the log end offset."""
+        store = self.broker.store
+        topics = []
+        for topic in request.get("topics") or []:
+            partitions = []
+            for partition in topic.get("partitions") or []:
+                index = partition["partition"]
+                try:
+                    end_offset = store.get_log(topic["topic"], index).log_end_offset
+                    error = errors.NONE
+                except LogStoreError as exc:
+                    end_offset, error = -1, errors.error_code_for(exc)
+                partitions.append({"error_code": error, "partition": index,
+                                   "leader_epoch": LEADER_EPOCH if error == errors.NONE else -1,
+                                   "end_offset": end_offset})
+            topics.append({"topic": topic["topic"], "partitions": partitions})
+        context.respond({"throttle_time_ms": 0, "topics": topics})
+
+    def _read(self, wanted, max_bytes: int) -> tuple[dict, int, list]:
+        """(response body, bytes found or -1 when an error must be answered at once, wait positions)."""
+        store = self.broker.store
+        cache = self.broker.fetch_cache
+        topics: list[dict] = []
+        by_topic: dict[str, dict] = {}
+        total = 0
+        answer_now = False
+        positions: list[FetchPosition] = []
+        for topic, partition, fetch_offset, partition_max_bytes in wanted:
+            entry = by_topic.get(topic)
+            if entry is None or topics[-1] is not entry:
+                entry = {"topic": topic, "partitions": []}
+                by_topic[topic] = entry
+                topics.append(entry)
+            result = {"partition_index": partition, "error_code": errors.NONE, "high_watermark": -1,
+                      "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+                      "preferred_read_replica": -1, "records": b""}
+            entry["partitions"].append(result)
+            try:
+                log = store.get_log(topic, partition)
+                end_offset = log.log_end_offset
+                result["high_watermark"] = result["last_stable_offset"] = end_offset
+                result["log_start_offset"] = log.log_start_offset
+                chunks: list = []
+                partition_bytes = 0
+                if fetch_offset < log.log_start_offset or fetch_offset > end_offset:
+                    raise OffsetOutOfRangeError(f"offset {fetch_offset} is out of range", fetch_offset,
+                                                log.log_start_offset, end_offset)
+                if fetch_offset < end_offset:
+                    for batch, _first, _stop in log.iter_batch_slices(fetch_offset, end_offset, include_empty=True):
+                        header = batch.header
+                        data = cache.get_or_encode((topic, partition, header.base_offset, header.crc), batch)
+                        size = len(data)
+                        if total + size > max_bytes or partition_bytes + size > partition_max_bytes:
+                            if total == 0 and not chunks:
+                                chunks.append(data)  # KIP-74: the first batch goes whole, however large
+                                partition_bytes += size
+                                total += size
+                            break
+                        chunks.append(data)
+                        partition_bytes += size
+                        total += size
+                result["records"] = chunks
+                positions.append(FetchPosition.at(log, fetch_offset, partition_bytes))
+            except LogStoreError as exc:
+                result["error_code"] = errors.error_code_for(exc)
+                result["records"] = b""
+                answer_now = True
+                if not isinstance(exc, (OffsetOutOfRangeError, StoreClosedError, UnknownTopicOrPartitionError)):
+                    logger.warning("fetch from %s-%d at %d failed: %s", topic, partition, fetch_offset, exc)
+        body = {"throttle_time_ms": 0, "error_code": errors.NONE, "session_id": 0, "responses": topics}
+        return body, (-1 if answer_now else total), positions
+
+    # --- ListOffsets -----------------------------------------------------------------------------
+
+    def list_offsets(self, context: RequestContext, request: dict) -> None:
+        store = self.broker.store
+        topics = []
+        for topic in request.get("topics") or []:
+            name = topic["name"]
+            partitions = []
+            for partition in topic.get("partitions") or []:
+                index = partition["partition_index"]
+                timestamp = partition["timestamp"]
+                result = {"partition_index": index, "error_code": errors.NONE, "timestamp": -1, "offset": -1,
+                          "leader_epoch": LEADER_EPOCH}
+                try:
+                    log = store.get_log(name, index)
+                    if timestamp == LATEST_TIMESTAMP:
+                        result["offset"] = log.log_end_offset
+                    elif timestamp == EARLIEST_TIMESTAMP:
+                        result["offset"] = log.log_start_offset
+                    elif timestamp < 0:
+                        result["error_code"] = errors.UNSUPPORTED_VERSION  # -3 and below need newer versions
+                    else:
+                        offset = log.offset_for_timestamp(timestamp)
+                        if offset is not None:
+                            found = log.read(offset, max_records=1)
+                            result["offset"] = offset
+                            result["timestamp"] = found[0].timestamp_ms if found else -1
+                except LogStoreError as exc:
+                    result["error_code"] = errors.error_code_for(exc)
+                    result["leader_epoch"] = -1
+                partitions.append(result)
+            topics.append({"name": name, "partitions": partitions})
+        context.respond({"throttle_time_ms": 0, "topics": topics})

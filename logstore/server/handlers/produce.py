@@ -1,0 +1,220 @@
+"""Produce: records from the wire appended to the store, idempotent producers' retries answered
+with their original offsets, and ``acks=-1`` answered from the produce purgatory once fsynced; and
+InitProducerId, which hands idempotent producers their ids.
+
+Per partition of a request: the RecordBatch v2 bytes are decoded and validated (``wire_records``),
+each batch of an idempotent producer is checked against the producer's last batches
+(``producer_state``), and the records are appended as one append per batch (a Kafka batch stays
+atomic). ``acks=1`` is answered at once. ``acks=-1`` asks the store's group-commit flusher for an
+fsync and parks a ``DelayedProduceResponse`` in the store's produce purgatory, which the flusher
+completes once the recovery points cover every partition's last offset; after the request's
+``timeout_ms`` the partitions not yet covered get REQUEST_TIMED_OUT (their records stay appended
+and may still become durable, as in Kafka). ``acks=0`` is never answered; if anything in it failed
+the connection is closed, so the client notices (Kafka's rule).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ...errors import LogStoreError
+from ...log.log import Log
+from ...timer.purgatory import DelayedOperation
+from ..network.request_context import RequestContext
+from ..protocol import errors
+from ..wire_records import WireRecordError, decode_produce_columns
+from .kafka_apis import Broker
+
+logger = logging.getLogger("logstore.server.produce")
+
+
+class DelayedProduceResponse(DelayedOperation):
+    """An ``acks=-1`` produce that completes once every ``(log, required_offset)`` is fsynced (the
+    log's recovery point covers it), when a log fails or closes, or after ``delay_ms``."""
+
+    def __init__(self, delay_ms: int, waits: list[tuple[tuple[str, int], Log, int]], answer) -> None:
+        super().__init__(delay_ms)
+        self.waits = waits
+        self.answer = answer
+
+    def try_complete(self) -> bool:
+        for _key, log, required_offset in self.waits:
+            if log.recovery_point < required_offset and not log.failed and not log.closed:
+                return False
+        return self.force_complete()
+
+    def on_complete(self) -> None:
+        outcome = {}
+        for key, log, required_offset in self.waits:
+            if log.failed or (log.closed and log.recovery_point < required_offset):
+                outcome[key] = errors.KAFKA_STORAGE_ERROR
+            elif log.recovery_point < required_offset:
+                outcome[key] = errors.REQUEST_TIMED_OUT
+        self.answer(outcome)
+
+
+class ProduceHandler:
+    """The Produce API (versions 3 and up; older versions are answered UNSUPPORTED_VERSION)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def handle(self, context: RequestContext, request: dict) -> None:
+        version = context.api_version
+        acks = request.get("acks", -1)
+        topics = request.get("topic_data") or []
+        refuse = None
+        if version < 3:
+            refuse = errors.UNSUPPORTED_VERSION  # the pre-v2 record formats are not spoken
+        elif request.get("transactional_id") is not None:
+            refuse = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif acks not in (-1, 0, 1):
+            refuse = errors.INVALID_REQUIRED_ACKS
+        responses: list[dict] = []
+        waits: list[tuple[tuple[str, int], Log, int]] = []
+        failures: list[str] = []
+        by_key: dict[tuple[str, int], dict] = {}
+        for topic in topics:
+            name = topic["name"]
+            partitions = []
+            for partition in topic.get("partition_data") or []:
+                index = partition["index"]
+                if refuse is not None:
+                    result = _partition_response(index, refuse)
+                else:
+                    result, log = self._append_partition(name, index, partition.get("records"), version)
+                    if result["error_code"] != errors.NONE:
+                        failures.append(f"{name}-{index}: {errors.NAMES.get(result['error_code'])}")
+                    elif acks == -1 and log is not None and result.get("_last_offset") is not None:
+                        waits.append(((name, index), log, result["_last_offset"] + 1))
+                    result.pop("_last_offset", None)
+                partitions.append(result)
+                by_key[(name, index)] = result
+            responses.append({"name": name, "partition_responses": partitions})
+        body = {"responses": responses, "throttle_time_ms": 0}
+        if acks == 0:
+            if failures:
+                context.close(f"an acks=0 produce failed ({'; '.join(failures[:3])})")
+            else:
+                context.no_response()
+            return
+        if not waits:
+            context.respond(body)
+            return
+
+        def answer(outcome: dict) -> None:
+            for key, error_code in outcome.items():
+                by_key[key]["error_code"] = error_code
+            context.respond(body)
+
+        store = self.broker.store
+        operation = DelayedProduceResponse(max(0, request.get("timeout_ms", 30000)), waits, answer)
+        for _key, log, _required in waits:
+            store.waits.flusher.request(log)
+        store.waits.produce.try_complete_else_watch(operation, [log.key for _key, log, _required in waits])
+
+    def init_producer_id(self, context: RequestContext, request: dict) -> None:
+        """A new producer id, epoch 0. A v3+ request naming the id it has (KIP-360, to bump its
+        epoch) gets a new id too: Kafka's clients take whatever id and epoch come back, and a new
+        id starts its sequences afresh, as a bumped epoch would."""
+        if request.get("transactional_id") is not None:
+            # Transactions are not supported: a transactional producer gets a clear error.
+            context.respond({"throttle_time_ms": 0, "error_code": errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                             "producer_id": -1, "producer_epoch": -1})
+            return
+        try:
+            producer_id = self.broker.producers.new_producer_id()
+        except OSError as exc:
+            logger.error("handing out a producer id failed: %s", exc)
+            context.respond({"throttle_time_ms": 0, "error_code": errors.KAFKA_STORAGE_ERROR,
+                             "producer_id": -1, "producer_epoch": -1})
+            return
+        context.respond({"throttle_time_ms": 0, "error_code": errors.NONE, "producer_id": producer_id,
+                         "producer_epoch": 0})
+
+    def _append_partition(self, topic: str, partition: int, records, version: int) -> tuple[dict, Log | None]:
+        broker = self.broker
+        try:
+            log = broker.store.get_log(topic, partition)
+        except LogStoreError as exc:
+            return _partition_response(partition, errors.error_code_for(exc)), None
+        try:
+            batches = decode_produce_columns(records, max_message_bytes=log.config.max_message_bytes)
+        except WireRecordError as exc:
+            logger.info("produce to %s-%d refused: %s", topic, partition, exc)
+            return _partition_response(partition, _for_version(exc.error_code, version), str(exc)), log
+        if not batches:
+            return _partition_response(partition, errors.CORRUPT_MESSAGE, "no record batch"), log
+        if len(batches) > 1:
+            # Kafka takes exactly one v2 batch per partition of a request; no client sends more.
+            return _partition_response(partition, _for_version(errors.INVALID_RECORD, version),
+                                       f"{len(batches)} record batches for one partition (one is allowed)"), log
+        first_offset = None
+        last_offset = None
+        log_append_time_ms = -1
+        try:
+            for batch, batch_records in batches:
+                if batch.producer_id >= 0:
+                    outcome = self._append_idempotent(log, topic, partition, batch, batch_records)
+                    if isinstance(outcome, dict):
+                        return outcome, log
+                    base, last, append_time_ms = outcome
+                else:
+                    info = log.append(batch_records)
+                    base, last, append_time_ms = info.first_offset, info.last_offset, info.log_append_time_ms
+                first_offset = base if first_offset is None else first_offset
+                last_offset = last
+                log_append_time_ms = append_time_ms
+        except LogStoreError as exc:
+            if first_offset is not None:
+                logger.warning("produce to %s-%d failed after appending from offset %d: %s", topic, partition,
+                               first_offset, exc)
+            return _partition_response(partition, _for_version(errors.error_code_for(exc), version), str(exc)), log
+        result = _partition_response(partition, errors.NONE)
+        result["base_offset"] = first_offset
+        result["log_append_time_ms"] = log_append_time_ms
+        result["log_start_offset"] = log.log_start_offset
+        result["_last_offset"] = last_offset
+        return result, log
+
+    def _append_idempotent(self, log: Log, topic: str, partition: int, batch, batch_records):
+        """Append one batch of an idempotent producer: (base, last, append time), or a response
+        dict for a refused batch. A retried batch returns its first append's offsets."""
+        producers = self.broker.producers
+        first_sequence = batch.base_sequence
+        last_sequence = (first_sequence + batch.last_offset_delta) % 2**31
+        with self.broker.partition_lock(topic, partition):
+            verdict = producers.check(topic, partition, batch.producer_id, batch.producer_epoch, first_sequence,
+                                      last_sequence)
+            if verdict.duplicate is not None:
+                logger.info("produce to %s-%d: batch %d..%d of producer %d is a retry; answered with offset %d",
+                            topic, partition, first_sequence, last_sequence, batch.producer_id,
+                            verdict.duplicate.first_offset)
+                return verdict.duplicate.first_offset, verdict.duplicate.last_offset, -1
+            if verdict.error_code != errors.NONE:
+                return _partition_response(partition, verdict.error_code, verdict.message)
+            prepared = log.prepare(batch_records)
+            expected_first = log.log_end_offset
+            expected_last = expected_first + len(batch_records) - 1
+            producers.will_append(topic, partition, batch.producer_id, batch.producer_epoch, first_sequence,
+                                  last_sequence, expected_first, expected_last)
+            try:
+                info = log.append_prepared(prepared)
+            except BaseException:
+                producers.forget(topic, partition, batch.producer_id, batch.producer_epoch, first_sequence)
+                raise
+            if info.first_offset != expected_first:  # another writer of the store appended meanwhile
+                producers.forget(topic, partition, batch.producer_id, batch.producer_epoch, first_sequence)
+                producers.will_append(topic, partition, batch.producer_id, batch.producer_epoch, first_sequence,
+                                      last_sequence, info.first_offset, info.last_offset)
+            return info.first_offset, info.last_offset, info.log_append_time_ms
+
+
+def _for_version(error_code: int, version: int) -> int:
+    """INVALID_RECORD exists from Produce v8 only; older clients get CORRUPT_MESSAGE for it."""
+    return errors.CORRUPT_MESSAGE if error_code == errors.INVALID_RECORD and version < 8 else error_code
+
+
+def _partition_response(index: int, error_code: int, message: str | None = None) -> dict:
+    return {"index": index, "error_code": error_code, "base_offset": -1, "log_append_time_ms": -1,
+            "log_start_offset": -1, "record_errors": [], "error_message": message if error_code else None}

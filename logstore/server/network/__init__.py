@@ -1,0 +1,14 @@
+"""The network core: sockets, connections and the requests read from them.
+
+It owns ``request_context`` (``Connection``: one client's socket, buffers and flags;
+``RequestContext``: one request as the handlers see it, and the ways to finish it) and
+``socket_server`` (``SocketServer``: Kafka's SocketServer and RequestChannel in one selector thread
+and a pool of handler threads: accepting on every listener, TLS handshakes without blocking, framing,
+answers in request order per connection, answers held back on a timer, idle connections closed).
+
+It knows nothing of what a request means: a dispatch callable (the handlers' ``KafkaApis.handle``)
+gets every ``RequestContext``, and a session factory (security's) says who a new connection is.
+
+May import: ``protocol`` (to read request headers and encode answers), the foundations and the
+standard library.
+"""

@@ -1,0 +1,561 @@
+"""The network layer: Kafka's SocketServer and RequestChannel, in one selector thread and a pool of
+request handler threads.
+
+This module owns the sockets. One thread (``logstore-network``) accepts connections on each
+listener, does the TLS handshake of those that speak TLS (without blocking: a handshake waits in the
+selector like a read), reads size-prefixed frames, and writes responses; ``io_threads`` handler threads run the request handlers.
+It knows nothing of the APIs: a frame is handed to ``dispatch(context)``, which must finish the
+request exactly once with ``context.respond(body)``, ``context.respond_frame(chunks)``,
+``context.no_response()`` (acks=0 produce) or ``context.close(reason)``, now or later (a request
+parked in a purgatory finishes on the thread that completes it).
+
+Ordering: a connection's requests are handled one at a time, in order (the connection is *muted*
+while its request's handler runs), and its responses go out in request order. A request whose
+handler parked it in a purgatory (a fetch waiting for data, an ``acks=-1`` produce waiting for its
+fsync) no longer mutes the connection: the requests behind it are handled meanwhile (so pipelined
+durable produces share one fsync), and their responses wait behind its own in the connection's
+response slots (at most ``MAX_PARKED_PER_CONNECTION``). A parked request holds back only its own
+connection.
+
+Reading: a connection is read until one complete frame waits for its turn, then not until that frame
+is handed on (Kafka mutes a channel the same way), so a client that pipelines faster than its
+requests are handled waits in TCP flow control instead of in this process's memory. Small frames are
+cut out of a read buffer; a frame of ``LARGE_FRAME_BYTES`` or more (a produce) is received straight
+into a buffer of its own size (``recv_into``), which the handlers then read in place: no growing
+buffer, no copy of the frame. Everything that goes wrong with one
+connection (a frame over ``socket.request.max.bytes``, a malformed header, an unknown API, an idle
+timeout, a reset, a failed TLS handshake) closes that connection with one log line and touches
+nothing else. A response may be held back (``RequestContext.respond(delay_ms=)``: a failed
+authentication) on a timer of this thread, and a connection may be closed once its last answer is
+sent (``then_close``). TLS sockets have no ``sendmsg``: their answers are joined and sent in
+64 KiB pieces, and what OpenSSL decrypted beyond a read is taken before the selector is asked again.
+"""
+
+from __future__ import annotations
+
+import collections
+import heapq
+import logging
+import queue
+import selectors
+import socket
+import ssl
+import threading
+from typing import Callable
+
+from ...clock import SYSTEM_CLOCK, Clock
+from ..protocol.codec import ProtocolError, decode_request_header
+from .request_context import _NO_RESPONSE, RAW_TOKEN_API_KEY, Connection, RequestContext
+
+logger = logging.getLogger("logstore.server.network")
+
+_SIZE = 4
+_RECV_BYTES = 1 << 16
+LARGE_FRAME_BYTES = 1 << 16
+"""Frames this large are received into a buffer of their own (see the module docstring)."""
+_MAX_IOV = 512  # buffers per sendmsg (the kernel's IOV_MAX is 1024)
+_SELECT_TIMEOUT_S = 0.5
+MAX_PARKED_PER_CONNECTION = 64  # requests handled but not yet answered, per connection
+_TLS_SEND_BYTES = 1 << 16  # what one SSLSocket.send takes (it has no sendmsg: buffers are joined)
+
+
+class SocketServer:
+    """Accepts connections on ``host:port`` (0 picks a free port), or on each of ``listeners``
+    (objects with ``host``, ``port`` and ``ssl_context``: ``listeners.Listener``), and feeds their
+    requests to ``dispatch`` on ``io_threads`` handler threads. A listener with an ``ssl_context``
+    speaks TLS: its connections do the handshake first, without blocking the network thread.
+    ``new_session(listener, peer)``, when given, makes each connection's session (who the client
+    is; ``RequestContext.session``). Limits use Kafka's names: ``max_request_bytes``
+    (``socket.request.max.bytes``), ``max_connections`` (``max.connections``) and ``idle_ms``
+    (``connections.max.idle.ms``)."""
+
+    def __init__(self, host: str | None, port: int | None, dispatch: Callable[[RequestContext], None], *,
+                 max_request_bytes: int = 104857600, max_connections: int = 2**31 - 1, idle_ms: int = 600000,
+                 io_threads: int = 2, clock: Clock | None = None, name: str = "logstore", listeners=None,
+                 new_session: Callable | None = None) -> None:
+        self.dispatch = dispatch
+        self.max_request_bytes = max_request_bytes
+        self.max_connections = max_connections
+        self.idle_ms = idle_ms
+        self._clock = clock or SYSTEM_CLOCK
+        self._name = name
+        self._new_session = new_session
+        self._listeners: dict[socket.socket, object] = {}  # listening socket -> its listener (None: plain)
+        self.ports: list[int] = []
+        try:
+            for listener in (listeners if listeners is not None else [None]):
+                bind_host, bind_port = (host, port) if listener is None else (listener.host, listener.port)
+                self.ports.append(self._bind(bind_host, bind_port, listener))
+        except OSError:
+            for sock in self._listeners:
+                sock.close()
+            raise
+        self.host = host if listeners is None else listeners[0].host
+        self.port: int = self.ports[0]
+        self._delayed: list = []  # heap of (due_ms, sequence, context, chunks): answers held back
+        self._delayed_lock = threading.Lock()
+        self._delayed_sequence = 0
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._completions: collections.deque = collections.deque()
+        self._requests: queue.SimpleQueue = queue.SimpleQueue()
+        self._connections: dict[int, Connection] = {}
+        self._next_id = 0
+        self._stopping = False
+        self._accepting = True
+        self.accepted = 0
+        self.refused = 0
+        self._threads: list[threading.Thread] = []
+        self._io_threads = io_threads
+        self._started = False
+
+    def _bind(self, host: str, port: int, listener) -> int:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+            sock.listen(128)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self._listeners[sock] = listener
+        return sock.getsockname()[1]
+
+    # --- life cycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the network thread and the handler threads."""
+        if self._started:
+            return
+        self._started = True
+        for sock in self._listeners:
+            self._selector.register(sock, selectors.EVENT_READ, None)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        network = threading.Thread(target=self._run, name=f"{self._name}-network", daemon=True)
+        self._threads.append(network)
+        for index in range(self._io_threads):
+            self._threads.append(threading.Thread(target=self._handle_requests, name=f"{self._name}-handler-{index}",
+                                                  daemon=True))
+        for thread in self._threads:
+            thread.start()
+
+    def stop_accepting(self) -> None:
+        """Close the listening socket: new clients are refused, connected ones are still served."""
+        self._accepting = False
+        self._wake()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Close every connection and stop the threads. Requests still parked elsewhere finish into
+        closed connections (their answers are dropped). Idempotent."""
+        self._stopping = True
+        self._accepting = False
+        self._wake()
+        for _ in range(self._io_threads):
+            self._requests.put(None)
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout_s)
+        self._threads = []
+        for sock in (*self._listeners, self._wake_r, self._wake_w):
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    def busy_connections(self) -> int:
+        """Connections with a request in flight (being handled, or parked in a purgatory)."""
+        return sum(1 for connection in list(self._connections.values()) if connection.busy or connection.slots)
+
+    # --- called from any thread --------------------------------------------------------------------
+
+    def complete(self, context: RequestContext, chunks, close_reason: str | None) -> None:
+        """A request finished: send ``chunks`` (``_NO_RESPONSE``: none) in its turn, or close."""
+        self._completions.append((context, chunks, close_reason))
+        self._wake()
+
+    def complete_later(self, context: RequestContext, chunks, delay_ms: int) -> None:
+        """As ``complete``, ``delay_ms`` from now (the network thread keeps the timer: no thread waits)."""
+        with self._delayed_lock:
+            self._delayed_sequence += 1
+            heapq.heappush(self._delayed, (self._clock.monotonic_ms() + delay_ms, self._delayed_sequence, context,
+                                           chunks))
+        self._wake()
+
+    def _release_delayed(self) -> float:
+        """Move the answers whose time came to the completions; the seconds until the next one."""
+        if not self._delayed:
+            return _SELECT_TIMEOUT_S
+        # Stopping: held answers (failed authentications) go now, so they do not hold up the drain
+        now_ms = self._clock.monotonic_ms() if self._accepting else float("inf")
+        with self._delayed_lock:
+            while self._delayed and self._delayed[0][0] <= now_ms:
+                _due, _sequence, context, chunks = heapq.heappop(self._delayed)
+                self._completions.append((context, chunks, None))
+            if not self._delayed:
+                return _SELECT_TIMEOUT_S
+            return min(_SELECT_TIMEOUT_S, max(0.0, (self._delayed[0][0] - now_ms) / 1000))
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"\0")
+        except (BlockingIOError, OSError):
+            pass  # the pipe is full (the loop will wake anyway) or closed (stopping)
+
+    # --- the handler threads -----------------------------------------------------------------------
+
+    def _handle_requests(self) -> None:
+        while True:
+            context = self._requests.get()
+            if context is None:
+                return
+            try:
+                self.dispatch(context)
+            except Exception:
+                logger.exception("request %s (api %d v%d) from %s failed; closing the connection",
+                                 context.correlation_id, context.api_key, context.api_version, context.peer)
+                if not context._finished:
+                    context.close("the request handler failed")
+            # The handler returned (the request answered, or parked): the connection may go on.
+            self._completions.append((context, None, None))
+            self._wake()
+
+    # --- the network thread ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            timeout_s = _SELECT_TIMEOUT_S
+            while not self._stopping:
+                events = self._selector.select(timeout_s)
+                for key, mask in events:
+                    target = key.fileobj
+                    if target in self._listeners:
+                        self._accept(target)
+                    elif target is self._wake_r:
+                        self._drain_wakeups()
+                    else:
+                        connection = key.data
+                        if connection.handshaking:
+                            self._handshake(connection)
+                            continue
+                        if mask & selectors.EVENT_WRITE:
+                            self._write(connection)
+                        if mask & selectors.EVENT_READ and not connection.closed:
+                            self._read(connection)
+                timeout_s = self._release_delayed()
+                self._finish_completions()
+                if not self._accepting:
+                    for sock in [sock for sock in self._listeners if sock.fileno() >= 0]:
+                        self._selector.unregister(sock)
+                        sock.close()
+                self._close_idle()
+        except Exception:
+            logger.exception("the network thread failed; closing every connection")
+        finally:
+            for connection in list(self._connections.values()):
+                self._close(connection, None)
+            self._selector.close()
+
+    def _drain_wakeups(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    def _accept(self, listening: socket.socket) -> None:
+        listener = self._listeners[listening]
+        while True:
+            try:
+                sock, address = listening.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                logger.warning("accepting a connection failed: %s", exc)
+                return
+            peer = f"{address[0]}:{address[1]}"
+            if len(self._connections) >= self.max_connections:
+                self.refused += 1
+                logger.warning("refusing %s: max.connections (%d) reached", peer, self.max_connections)
+                sock.close()
+                continue
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            context = getattr(listener, "ssl_context", None)
+            if context is not None:
+                try:
+                    sock = context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                except (ssl.SSLError, OSError) as exc:
+                    logger.warning("refusing %s: TLS setup failed: %s", peer, exc)
+                    sock.close()
+                    continue
+            self._next_id += 1
+            session = self._new_session(listener, peer) if self._new_session is not None else None
+            connection = Connection(self._next_id, sock, peer, self._clock.monotonic_ms(), listener, session)
+            self._connections[connection.connection_id] = connection
+            self._selector.register(sock, selectors.EVENT_READ, connection)
+            self.accepted += 1
+            if connection.handshaking:
+                self._handshake(connection)  # the client's hello may be here already
+
+    def _handshake(self, connection: Connection) -> None:
+        """Go on with a TLS handshake; when it is done, tell the session what certificate the client
+        showed and start reading frames."""
+        try:
+            connection.sock.do_handshake()
+        except ssl.SSLWantReadError:
+            self._set_events(connection, selectors.EVENT_READ)
+            return
+        except ssl.SSLWantWriteError:
+            self._set_events(connection, selectors.EVENT_WRITE)
+            return
+        except (ssl.SSLError, OSError) as exc:
+            # A client without a trusted certificate, a plaintext client on a TLS port, a scanner.
+            reason = getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or exc
+            self._close(connection, f"TLS handshake failed: {reason}")
+            return
+        connection.handshaking = False
+        connection.last_active_ms = self._clock.monotonic_ms()
+        if connection.session is not None:
+            connection.session.tls_established(connection.sock.getpeercert())
+        self._update_events(connection)
+        if connection.sock.pending():
+            self._read(connection)
+
+    def _read(self, connection: Connection) -> None:
+        self._read_once(connection)
+        # TLS: what the SSL object decrypted beyond this read is invisible to the selector; take it now.
+        while connection.tls and not connection.closed and not connection.eof and connection.sock.pending():
+            self._read_once(connection)
+
+    def _read_once(self, connection: Connection) -> None:
+        large = connection.large
+        try:
+            if large is not None:
+                with memoryview(large) as view:
+                    received = connection.sock.recv_into(view[connection.filled:])
+                data = None
+            else:
+                data = connection.sock.recv(_RECV_BYTES)
+                received = len(data)
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return
+        except ssl.SSLEOFError:
+            received = 0  # the client closed without TLS's close_notify: an end like any other
+        except OSError as exc:
+            self._close(connection, f"read failed: {exc}")
+            return
+        if not received:
+            # The client closed its side. Requests it sent before (acks=0 produces, say) may still be
+            # buffered behind a busy one: handle them all, then close (Kafka does the same).
+            connection.eof = True
+            self._update_events(connection)
+            self._next_request(connection)
+            return
+        connection.last_active_ms = self._clock.monotonic_ms()
+        if large is not None:
+            connection.filled += received
+            if connection.filled == len(large):
+                connection.ready, connection.large = large, None
+        else:
+            connection.inbound += data
+            if connection.ready is None:
+                self._cut_frame(connection)
+        self._next_request(connection)
+        self._update_events(connection)
+
+    def _cut_frame(self, connection: Connection) -> None:
+        """Make the next frame ``ready`` if ``inbound`` holds all of it; start receiving a large one
+        into its own buffer. A bad size becomes ``ready`` as an int (the connection closes when it
+        comes to it, after the requests before it)."""
+        inbound = connection.inbound
+        if connection.ready is not None or connection.large is not None or len(inbound) < _SIZE:
+            return
+        size = int.from_bytes(inbound[:_SIZE], "big", signed=True)
+        if size < 0 or size > self.max_request_bytes:
+            connection.ready = size
+            return
+        end = _SIZE + size
+        if len(inbound) >= end:
+            with memoryview(inbound) as view:
+                connection.ready = bytes(view[_SIZE:end])
+            del inbound[:end]
+        elif size >= LARGE_FRAME_BYTES:
+            large = bytearray(size)
+            with memoryview(inbound) as view:
+                large[:len(inbound) - _SIZE] = view[_SIZE:]
+            connection.large, connection.filled = large, len(inbound) - _SIZE
+            inbound.clear()
+
+    def _next_request(self, connection: Connection) -> None:
+        """Hand the next complete frame of an unmuted connection to the handlers."""
+        if connection.busy or connection.closed or len(connection.slots) >= MAX_PARKED_PER_CONNECTION:
+            return
+        if connection.closing:
+            if not connection.slots and not connection.outbound:
+                self._close(connection, None)
+            return
+        if connection.ready is None:
+            self._cut_frame(connection)
+        frame = connection.ready
+        if frame is None:
+            if connection.eof and connection.large is None and len(connection.inbound) < _SIZE:
+                if not connection.outbound and not connection.slots:
+                    self._close(connection, None)  # the client closed and everything it sent is answered
+            elif connection.eof:
+                self._close(connection, "the client closed in the middle of a frame")
+            return
+        connection.ready = None
+        if type(frame) is int:
+            self._close(connection, f"a frame of {frame} bytes (socket.request.max.bytes is "
+                                    f"{self.max_request_bytes})")
+            return
+        self._cut_frame(connection)  # the next one, if it is here already: reading waits for its turn
+        self._update_events(connection)
+        frame = memoryview(frame)
+        if connection.session is not None and connection.session.raw_tokens:
+            header, body_offset = {"api_key": RAW_TOKEN_API_KEY, "api_version": 0, "correlation_id": 0}, 0
+        else:
+            try:
+                header, body_offset = decode_request_header(frame)
+            except ProtocolError as exc:
+                self._close(connection, f"a malformed request header: {exc}")
+                return
+        connection.busy = True
+        connection.requests += 1
+        context = RequestContext(self, connection, header, frame, body_offset, self._clock.time_ms())
+        connection.slots.append(context)
+        self._requests.put(context)
+
+    def _finish_completions(self) -> None:
+        completions = self._completions
+        while completions:
+            context, chunks, close_reason = completions.popleft()
+            connection = context.connection
+            if connection.closed:
+                continue
+            if close_reason is not None:
+                self._close(connection, close_reason)
+                continue
+            if chunks is None:  # the handler returned
+                connection.busy = False
+            else:
+                context.result = chunks
+                slots = connection.slots
+                while slots and slots[0].result is not None:  # answers leave in request order
+                    done = slots.popleft().result
+                    if done is not _NO_RESPONSE:
+                        # an empty chunk would never leave (a send of 0 bytes takes nothing): the
+                        # write loop would spin on it
+                        connection.outbound.extend(chunk for chunk in done if len(chunk))
+                if connection.outbound:
+                    self._write(connection)
+            self._next_request(connection)
+
+    def _write(self, connection: Connection) -> None:
+        outbound = connection.outbound
+        while outbound and not connection.closed:
+            try:
+                if connection.tls:
+                    sent = self._send_tls(connection)
+                else:
+                    sent = connection.sock.sendmsg([outbound[index] for index in range(min(len(outbound), _MAX_IOV))])
+            except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+                break
+            except OSError as exc:
+                if connection.eof:
+                    outbound.clear()  # the client is gone: drop its answers, still handle what it sent
+                    connection.tls_unsent = None
+                    break
+                self._close(connection, f"write failed: {exc}")
+                return
+            while sent:
+                head = outbound[0]
+                if sent >= len(head):
+                    sent -= len(head)
+                    outbound.popleft()
+                else:
+                    outbound[0] = memoryview(head)[sent:]
+                    sent = 0
+        connection.last_active_ms = self._clock.monotonic_ms()
+        if not connection.closed:
+            self._update_events(connection)
+            if connection.closing and not outbound and not connection.slots:
+                self._close(connection, None)
+            elif (connection.eof and not outbound and not connection.busy and not connection.slots
+                    and connection.ready is None and connection.large is None and len(connection.inbound) < _SIZE):
+                self._close(connection, None)
+
+    @staticmethod
+    def _send_tls(connection: Connection) -> int:
+        """One ``SSLSocket.send`` of the head of ``outbound`` (joined: TLS has no sendmsg); the bytes
+        it took. A send that must be retried is retried with the same bytes, as OpenSSL requires."""
+        data = connection.tls_unsent
+        if data is None:
+            outbound, parts, size = connection.outbound, [], 0
+            for chunk in outbound:
+                parts.append(chunk)
+                size += len(chunk)
+                if size >= _TLS_SEND_BYTES:
+                    break
+            data = parts[0] if len(parts) == 1 else b"".join(parts)
+        connection.tls_unsent = data
+        sent = connection.sock.send(data)
+        connection.tls_unsent = None if sent >= len(data) else memoryview(data)[sent:]
+        return sent
+
+    def _update_events(self, connection: Connection) -> None:
+        """Watch for reads until the client's EOF while no complete frame waits for its turn, and for
+        writes while responses wait to be sent."""
+        if connection.closed:
+            return
+        reading = not connection.eof and connection.ready is None and not connection.closing
+        events = (selectors.EVENT_READ if reading else 0) | (selectors.EVENT_WRITE if connection.outbound else 0)
+        self._set_events(connection, events)
+
+    def _set_events(self, connection: Connection, events: int) -> None:
+        if events == connection.events:
+            return
+        if connection.events == 0:
+            self._selector.register(connection.sock, events, connection)
+        elif events == 0:
+            self._selector.unregister(connection.sock)
+        else:
+            self._selector.modify(connection.sock, events, connection)
+        connection.events = events
+
+    def _close_idle(self) -> None:
+        if not self._connections:
+            return
+        now_ms = self._clock.monotonic_ms()
+        for connection in list(self._connections.values()):
+            if not connection.busy and not connection.slots and now_ms - connection.last_active_ms > self.idle_ms:
+                self._close(connection, f"idle for more than connections.max.idle.ms ({self.idle_ms} ms)")
+
+    def _close(self, connection: Connection, reason: str | None) -> None:
+        if connection.closed:
+            return
+        connection.closed = True
+        if reason is not None:
+            logger.warning("closing the connection from %s: %s", connection.peer, reason)
+        self._connections.pop(connection.connection_id, None)
+        if connection.events:
+            try:
+                self._selector.unregister(connection.sock)
+            except (KeyError, ValueError):
+                pass
+            connection.events = 0
+        try:
+            connection.sock.close()
+        except OSError:
+            pass
+
+
+__all__ = ["Connection", "RAW_TOKEN_API_KEY", "RequestContext", "SocketServer"]

@@ -1,0 +1,185 @@
+"""The field tables of the admin APIs: topics, records, producer ids, configs, leader epochs.
+
+Transcribed from Kafka's JSON message specs like ``messages`` (same names, versions, nullable
+versions, defaults and order; fields that exist only above our highest version are left out). The
+versions are the ones the server advertises (https://kafka.apache.org/protocol#protocol_api_keys):
+CreateTopics 0-4, DeleteTopics 0-3, DeleteRecords 0-1, InitProducerId 0-1, OffsetForLeaderEpoch 2-3,
+DescribeConfigs 0-2, IncrementalAlterConfigs 0-1 (v1 flexible).
+
+It imports only ``schema``; ``messages`` collects ``SPECS`` into the registry.
+"""
+
+from __future__ import annotations
+
+from .schema import api, field
+
+f = field
+
+# --- CreateTopics (19) ---------------------------------------------------------------------------
+
+CREATE_TOPICS = api(19, "CreateTopics", "0-4", "5+", request=[
+    f("Topics", "[]CreatableTopic", "0+", fields=[
+        f("Name", "string", "0+"),
+        # -1 means the broker default (v4+, KIP-464).
+        f("NumPartitions", "int32", "0+"),
+        f("ReplicationFactor", "int16", "0+"),
+        f("Assignments", "[]CreatableReplicaAssignment", "0+", fields=[
+            f("PartitionIndex", "int32", "0+"),
+            f("BrokerIds", "[]int32", "0+"),
+        ]),
+        f("Configs", "[]CreatableTopicConfig", "0+", fields=[
+            f("Name", "string", "0+"),
+            f("Value", "string", "0+", nullable="0+"),
+        ]),
+    ]),
+    # The spec spells these two in camelCase; the dict keys are still timeout_ms, validate_only.
+    f("timeoutMs", "int32", "0+", default="60000"),
+    f("validateOnly", "bool", "1+", default="false"),
+], response=[
+    f("ThrottleTimeMs", "int32", "2+"),
+    f("Topics", "[]CreatableTopicResult", "0+", fields=[
+        f("Name", "string", "0+"),
+        f("ErrorCode", "int16", "0+"),
+        f("ErrorMessage", "string", "1+", nullable="0+"),
+    ]),
+])
+
+# --- DeleteTopics (20) ---------------------------------------------------------------------------
+
+DELETE_TOPICS = api(20, "DeleteTopics", "0-3", "4+", request=[
+    f("TopicNames", "[]string", "0-5"),
+    f("TimeoutMs", "int32", "0+"),
+], response=[
+    f("ThrottleTimeMs", "int32", "1+"),
+    f("Responses", "[]DeletableTopicResult", "0+", fields=[
+        f("Name", "string", "0+"),
+        f("ErrorCode", "int16", "0+"),
+    ]),
+])
+
+# --- DeleteRecords (21) --------------------------------------------------------------------------
+
+DELETE_RECORDS = api(21, "DeleteRecords", "0-1", "2+", request=[
+    f("Topics", "[]DeleteRecordsTopic", "0+", fields=[
+        f("Name", "string", "0+"),
+        f("Partitions", "[]DeleteRecordsPartition", "0+", fields=[
+            f("PartitionIndex", "int32", "0+"),
+            # -1 means the high watermark.
+            f("Offset", "int64", "0+"),
+        ]),
+    ]),
+    f("TimeoutMs", "int32", "0+"),
+], response=[
+    f("ThrottleTimeMs", "int32", "0+"),
+    f("Topics", "[]DeleteRecordsTopicResult", "0+", fields=[
+        f("Name", "string", "0+"),
+        f("Partitions", "[]DeleteRecordsPartitionResult", "0+", fields=[
+            f("PartitionIndex", "int32", "0+"),
+            f("LowWatermark", "int64", "0+"),
+            f("ErrorCode", "int16", "0+"),
+        ]),
+    ]),
+])
+
+# --- InitProducerId (22) -------------------------------------------------------------------------
+
+INIT_PRODUCER_ID = api(22, "InitProducerId", "0-4", "2+", request=[
+    f("TransactionalId", "string", "0+", nullable="0+"),
+    f("TransactionTimeoutMs", "int32", "0+"),
+    # v3 (KIP-360): the id and epoch a producer already has, to have its epoch bumped.
+    f("ProducerId", "int64", "3+", default="-1"),
+    f("ProducerEpoch", "int16", "3+", default="-1"),
+], response=[
+    f("ThrottleTimeMs", "int32", "0+"),
+    f("ErrorCode", "int16", "0+"),
+    f("ProducerId", "int64", "0+", default=-1),
+    f("ProducerEpoch", "int16", "0+"),
+])
+
+# --- OffsetForLeaderEpoch (23) -------------------------------------------------------------------
+
+OFFSET_FOR_LEADER_EPOCH = api(23, "OffsetForLeaderEpoch", "2-3", "4+", request=[
+    f("ReplicaId", "int32", "3+", default=-2),
+    f("Topics", "[]OffsetForLeaderTopic", "0+", fields=[
+        f("Topic", "string", "0+"),
+        f("Partitions", "[]OffsetForLeaderPartition", "0+", fields=[
+            f("Partition", "int32", "0+"),
+            f("CurrentLeaderEpoch", "int32", "2+", default="-1"),
+            f("LeaderEpoch", "int32", "0+"),
+        ]),
+    ]),
+], response=[
+    f("ThrottleTimeMs", "int32", "2+"),
+    f("Topics", "[]OffsetForLeaderTopicResult", "0+", fields=[
+        f("Topic", "string", "0+"),
+        f("Partitions", "[]EpochEndOffset", "0+", fields=[
+            f("ErrorCode", "int16", "0+"),
+            f("Partition", "int32", "0+"),
+            f("LeaderEpoch", "int32", "1+", default="-1"),
+            f("EndOffset", "int64", "0+", default="-1"),
+        ]),
+    ]),
+])
+
+# --- DescribeConfigs (32) ------------------------------------------------------------------------
+
+DESCRIBE_CONFIGS = api(32, "DescribeConfigs", "0-2", "4+", request=[
+    f("Resources", "[]DescribeConfigsResource", "0+", fields=[
+        # TOPIC = 2, BROKER = 4.
+        f("ResourceType", "int8", "0+"),
+        f("ResourceName", "string", "0+"),
+        # null means all keys.
+        f("ConfigurationKeys", "[]string", "0+", nullable="0+"),
+    ]),
+    f("IncludeSynonyms", "bool", "1+", default="false"),
+], response=[
+    f("ThrottleTimeMs", "int32", "0+"),
+    f("Results", "[]DescribeConfigsResult", "0+", fields=[
+        f("ErrorCode", "int16", "0+"),
+        f("ErrorMessage", "string", "0+", nullable="0+"),
+        f("ResourceType", "int8", "0+"),
+        f("ResourceName", "string", "0+"),
+        f("Configs", "[]DescribeConfigsResourceResult", "0+", fields=[
+            f("Name", "string", "0+"),
+            f("Value", "string", "0+", nullable="0+"),
+            f("ReadOnly", "bool", "0+"),
+            # 1 topic config, 4 static broker config, 5 default.
+            f("ConfigSource", "int8", "1+", default="-1"),
+            f("IsDefault", "bool", "0"),
+            f("IsSensitive", "bool", "0+"),
+            f("Synonyms", "[]DescribeConfigsSynonym", "1+", fields=[
+                f("Name", "string", "1+"),
+                f("Value", "string", "1+", nullable="0+"),
+                f("Source", "int8", "1+"),
+            ]),
+        ]),
+    ]),
+])
+
+# --- IncrementalAlterConfigs (44) ----------------------------------------------------------------
+
+INCREMENTAL_ALTER_CONFIGS = api(44, "IncrementalAlterConfigs", "0-1", "1+", request=[
+    f("Resources", "[]AlterConfigsResource", "0+", fields=[
+        f("ResourceType", "int8", "0+"),
+        f("ResourceName", "string", "0+"),
+        f("Configs", "[]AlterableConfig", "0+", fields=[
+            f("Name", "string", "0+"),
+            # 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT.
+            f("ConfigOperation", "int8", "0+"),
+            f("Value", "string", "0+", nullable="0+"),
+        ]),
+    ]),
+    f("ValidateOnly", "bool", "0+"),
+], response=[
+    f("ThrottleTimeMs", "int32", "0+"),
+    f("Responses", "[]AlterConfigsResourceResponse", "0+", fields=[
+        f("ErrorCode", "int16", "0+"),
+        f("ErrorMessage", "string", "0+", nullable="0+"),
+        f("ResourceType", "int8", "0+"),
+        f("ResourceName", "string", "0+"),
+    ]),
+])
+
+SPECS = (CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH,
+         DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS)
+"""The admin APIs, for the registry in ``messages``."""
