@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Planted mutants: known-bad patches that the crash, fuzz and model tests must catch (issue 14 item 7).
+"""Planted mutants: known-bad patches that the crash, fuzz and model tests must catch.
 
 Each mutant is one exact edit of the engine (the snippet must be found exactly once, so this list
 stays in sync with the code: a missing snippet is a failure, not a skip) and a selection of tests

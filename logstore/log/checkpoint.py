@@ -1,7 +1,7 @@
 """Checkpoint files and the clean-shutdown marker of a data dir: their formats, reading and writing.
 
 An offset checkpoint (``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
-``cleaner-offset-checkpoint``) maps partitions to offsets. Version 1 (written since issue 14) holds
+``cleaner-offset-checkpoint``) maps partitions to offsets. Version 1 (what this store writes) holds
 **two identical copies** of one checksummed block, so a flipped byte or a cut end (the damage a disk
 or a careless hand does) leaves one good copy::
 
@@ -175,7 +175,7 @@ def _parse_entries(lines: list[str], path: str) -> dict[TopicPartition, int]:
 
 
 def _parse_legacy(data: bytes, path: str) -> dict[TopicPartition, int]:
-    """Version 0, Kafka's text format without a checksum (stores written before issue 14)."""
+    """Version 0, Kafka's text format without a checksum (what older stores wrote)."""
     try:
         lines = data.decode("utf-8").splitlines()
     except UnicodeDecodeError:
@@ -254,7 +254,7 @@ def parse_clean_shutdown_marker(data: bytes, path: str) -> int:
             stored = body.pop("crc32")
             if zlib.crc32(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()) != stored:
                 raise ValueError("checksum mismatch")
-        elif version != 0:  # version 0 (before issue 14) had no checksum
+        elif version != 0:  # version 0 (older stores) had no checksum
             raise ValueError(f"unknown version {version!r}")
         shutdown_ms = body["shutdown_ms"]
         if not isinstance(shutdown_ms, int) or isinstance(shutdown_ms, bool) or set(body) != {"shutdown_ms", "version"}:

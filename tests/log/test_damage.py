@@ -1,4 +1,4 @@
-"""Damaged partitions (issue 14: D4, D5, D6, D7, D8, D10): damage no crash could leave is reported
+"""Damaged partitions: damage no crash could leave is reported
 and kept, never cut silently; one partition's damage never blocks the others; ``repair`` cuts it
 at its first damage, logged, and leaves a healthy log.
 

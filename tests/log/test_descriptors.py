@@ -1,4 +1,4 @@
-"""Descriptors per segment (issue 14, D11): a store holds descriptors for its active segments and a
+"""Descriptors per segment: a store holds descriptors for its active segments and a
 bounded cache of others (``logstore.log.file_records.OPEN_FILES``), so a store with many segments
 opens, appends, reads, compacts and closes under a small ``ulimit -n``.
 

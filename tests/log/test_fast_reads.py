@@ -1,4 +1,4 @@
-"""The fast read paths pinned to the general path (issue 15).
+"""The fast read paths pinned to the general path.
 
 The fast paths: runs of one-record batches (``record_builder.take_single_record_batches`` and its bulk
 stretch ``_take_uniform``), point reads through a cached batch head (``PointHead``), fixed-size
@@ -256,7 +256,7 @@ class _CountingFS(FileSystem):
 
 @pytest.mark.parametrize("point", [{"max_records": 1}, {"max_bytes": 1}])
 def test_a_point_read_asked_either_way_caches_the_batch_head(tmp_path, point):
-    # Deliver 1 of issue 15: a point read takes the cached path whatever asks for one record, so
+    # A point read takes the cached path whatever asks for one record, so
     # after the first read into a large batch (which verifies all of it) the next ones read little.
     with LogManager([str(tmp_path)]) as store:
         store.create_topic("t", 1)

@@ -1,4 +1,4 @@
-"""A full disk through the file-operations seam (issue 14, D3): ``ENOSPC`` from allocating index pages
+"""A full disk through the file-operations seam: ``ENOSPC`` from allocating index pages
 or creating a segment's files is an error, never SIGBUS; the log stays readable; appends go on once
 space is back; nothing acknowledged is lost across a reopen.
 

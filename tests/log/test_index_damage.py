@@ -1,5 +1,4 @@
-"""A flipped byte in an ``.index`` or ``.timeindex`` file never makes a read return wrong records
-(issue 14, D1).
+"""A flipped byte in an ``.index`` or ``.timeindex`` file never makes a read return wrong records.
 
 An index is an accelerator: every entry a read uses is checked against the batch it points at
 (the batch at that position starts at that offset; the batch ending at a time entry's offset has

@@ -1,4 +1,4 @@
-"""Recovery that resumes from the index entry at or below the recovery point (issue 15, Deliver 6).
+"""Recovery that resumes from the index entry at or below the recovery point.
 
 ``LogSegment.recover(recovery_point=...)`` re-verifies and re-indexes only the bytes from the offset
 index's floor entry for the recovery point on (once that entry and the time index's last entry before

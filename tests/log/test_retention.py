@@ -1,4 +1,4 @@
-"""Retention (reference kafka-log-layer.md §6; ``logstore.log.retention``, ``Log.delete_old_segments``,
+"""Retention (docs/design.md §8.2; ``logstore.log.retention``, ``Log.delete_old_segments``,
 ``LogManager.cleanup_logs``) on a manual clock and a manually driven scheduler.
 
 Invariants checked:
@@ -29,7 +29,7 @@ Invariants checked:
   ``log.retention.check.interval.ms``: deletions happen exactly then, never a millisecond before.
 - Property (hypothesis): ``plan_retention`` on random segment sizes, timestamps (some without, falling
   back to the file mtime), settings and log start offsets equals an independent model written from the
-  rules of reference §6 (separate passes in Kafka's order, each stopping at the first segment that
+  rules of Kafka's ``deleteOldSegments`` (separate passes in Kafka's order, each stopping at the first segment that
   stays, the empty active segment never deleted); the result is a prefix with next offsets that never
   pass the log end.
 """
@@ -574,7 +574,7 @@ def test_retention_job_deletes_after_the_first_run_only_what_is_expired_then(tmp
         assert layout(log) == [(4, 0)]
 
 
-# --- the model: plan_retention against the rules of reference §6 ----------------------------------
+# --- the model: plan_retention against Kafka's rules -------------------------------------------------
 
 @dataclass
 class FakeTimestamp:
@@ -591,7 +591,7 @@ class FakeSegment:
 
 def model_retention(segments, log_end_offset, log_start_offset, delete_policy, retention_bytes, retention_ms,
                     now_ms, mtimes):
-    """Kafka's deleteOldSegments from the text of §6: separate passes (log start offset; then, for a
+    """Kafka's deleteOldSegments from its rules: separate passes (log start offset; then, for a
     policy with delete, size and time), each over what the previous one left, each walking from the
     oldest and stopping at the first segment that is not deletable. Returns (base, reason) pairs."""
     remaining = list(segments)
