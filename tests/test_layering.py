@@ -14,6 +14,7 @@ no import cycle between modules (type-only imports count: a cycle drawn for a ty
 two modules that cannot be understood apart), and no class takes a base class from another logstore
 module unless it is a real is-a hierarchy (``ALLOWED_BASES``, each with its reason; exceptions are
 always allowed). Benchmarks live in ``bench`` only, and importing the product loads none of them.
+Every logger is named after its module.
 """
 
 from __future__ import annotations
@@ -436,6 +437,29 @@ def test_the_whole_class_checker_finds_a_mixin():
     local = "class Base:\n    pass\nclass Log(Base):\n    pass\n"
     assert cross_module_bases(local, "logstore.log.log", False) == []
     assert _is_exception("logstore.errors.StorageError") and not _is_exception("logstore.fs.FileSystem")
+
+
+# --- loggers ---------------------------------------------------------------------------------------
+
+
+def logger_names(source: str) -> list[tuple[int, str]]:
+    """``(line, argument)`` of every ``logging.getLogger(...)`` call with an argument in ``source``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "getLogger"
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "logging" and node.args):
+            found.append((node.lineno, ast.unparse(node.args[0])))
+    return found
+
+
+def test_every_logger_is_named_after_its_module():
+    """A log line names the module it came from (``logging.getLogger(__name__)``), so a user's logging
+    config by layer (``logstore.server``) or module works, and a maintainer finds the code of a line."""
+    problems = [f"{module_name(path)}:{line} logging.getLogger({argument})"
+                for path in all_modules() for line, argument in logger_names(path.read_text())
+                if argument != "__name__"]
+    assert not problems, "loggers not named after their module:\n" + "\n".join(problems)
+    assert logger_names('import logging\nlog = logging.getLogger("logstore.scheduler")\n') == [(2, "'logstore.scheduler'")]
 
 
 # --- benchmarks -------------------------------------------------------------------------------------

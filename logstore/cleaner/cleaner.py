@@ -55,7 +55,7 @@ from .multipass import CLEAN, DIRTY, KeySpill, PassCounts, SpillExhausted, Survi
 from .offset_map import OffsetMap
 from .stats import CleanerStats, Throttler
 
-logger = logging.getLogger("logstore.cleaner")
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from ..clock import Clock

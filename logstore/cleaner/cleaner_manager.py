@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ..fs import FileSystem
     from ..log.log import Log
 
-logger = logging.getLogger("logstore.cleaner")
+logger = logging.getLogger(__name__)
 
 IN_PROGRESS = "in-progress"
 ABORTED = "aborted"

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ..fs import FileSystem
     from ..log.log import Log
 
-logger = logging.getLogger("logstore.cleaner")
+logger = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 ProgressCallback = Callable[[TopicPartition, int], None]

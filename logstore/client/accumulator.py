@@ -37,6 +37,8 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..records.decoder import Record
 from .errors import BufferExhaustedError
 
+logger = logging.getLogger(__name__)
+
 BATCH_OVERHEAD_BYTES = 61  # a RecordBatch v2 header (Kafka's DefaultRecordBatch.RECORD_BATCH_OVERHEAD)
 RECORD_OVERHEAD_BYTES = 21  # at most: length, attributes, timestamp and offset deltas, key/value lengths, headers count
 
@@ -93,7 +95,7 @@ class BatchResult:
             try:
                 callback()
             except Exception:  # a user's callback must not stop the sender: logged, as Future does
-                logging.getLogger("logstore.client").exception("a produce future's callback raised")
+                logger.exception("a produce future's callback raised")
 
     def complete(self, base_offset: int, log_append_time_ms: int = -1) -> None:
         self._settle(base_offset, log_append_time_ms, None)

@@ -40,7 +40,7 @@ from .security import SECURITY_DEFAULTS, ClientSecurity
 
 __all__ = ["Consumer", "ConsumerRecord"]
 
-logger = logging.getLogger("logstore.client")
+logger = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 DEFAULTS: dict[str, Any] = {

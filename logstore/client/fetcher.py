@@ -34,7 +34,7 @@ from ..server.wire_records.decode import decode_fetch
 from .cluster import NetworkClient
 from .errors import BrokerResponseError, NetworkError, NoOffsetForPartitionError
 
-logger = logging.getLogger("logstore.client")
+logger = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 EARLIEST, LATEST = -2, -1  # ListOffsets' special timestamps

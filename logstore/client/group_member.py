@@ -38,7 +38,7 @@ from .cluster import NetworkClient
 from .connection import BrokerConnection
 from .errors import BrokerResponseError, NetworkError
 
-logger = logging.getLogger("logstore.client")
+logger = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 _COORDINATOR_ERRORS = {group_errors.NOT_COORDINATOR, group_errors.COORDINATOR_NOT_AVAILABLE,

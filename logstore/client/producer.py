@@ -54,7 +54,7 @@ DEFAULTS: dict[str, Any] = {
     "reconnect.backoff.max.ms": 1000, **SECURITY_DEFAULTS}
 _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
 _MAX_IN_FLIGHT_IDEMPOTENT = 5  # Kafka's limit: the broker keeps the last 5 batches of a producer
-logger = logging.getLogger("logstore.client")
+logger = logging.getLogger(__name__)
 
 
 def producer_config(config: dict | None, keywords: dict) -> dict[str, Any]:

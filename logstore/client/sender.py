@@ -39,7 +39,7 @@ from .errors import BrokerResponseError, NetworkError, NoCommonVersionError
 from .idempotence import IdempotenceManager
 from .produce import RETRIABLE, DeliveryTimeoutError, partition_results, produce_request, response_error
 
-logger = logging.getLogger("logstore.client")
+logger = logging.getLogger(__name__)
 
 _IDLE_WAIT_MS = 100  # the longest wait with nothing to do (a send wakes the sender at once)
 _BLOCKED_WAIT_MS = 10  # batches ready but no request could go (no leader, connection backing off)

@@ -25,7 +25,7 @@ from .consumer_protocol import ASSIGNORS, Assignment, Subscription, decode_assig
 from .coordinator import GroupCoordinator
 from .results import JoinResult, OffsetCommit, SyncResult
 
-logger = logging.getLogger("logstore.group.consumer")
+logger = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 _REJOIN_ERRORS = {errors.UNKNOWN_MEMBER_ID, errors.ILLEGAL_GENERATION, errors.REBALANCE_IN_PROGRESS,

@@ -43,7 +43,7 @@ from .results import GroupOverview, GroupSummary, JoinMember, JoinResult, Member
 from .sessions import MemberSessions
 from .storage import GroupMetadataManager
 
-logger = logging.getLogger("logstore.group")
+logger = logging.getLogger(__name__)
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000  # a new member parked in a join phase longer than this is dropped
 

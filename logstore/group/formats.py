@@ -49,7 +49,7 @@ __all__ = [
     "encode_key", "encode_offset_key", "encode_offset_value", "java_string_hash", "partition_for",
 ]
 
-logger = logging.getLogger("logstore.group")
+logger = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 """The compacted internal topic that holds committed offsets and group metadata."""

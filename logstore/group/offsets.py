@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .config import GroupConfig
     from .storage import GroupMetadataManager
 
-logger = logging.getLogger("logstore.group.offsets")
+logger = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..clock import Clock
     from ..timer.purgatory import DelayedOperationPurgatory
 
-logger = logging.getLogger("logstore.group")
+logger = logging.getLogger(__name__)
 
 
 class SessionOwner(Protocol):

@@ -23,7 +23,7 @@ from . import errors, formats
 from .config import GroupConfig
 from .metadata import EMPTY, STABLE, GroupMetadata, MemberMetadata, OffsetAndMetadata
 
-logger = logging.getLogger("logstore.group.storage")
+logger = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = formats.OFFSETS_TOPIC
 

@@ -46,7 +46,7 @@ from typing import Mapping
 from ..errors import CorruptCheckpointError
 from ..fs import FileSystem
 
-logger = logging.getLogger("logstore.log")
+logger = logging.getLogger(__name__)
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"

@@ -24,7 +24,7 @@ from ..fs import FileSystem
 from ..records.decoder import HEADER_BYTES, MAGICS, RecordBatch, read_header
 from .segment import DELETED_SUFFIX, LogSegment
 
-logger = logging.getLogger("logstore.loader")
+logger = logging.getLogger(__name__)
 
 _SEARCH_CHUNK_BYTES = 1 << 20
 _END_CHUNK_BYTES = 16 * 1024  # from the last index entry to the end: usually one read

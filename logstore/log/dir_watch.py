@@ -41,7 +41,7 @@ from typing import Iterable
 
 from ..clock import SYSTEM_CLOCK
 
-logger = logging.getLogger("logstore.dir_watch")  # its name before the subpackages (logging configs)
+logger = logging.getLogger(__name__)
 
 # Values from <sys/inotify.h> (checked against glibc's header).
 IN_MODIFY = 0x00000002

@@ -46,7 +46,7 @@ from .damage import (LogDamage, data_damage, drop_segments, is_zero, missing_seg
 from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                       TIME_INDEX_SUFFIX, LogSegment)
 
-logger = logging.getLogger("logstore.loader")  # its name before the subpackages (logging configs)
+logger = logging.getLogger(__name__)
 
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 

@@ -38,7 +38,7 @@ from .loader import extend_valid_end, live_segment_bases, load_log
 from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
 from .time_lookup import checked_max_timestamp, find_offset_by_timestamp
 
-logger = logging.getLogger("logstore.log")  # the Log's logger: repairs are the log's news
+logger = logging.getLogger(__name__)
 
 _RESUME_ATTEMPTS = 8  # a scan re-planned this often in a row gives up (something is really wrong)
 _REFRESH_ATTEMPTS = 20  # a read-only view lists the directory again this often while it changes

@@ -61,7 +61,7 @@ from .segment import CLEANED_SUFFIX, LogSegment
 from .waits import (DEFAULT_DURABLE_TIMEOUT_MS, MAX_TIMEOUT_MS, LogWaits, check_timeout, check_wait, durable_acks,
                     read_or_wait)
 
-logger = logging.getLogger("logstore.log")  # its name before the subpackages (logging configs)
+logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_BYTES = 1 << 20
 EARLIEST_TIMESTAMP = -2

@@ -54,7 +54,7 @@ from .file_records import FileRecords
 from .index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
 from .time_lookup import load_max_timestamp
 
-logger = logging.getLogger("logstore.segment")  # its name before the subpackages (logging configs)
+logger = logging.getLogger(__name__)
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

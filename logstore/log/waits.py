@@ -38,7 +38,7 @@ from ..records.decoder import RECORD_OVERHEAD_BYTES
 from ..timer.purgatory import DelayedOperation, DelayedOperationPurgatory
 from .dir_watch import DirectoryWatcher
 
-logger = logging.getLogger("logstore.delayed")  # its name before the subpackages (logging configs)
+logger = logging.getLogger(__name__)
 
 # A waiter that the timer somehow never woke gives up this long after its deadline (defensive: the
 # timer is tested, but a waiter must never hang forever).

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ..log.segment import LogSegment
     from ..timer.scheduler import Scheduler
 
-logger = logging.getLogger("logstore.manager")
+logger = logging.getLogger(__name__)
 
 
 class BackgroundJobs:

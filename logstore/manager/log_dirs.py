@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from ..fs import FileSystem
     from .topics import TopicsFile
 
-logger = logging.getLogger("logstore.manager")
+logger = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
 

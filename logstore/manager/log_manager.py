@@ -44,7 +44,7 @@ from .log_dirs import DirStatus, LogDirs
 from .topics import (CREATING, DELETING, READY, TopicMetadata, TopicsFile, partition_dir_name, partition_for_key,
                      validate_topic_name)
 
-logger = logging.getLogger("logstore.manager")  # its name before the subpackages (logging configs)
+logger = logging.getLogger(__name__)
 
 MAX_PARTITIONS = 10_000
 

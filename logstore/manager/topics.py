@@ -29,7 +29,7 @@ from typing import Any
 from ..errors import CorruptCheckpointError, InvalidTopicError
 from ..fs import FileSystem
 
-logger = logging.getLogger("logstore.manager")
+logger = logging.getLogger(__name__)
 
 TOPICS_FILE = "topics.json"
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")

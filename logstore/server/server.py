@@ -57,7 +57,7 @@ from .security.sasl import AuthenticationThrottle, SaslAuthenticator, Session
 from .server_config import ServerConfig
 from .wire_records import FetchBatchCache
 
-logger = logging.getLogger("logstore.server")
+logger = logging.getLogger(__name__)
 
 META_PROPERTIES = "meta.properties"
 _CRC_PREFIX = "#crc32="

@@ -27,7 +27,7 @@ from typing import Callable, Hashable, Iterable
 from .system_timer import SystemTimer
 from .timing_wheel import TimerTask
 
-log = logging.getLogger("logstore.purgatory")
+log = logging.getLogger(__name__)
 
 SHARDS = 512  # watcher-list shards: hash(key) % SHARDS picks a shard and its lock
 REAPER_POLL_MS = 200  # how long the reaper waits for a due bucket per round

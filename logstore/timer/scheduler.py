@@ -28,7 +28,7 @@ from ..errors import ShutdownError
 from .system_timer import SystemTimer
 from .timing_wheel import TimerTask
 
-log = logging.getLogger("logstore.scheduler")
+log = logging.getLogger(__name__)
 
 DRIVER_POLL_MS = 200  # how long the driver waits in one poll; a shutdown wakes it sooner
 

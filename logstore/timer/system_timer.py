@@ -36,7 +36,7 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ShutdownError
 from .timing_wheel import SizeCounter, TimerTask, TimerTaskEntry, TimerTaskList, TimingWheel
 
-log = logging.getLogger("logstore.timer")
+log = logging.getLogger(__name__)
 
 
 def run_entry(entry: TimerTaskEntry, where: str) -> bool:

@@ -53,7 +53,7 @@ from ..manager.log_manager import LogManager
 from ..manager.topics import DELETE_DIR_SUFFIX, TOPICS_FILE, parse_topics_file
 from .dump import BATCH_TORN, scan_log_file
 
-logger = logging.getLogger("logstore.verify")  # its name before the subpackages (logging configs)
+logger = logging.getLogger(__name__)
 
 ERROR = "error"
 WARNING = "warning"

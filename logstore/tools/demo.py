@@ -24,7 +24,7 @@ from ..manager.log_manager import LogManager
 from ..records.decoder import Record
 from .check import verify_store
 
-logger = logging.getLogger("logstore.demo")  # its name before the subpackages (logging configs)
+logger = logging.getLogger(__name__)
 
 DEMO_TOPIC = "demo-orders"
 DEMO_PARTITIONS = 3

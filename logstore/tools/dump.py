@@ -31,7 +31,7 @@ from ..log.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUF
 from ..records.decoder import (COMPRESSION_GZIP, COMPRESSION_MASK, HEADER_BYTES, TIMESTAMP_TYPE_LOG_APPEND, BatchHeader,
                       Record, RecordBatch, read_header)
 
-logger = logging.getLogger("logstore.dump")  # its name before the subpackages (logging configs)
+logger = logging.getLogger(__name__)
 
 BATCH_OK = "ok"
 BATCH_CORRUPT = "corrupt"

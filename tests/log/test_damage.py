@@ -131,7 +131,7 @@ def test_flipped_header_byte_below_the_recovery_point_is_kept_and_reported(tmp_p
     before = log_bytes(data_dir)
     assert_damaged_and_kept(data_dir, before)
     assert_damaged_and_kept(data_dir, before)  # and again: nothing was acted on in between
-    with caplog.at_level(logging.WARNING, logger="logstore.loader"):
+    with caplog.at_level(logging.WARNING, logger="logstore.log"):
         plan = repair_and_check(data_dir)
     assert plan.removed_records > 0 and plan.removed_bytes > 0
     assert any("repair:" in message for message in caplog.messages), "a repair is logged"
@@ -191,7 +191,7 @@ def test_torn_tail_after_a_crash_is_still_cut(tmp_path, caplog):
     size = os.path.getsize(last)
     with open(last, "r+b") as handle:
         handle.truncate(size - 7)
-    with caplog.at_level(logging.WARNING, logger="logstore.loader"):
+    with caplog.at_level(logging.WARNING, logger="logstore.log"):
         with LogManager([data_dir]) as store:
             assert not store.damaged_partitions
             assert any("torn tail" in problem for problem in store.problems)

@@ -240,7 +240,7 @@ class FakeLibc:
 def test_inotify_init_failure_falls_back_to_polling(tmp_path, monkeypatch, caplog):
     fake = FakeLibc(fail_init=errno.EMFILE)
     monkeypatch.setattr(dir_watch, "_libc", lambda: fake)
-    with caplog.at_level(logging.DEBUG, logger="logstore.dir_watch"):
+    with caplog.at_level(logging.DEBUG, logger="logstore.log.dir_watch"):
         watcher = DirectoryWatcher([str(tmp_path)], poll_interval_ms=20)
     with watcher:
         assert not watcher.uses_inotify
@@ -262,7 +262,7 @@ def test_watch_limit_falls_back_to_polling_without_losing_changes(tmp_path, monk
     with DirectoryWatcher([str(first)], poll_interval_ms=20) as watcher:
         assert watcher.uses_inotify
         append(first / "00.log")  # queued in inotify, must survive the switch
-        with caplog.at_level(logging.DEBUG, logger="logstore.dir_watch"):
+        with caplog.at_level(logging.DEBUG, logger="logstore.log.dir_watch"):
             watcher.add(str(second))  # ENOSPC: whole watcher switches to polling
         assert not watcher.uses_inotify
         assert "polling" in caplog.text

@@ -109,7 +109,7 @@ def test_sessions_start_where_their_protocol_says():
 def test_denials_are_logged_once_per_principal_operation_and_resource_per_interval(caplog):
     clock = ManualClock()
     log = DenialLog(clock)
-    with caplog.at_level(logging.WARNING, logger="logstore.server.authorization"):
+    with caplog.at_level(logging.WARNING, logger="logstore.server.security.authorization"):
         for _ in range(5):
             log.denied("User:bob", "10.0.0.1", "Write", "Topic", "orders")
         log.denied("User:bob", "10.0.0.1", "Read", "Topic", "orders")

@@ -207,7 +207,7 @@ def test_wrong_credentials_are_refused(server, tls_material, client, case, topic
 def test_untrusted_server_is_refused_by_every_client(server, tls_material, topic, caplog):
     """A client that trusts another CA refuses the server's certificate (and so never sends a
     request): each client says the certificate could not be verified; nothing is written."""
-    caplog.set_level(logging.WARNING, logger="logstore.server.network")
+    caplog.set_level(logging.WARNING, logger="logstore.server.network.socket_server")
     for client in CLIENTS:
         settings = client_settings(client, "SSL", ca=tls_material.other_ca_cert)
         reported = refusal(client, server.bootstrap_for("SSL"), topic, settings)
@@ -230,7 +230,7 @@ def test_client_certificate_refused(mtls_server, tls_material, client, case, top
     alice's subject: an impersonation) fails the TLS handshake; the server logs the reason with the
     peer's address, the client reports a failed connection, nothing is written."""
     cert_name, key_name, reason = REFUSED_CERTIFICATES[case]
-    caplog.set_level(logging.WARNING, logger="logstore.server.network")
+    caplog.set_level(logging.WARNING, logger="logstore.server.network.socket_server")
     settings = client_settings(client, "SSL", ca=tls_material.ca_cert,
                                cert=getattr(tls_material, cert_name) if cert_name else None,
                                key=getattr(tls_material, key_name) if key_name else None)
@@ -239,6 +239,6 @@ def test_client_certificate_refused(mtls_server, tls_material, client, case, top
     except Connected as exc:
         pytest.fail(f"{client} got through with {case}: {exc}")
     assert reported
-    assert wait_for_log(caplog, "logstore.server.network",
+    assert wait_for_log(caplog, "logstore.server.network.socket_server",
                         lambda line: "TLS handshake failed" in line and reason in line and "127.0.0.1:" in line)
     assert topic not in mtls_server.store.topics()

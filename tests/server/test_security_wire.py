@@ -415,7 +415,7 @@ def test_failures_are_logged_with_the_peer_never_the_password(fresh_server, conn
     """Each failure's log line names the peer (address and port), the listener, the mechanism and
     the user, never the password; failures of one host within 10 s are one line, and the next line
     says how many were left out."""
-    caplog.set_level(logging.INFO, logger="logstore.server.sasl")
+    caplog.set_level(logging.INFO, logger="logstore.server.security.sasl")
     clock = SkewedClock()
     target = fresh_server({"connection.failed.authentication.delay.ms": 0}, clock=clock)
     passwords = []
@@ -430,7 +430,7 @@ def test_failures_are_logged_with_the_peer_never_the_password(fresh_server, conn
         return port
 
     def lines():
-        return [record.getMessage() for record in caplog.records if record.name == "logstore.server.sasl"]
+        return [record.getMessage() for record in caplog.records if record.name == "logstore.server.security.sasl"]
 
     first_port = fail("PLAIN")
     fail("SCRAM-SHA-256")
@@ -458,7 +458,7 @@ def test_plaintext_client_on_a_tls_port_gets_no_kafka_answer(server, connect, pr
     """A client speaking Kafka in the clear to a TLS listener: the handshake fails, the connection
     closes, and nothing it got back is a Kafka answer (at most a TLS alert record); the server keeps
     serving TLS and plaintext clients."""
-    caplog.set_level(logging.WARNING, logger="logstore.server.network")
+    caplog.set_level(logging.WARNING, logger="logstore.server.network.socket_server")
     host, port = server.bootstrap_for(protocol).rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=5) as sock:
         plain = SecureWireClient.__new__(SecureWireClient)

@@ -104,7 +104,7 @@ def test_an_exception_is_logged_and_the_periodic_job_keeps_running(manual, caplo
             raise OSError("disk hiccup")
 
     handle = scheduler.schedule("flaky", flaky, delay_ms=0, period_ms=100)
-    with caplog.at_level(logging.ERROR, logger="logstore.scheduler"):
+    with caplog.at_level(logging.ERROR, logger="logstore.timer.scheduler"):
         scheduler.advance(500)
     assert calls == [0, 100, 200, 300, 400, 500]
     assert handle.failures == 3 and handle.runs == 6

@@ -19,7 +19,7 @@ from ..protocol import errors
 from ..server_config import SENSITIVE_KEYS
 from .kafka_apis import Broker
 
-logger = logging.getLogger("logstore.server.admin")
+logger = logging.getLogger(__name__)
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4

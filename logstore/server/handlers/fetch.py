@@ -31,7 +31,7 @@ from ..network.request_context import RequestContext
 from ..protocol import errors
 from .kafka_apis import LEADER_EPOCH, Broker
 
-logger = logging.getLogger("logstore.server.fetch")
+logger = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1

@@ -32,7 +32,7 @@ from ..protocol import errors
 from ..protocol.messages import API_KEYS
 from .kafka_apis import Broker, KafkaApis
 
-logger = logging.getLogger("logstore.server.groups")
+logger = logging.getLogger(__name__)
 
 GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1  # FindCoordinator's KeyType
 NOT_REQUESTED = -2147483648  # DescribeGroups' AuthorizedOperations when they were not asked for

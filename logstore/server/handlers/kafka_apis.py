@@ -30,7 +30,7 @@ from ..protocol.messages import API_KEYS, API_NAMES, APIS, SUPPORTED_VERSIONS
 from ..server_config import ServerConfig
 from .producer_state import ProducerStateManager
 
-logger = logging.getLogger("logstore.server.apis")
+logger = logging.getLogger(__name__)
 
 API_VERSIONS = API_KEYS["ApiVersions"]
 LEADER_EPOCH = 0  # one broker that never changes leadership: a constant epoch

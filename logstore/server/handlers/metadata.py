@@ -16,7 +16,7 @@ from ..network.request_context import RequestContext
 from ..protocol import errors
 from .kafka_apis import LEADER_EPOCH, Broker
 
-logger = logging.getLogger("logstore.server.apis")
+logger = logging.getLogger(__name__)
 
 NOT_REQUESTED = -2147483648  # "authorized operations were not requested" (Metadata v8+)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})

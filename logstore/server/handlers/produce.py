@@ -25,7 +25,7 @@ from ..protocol import errors
 from ..wire_records import WireRecordError, decode_produce_columns
 from .kafka_apis import Broker
 
-logger = logging.getLogger("logstore.server.produce")
+logger = logging.getLogger(__name__)
 
 
 class DelayedProduceResponse(DelayedOperation):

@@ -48,7 +48,7 @@ from ...errors import CorruptCheckpointError
 from ...fs import OS_FILE_SYSTEM, FileSystem
 from ..protocol import errors
 
-logger = logging.getLogger("logstore.server.producer_state")
+logger = logging.getLogger(__name__)
 
 JOURNAL_NAME = "producer-state.journal"
 BATCHES_TO_RETAIN = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN

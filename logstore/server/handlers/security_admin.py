@@ -24,7 +24,7 @@ from ..protocol import errors
 from ..security.acls import AclBinding, AclBindingFilter
 from ..security.scram import MECHANISM_CODES, MECHANISMS, MECHANISMS_BY_CODE, MIN_ITERATIONS, credential_from_salted
 
-logger = logging.getLogger("logstore.server.security")
+logger = logging.getLogger(__name__)
 
 MAX_ITERATIONS = 16384  # Kafka's upper bound for a SCRAM credential's iterations
 

@@ -47,7 +47,7 @@ from ...clock import SYSTEM_CLOCK, Clock
 from ..protocol.codec import ProtocolError, decode_request_header
 from .request_context import _NO_RESPONSE, RAW_TOKEN_API_KEY, Connection, RequestContext
 
-logger = logging.getLogger("logstore.server.network")
+logger = logging.getLogger(__name__)
 
 _SIZE = 4
 _RECV_BYTES = 1 << 16

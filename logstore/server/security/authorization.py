@@ -48,7 +48,7 @@ from ...clock import SYSTEM_CLOCK, Clock
 from ..protocol import errors
 from .sasl import LOG_INTERVAL_MS, LogLimiter
 
-logger = logging.getLogger("logstore.server.authorization")
+logger = logging.getLogger(__name__)
 
 # Kafka's resource types and operations (AclResourceType, AclOperation). ``acls`` defines the same
 # values; they are repeated here so this layer depends only on the authorizer's three methods.

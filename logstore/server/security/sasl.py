@@ -38,7 +38,7 @@ from ..protocol import errors
 from .listeners import ANONYMOUS, SASL_PLAINTEXT, SASL_SSL, SSL, principal_from_certificate
 from .scram import MECHANISMS, AuthenticationError, ScramCredential, ScramServer, verify_plain
 
-logger = logging.getLogger("logstore.server.sasl")
+logger = logging.getLogger(__name__)
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE, API_VERSIONS = 17, 36, 18
 BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE, RAW_TOKEN_API_KEY})
