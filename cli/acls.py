@@ -1,5 +1,5 @@
-"""``logstore acls``: the ACLs of the store (``logstore.server.acl_store``, Kafka's model in
-``logstore.server.acls``): add, remove, list, in the spirit of ``kafka-acls.sh``. Options become
+"""``logstore acls``: the ACLs of the store (``logstore.server.security.acl_store``, Kafka's model in
+``logstore.server.security.acls``): add, remove, list, in the spirit of ``kafka-acls.sh``. Options become
 bindings and filters in ``acls.bindings_for``/``acls.filters_for``; bad input is one line and exit
 code 2 with nothing written. The store is opened as a writer, so it takes the store's lock; with
 ``--bootstrap-server`` the broker's ACLs are changed through Kafka's admin APIs instead (a running

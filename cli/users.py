@@ -1,4 +1,4 @@
-"""``logstore users``: the SCRAM users of the store (``logstore.server.credentials``): add, delete,
+"""``logstore users``: the SCRAM users of the store (``logstore.server.security.credentials``): add, delete,
 list. Passwords are read from a prompt or from stdin, never from the command line (shell history,
 ``ps``). The store is opened as a writer, so it takes the store's lock; with ``--bootstrap-server``
 a broker's users are changed through Kafka's admin APIs (AlterUserScramCredentials: the password is

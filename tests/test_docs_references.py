@@ -11,6 +11,8 @@ docs and the build files:
   ``docs/design.md §3, §4``) and that file has a heading numbered ``N`` (``## 3. ...``, ``### 3.2 ...``);
   inside a Markdown page a bare ``§N`` is one of the page's own sections; ``RFC 5802 §3`` is a
   public standard's;
+- a path to a module of the repository (``logstore/log/log.py``, ``tests/conftest.py``) names a file
+  that exists (code moves; its mentions must follow);
 - no "issue N": issue numbers live in the tracker, not in the code or the docs.
 """
 
@@ -26,6 +28,7 @@ MD_REFERENCE = re.compile(r"(?<![\w/.:-])((?:[\w.-]+/)*[\w.-]+\.md)\b")
 SECTION = re.compile(r"§\s*(\d+(?:\.\d+)*)")
 SECTION_AFTER_FILE = re.compile(r"((?:[\w.-]+/)*[\w.-]+\.md)[)`*]*((?:[ ,]*(?:and |or )?§\s*\d+(?:\.\d+)*(?:[-–]\d+(?:\.\d+)*)?)+)")
 MARKDOWN_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+REPOSITORY_PATH = re.compile(r"(?<![\w/.-])((?:logstore|cli|tests|scripts|docs|fixtures)/(?:[\w.-]+/)*[\w-]+\.py)\b")
 ISSUE_NUMBER = re.compile(r"\bissues? #?\d+", re.IGNORECASE)
 HEADING = re.compile(r"^#+\s+(\d+(?:\.\d+)*)\.?\s", re.MULTILINE)
 
@@ -61,6 +64,9 @@ def problems_in(text: str, referrer: Path) -> list[str]:
     for number, line in enumerate(text.splitlines(), 1):
         for match in MD_REFERENCE.finditer(line):  # (not inside a URL: the look-behind skips those)
             if resolve(match.group(1), referrer) is None:
+                problems.append(f"{number}: {match.group(1)} is not a file in the repository")
+        for match in REPOSITORY_PATH.finditer(line):
+            if not (REPOSITORY / match.group(1)).is_file():
                 problems.append(f"{number}: {match.group(1)} is not a file in the repository")
         covered = set()
         for match in SECTION_AFTER_FILE.finditer(line):
@@ -126,6 +132,9 @@ def test_the_checker_finds_dead_references():
         "1: 'issue 17': issue numbers are the tracker's, not the repository's"]
     assert problems_in("Kafka's spec: https://kafka.apache.org/protocol.html", here) == []
     assert problems_in("https://github.com/apache/kafka/blob/trunk/README.md", here) == []
+    assert problems_in("written by logstore/log/log.py", here) == []
+    assert problems_in("see logstore/server/producer_state.py", here) == [
+        "1: logstore/server/producer_state.py is not a file in the repository"]
     readme = REPOSITORY / "README.md"
     assert problems_in("[the format](docs/FORMAT.md#batches)", readme) == []
     assert problems_in("[gone](docs/nothing.md)", readme) == [

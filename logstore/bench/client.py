@@ -2,7 +2,7 @@
 pure-Python client) and confluent-kafka (librdkafka, C), on one broker in one run.
 The goal: ours at least 1.5x kafka-python's producer and consumer rates.
 
-The broker is a ``logstore serve`` subprocess on a temporary dir (``server.bench.BrokerProcess``),
+The broker is a ``logstore serve`` subprocess on a temporary dir (``bench.serve.BrokerProcess``),
 Tansu (the same, ``broker="tansu"``), or one already running (``bootstrap_server``). Every run is one
 client producing ``records`` records to a fresh topic of its own (created first, deleted afterwards,
 so disk and Tansu's memory stay bounded), ending with ``flush()``, then reading that topic from

@@ -14,7 +14,7 @@ workloads run against each in one go:
 
 With ``security`` (``--security``), logstore serves one listener per mode asked for (PLAINTEXT, SSL,
 SASL_PLAINTEXT, SASL_SSL) from one process, every workload runs over each in turn, each client with its
-own security settings, and each figure is also given as a ratio of PLAINTEXT's (``bench_security``).
+own security settings, and each figure is also given as a ratio of PLAINTEXT's (``serve_security``).
 
 The clients are test dependencies (the ``clients`` extra), imported only here.
 """
@@ -382,7 +382,7 @@ def _run_workloads(kind: str, endpoints: dict[str, Endpoint], rows: list[dict], 
 def render_serve(rows: list[dict]) -> str:
     """The text table of ``bench_serve``'s rows: one column per broker when logstore ran over
     PLAINTEXT only (``side_by_side``), else one row per workload and broker/mode with the ratio to
-    PLAINTEXT (``bench_security.security_table``) and notes."""
+    PLAINTEXT (``serve_security.security_table``) and notes."""
     from .report import text_table
     modes = {row.get("security") for row in rows if row["broker"] == "logstore" and row["workload"] != "not run"}
     if modes <= {None, PLAINTEXT}:

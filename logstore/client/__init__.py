@@ -1,6 +1,6 @@
 """A Kafka client of our own (docs/design.md §11): the other side of the protocol the server speaks.
 
-It owns, on the server's codec (``logstore.server.codec``) and the standard library:
+It owns, on the server's codec (``logstore.server.protocol.codec``) and the standard library:
 
 - the network layer: connections to brokers, request framing and correlation, several requests in
   flight per connection with their responses matched in order, request timeouts, and the protocol

@@ -3,7 +3,7 @@
 What it owns (the part of Kafka's Sender that is bytes and bookkeeping, no threads, no sockets):
 - ``produce_request(batches, acks, timeout_ms, ..., compression=codec)``: one Produce request body
   for batches bound for one broker, each batch encoded as a Kafka RecordBatch v2
-  (``wire_encode.encode_produce_batch``, compressed with the codec given), grouped by topic; an
+  (``wire_records.encode_produce_batch``, compressed with the codec given), grouped by topic; an
   idempotent producer's batches carry their producer id, epoch and base sequence;
 - ``partition_results(batches, body)``: each batch's error code and partition response (a
   partition missing from the response, or a request never answered, is NETWORK_EXCEPTION);
@@ -12,7 +12,7 @@ What it owns (the part of Kafka's Sender that is bytes and bookkeeping, no threa
   ``BrokerResponseError`` naming Kafka's error. With ``acks=0`` there is no response: the batches
   complete with offset -1, as Kafka's producer reports them;
 - ``compression_codec(name)``: ``compression.type`` as a codec id, refused when unknown or when this
-  process cannot compress with it (``logstore.server.compression``);
+  process cannot compress with it (``logstore.server.wire_records.compression``);
 - ``DeliveryTimeoutError``: what a record's future raises when ``delivery.timeout.ms`` passed before
   the broker acknowledged it.
 

@@ -22,7 +22,7 @@ partition when a batch is retried, as with Kafka's producer.
 ``delivery.timeout.ms`` (Kafka's default 120000, at least ``linger.ms + request.timeout.ms``): a record
 not acknowledged that long after its batch was created fails with ``DeliveryTimeoutError``, queued
 or being retried. ``compression.type``: none, gzip, and snappy, lz4 and zstd where
-``logstore.server.compression`` has them (the ``server`` extra).
+``logstore.server.wire_records.compression`` has them (the ``server`` extra).
 """
 
 from __future__ import annotations

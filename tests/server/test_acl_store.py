@@ -1,4 +1,4 @@
-"""``AclStore`` (``logstore.server.acl_store``): ACLs kept durably in the data dir; a hypothesis model
+"""``AclStore`` (``logstore.server.security.acl_store``): ACLs kept durably in the data dir; a hypothesis model
 with reopen as a step; duplicates; removal by filters; a damaged file refused and left alone; a failed
 write leaving the previous set in memory and on disk; one write per call."""
 

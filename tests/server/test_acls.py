@@ -1,4 +1,4 @@
-"""ACLs and the ``Authorizer`` (``logstore.server.acls``): Kafka's rules one by one (deny beats
+"""ACLs and the ``Authorizer`` (``logstore.server.security.acls``): Kafka's rules one by one (deny beats
 allow, prefixes, wildcards, hosts, implied operations, super users, allow.everyone.if.no.acl.found),
 authorize_any, validation, filters; and hypothesis comparing ``authorize`` with a plain loop over the
 bindings and ``authorize_any`` with a brute-force search over a finite universe of names."""

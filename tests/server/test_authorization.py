@@ -1,4 +1,4 @@
-"""RequestAuthorization (server.authorization and authorization_groups): Kafka's ACL rule of every API
+"""RequestAuthorization (logstore.server.security.authorization): Kafka's ACL rule of every API
 applied to decoded requests, with a fake authorizer (a set of allowed (principal, operation, type,
 name) tuples).
 

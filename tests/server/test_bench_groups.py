@@ -1,4 +1,4 @@
-"""``logstore perf groups`` (``logstore.server.bench_groups``) at tiny sizes: the result's structure
+"""``logstore perf groups`` (``logstore.bench.groups``) at tiny sizes: the result's structure
 and sanity (figures above zero, every member holding its partitions, memory given back, empty
 purgatories), never its speed: performance is a benchmark, not a timed test (docs/design.md §12)."""
 

@@ -1,4 +1,4 @@
-"""CRC-32C and the record batch codecs (logstore.server.crc32c, logstore.server.compression).
+"""CRC-32C and the record batch codecs (logstore.server.wire_records.crc32c, logstore.server.wire_records.compression).
 
 - Both CRC-32C implementations give the standard check value and agree with each other on any
   bytes, in one call or chained over parts, for bytes, bytearray and memoryview inputs.

@@ -1,4 +1,4 @@
-"""``CredentialStore`` (``logstore.server.credentials``): users' SCRAM credentials kept durably in the
+"""``CredentialStore`` (``logstore.server.security.credentials``): users' SCRAM credentials kept durably in the
 data dir, never a password; a hypothesis model with reopen as a step; a damaged file refused and left
 alone; a failed write leaving the previous set."""
 

@@ -1,4 +1,4 @@
-"""Listeners (``logstore.server.listeners``): parsing several ``PROTOCOL://HOST:PORT`` values and
+"""Listeners (``logstore.server.security.listeners``): parsing several ``PROTOCOL://HOST:PORT`` values and
 their advertised addresses, the rule against a remote PLAINTEXT listener, TLS settings refused with
 a clear message, and the principal read from a client certificate's subject."""
 

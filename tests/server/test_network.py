@@ -1,4 +1,4 @@
-"""How the network layer reads frames (``logstore.server.network``), with a dispatch of its own.
+"""How the network layer reads frames (``logstore.server.network.socket_server``), with a dispatch of its own.
 
 - Frames of every size, small ones cut out of the read buffer and large ones received into their own
   buffer, arrive whole and in order however the bytes are chunked on the way.

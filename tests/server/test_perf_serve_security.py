@@ -1,4 +1,4 @@
-"""``logstore perf serve --security`` (``logstore.server.bench_security``): one real run at tiny
+"""``logstore perf serve --security`` (``logstore.bench.serve_security``): one real run at tiny
 sizes over PLAINTEXT, SSL and SASL_SSL through the CLI (every asked row there, rates above zero, the
 ratios to PLAINTEXT computed from those rates), the refusals, and each client's security settings.
 Nothing here is timed: the figures are whatever this machine gives."""

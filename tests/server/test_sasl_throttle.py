@@ -1,4 +1,4 @@
-"""The authentication throttle and the session (``logstore.server.sasl``) on a manual clock: how
+"""The authentication throttle and the session (``logstore.server.security.sasl``) on a manual clock: how
 long a failed attempt's answer is held, that one host's answers leave one after another, that a
 success does not overtake held failures, that a long backlog closes new attempts unverified, that
 failures are forgotten after a while; and a hypothesis model of the answer times."""

@@ -1,4 +1,4 @@
-"""SCRAM and PLAIN (``logstore.server.scram``), the first building block of the security work: RFC 7677's
+"""SCRAM and PLAIN (``logstore.server.security.scram``), the first building block of the security work: RFC 7677's
 SCRAM-SHA-256 test vector, our client and server against each other for both mechanisms, against
 kafka-python's SCRAM client, and every way an exchange must fail: a wrong password, an unknown user
 (the same answer, the same salt when asked twice), a tampered proof or nonce, malformed messages,

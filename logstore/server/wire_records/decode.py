@@ -24,7 +24,7 @@ a header key that is not UTF-8, or a negative header key length        InvalidRe
 =====================================================================  ============================
 
 The record loop is the cost that matters. Runs of records that share one layout (what producers
-send: same lengths, no headers) are checked and sliced a column at a time by ``wire_runs.take_run``;
+send: same lengths, no headers) are checked and sliced a column at a time by ``runs.take_run``;
 the rest go through the general loop (one Python-level step per varint), which binds everything to
 locals, reads one- and two-byte varints (nearly all of them) by indexing a table, calls
 ``read_varint`` only for longer ones, and slices keys and values straight out of the request's

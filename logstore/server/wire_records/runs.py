@@ -16,7 +16,7 @@ whole column is checked by one C-level operation on it:
   periodic patterns), which is Kafka's rule for a produced batch and the only case taken here.
 
 Each check gives how many leading records pass; the run is the shortest of them, so a run ends at
-the first record that differs and that record goes on to the general loop in ``wire_decode`` (or
+the first record that differs and that record goes on to the general loop in ``decode`` (or
 starts the next run). Keys and values are then sliced by ``map`` over ``range(at, stop, size)``,
 timestamps come from a ``map`` over the delta column, and headers are ``()``.
 
