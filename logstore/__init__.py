@@ -13,8 +13,8 @@ This module is the public API: it re-exports the engine's public names. The engi
 each a subpackage that imports only from those below it (docs/design.md §2, pinned by
 tests/test_layering.py): the foundations here (``errors``, ``clock``, ``fs``, ``config``, and
 ``testing``, the file-operations seam's test double) < ``records`` < ``timer`` < ``log`` < ``cleaner``
-< ``manager``. Above the engine: ``tools`` and ``bench`` (never loaded by ``import logstore``),
-``spark`` (the optional extra) and ``cli``.
+< ``manager``. Above the engine: ``tools``, ``group``, ``server``, ``client`` and ``spark`` (the
+optional extras), ``bench`` (every benchmark) and ``cli``; ``import logstore`` loads none of them.
 """
 
 from .clock import Clock, ManualClock, SystemClock

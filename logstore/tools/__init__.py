@@ -4,6 +4,6 @@ Owns ``dump`` (one file at a time, without opening a store: batches, index entri
 ``check`` (``verify_store``: every file of a store checked, nothing changed) and ``demo`` (the guided
 tour).
 
-May import: the engine (foundations up to ``manager``). Never ``bench``; nothing in the engine imports
-this package (``import logstore`` does not load it).
+May import: the engine (foundations up to ``manager``). Nothing in the engine imports this package
+(``import logstore`` does not load it); ``bench`` and ``cli`` above it may.
 """
