@@ -6,8 +6,8 @@ It owns ``request_context`` (``Connection``: one client's socket, buffers and fl
 and a pool of handler threads: accepting on every listener, TLS handshakes without blocking, framing,
 answers in request order per connection, answers held back on a timer, idle connections closed).
 
-It knows nothing of what a request means: a dispatch callable (the handlers' ``KafkaApis.handle``)
-gets every ``RequestContext``, and a session factory (security's) says who a new connection is.
+It knows nothing of what a request means: a dispatch callable (``KafkaServer``'s: the SASL gate, then
+``KafkaApis.handle``) gets every ``RequestContext``, and a session factory says who a new connection is.
 
 May import: ``protocol`` (to read request headers and encode answers), the foundations and the
 standard library.
