@@ -204,7 +204,6 @@ def test_every_module_is_in_a_layer_and_every_layer_exists():
     assert rooms == set(SERVER_ROOMS), rooms
     packages = [*(name for name in RANKS if name != "foundations"), "",
                 *(f"server/{room}" for room in SERVER_ROOMS if (PACKAGE / "server" / room).is_dir())]
-    assert len(packages) == len(RANKS) + 5, packages  # protocol, wire_records, network, security, handlers
     for package in packages:
         init = (CLI if package == "cli" else PACKAGE / package) / "__init__.py"
         docstring = ast.get_docstring(ast.parse(init.read_text()))

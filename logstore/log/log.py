@@ -253,7 +253,7 @@ class Log:
                 lock.release()
                 if combiner.pending and lock.acquire(False):  # handed over as the lock went
                     combiner.release_lock()
-        waits = self.waits
+        waits = self.waits  # _wake_readers inline: the one-record path saves the call per append
         if waits is not None:  # after publishing the end offset, outside the lock (purgatory rule)
             waits.data_arrived(self.key)
         return info
@@ -281,9 +281,7 @@ class Log:
                 info = write(*args)
             if self.unflushed_messages >= flush_messages and self.writable_now():
                 self.flush()
-        waits = self.waits
-        if waits is not None:  # after publishing the end offset, outside the lock (purgatory rule)
-            waits.data_arrived(self.key)
+        self._wake_readers()
         return info
 
     def _write_one(self, base: int, data, key, value, headers, timestamp_ms: int, now_ms: int | None) -> AppendInfo:
@@ -654,8 +652,7 @@ class Log:
                 self.truncations += 1
         if self.on_truncated is not None:
             self.on_truncated(self, offset)
-        if self.waits is not None:  # reads waiting past the new end are answered (out of range) now
-            self.waits.data_arrived(self.key)
+        self._wake_readers()  # reads waiting past the new end are answered (out of range) now
         return True
 
     def _truncate_locked(self, offset: int) -> None:

@@ -29,13 +29,12 @@ from ...group.coordinator import GroupCoordinator
 from ...group.results import JoinResult, OffsetCommit, SyncResult
 from ..network.request_context import RequestContext
 from ..protocol import errors
-from ..protocol.messages import API_KEYS
+from ..protocol.messages import API_KEYS, NOT_REQUESTED
 from .kafka_apis import Broker, KafkaApis
 
 logger = logging.getLogger(__name__)
 
 GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1  # FindCoordinator's KeyType
-NOT_REQUESTED = -2147483648  # DescribeGroups' AuthorizedOperations when they were not asked for
 # What a Kafka broker without an authorizer reports as allowed on a group: READ (3), DELETE (6) and
 # DESCRIBE (8), the operations a group resource supports (AclEntry.supportedOperations).
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)

@@ -14,11 +14,11 @@ import logging
 from ...errors import InvalidTopicError, LogStoreError, TopicExistsError
 from ..network.request_context import RequestContext
 from ..protocol import errors
+from ..protocol.messages import NOT_REQUESTED
 from .kafka_apis import LEADER_EPOCH, Broker
 
 logger = logging.getLogger(__name__)
 
-NOT_REQUESTED = -2147483648  # "authorized operations were not requested" (Metadata v8+)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 

@@ -53,6 +53,10 @@ RESPONSE_HEADER_FLEXIBLE = "1+"
 
 # --- ApiVersions (18) ----------------------------------------------------------------------------
 
+NOT_REQUESTED = -2147483648
+"""The value of an ``authorized_operations`` field (Metadata v8+, DescribeGroups v3+) when the
+request did not ask for them (INT32_MIN, as Kafka answers)."""
+
 API_VERSIONS = api(18, "ApiVersions", "0-4", "3+", request=[
     f("ClientSoftwareName", "string", "3+"),
     f("ClientSoftwareVersion", "string", "3+"),

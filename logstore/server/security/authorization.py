@@ -46,6 +46,7 @@ from typing import Callable
 
 from ...clock import SYSTEM_CLOCK, Clock
 from ..protocol import errors
+from ..protocol.messages import NOT_REQUESTED
 from .sasl import LOG_INTERVAL_MS, LogLimiter
 
 logger = logging.getLogger(__name__)
@@ -71,8 +72,6 @@ SUPPORTED_OPERATIONS = {
 """The operations valid on each resource type (Kafka's AclEntry.supportedOperations): the bits an
 authorized-operations field may have."""
 
-NOT_REQUESTED = -2147483648
-"""An authorized-operations field when the client did not ask for it (Kafka's Integer.MIN_VALUE)."""
 
 # DescribeConfigs / IncrementalAlterConfigs resource types: a topic, or the broker (and its loggers),
 # whose configs are the cluster's to guard.
