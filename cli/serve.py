@@ -53,9 +53,11 @@ def serve(options, listen: tuple[str, ...], advertised_listener: tuple[str, ...]
     from logstore.server import INSTALL_HINT, missing_extra
     if missing_extra():
         raise click.ClickException(f"logstore serve needs the server extra: {INSTALL_HINT}")
+    from logstore.server.network.descriptors import raise_descriptor_limit
     from logstore.server.server import KafkaServer, use_one_malloc_arena
 
     use_one_malloc_arena()  # this process is the server's: keep its RSS down
+    raise_descriptor_limit()  # and its descriptors: the soft limit up to the hard one
 
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -75,16 +77,22 @@ def serve(options, listen: tuple[str, ...], advertised_listener: tuple[str, ...]
     try:
         server = KafkaServer(options.dirs, listen=list(listen) or "127.0.0.1:9092",
                              advertised_listener=list(advertised_listener) or None, config=settings)
+        server.fail_stop_on_thread_death()
         with server:
             for index, (listener, port) in enumerate(zip(server.listeners, server.bound_ports)):
                 where = (f"{listener.host}:{port}" if listener.protocol == "PLAINTEXT"
                          else f"{listener.protocol}://{listener.host}:{port}")
                 click.echo(f"logstore serve: listening on {where}"
                            + (f" (node {server.node_id}, cluster {server.cluster_id})" if index == 0 else ""))
+            click.echo(f"logstore serve: {server.descriptors}")
             click.get_text_stream("stdout").flush()
-            while not stop.wait(1.0):
+            while not stop.wait(0.2) and server.failure is None:
                 pass
-            click.echo("logstore serve: stopping", err=True)
+            if server.failure is None:
+                click.echo("logstore serve: stopping", err=True)
+        if server.failure is not None:
+            raise click.ClickException(f"stopped: a thread of the server died ({type(server.failure).__name__}: "
+                                       f"{server.failure})")
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

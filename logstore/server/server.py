@@ -46,6 +46,7 @@ from .handlers.metadata import MetadataHandler
 from .handlers.produce import ProduceHandler
 from .handlers.producer_state import ProducerStateManager
 from .handlers.security_admin import SecurityAdminHandler
+from .network.descriptors import DescriptorBudget
 from .network.socket_server import RAW_TOKEN_API_KEY, SocketServer
 from .protocol.messages import API_KEYS
 from .security.acl_store import AclStore
@@ -85,6 +86,17 @@ def use_one_malloc_arena() -> bool:
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     m_arena_max = -8  # from glibc's malloc.h
     return bool(mallopt(m_arena_max, 1))
+
+
+def _store_descriptors(store: LogManager) -> int:
+    """The descriptors the store needs (its own estimate; else what the process holds now)."""
+    needed = getattr(store, "descriptors_needed", None)
+    if needed is not None:
+        return needed()
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return 64
 
 
 def new_cluster_id() -> str:
@@ -214,6 +226,9 @@ class KafkaServer:
         self._groups: GroupHandlers | None = None
         self._started = False
         self._stopped = threading.Event()
+        self._stop_lock = threading.Lock()
+        self.failure: BaseException | None = None  # what killed a thread of the server (it then stops)
+        self.descriptors: DescriptorBudget | None = None  # the descriptor limit and what it leaves
 
     # --- life cycle ------------------------------------------------------------------------------
 
@@ -254,12 +269,21 @@ class KafkaServer:
         self.sasl = SaslAuthenticator(
             self.credentials.lookup, self.config.sasl_enabled_mechanisms, clock=self._clock,
             throttle=AuthenticationThrottle(self.config.connection_failed_authentication_delay_ms, clock=self._clock))
+        self.descriptors = descriptors = DescriptorBudget.of(_store_descriptors(store), len(self.listeners),
+                                                             self.config.max_connections)
+        if descriptors.warning:
+            logger.warning("%s", descriptors.warning)
+        logger.info("%s", descriptors)
         network = SocketServer(None, None, self._dispatch, listeners=self.listeners,
                                max_request_bytes=self.config.socket_request_max_bytes,
-                               max_connections=self.config.max_connections,
+                               max_connections=descriptors.max_connections,
                                idle_ms=self.config.connections_max_idle_ms, io_threads=self.config.num_io_threads,
                                clock=self._clock, name="logstore-server",
-                               new_session=lambda listener, peer: Session(listener.protocol, peer))
+                               new_session=lambda listener, peer: Session(listener.protocol, peer),
+                               queued_max_request_bytes=self.config.queued_max_request_bytes,
+                               max_unauthenticated_request_bytes=self.config.sasl_server_max_receive_size,
+                               max_unsent_response_bytes=self.config.queued_max_response_bytes,
+                               on_fatal=self._fatal)
         self._network = network
         endpoints = {}
         for listener, bound_port in zip(self.listeners, network.ports):
@@ -304,6 +328,29 @@ class KafkaServer:
                                "SASL_SSL or SCRAM", listener.host, bound_port)
             logger.info("listening on %s://%s:%d (node %d, cluster %s)", listener.protocol, listener.host, bound_port,
                         self.node_id, self.cluster_id)
+
+    def _fatal(self, exc: BaseException) -> None:
+        """A thread of the server died (the network layer logged it): stop everything, on a thread
+        of its own (the dying one may be the one ``stop`` waits for), so the store is closed and its
+        lock released; ``failure`` says why, and ``logstore serve`` exits non-zero."""
+        if self.failure is not None:
+            return
+        self.failure = exc
+        threading.Thread(target=self.stop, name="logstore-server-fail-stop", daemon=True).start()
+
+    def fail_stop_on_thread_death(self) -> None:
+        """Make any thread of this process that dies of an uncaught exception stop the server (the
+        process is the server's: ``logstore serve`` calls this). Threads that catch their own errors
+        (the store's scheduler logs a failed job and goes on) are not affected."""
+        previous = threading.excepthook
+
+        def hook(args) -> None:
+            previous(args)
+            if args.exc_type is not SystemExit and args.exc_value is not None:
+                logger.critical("thread %s died: the server stops", getattr(args.thread, "name", "?"))
+                self._fatal(args.exc_value)
+
+        threading.excepthook = hook
 
     def _dispatch(self, context) -> None:
         if context.api_key == RAW_TOKEN_API_KEY:
@@ -350,8 +397,11 @@ class KafkaServer:
 
     def stop(self) -> None:
         """Stop answering and release what the server owns (see the module docstring). Idempotent."""
-        if self._stopped.is_set():
-            return
+        with self._stop_lock:  # the fail-stop thread and the owner may both stop: once, and both wait
+            if not self._stopped.is_set():
+                self._stop()
+
+    def _stop(self) -> None:
         network = self._network
         if network is not None:
             network.stop_accepting()

@@ -44,6 +44,11 @@ def _optional_boolean(key: str, value: Any) -> bool | None:
     return None if value is None or value == "" else boolean_setting(key, value)
 
 
+def _optional_integer(lowest: int, highest: int):
+    parse = integer_setting(lowest, highest)
+    return lambda key, value: None if value is None or value == "" else parse(key, value)
+
+
 SENSITIVE_KEYS = frozenset({"ssl.key.password"})
 """Settings whose values are never shown (DescribeConfigs answers them as sensitive, with no value)."""
 
@@ -58,8 +63,19 @@ SERVER_KEYS: dict[str, tuple[str, Any, Any, str]] = {
                                    "replication factor of new topics (one broker: always 1)"),
     "socket.request.max.bytes": ("socket_request_max_bytes", 104857600, integer_setting(1024, 2**31 - 1),
                                  "the largest request frame accepted; a larger one closes the connection"),
-    "max.connections": ("max_connections", 2**31 - 1, integer_setting(1, 2**31 - 1),
-                        "connections accepted at once; more are refused"),
+    "max.connections": ("max_connections", None, _optional_integer(1, 2**31 - 1),
+                        "connections accepted at once; more wait in the listen backlog (default: what the "
+                        "descriptor limit leaves after the store's own descriptors)"),
+    "queued.max.request.bytes": ("queued_max_request_bytes", 104857600, integer_setting(1 << 20, 2**62),
+                                 "request bytes held at once over all connections; while spent, sockets are "
+                                 "not read (one frame half received may still complete)"),
+    "sasl.server.max.receive.size": ("sasl_server_max_receive_size", 524288, integer_setting(1024, 2**31 - 1),
+                                     "the largest frame of a SASL connection before it is authenticated"),
+    "queued.max.response.bytes": ("queued_max_response_bytes", 1 << 20, integer_setting(0, 2**62),
+                                  "answered bytes a connection may leave unread before its next request "
+                                  "waits (ours: Kafka answers one request per connection at a time)"),
+    "fetch.max.bytes": ("fetch_max_bytes", 57671680, integer_setting(1024, 2**31 - 1),
+                        "the most record bytes one Fetch answer carries, whatever the client asks"),
     "connections.max.idle.ms": ("connections_max_idle_ms", 600000, integer_setting(1, 2**62),
                                 "a connection idle this long is closed"),
     "num.io.threads": ("num_io_threads", 2, integer_setting(1, 64), "request handler threads"),
@@ -92,7 +108,11 @@ class ServerConfig:
     num_partitions: int = 1
     default_replication_factor: int = 1
     socket_request_max_bytes: int = 104857600
-    max_connections: int = 2**31 - 1
+    max_connections: int | None = None
+    queued_max_request_bytes: int = 104857600
+    sasl_server_max_receive_size: int = 524288
+    queued_max_response_bytes: int = 1 << 20
+    fetch_max_bytes: int = 57671680
     connections_max_idle_ms: int = 600000
     num_io_threads: int = 2
     fetch_cache_bytes: int = 16 << 20

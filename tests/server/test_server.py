@@ -301,9 +301,12 @@ def test_limits_max_connections_and_idle_timeout(store):
         first, second = WireClient(server.bootstrap_servers), WireClient(server.bootstrap_servers)
         first.call(API_VERSIONS, 0, {})
         second.call(API_VERSIONS, 0, {})
+        # A third waits in the listen backlog (as with Kafka: not accepted and dropped)...
         third = WireClient(server.bootstrap_servers)
-        assert third.is_closed_by_server()
+        third.send(API_VERSIONS, 0, {})
         assert first.is_closed_by_server(timeout_s=5)  # idle past connections.max.idle.ms
+        # ...and is served once a connection closed.
+        assert third.receive(API_VERSIONS, 0)[1]["error_code"] == 0
         for client in (first, second, third):
             client.close()
 
@@ -484,3 +487,57 @@ def test_meta_properties_carry_a_checksum(tmp_path):
             assert {key: found[key] for key in expected} == expected, position  # only the comment was hit
     path.write_bytes(b"version=1\ncluster.id=abc\nnode.id=2\n")
     assert read_meta_properties(str(tmp_path)) == {"version": "1", "cluster.id": "abc", "node.id": "2"}
+
+
+def test_fetch_max_bytes_caps_an_answer_whatever_the_client_asks(store):
+    # Before: max_bytes 2**31-1 returned the whole partition.
+    config = {"fetch.max.bytes": 100_000}
+    with KafkaServer(store, listen="127.0.0.1:0", config=config) as server:
+        client = WireClient(server.bootstrap_servers)
+        try:
+            store.create_topic("capped", partitions=1)
+            for _ in range(20):
+                assert client.produce("capped", 0, [Record(key=b"k", value=b"x" * 10_000)] * 2)["error_code"] == 0
+            for version in (4, 11):
+                body = {"max_wait_ms": 0, "min_bytes": 1, "max_bytes": 0x7FFFFFFF, "session_epoch": -1, "replica_id": -1,
+                        "topics": [{"topic": "capped", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                                       "partition_max_bytes": 0x7FFFFFFF}]}]}
+                answer = client.call(FETCH, version, body)["responses"][0]["partitions"][0]
+                size = len(bytes(answer["records"]))
+                assert 20_000 < size <= 100_000, (version, size)
+        finally:
+            client.close()
+
+
+def test_a_dead_server_thread_stops_the_server_and_releases_the_store(tmp_path):
+    # Before: the network thread died (a MemoryError) and the process held the store's lock,
+    # answering nothing, for good.
+    data = str(tmp_path / "data")
+    server = KafkaServer([data], listen="127.0.0.1:0").start()
+    try:
+        def broken() -> None:
+            raise MemoryError("planted")
+
+        server._network._finish_completions = broken
+        client = WireClient(server.bootstrap_servers)
+        client.send(API_VERSIONS, 0, {})
+        assert server.wait_stopped(15), "the server did not stop"
+        assert isinstance(server.failure, MemoryError)
+        client.close()
+        with LogManager([data]) as again:  # the lock was released: the store opens
+            assert again.offline_dirs == {}
+    finally:
+        server.stop()
+
+
+def test_max_connections_is_derived_from_the_descriptor_limit(store):
+    import resource
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with KafkaServer(store, listen="127.0.0.1:0") as server:
+        budget = server.descriptors
+        assert not budget.configured and budget.store_needs > 0
+        assert budget.max_connections == soft - budget.store_needs - budget.server_needs - budget.headroom
+        assert server._network.max_connections == budget.max_connections
+        assert f"max.connections {budget.max_connections}" in str(budget)
+    with KafkaServer(store, listen="127.0.0.1:0", config={"max.connections": 5}) as server:
+        assert server._network.max_connections == 5 and server.descriptors.configured

@@ -6,15 +6,17 @@ A fetch reads each partition in request order from ``Log.iter_batch_slices`` and
 stored batches (``wire_records.encode_fetch_batch``, through the ``FetchBatchCache``, so several
 consumers of the same data pay the conversion once), the ones compaction emptied included: Kafka
 sends them too, so a consumer moves past their offsets instead of waiting at them forever. Limits
-follow KIP-74: a batch that would take the response past ``max_bytes`` or its partition past
-``partition_max_bytes`` ends that partition,
+follow KIP-74: a batch that would take the response past ``max_bytes`` (never more than the broker's
+``fetch.max.bytes``, whatever the client asks) or its partition past ``partition_max_bytes`` ends
+that partition,
 except the first batch of the first partition with data, which is sent whole whatever its size so
 a consumer always makes progress. Batches are never cut.
 
 When fewer than ``min_bytes`` were found and ``max_wait_ms`` > 0 the request waits in the store's
 fetch purgatory (``DelayedFetchResponse``): any append to one of its partitions re-checks it, and it
 answers with a fresh read once ``min_bytes`` are there or the wait is over. Only its own connection
-waits with it (the network layer mutes that connection alone).
+waits with it (the network layer mutes that connection alone, until the fetch is answered: a parked
+fetch is ``exclusive``, so pipelined fetches cannot come due together).
 
 Without transactions the last stable offset is the high watermark (= the log end offset, one
 replica), so read_committed consumers see every record at once; fetch sessions are declined by
@@ -70,6 +72,9 @@ class FetchHandler:
         max_bytes = request.get("max_bytes", 0x7FFFFFFF)
         if max_bytes <= 0:
             max_bytes = 0x7FFFFFFF
+        # fetch.max.bytes caps every answer, whatever the client asks (a client asking 2**31-1), as
+        # Kafka does: a client's 100-byte request must not make the server build a partition-sized one.
+        max_bytes = min(max_bytes, self.broker.config.fetch_max_bytes)
         min_bytes = request.get("min_bytes", 1)
         max_wait_ms = request.get("max_wait_ms", 0)
         body, found_bytes, positions = self._read(wanted, max_bytes)
@@ -88,6 +93,9 @@ class FetchHandler:
                 logger.exception("answering a parked fetch failed")
                 context.close("answering a parked fetch failed")
 
+        # Parked: the connection's next request waits for this answer (as in Kafka), so a client
+        # cannot have many fetches of fetch.max.bytes each come due at once.
+        context.exclusive = True
         operation = DelayedFetchResponse(max_wait_ms, positions, max(min_bytes, 1), answer)
         store.waits.fetch.try_complete_else_watch(operation, [position.log.key for position in positions])
 

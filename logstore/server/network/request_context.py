@@ -44,9 +44,9 @@ class Completion(Protocol):
 class Connection:
     """One client connection: its socket, what was read and not yet handled, what is to be sent."""
 
-    __slots__ = ("connection_id", "sock", "peer", "inbound", "large", "filled", "ready", "outbound",
+    __slots__ = ("connection_id", "sock", "peer", "inbound", "large", "filled", "expected", "ready", "outbound",
                  "busy", "closed", "last_active_ms", "requests", "events", "eof", "slots", "listener", "session", "tls",
-                 "handshaking", "closing", "tls_unsent")
+                 "handshaking", "closing", "tls_unsent", "held", "unsent", "starved")
 
     def __init__(self, connection_id: int, sock: socket.socket, peer: str, now_ms: int, listener=None,
                  session=None) -> None:
@@ -62,6 +62,7 @@ class Connection:
         self.inbound = bytearray()  # read, not yet cut into frames
         self.large: bytearray | None = None  # a large frame being received into its own buffer
         self.filled = 0  # bytes of ``large`` received so far
+        self.expected = 0  # the size of the large frame (``large`` grows towards it as bytes arrive)
         # the next frame, complete, waiting for its turn (reading pauses meanwhile); an int: a bad size
         self.ready: bytes | bytearray | int | None = None
         self.outbound: collections.deque = collections.deque()
@@ -72,6 +73,11 @@ class Connection:
         self.requests = 0
         self.events = selectors.EVENT_READ  # what the selector watches for (0: not registered)
         self.eof = False  # the client finished sending: its buffered requests are still handled
+        # Request bytes this connection holds (read buffers, its waiting frame, frames being handled):
+        # its share of queued.max.request.bytes. Kept by the network thread only.
+        self.held = 0
+        self.unsent = 0  # response bytes answered and not yet sent (outbound and answers waiting their turn)
+        self.starved = False  # not read because queued.max.request.bytes is spent
 
 
 class RequestContext:
@@ -81,7 +87,7 @@ class RequestContext:
     handler's to answer or refuse. Finishing twice is a bug and raises ``RuntimeError``."""
 
     __slots__ = ("server", "connection", "api_key", "api_version", "correlation_id", "client_id", "frame",
-                 "body_offset", "received_ms", "_finished", "result", "amend")
+                 "body_offset", "received_ms", "_finished", "result", "amend", "exclusive")
 
     def __init__(self, server: Completion, connection: Connection, header: dict, frame: memoryview,
                  body_offset: int, received_ms: int) -> None:
@@ -97,6 +103,10 @@ class RequestContext:
         self._finished = False
         self.result = None  # the response chunks (or _NO_RESPONSE) once finished
         self.amend: Callable[[dict], dict] | None = None  # applied to the body by respond() (authorization)
+        # Set by a handler that parks a request whose answer may be large (a fetch): the connection's
+        # next request waits until this one is answered, as every request does in Kafka, so a client
+        # cannot pile up big answers by pipelining.
+        self.exclusive = False
 
     @property
     def peer(self) -> str:

@@ -34,6 +34,7 @@ sent (``then_close``). TLS sockets have no ``sendmsg``: their answers are joined
 from __future__ import annotations
 
 import collections
+import errno
 import heapq
 import logging
 import queue
@@ -51,12 +52,17 @@ logger = logging.getLogger(__name__)
 
 _SIZE = 4
 _RECV_BYTES = 1 << 16
+_GROW_BYTES = 8 << 20  # the most a large frame's buffer grows by at once (see _read_once)
 LARGE_FRAME_BYTES = 1 << 16
 """Frames this large are received into a buffer of their own (see the module docstring)."""
 _MAX_IOV = 512  # buffers per sendmsg (the kernel's IOV_MAX is 1024)
 _SELECT_TIMEOUT_S = 0.5
 MAX_PARKED_PER_CONNECTION = 64  # requests handled but not yet answered, per connection
 _TLS_SEND_BYTES = 1 << 16  # what one SSLSocket.send takes (it has no sendmsg: buffers are joined)
+# accept() failing for want of descriptors or memory: the process is short, not the client at fault
+_SHORTAGE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+_ACCEPT_BACKOFF_MS = (50, 1000)  # first and longest pause of accepting after such a failure
+_PAUSE_LOG_INTERVAL_MS = 60000  # a pause of accepting is logged at most this often (a flood is one line)
 
 
 class SocketServer:
@@ -66,17 +72,29 @@ class SocketServer:
     speaks TLS: its connections do the handshake first, without blocking the network thread.
     ``new_session(listener, peer)``, when given, makes each connection's session (who the client
     is; ``RequestContext.session``). Limits use Kafka's names: ``max_request_bytes``
-    (``socket.request.max.bytes``), ``max_connections`` (``max.connections``) and ``idle_ms``
-    (``connections.max.idle.ms``)."""
+    (``socket.request.max.bytes``), ``max_connections`` (``max.connections``), ``idle_ms``
+    (``connections.max.idle.ms``), ``queued_max_request_bytes`` (``queued.max.request.bytes``: request
+    bytes held at once, over all connections) and ``max_unauthenticated_request_bytes``
+    (``sasl.server.max.receive.size``: the largest frame of a connection whose session is not
+    authenticated yet); ``max_unsent_response_bytes`` (ours) is how many answered bytes a connection
+    may leave unread before its next request waits. ``on_fatal(exc)`` is called when a thread of
+    the server dies (the owner stops the process: a server without its network thread answers
+    nothing and must not hold the store)."""
 
     def __init__(self, host: str | None, port: int | None, dispatch: Callable[[RequestContext], None], *,
                  max_request_bytes: int = 104857600, max_connections: int = 2**31 - 1, idle_ms: int = 600000,
                  io_threads: int = 2, clock: Clock | None = None, name: str = "logstore", listeners=None,
-                 new_session: Callable | None = None) -> None:
+                 new_session: Callable | None = None, queued_max_request_bytes: int = 104857600,
+                 max_unauthenticated_request_bytes: int = 524288, max_unsent_response_bytes: int = 1 << 20,
+                 on_fatal: Callable[[BaseException], None] | None = None) -> None:
         self.dispatch = dispatch
         self.max_request_bytes = max_request_bytes
         self.max_connections = max_connections
         self.idle_ms = idle_ms
+        self.queued_max_request_bytes = queued_max_request_bytes
+        self.max_unauthenticated_request_bytes = max_unauthenticated_request_bytes
+        self.max_unsent_response_bytes = max_unsent_response_bytes
+        self._on_fatal = on_fatal
         self._clock = clock or SYSTEM_CLOCK
         self._name = name
         self._new_session = new_session
@@ -107,6 +125,20 @@ class SocketServer:
         self._accepting = True
         self.accepted = 0
         self.refused = 0
+        # queued.max.request.bytes: the request bytes all connections hold, the connections not read
+        # while it is spent, and the one let through meanwhile so that a frame can always complete
+        self.held_bytes = 0
+        self.held_bytes_peak = 0
+        self._starved: list[Connection] = []
+        self._privileged: Connection | None = None
+        # accepting paused: at max.connections (until one closes) or short of descriptors (a while)
+        self._listening: set[socket.socket] = set()  # the listening sockets the selector watches
+        self._accept_resume_ms: float | None = None
+        self._accept_backoff_ms = 0
+        self.accept_pauses = 0
+        self._accept_logged_ms: float | None = None
+        self._accept_pauses_logged = 0
+        self.failure: BaseException | None = None  # what killed a thread of the server
         self._threads: list[threading.Thread] = []
         self._io_threads = io_threads
         self._started = False
@@ -132,8 +164,7 @@ class SocketServer:
         if self._started:
             return
         self._started = True
-        for sock in self._listeners:
-            self._selector.register(sock, selectors.EVENT_READ, None)
+        self._watch_listeners(True)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         network = threading.Thread(target=self._run, name=f"{self._name}-network", daemon=True)
         self._threads.append(network)
@@ -212,20 +243,34 @@ class SocketServer:
     # --- the handler threads -----------------------------------------------------------------------
 
     def _handle_requests(self) -> None:
-        while True:
-            context = self._requests.get()
-            if context is None:
-                return
-            try:
-                self.dispatch(context)
-            except Exception:
-                logger.exception("request %s (api %d v%d) from %s failed; closing the connection",
-                                 context.correlation_id, context.api_key, context.api_version, context.peer)
-                if not context._finished:
-                    context.close("the request handler failed")
-            # The handler returned (the request answered, or parked): the connection may go on.
-            self._completions.append((context, None, None))
-            self._wake()
+        try:
+            while True:
+                context = self._requests.get()
+                if context is None:
+                    return
+                try:
+                    self.dispatch(context)
+                except Exception:
+                    logger.exception("request %s (api %d v%d) from %s failed; closing the connection",
+                                     context.correlation_id, context.api_key, context.api_version, context.peer)
+                    if not context._finished:
+                        context.close("the request handler failed")
+                # The handler returned (the request answered, or parked): the connection may go on.
+                self._completions.append((context, None, None))
+                self._wake()
+        except BaseException as exc:  # a dead handler thread: fewer threads, then none, serve nothing
+            self._fatal(exc)
+            raise
+
+    def _fatal(self, exc: BaseException) -> None:
+        if self.failure is None:
+            self.failure = exc
+        if self._stopping:
+            return
+        logger.critical("%s died (%s: %s): the server stops", threading.current_thread().name,
+                        type(exc).__name__, exc, exc_info=exc)
+        if self._on_fatal is not None:
+            self._on_fatal(exc)
 
     # --- the network thread ------------------------------------------------------------------------
 
@@ -252,12 +297,16 @@ class SocketServer:
                 timeout_s = self._release_delayed()
                 self._finish_completions()
                 if not self._accepting:
+                    self._watch_listeners(False)
                     for sock in [sock for sock in self._listeners if sock.fileno() >= 0]:
-                        self._selector.unregister(sock)
                         sock.close()
+                else:
+                    timeout_s = min(timeout_s, self._maybe_resume_accepting())
+                if self._starved:
+                    self._relieve()
                 self._close_idle()
-        except Exception:
-            logger.exception("the network thread failed; closing every connection")
+        except BaseException as exc:
+            self._fatal(exc)
         finally:
             for connection in list(self._connections.values()):
                 self._close(connection, None)
@@ -270,22 +319,74 @@ class SocketServer:
         except (BlockingIOError, OSError):
             pass
 
+    def _watch_listeners(self, watch: bool) -> None:
+        for sock in self._listeners:
+            if watch and sock not in self._listening and sock.fileno() >= 0:
+                self._selector.register(sock, selectors.EVENT_READ, None)
+                self._listening.add(sock)
+            elif not watch and sock in self._listening:
+                self._selector.unregister(sock)
+                self._listening.discard(sock)
+
+    def _pause_accepting(self, why: str, resume_ms: float | None) -> None:
+        """Stop watching the listeners: new clients wait in the kernel's backlog (as Kafka's acceptor
+        waits for a connection slot) instead of being accepted and dropped in a loop. Logged once
+        per episode, not per attempt."""
+        if self._listening:
+            self._watch_listeners(False)
+            self.accept_pauses += 1
+            now_ms = self._clock.monotonic_ms()
+            if self._accept_logged_ms is None or now_ms - self._accept_logged_ms >= _PAUSE_LOG_INTERVAL_MS:
+                earlier = self.accept_pauses - self._accept_pauses_logged - 1
+                logger.warning("not accepting connections: %s%s", why,
+                               f" ({earlier} more pauses since the last line)" if earlier > 0 else "")
+                self._accept_logged_ms, self._accept_pauses_logged = now_ms, self.accept_pauses
+        self._accept_resume_ms = resume_ms
+
+    def _maybe_resume_accepting(self) -> float:
+        """Watch the listeners again when the pause is over; the seconds until it may be."""
+        if self._listening or not self._started:
+            return _SELECT_TIMEOUT_S
+        resume_ms = self._accept_resume_ms
+        if resume_ms is None:  # paused at max.connections: until one closes
+            if len(self._connections) < self.max_connections:
+                self._watch_listeners(True)
+            return _SELECT_TIMEOUT_S
+        now_ms = self._clock.monotonic_ms()
+        if now_ms < resume_ms:
+            return min(_SELECT_TIMEOUT_S, (resume_ms - now_ms) / 1000)
+        self._accept_resume_ms = None
+        self._watch_listeners(True)
+        return _SELECT_TIMEOUT_S
+
     def _accept(self, listening: socket.socket) -> None:
         listener = self._listeners[listening]
         while True:
+            if len(self._connections) >= self.max_connections:
+                self.refused += 1
+                self._pause_accepting(f"max.connections ({self.max_connections}) reached; new clients wait until "
+                                      "a connection closes", None)
+                return
             try:
                 sock, address = listening.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
+                if exc.errno in _SHORTAGE_ERRNOS:
+                    # Out of descriptors (or kernel memory): the pending client stays in the backlog.
+                    # Retrying at once would spin; the store's own files need the descriptors more.
+                    backoff_ms = min(_ACCEPT_BACKOFF_MS[1], max(_ACCEPT_BACKOFF_MS[0], self._accept_backoff_ms * 2))
+                    self._accept_backoff_ms = backoff_ms
+                    self._pause_accepting(f"{exc.strerror or exc} (accepting again in {backoff_ms} ms, backing "
+                                          f"off to {_ACCEPT_BACKOFF_MS[1]} ms; lower max.connections or raise "
+                                          "the descriptor limit, ulimit -n)", self._clock.monotonic_ms() + backoff_ms)
+                    return
+                if exc.errno in (errno.ECONNABORTED, errno.EPROTO, errno.EPERM):
+                    continue  # that client gave up (or a firewall refused it) before we took it
                 logger.warning("accepting a connection failed: %s", exc)
                 return
+            self._accept_backoff_ms = 0
             peer = f"{address[0]}:{address[1]}"
-            if len(self._connections) >= self.max_connections:
-                self.refused += 1
-                logger.warning("refusing %s: max.connections (%d) reached", peer, self.max_connections)
-                sock.close()
-                continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             context = getattr(listener, "ssl_context", None)
@@ -330,15 +431,33 @@ class SocketServer:
             self._read(connection)
 
     def _read(self, connection: Connection) -> None:
-        self._read_once(connection)
-        # TLS: what the SSL object decrypted beyond this read is invisible to the selector; take it now.
-        while connection.tls and not connection.closed and not connection.eof and connection.sock.pending():
+        try:
             self._read_once(connection)
+            # TLS: what the SSL object decrypted beyond this read is invisible to the selector; take it now.
+            while connection.tls and not connection.closed and not connection.eof and connection.sock.pending():
+                self._read_once(connection)
+        except MemoryError:
+            # The process is at its memory limit (RLIMIT_AS, a container's cap): this connection's
+            # frame does not fit now. Dropping it frees its buffers; the server goes on.
+            self._close(connection, "out of memory receiving its request")
 
     def _read_once(self, connection: Connection) -> None:
+        privileged = self._privileged is connection
+        if self.held_bytes >= self.queued_max_request_bytes and not privileged:
+            self._update_events(connection)  # spent by the connections read before it in this round
+            return
         large = connection.large
         try:
             if large is not None:
+                if connection.filled == len(large):
+                    # The buffer grows with what arrives (doubling, by at most _GROW_BYTES, up to the
+                    # declared size, and within what is left of queued.max.request.bytes), so a
+                    # client that declares a big frame and sends little costs little.
+                    grow = min(connection.expected - len(large), len(large), _GROW_BYTES)
+                    if not privileged:
+                        grow = min(grow, max(_RECV_BYTES, self.queued_max_request_bytes - self.held_bytes))
+                    large.extend(bytes(grow))
+                    self._hold(connection, grow)
                 with memoryview(large) as view:
                     received = connection.sock.recv_into(view[connection.filled:])
                 data = None
@@ -362,10 +481,13 @@ class SocketServer:
         connection.last_active_ms = self._clock.monotonic_ms()
         if large is not None:
             connection.filled += received
-            if connection.filled == len(large):
+            if connection.filled == connection.expected:
                 connection.ready, connection.large = large, None
+                if self._privileged is connection:
+                    self._privileged = None
         else:
             connection.inbound += data
+            self._hold(connection, received)
             if connection.ready is None:
                 self._cut_frame(connection)
         self._next_request(connection)
@@ -379,7 +501,7 @@ class SocketServer:
         if connection.ready is not None or connection.large is not None or len(inbound) < _SIZE:
             return
         size = int.from_bytes(inbound[:_SIZE], "big", signed=True)
-        if size < 0 or size > self.max_request_bytes:
+        if size < 0 or size > self._frame_limit(connection):
             connection.ready = size
             return
         end = _SIZE + size
@@ -387,16 +509,77 @@ class SocketServer:
             with memoryview(inbound) as view:
                 connection.ready = bytes(view[_SIZE:end])
             del inbound[:end]
+            self._hold(connection, -_SIZE)
+            if self._privileged is connection:
+                self._privileged = None
         elif size >= LARGE_FRAME_BYTES:
-            large = bytearray(size)
+            arrived = len(inbound) - _SIZE
+            # Not the declared size at once: what arrived, doubled (see _read_once).
+            large = bytearray(min(size, max(LARGE_FRAME_BYTES, 2 * arrived)))
             with memoryview(inbound) as view:
-                large[:len(inbound) - _SIZE] = view[_SIZE:]
-            connection.large, connection.filled = large, len(inbound) - _SIZE
+                large[:arrived] = view[_SIZE:]
+            connection.large, connection.filled, connection.expected = large, arrived, size
+            self._hold(connection, len(large) - len(inbound))
             inbound.clear()
 
+    def _frame_limit(self, connection: Connection) -> int:
+        """The largest frame ``connection`` may send now: socket.request.max.bytes, and before its
+        session is authenticated sasl.server.max.receive.size (Kafka's 512 KiB), so that a client
+        without credentials cannot make the server hold big buffers."""
+        session = connection.session
+        if session is not None and not session.authenticated:
+            return min(self.max_request_bytes, self.max_unauthenticated_request_bytes)
+        return self.max_request_bytes
+
+    # --- queued.max.request.bytes ------------------------------------------------------------------
+
+    def _hold(self, connection: Connection, delta: int) -> None:
+        connection.held += delta
+        self.held_bytes += delta
+        if self.held_bytes > self.held_bytes_peak:
+            self.held_bytes_peak = self.held_bytes
+        if delta < 0 and self._starved and self.held_bytes < self.queued_max_request_bytes:
+            self._feed_starved()
+
+    def _feed_starved(self) -> None:
+        """The budget is no longer spent: read every connection that waited for it."""
+        starved, self._starved = self._starved, []
+        for connection in starved:
+            connection.starved = False
+            self._update_events(connection)
+
+    def _relieve(self) -> None:
+        """While queued.max.request.bytes is spent and no complete frame holds any of it (so none
+        will be freed by a handler), let one connection with a frame half received go on reading,
+        the one waiting longest: a frame can always complete (one larger than the budget too), and
+        the server never waits on itself. Memory stays under the budget plus one frame."""
+        if self.held_bytes < self.queued_max_request_bytes:
+            self._feed_starved()
+            return
+        if self._privileged is not None and not self._privileged.closed:
+            return
+        self._privileged = None
+        if any(connection.busy or connection.slots or connection.ready is not None
+               for connection in self._connections.values()):
+            return  # a handler will free its frame's bytes
+        for connection in self._starved:
+            if not connection.closed and (connection.large is not None or connection.inbound):
+                self._privileged = connection
+                connection.starved = False
+                self._starved.remove(connection)
+                self._update_events(connection)
+                return
+
     def _next_request(self, connection: Connection) -> None:
-        """Hand the next complete frame of an unmuted connection to the handlers."""
+        """Hand the next complete frame of an unmuted connection to the handlers. A connection
+        whose client leaves answers unread (more than ``max_unsent_response_bytes``), or that waits
+        for an exclusive request's answer, is not handed on: its frame waits, so it is not read
+        either, and the client waits in TCP flow control."""
         if connection.busy or connection.closed or len(connection.slots) >= MAX_PARKED_PER_CONNECTION:
+            return
+        if connection.unsent > self.max_unsent_response_bytes:
+            return
+        if connection.slots and any(context.exclusive for context in connection.slots):
             return
         if connection.closing:
             if not connection.slots and not connection.outbound:
@@ -414,8 +597,10 @@ class SocketServer:
             return
         connection.ready = None
         if type(frame) is int:
-            self._close(connection, f"a frame of {frame} bytes (socket.request.max.bytes is "
-                                    f"{self.max_request_bytes})")
+            limit = self._frame_limit(connection)
+            setting = ("socket.request.max.bytes" if limit == self.max_request_bytes
+                       else "sasl.server.max.receive.size, before authentication")
+            self._close(connection, f"a frame of {frame} bytes ({setting} is {limit})")
             return
         self._cut_frame(connection)  # the next one, if it is here already: reading waits for its turn
         self._update_events(connection)
@@ -444,10 +629,13 @@ class SocketServer:
             if close_reason is not None:
                 self._close(connection, close_reason)
                 continue
-            if chunks is None:  # the handler returned
+            if chunks is None:  # the handler returned: its frame's bytes are no longer held
                 connection.busy = False
+                self._hold(connection, -len(context.frame))
             else:
                 context.result = chunks
+                if chunks is not _NO_RESPONSE:
+                    connection.unsent += sum(len(chunk) for chunk in chunks)
                 slots = connection.slots
                 while slots and slots[0].result is not None:  # answers leave in request order
                     done = slots.popleft().result
@@ -471,11 +659,13 @@ class SocketServer:
                 break
             except OSError as exc:
                 if connection.eof:
+                    connection.unsent -= sum(len(chunk) for chunk in outbound)
                     outbound.clear()  # the client is gone: drop its answers, still handle what it sent
                     connection.tls_unsent = None
                     break
                 self._close(connection, f"write failed: {exc}")
                 return
+            connection.unsent -= sent
             while sent:
                 head = outbound[0]
                 if sent >= len(head):
@@ -492,6 +682,8 @@ class SocketServer:
             elif (connection.eof and not outbound and not connection.busy and not connection.slots
                     and connection.ready is None and connection.large is None and len(connection.inbound) < _SIZE):
                 self._close(connection, None)
+            elif connection.ready is not None and connection.unsent <= self.max_unsent_response_bytes:
+                self._next_request(connection)  # it waited for its client to read
 
     @staticmethod
     def _send_tls(connection: Connection) -> int:
@@ -517,6 +709,11 @@ class SocketServer:
         if connection.closed:
             return
         reading = not connection.eof and connection.ready is None and not connection.closing
+        if reading and self.held_bytes >= self.queued_max_request_bytes and self._privileged is not connection:
+            reading = False  # queued.max.request.bytes is spent: read again when it is not (_hold, _relieve)
+            if not connection.starved:
+                connection.starved = True
+                self._starved.append(connection)
         events = (selectors.EVENT_READ if reading else 0) | (selectors.EVENT_WRITE if connection.outbound else 0)
         self._set_events(connection, events)
 
@@ -546,6 +743,16 @@ class SocketServer:
         if reason is not None:
             logger.warning("closing the connection from %s: %s", connection.peer, reason)
         self._connections.pop(connection.connection_id, None)
+        connection.large = connection.ready = None
+        connection.inbound = bytearray()
+        connection.outbound.clear()
+        connection.unsent = 0
+        if self._privileged is connection:
+            self._privileged = None
+        if connection.starved:
+            connection.starved = False
+            self._starved.remove(connection)
+        self._hold(connection, -connection.held)
         if connection.events:
             try:
                 self._selector.unregister(connection.sock)
