@@ -46,7 +46,8 @@ class Connection:
 
     __slots__ = ("connection_id", "sock", "peer", "inbound", "large", "filled", "expected", "ready", "outbound",
                  "busy", "closed", "last_active_ms", "requests", "events", "eof", "slots", "listener", "session", "tls",
-                 "handshaking", "closing", "tls_unsent", "held", "unsent", "starved")
+                 "handshaking", "closing", "tls_unsent", "held", "handling", "unsent", "starved", "received",
+                 "received_ms")
 
     def __init__(self, connection_id: int, sock: socket.socket, peer: str, now_ms: int, listener=None,
                  session=None) -> None:
@@ -76,8 +77,11 @@ class Connection:
         # Request bytes this connection holds (read buffers, its waiting frame, frames being handled):
         # its share of queued.max.request.bytes. Kept by the network thread only.
         self.held = 0
+        self.handling = 0  # of which: frames a handler has (freed when it returns)
         self.unsent = 0  # response bytes answered and not yet sent (outbound and answers waiting their turn)
         self.starved = False  # not read because queued.max.request.bytes is spent
+        self.received = 0  # bytes received, ever
+        self.received_ms = now_ms  # when bytes last arrived
 
 
 class RequestContext:

@@ -53,6 +53,10 @@ logger = logging.getLogger(__name__)
 _SIZE = 4
 _RECV_BYTES = 1 << 16
 _GROW_BYTES = 8 << 20  # the most a large frame's buffer grows by at once (see _read_once)
+# While queued.max.request.bytes is spent (see _relieve): how long before the biggest holders are
+# closed, and how fast the one frame let through must come.
+_STALL_MS = 500
+_LET_THROUGH_BYTES_PER_S = 64 << 10
 LARGE_FRAME_BYTES = 1 << 16
 """Frames this large are received into a buffer of their own (see the module docstring)."""
 _MAX_IOV = 512  # buffers per sendmsg (the kernel's IOV_MAX is 1024)
@@ -92,6 +96,10 @@ class SocketServer:
         self.max_connections = max_connections
         self.idle_ms = idle_ms
         self.queued_max_request_bytes = queued_max_request_bytes
+        # Frames of LARGE_FRAME_BYTES or more may fill the budget only up to this: the rest is kept
+        # for small requests (metadata, heartbeats, commits, fetches), so big frames half received
+        # (a client that stalls, an attacker) cannot stop the small traffic of everyone else.
+        self._large_limit = queued_max_request_bytes - max(queued_max_request_bytes // 8, 2 * _RECV_BYTES)
         self.max_unauthenticated_request_bytes = max_unauthenticated_request_bytes
         self.max_unsent_response_bytes = max_unsent_response_bytes
         self._on_fatal = on_fatal
@@ -131,6 +139,11 @@ class SocketServer:
         self.held_bytes_peak = 0
         self._starved: list[Connection] = []
         self._privileged: Connection | None = None
+        self._privileged_ms = 0  # when it was let through, and what it had received then
+        self._privileged_received = 0
+        self.evicted = 0  # connections closed for holding the budget with a stalled frame
+        self._spent_since_ms: float | None = None  # since when queued.max.request.bytes is spent
+        self._progress_ms = 0  # when a frame was last handed to a handler
         # accepting paused: at max.connections (until one closes) or short of descriptors (a while)
         self._listening: set[socket.socket] = set()  # the listening sockets the selector watches
         self._accept_resume_ms: float | None = None
@@ -443,7 +456,7 @@ class SocketServer:
 
     def _read_once(self, connection: Connection) -> None:
         privileged = self._privileged is connection
-        if self.held_bytes >= self.queued_max_request_bytes and not privileged:
+        if not privileged and not self._may_read(connection):
             self._update_events(connection)  # spent by the connections read before it in this round
             return
         large = connection.large
@@ -455,7 +468,7 @@ class SocketServer:
                     # client that declares a big frame and sends little costs little.
                     grow = min(connection.expected - len(large), len(large), _GROW_BYTES)
                     if not privileged:
-                        grow = min(grow, max(_RECV_BYTES, self.queued_max_request_bytes - self.held_bytes))
+                        grow = min(grow, max(_RECV_BYTES, self._large_limit - self.held_bytes))
                     large.extend(bytes(grow))
                     self._hold(connection, grow)
                 with memoryview(large) as view:
@@ -478,7 +491,8 @@ class SocketServer:
             self._update_events(connection)
             self._next_request(connection)
             return
-        connection.last_active_ms = self._clock.monotonic_ms()
+        connection.last_active_ms = connection.received_ms = self._clock.monotonic_ms()
+        connection.received += received
         if large is not None:
             connection.filled += received
             if connection.filled == connection.expected:
@@ -533,6 +547,17 @@ class SocketServer:
 
     # --- queued.max.request.bytes ------------------------------------------------------------------
 
+    def _may_read(self, connection: Connection) -> bool:
+        """Whether queued.max.request.bytes leaves room to read ``connection`` (see _large_limit)."""
+        privileged = self._privileged
+        if privileged is connection:
+            return True
+        if connection.large is not None:
+            return self.held_bytes < self._large_limit
+        # The frame let through may take the server past the budget (by one frame, see _relieve):
+        # small requests are not held back for it.
+        return self.held_bytes - (privileged.held if privileged is not None else 0) < self.queued_max_request_bytes
+
     def _hold(self, connection: Connection, delta: int) -> None:
         connection.held += delta
         self.held_bytes += delta
@@ -549,27 +574,63 @@ class SocketServer:
             self._update_events(connection)
 
     def _relieve(self) -> None:
-        """While queued.max.request.bytes is spent and no complete frame holds any of it (so none
-        will be freed by a handler), let one connection with a frame half received go on reading,
-        the one waiting longest: a frame can always complete (one larger than the budget too), and
-        the server never waits on itself. Memory stays under the budget plus one frame."""
-        if self.held_bytes < self.queued_max_request_bytes:
+        """While the budget for large frames (queued.max.request.bytes less the share kept for small
+        requests) is spent, make sure it is spent only for a while:
+        - when no handler has a frame (none will be freed soon), one connection with a frame half
+          received, the one that sent last, is let through (a frame larger than the budget can
+          complete; the server never waits on itself), as long as it sends at least
+          ``_LET_THROUGH_BYTES_PER_S`` in every ``_STALL_MS`` (a slowloris is closed);
+        - once it has been spent for ``_STALL_MS`` with no frame completing, the
+          connections holding the most of it in frames no handler has (half received, or waiting
+          for a client that does not read its answers) are closed until it is not: whoever holds
+          the server's request memory and does not let it go pays, not every other client.
+        Memory stays under the budget plus one frame."""
+        budget, limit = self.queued_max_request_bytes, self._large_limit
+        if self.held_bytes < limit:
+            self._spent_since_ms = None
             self._feed_starved()
             return
-        if self._privileged is not None and not self._privileged.closed:
-            return
-        self._privileged = None
-        if any(connection.busy or connection.slots or connection.ready is not None
-               for connection in self._connections.values()):
-            return  # a handler will free its frame's bytes
-        for connection in self._starved:
-            if not connection.closed and (connection.large is not None or connection.inbound):
-                self._privileged = connection
-                connection.starved = False
-                self._starved.remove(connection)
-                self._update_events(connection)
+        if self._privileged is not None and any(connection.large is None for connection in self._starved):
+            self._feed_starved()  # small requests may be read beside the frame let through (_may_read)
+        now_ms = self._clock.monotonic_ms()
+        if self._spent_since_ms is None:
+            self._spent_since_ms = now_ms
+        elif self._spent_since_ms < self._progress_ms:
+            self._spent_since_ms = self._progress_ms  # a frame completed: spent, but not stuck
+        privileged = self._privileged
+        if privileged is not None:
+            # Judged over windows of _STALL_MS: a burst then silence (or a trickle) does not pass.
+            elapsed_ms = now_ms - self._privileged_ms
+            if elapsed_ms >= _STALL_MS:
+                if privileged.received - self._privileged_received < elapsed_ms * _LET_THROUGH_BYTES_PER_S / 1000:
+                    self.evicted += 1
+                    self._close(privileged, f"its request came too slowly while queued.max.request.bytes ({budget}) "
+                                            "was spent")
+                else:
+                    self._privileged_ms, self._privileged_received = now_ms, privileged.received
+        if now_ms - self._spent_since_ms >= _STALL_MS:
+            holders = sorted((connection for connection in self._connections.values()
+                              if connection is not self._privileged and connection.held > connection.handling),
+                             key=lambda connection: connection.held - connection.handling, reverse=True)
+            for connection in holders:
+                if self.held_bytes < limit:
+                    break
+                self.evicted += 1
+                self._close(connection, f"it held {connection.held - connection.handling} request bytes while "
+                                        f"queued.max.request.bytes ({budget}) was spent for {_STALL_MS} ms")
+            self._spent_since_ms = now_ms
+            if self.held_bytes < limit:
                 return
-
+        if self._privileged is None and not any(connection.handling for connection in self._connections.values()):
+            # (not while a handler has a frame: it frees it soon, and one frame past the budget at a time)
+            candidates = [connection for connection in self._starved
+                          if not connection.closed and (connection.large is not None or connection.inbound)]
+            if candidates:
+                chosen = max(candidates, key=lambda connection: connection.received_ms)
+                self._privileged, self._privileged_ms, self._privileged_received = chosen, now_ms, chosen.received
+                chosen.starved = False
+                self._starved.remove(chosen)
+                self._update_events(chosen)
     def _next_request(self, connection: Connection) -> None:
         """Hand the next complete frame of an unmuted connection to the handlers. A connection
         whose client leaves answers unread (more than ``max_unsent_response_bytes``), or that waits
@@ -614,6 +675,8 @@ class SocketServer:
                 self._close(connection, f"a malformed request header: {exc}")
                 return
         connection.busy = True
+        self._progress_ms = self._clock.monotonic_ms()  # a frame completed (see _relieve)
+        connection.handling += len(frame)
         connection.requests += 1
         context = RequestContext(self, connection, header, frame, body_offset, self._clock.time_ms())
         connection.slots.append(context)
@@ -631,6 +694,7 @@ class SocketServer:
                 continue
             if chunks is None:  # the handler returned: its frame's bytes are no longer held
                 connection.busy = False
+                connection.handling -= len(context.frame)
                 self._hold(connection, -len(context.frame))
             else:
                 context.result = chunks
@@ -709,7 +773,7 @@ class SocketServer:
         if connection.closed:
             return
         reading = not connection.eof and connection.ready is None and not connection.closing
-        if reading and self.held_bytes >= self.queued_max_request_bytes and self._privileged is not connection:
+        if reading and not self._may_read(connection):
             reading = False  # queued.max.request.bytes is spent: read again when it is not (_hold, _relieve)
             if not connection.starved:
                 connection.starved = True
