@@ -1,4 +1,5 @@
-"""The exception hierarchy of logstore, and nothing else.
+"""The exception hierarchy of logstore, and the rule that tells a resource shortage from a disk failure
+(``is_resource_shortage``).
 
 Three kinds of failure are told apart, because a caller handles each differently:
 
@@ -8,7 +9,10 @@ Three kinds of failure are told apart, because a caller handles each differently
 - ``RequestError``: a request the store cannot serve (an offset out of range, an unknown topic,
   a record that breaks the topic's rules, a bad config value). Nothing was changed.
 - ``StorageError``: the environment failed (an ``OSError`` from the disk, a store locked by another
-  process, a log that went fail-stop after an fsync error).
+  process, a log that went fail-stop after an fsync error). A *resource shortage*
+  (``is_resource_shortage``: the process or the system ran out of descriptors or kernel memory) is
+  the one kind that is not the disk's fault: the operation fails and may be retried, and nothing
+  goes fail-stop or offline for it.
 
 Programmer misuse of the API (wrong types, impossible arguments) is not a ``LogStoreError``: it raises
 ``ValueError`` or ``TypeError`` naming the offending value. ``InvalidConfigError`` is both a
@@ -16,6 +20,8 @@ Programmer misuse of the API (wrong types, impossible arguments) is not a ``LogS
 """
 
 from __future__ import annotations
+
+import errno
 
 
 class LogStoreError(Exception):
@@ -124,6 +130,12 @@ class LogFailedError(StorageError):
     reopening the store runs recovery from what is durable."""
 
 
+class ResourceShortageError(StorageError):
+    """The process ran out of descriptors (``ulimit -n``) or kernel memory in the middle of an
+    operation (``is_resource_shortage``). The operation failed and changed nothing durable that it
+    claims; retry it once the shortage is over. No log went fail-stop and no dir went offline."""
+
+
 class StoreClosedError(StorageError):
     """An operation was attempted on a log or store that has been closed."""
 
@@ -156,3 +168,28 @@ class CleaningAbortedError(RequestError):
     """A cleaning round gave up because its log changed underneath (truncated, closed, a segment
     deleted by retention) or its cleaning was cancelled; nothing half-cleaned was swapped in. The
     next round starts again from the checkpointed first dirty offset."""
+
+
+# --- resource shortages --------------------------------------------------------------------------
+
+# Out of descriptors (the process's ``ulimit -n``, the system's table), of kernel memory for a
+# mapping or a buffer. None of them says anything about the disk, and no fsync or write reports them
+# for lost data (fsync reports EIO, ENOSPC, EDQUOT, EROFS, EINVAL; msync's ENOMEM means "not
+# mapped", which writes nothing back): a call that failed with one of them did not run, so it can be
+# run again without passing off unsynced data as synced.
+RESOURCE_SHORTAGE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+
+
+def is_resource_shortage(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is an ``OSError`` saying the process ran out of a resource
+    (``RESOURCE_SHORTAGE_ERRNOS``: descriptors, kernel memory) rather than that the disk failed, or
+    an error of logstore raised *from* one (``raise ... from``; an error raised while handling one
+    is judged by its own errno). Such an error fails the operation, which may be retried once the
+    resource is back; it never makes a log fail-stop or a data dir go offline."""
+    for _ in range(8):  # a short chain: StorageError from OSError, at most a few
+        if exc is None:
+            return False
+        if isinstance(exc, OSError):
+            return exc.errno in RESOURCE_SHORTAGE_ERRNOS
+        exc = exc.__cause__
+    return False

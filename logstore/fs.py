@@ -47,6 +47,10 @@ def _libc_msync():
 
 
 _MSYNC = _libc_msync()
+# Before Python 3.13 a mapping keeps a duplicate of the descriptor it was made from (for its
+# ``size`` and ``resize``, which logstore never calls), one descriptor per mapping; from 3.13 on
+# ``trackfd=False`` makes it hold none.
+MAPPING_HOLDS_DESCRIPTOR = sys.version_info < (3, 13)
 _MS_SYNC = 4  # Linux's value (mmap does not export it)
 
 
@@ -139,9 +143,13 @@ class FileSystem:
             position += size
 
     def map_file(self, fd: int, length: int, *, writable: bool) -> mmap.mmap:
-        """Map the first ``length`` (> 0) bytes of an open file."""
+        """Map the first ``length`` (> 0) bytes of an open file. The mapping does not need ``fd``
+        afterwards (the caller may close it); whether it holds a descriptor of its own is
+        ``MAPPING_HOLDS_DESCRIPTOR``."""
         access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
-        return mmap.mmap(fd, length, access=access)
+        if MAPPING_HOLDS_DESCRIPTOR:
+            return mmap.mmap(fd, length, access=access)
+        return mmap.mmap(fd, length, access=access, trackfd=False)
 
     def msync(self, mapping: mmap.mmap) -> None:
         """Make a writable mapping's changes durable (msync), letting other threads run meanwhile."""

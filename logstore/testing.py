@@ -338,7 +338,7 @@ class RecordingFileSystem(FileSystem):
         self._dirs: dict[str, int] = {self.root: 0}  # absolute path -> dir id
         self._inos: dict[str, int] = {}  # absolute path -> ino
         self._fd_inos: dict[int, int] = {}
-        self._mapped: dict[int, int] = {}  # id(mapping) -> fd
+        self._mapped: dict[int, int] = {}  # id(mapping) -> the ino of its file
         self._mapped_inos: set[int] = set()
         self._next_id = 1
 
@@ -414,14 +414,16 @@ class RecordingFileSystem(FileSystem):
         with self._lock:
             mapping = super().map_file(fd, length, writable=writable)
             if writable:
-                self._mapped[id(mapping)] = fd
+                # The engine may close ``fd`` once mapped (the number may then name another file).
+                self._mapped[id(mapping)] = self._fd_inos[fd]
                 self._mapped_inos.add(self._fd_inos[fd])
             return mapping
 
     def msync(self, mapping) -> None:
         with self._lock:
             super().msync(mapping)
-            self._sync(self._mapped[id(mapping)])
+            # The mapping covers the whole file (a new length is mapped again): its bytes are the file's.
+            self.operations.append(("fsync", self._mapped[id(mapping)], bytes(mapping)))
 
     # --- namespace -------------------------------------------------------------------------------
 

@@ -10,7 +10,8 @@ waits ``log.initial.task.delay.ms``, as the LogManager's jobs do.
 
 An error while cleaning a log marks that log *uncleanable* (reported in the log output and in
 ``uncleanable``); the cleaner and the store carry on. A round aborted because the log changed
-(truncation, retention, deletion, shutdown) records no progress and is simply tried again later.
+(truncation, retention, deletion, shutdown), or stopped by a resource shortage (out of descriptors:
+``errors.is_resource_shortage``), records no progress and is simply tried again later.
 
 ``compact(keys)`` is the same machinery run to completion on demand (``logstore compact``): round
 after round, whatever the dirty ratio, until the first dirty offset reaches the first uncleanable one.
@@ -24,7 +25,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
-from ..errors import CleaningAbortedError, LogStoreError
+from ..errors import CleaningAbortedError, LogStoreError, is_resource_shortage
 from .cleaner import Cleaner
 from .cleaner_manager import LogCleanerManager
 from .offset_map import OffsetMap
@@ -138,6 +139,11 @@ class LogCleaner:
             self.cleaner_manager.done_cleaning(key, None)
             return None
         except (LogStoreError, OSError, ValueError) as exc:
+            if is_resource_shortage(exc):  # not the log's fault: an aborted round, retried later
+                logger.warning("cleaning of %s was aborted: %s; its segments stay as they were", to_clean.log.name, exc)
+                self.totals.count_abort()
+                self.cleaner_manager.done_cleaning(key, None)
+                return None
             self._mark_uncleanable(key, to_clean.log, exc)
             self.cleaner_manager.done_cleaning(key, None)
             return None

@@ -14,8 +14,10 @@ refuses; the log rewrites such a segment into a new file instead; a file once ma
 for good, since a reader may still hold an old mapping); read-only files, which another process may
 cut, are never mapped. Closing closes the mapping: a racing reader gets ``ValueError``.
 
-Descriptors: the file of an active segment is *pinned* and keeps its descriptor; every other file's
-descriptor (and mapping, which holds a descriptor of its own) is opened when first used and held in
+Descriptors: an existing file gives its descriptor back once its size is read (opening a store with
+many segments holds none of theirs); the file of an active segment is *pinned* and keeps its descriptor
+once it has one; every other file's
+descriptor (and mapping, which holds a descriptor of its own before Python 3.13) is opened when first used and held in
 ``OPEN_FILES``, a process-wide cache bounded in descriptors (``OpenFiles``); the least recently used
 file gives its descriptors back when the bound is passed, and opens them again, by name, when next
 used. A descriptor is never closed while a read or write uses it: each use counts itself in and out
@@ -31,21 +33,27 @@ import threading
 from collections import OrderedDict
 
 from ..errors import CorruptRecordError
-from ..fs import FileSystem
+from ..fs import MAPPING_HOLDS_DESCRIPTOR, FileSystem
 
 _REMAP_MIN_BYTES = 1024 * 1024  # a growing file is mapped again once it grew by this (or a quarter)
 _COPY_CHUNK_BYTES = 8 * 1024 * 1024
 _MAX_OPEN_DESCRIPTORS = 1024  # the default bound never goes past this, whatever the limit
 
 
+# Descriptors the active segment of a writable log may hold: its data file's, and before Python 3.13
+# one per mapping (the two indexes', and the data file's that point reads make).
+ACTIVE_SEGMENT_DESCRIPTORS = 1 + (3 if MAPPING_HOLDS_DESCRIPTOR else 0)
+
+
 def default_max_open_descriptors() -> int:
-    """The default bound of ``OPEN_FILES``: a quarter of the process's descriptor limit
-    (``ulimit -n``), between 16 and 1024, leaving the rest to active segments, sockets and the
-    caller."""
+    """The default bound of ``OPEN_FILES``: an eighth of the process's descriptor limit
+    (``ulimit -n``), between 16 and 1024, leaving the rest to active segments (a few each), sockets
+    and the caller (under the common 1024: 128, so a server of 200 partitions keeps room for
+    connections)."""
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return _MAX_OPEN_DESCRIPTORS
-    return max(16, min(_MAX_OPEN_DESCRIPTORS, soft // 4))
+    return max(16, min(_MAX_OPEN_DESCRIPTORS, soft // 8))
 
 
 class OpenFiles:
@@ -70,6 +78,11 @@ class OpenFiles:
         if self.max_descriptors is None:
             self.max_descriptors = default_max_open_descriptors()
         return self.max_descriptors
+
+    @property
+    def bound(self) -> int:
+        """The most descriptors the cache holds (``max_descriptors``, or its default now)."""
+        return self._bound()
 
     def admit(self, records: "FileRecords", descriptors: int) -> None:
         """``records`` (unpinned) now holds ``descriptors`` more. Evicts others past the bound
@@ -144,7 +157,13 @@ class FileRecords:
         self._map = None  # a read-only mapping of [0, _mapped_bytes) (writer only)
         self._mapped_bytes = 0
         self._ever_mapped = False
-        self._open_files.admit(self, 1)
+        if create:
+            self._open_files.admit(self, 1)  # a new file is written next (and pinned, mostly)
+        else:
+            # An existing file (a store being opened: most are inactive segments) keeps no
+            # descriptor: the first use opens it again, so opening a store holds one per partition.
+            fd, self._fd = self._fd, None
+            fs.close(fd)
 
     @property
     def closed(self) -> bool:
@@ -159,7 +178,7 @@ class FileRecords:
     @property
     def descriptors(self) -> int:
         """Descriptors this file holds now (its own and its mapping's)."""
-        return (self._fd is not None) + (self._map is not None)
+        return (self._fd is not None) + (self._map is not None and MAPPING_HOLDS_DESCRIPTOR)
 
     # --- the descriptor: pinned, or cached and reopened -------------------------------------------
 
@@ -207,6 +226,12 @@ class FileRecords:
             lock.release()
         for fd in retired:
             self._fs.close(fd)
+
+    def release_descriptor(self) -> None:
+        """Give the descriptor and the mapping back now, unless pinned (the next use opens the file
+        again): the inactive segments of a log that was just opened, whose headers the loader read."""
+        self._open_files.forget(self)
+        self._evict()
 
     def _evict(self) -> None:
         """Give back the descriptor and the mapping (the cache is over its bound). A descriptor in
@@ -333,7 +358,7 @@ class FileRecords:
             with self._lock:
                 if self._fd is None or self._closed:  # evicted or closed meanwhile: read this once
                     return mapping
-                counted = self._map is None and not self._pinned
+                counted = self._map is None and not self._pinned and MAPPING_HOLDS_DESCRIPTOR
                 self._map, self._mapped_bytes, self._ever_mapped = mapping, size, True
         finally:
             self._release()

@@ -7,9 +7,13 @@ mapped read-write; on roll or close it is trimmed to its entries. Because files 
 count on open comes from the file length, except that a zero-filled tail (a preallocated file that was
 never trimmed: a crash, or a writer that is still running) is recognised and ignored.
 
-Descriptors: an index holds a descriptor and a writable mapping only while written (its segment
-active, recovered or truncated); ``freeze`` keeps a copy of its trimmed entries and closes both. Opening
-an existing file reads its length and last entry; the entries are read when a search needs them.
+Descriptors: an index holds no descriptor of its own. While written (its segment active, recovered
+or truncated) it holds a writable mapping, made from a descriptor that is closed right after (a
+mapping needs none; before Python 3.13 the mapping keeps a duplicate, ``fs.MAPPING_HOLDS_DESCRIPTOR``);
+the rare operations that need one (growing or trimming the file, backing pages with blocks, an fsync
+after a length change) open the file by name for the call. ``freeze`` keeps a copy of its trimmed
+entries and drops the mapping. Opening an existing file reads its length and last entry; the entries
+are read when a search needs them.
 
 The preallocated file is sparse; each page is backed by disk blocks (``FileSystem.allocate``, a little
 ahead of the entries) before it is written, since writing a page the file system cannot back kills the
@@ -85,7 +89,7 @@ class IndexFile:
         # The searched field of every entry, copied out once: ``bisect`` then runs in C.
         self._keys = array(self._KEY_CODE)
         self._keys_lock = threading.Lock()
-        self._fd: int | None = None  # open while the buffer is a writable mapping of the file
+        self._writing = False  # the buffer is a writable mapping of the file
         self._allocated_bytes = 0  # the file's first bytes known backed by disk blocks (while mapped)
         self._closed = False
         self._load_lock = threading.Lock()  # the name, lazy reads, the descriptor vs flush and close
@@ -119,8 +123,8 @@ class IndexFile:
 
     @property
     def mapped(self) -> bool:
-        """Whether the index holds a descriptor and a writable mapping (it is being written)."""
-        return self._fd is not None
+        """Whether the index holds a writable mapping (it is being written)."""
+        return self._writing
 
     # --- the file: lazy reads, mappings for writing -----------------------------------------------
 
@@ -165,31 +169,34 @@ class IndexFile:
             raise CorruptIndexError(f"index file {self.path} shrank to {len(data)} of {length} bytes")
         return data
 
-    def _map_for_writing(self, length: int, create: bool = False) -> None:
-        """Open the file (creating it) and map ``length`` bytes of it read-write."""
+    def _open(self, create: bool = False) -> int:
+        """A descriptor of the file for one operation (the caller closes it), opened by name under
+        the lock a rename takes."""
         with self._load_lock:
             if self._closed:
                 raise ValueError(f"index {self.path} is closed")
-            self._fd = self._fs.open_file(self.path, create=create)
+            return self._fs.open_file(self.path, create=create)
+
+    def _map_for_writing(self, length: int, create: bool = False) -> None:
+        """Open the file (creating it), map ``length`` bytes of it read-write, close it."""
+        fd = self._open(create)
         try:
-            self._set_length(length)
-        except BaseException:
-            fd, self._fd = self._fd, None
+            self._set_length(fd, length)
+        finally:
             self._fs.close(fd)
-            raise
+        self._writing = True
 
     def _writable_buffer(self):
         """The writable mapping, made first when the index holds none (``freeze`` released it)."""
         self._require_writable()
-        if self._fd is None:
+        if not self._writing:
             self._map_for_writing(self._length)
         return self._buffer
 
-    def _set_length(self, length: int) -> None:
-        """Make the file ``length`` bytes long (sparse: ``ftruncate``) and map it (no mapping for
-        an empty file)."""
-        fd = self._fd
-        assert fd is not None and length % self.ENTRY_BYTES == 0
+    def _set_length(self, fd: int, length: int) -> None:
+        """Make the file open as ``fd`` ``length`` bytes long (sparse: ``ftruncate``) and map it (no
+        mapping for an empty file)."""
+        assert length % self.ENTRY_BYTES == 0
         old_size = self._fs.file_size(fd)
         if length != old_size:
             self._fs.truncate(fd, length)
@@ -207,7 +214,11 @@ class IndexFile:
         if needed_bytes <= self._allocated_bytes or not length:
             return
         end = min(length, -(-(needed_bytes + _ALLOCATE_AHEAD_BYTES) // _PAGE_BYTES) * _PAGE_BYTES)
-        self._fs.allocate(self._fd, self._allocated_bytes, end - self._allocated_bytes)
+        fd = self._open()  # once per _ALLOCATE_AHEAD_BYTES of entries: no descriptor kept for it
+        try:
+            self._fs.allocate(fd, self._allocated_bytes, end - self._allocated_bytes)
+        finally:
+            self._fs.close(fd)
         self._allocated_bytes = end
 
     def reserve(self) -> None:
@@ -218,14 +229,13 @@ class IndexFile:
 
     def freeze(self) -> None:
         """Stop writing (the segment is no longer active): trim, keep a copy of the entries, release
-        the mapping and the descriptor. ``flush`` still syncs earlier changes; a write maps again."""
-        if self._fd is None:
+        the mapping. ``flush`` still syncs earlier changes; a write maps again."""
+        if not self._writing:
             return
         self.trim_to_valid_size()
         with self._load_lock:  # not under a flush; the mapping is left to the collector (a reader)
             copy = bytes(self._buffer[: self.size_bytes]) if self._buffer is not None and self.entries else None
-            self._buffer, fd, self._fd = copy, self._fd, None
-        self._fs.close(fd)
+            self._buffer, self._writing = copy, False
 
     def _load_read_only(self) -> None:
         fd = self._fs.open_file(self.path, writable=False)
@@ -350,8 +360,12 @@ class IndexFile:
         length = max(self._rounded(new_size_bytes), self.size_bytes)
         if length == self._length:
             return False
-        if self._fd is not None:
-            self._set_length(length)
+        if self._writing:
+            fd = self._open()
+            try:
+                self._set_length(fd, length)
+            finally:
+                self._fs.close(fd)
         elif length < self._length:  # a trim (an untrimmed file left by a crash): no mapping needed
             fd = self._fs.open_file(self.path)
             try:
@@ -386,20 +400,20 @@ class IndexFile:
         if self._closed or self._changes == self._flushed_changes:
             return
         changes, length_changes = self._changes, self._length_changes
-        with self._load_lock:  # ``freeze`` (a roll, under the log's lock) never closes it meanwhile
-            fd, buffer = self._fd, self._buffer
-            if fd is not None:
+        with self._load_lock:  # ``freeze`` (a roll, under the log's lock) never drops it meanwhile
+            buffer = self._buffer
+            fsync = self.writable
+            if self._writing:
                 if buffer is not None:
                     self._fs.msync(buffer)
-                if buffer is None or length_changes != self._flushed_length_changes:
-                    self._fs.fsync(fd)
-                self._flushed_length_changes = length_changes
-            elif self.writable:  # frozen since the changes: an fsync by name flushes their pages
+                fsync = buffer is None or length_changes != self._flushed_length_changes
+            if fsync:  # a new length, or frozen since the changes: an fsync by name flushes them
                 fd = self._fs.open_file(self.path)
                 try:
                     self._fs.fsync(fd)
                 finally:
                     self._fs.close(fd)
+            self._flushed_length_changes = length_changes
         self._flushed_changes = changes
 
     def close(self) -> None:
@@ -412,12 +426,9 @@ class IndexFile:
         """Release the mapping and descriptor without writing anything (a failed disk)."""
         with self._load_lock:
             self._closed = True
-        buffer, self._buffer = self._buffer, None
+        buffer, self._buffer, self._writing = self._buffer, None, False
         if buffer is not None and not isinstance(buffer, bytes):
             buffer.close()
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            self._fs.close(fd)
 
     def rename_to(self, new_path: str) -> None:
         with self._load_lock:  # a lazy load reads the file by name: never between the two steps

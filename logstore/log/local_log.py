@@ -74,6 +74,8 @@ class LocalLog:
         self._clock = clock
         self.view: View = ((), ())
         self.set_segments(segments)
+        for segment in segments[:-1]:  # the loader read their heads: no descriptor kept for them
+            segment.file.release_descriptor()
 
     # --- the list --------------------------------------------------------------------------------
 
@@ -136,10 +138,10 @@ class LocalLog:
             segments = list(self.segments[:-1])
             segment = self.new_segment(new_base)
         else:
-            # The final time index entry is durable before a newer segment can exist: once one does,
-            # the recovery point may pass this segment and no recovery would look at it again.
-            active.on_become_inactive()
             try:
+                # The final time index entry is durable before a newer segment can exist: once one
+                # does, the recovery point may pass this segment and no recovery would look at it again.
+                active.on_become_inactive()
                 segment = self.new_segment(new_base)
             except BaseException:
                 active.resize_indexes(self.config.segment_index_bytes)  # it stays the active one

@@ -30,6 +30,9 @@ change underneath, and what a read does:
 Failure: an ``OSError`` from an fsync makes the log fail-stop (``LogFailedError`` on every later write
 or flush; reopening recovers from what is durable). A failed write is cut back to the last complete
 batch when possible, and fail-stop otherwise; a roll on a full disk changes nothing (``StorageError``).
+A resource shortage (out of descriptors: ``errors.is_resource_shortage``) is never fail-stop: a flush,
+roll or deletion that meets one raises ``ResourceShortageError`` and may be retried (a flush that could
+not open a file did not fsync it: the recovery point stays).
 Damage the loader found (``damage.LogDamage``) makes reads and writes raise ``LogDamagedError`` until
 ``repair`` cuts the log at its first damage (``damage.plan_repair``, ``damage.apply_repair``).
 """
@@ -47,7 +50,8 @@ from typing import Callable, Iterator, Sequence
 from ..clock import Clock
 from ..config import LogConfig
 from ..errors import (CorruptIndexError, CorruptRecordError, DurabilityTimeoutError, LogDamagedError, LogFailedError,
-                      OffsetOutOfRangeError, ReadOnlyError, StorageError, StoreClosedError)
+                      OffsetOutOfRangeError, ReadOnlyError, ResourceShortageError, StorageError, StoreClosedError,
+                      is_resource_shortage)
 from ..fs import FileSystem
 from ..records.batching import AppendInfo, PreparedAppend, encode_records, small_batch_plan
 from ..records.decoder import RECORD_OVERHEAD_BYTES, Record, read_header
@@ -182,6 +186,15 @@ class Log:
         self._failure = exc
         logger.error("log %s is now fail-stop: %s", self.name, exc)
         return LogFailedError(f"log {self.name} failed: {exc}; reopen the store to recover")
+
+    def _fail_unless_shortage(self, exc: OSError, doing: str) -> StorageError:
+        """``_fail``, unless ``exc`` is a resource shortage (``is_resource_shortage``: out of
+        descriptors or memory): then the operation did not happen and may be retried, and the log
+        stays writable (an fsync that did not run is not counted as done by the caller)."""
+        if is_resource_shortage(exc):
+            return ResourceShortageError(f"{doing} {self.name} failed for want of a resource, and may be "
+                                         f"retried: {exc}")
+        return self._fail(exc)
 
     # --- appending -------------------------------------------------------------------------------
 
@@ -362,7 +375,8 @@ class Log:
             segment.undo_partial_write()
         except OSError as undo_exc:
             raise self._fail(undo_exc) from exc
-        raise StorageError(f"append to {segment.log_path} failed: {exc}") from exc
+        error = ResourceShortageError if is_resource_shortage(exc) else StorageError
+        raise error(f"append to {segment.log_path} failed: {exc}") from exc
 
     def _maybe_roll(self, incoming_bytes: int, max_timestamp_ms: int, last_offset: int, now_ms: int) -> LogSegment:
         segment = self._local.segments[-1]
@@ -382,8 +396,11 @@ class Log:
             try:
                 return self._local.roll(self.log_end_offset)
             except OSError as exc:
-                if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or active.base_offset == self.log_end_offset:
+                if active.base_offset == self.log_end_offset:  # the empty active segment is gone
                     raise self._fail(exc) from exc
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    # Out of descriptors: the roll changed nothing either; the next append tries again.
+                    raise self._fail_unless_shortage(exc, "rolling") from exc
                 # A full disk: the roll changed nothing; reads go on, appends once space is freed.
                 raise StorageError(f"cannot roll {self.name} at offset {self.log_end_offset}: {exc}") from exc
 
@@ -408,7 +425,9 @@ class Log:
         try:
             self._local.flush_from(view, old_recovery_point, lambda: self._closed)
         except OSError as exc:
-            raise self._fail(exc) from exc
+            # A file that could not be opened (no descriptor left) was not fsynced: the recovery
+            # point stays, and the next flush fsyncs it. An fsync error is fail-stop.
+            raise self._fail_unless_shortage(exc, "flushing") from exc
         except (ValueError, TypeError) as exc:  # a segment closed underneath (the log was closed)
             raise StoreClosedError(f"log {self.name} closed during a flush") from exc
         with self._lock:
@@ -696,7 +715,9 @@ class Log:
             try:
                 self._local.remove_below(before_offset)
             except OSError as exc:
-                raise self._fail(exc) from exc
+                # The segments left the list first: a shortage leaves files below the start offset,
+                # which the next open removes (the start offset is checkpointed already).
+                raise self._fail_unless_shortage(exc, "deleting records of") from exc
             return self.log_start_offset
 
     def delete_old_segments(self, *, now_ms: int | None = None, dry_run: bool = False) -> RetentionResult:
@@ -731,7 +752,9 @@ class Log:
             self.recovery_point = max(self.recovery_point, min(self.log_start_offset, self.log_end_offset))
             doomed = self._local.remove_prefix(count)
         except OSError as exc:
-            raise self._fail(exc) from exc
+            # A shortage while renaming the segments that already left the list leaves files below
+            # the start offset, which the next open removes (retention by the start offset).
+            raise self._fail_unless_shortage(exc, "applying retention to") from exc
         if self.schedule_file_delete is not None:
             self.schedule_file_delete(doomed, self.config.file_delete_delay_ms)
         else:

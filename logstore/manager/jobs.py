@@ -15,7 +15,9 @@ and one-shot `delete-segment-files` jobs, ``file.delete.delay.ms`` after retenti
 to ``.deleted``: the files stay open until then, so a reader holding them finishes its read. Segments
 still waiting at shutdown are removed then; ``.deleted`` files left by a crash are removed by the next
 open. A failing job logs its error and runs again at its next time; one log's error does not stop the
-job for the others.
+job for the others. A resource shortage (out of descriptors: ``errors.is_resource_shortage``) is logged
+once, as a warning, when a job first meets it, and once more when the job succeeds again: a flood of
+connections must not turn into a flood of log lines.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import threading
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..config import LONG_MAX
-from ..errors import LogStoreError
+from ..errors import LogStoreError, is_resource_shortage
 from ..log.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from ..log.retention import RetentionResult, describe
 
@@ -55,6 +57,8 @@ class BackgroundJobs:
         self.started = False
         self._pending_deletes: dict[int, Sequence[LogSegment]] = {}
         self._deletes_lock = threading.Lock()
+        self._short_of: set[str] = set()  # the jobs whose last run met a resource shortage (logged)
+        self._short_lock = threading.Lock()
 
     def start(self) -> None:
         """Start the scheduler (unless it runs already) and the cleaner threads
@@ -101,10 +105,35 @@ class BackgroundJobs:
         self.flush_dirty_logs()
 
     def _recovery_point_job(self) -> None:
-        self._checkpoint((RECOVERY_POINT_CHECKPOINT,))
+        self._checkpoint_job("recovery-point-checkpoint", (RECOVERY_POINT_CHECKPOINT,))
 
     def _log_start_offset_job(self) -> None:
-        self._checkpoint((LOG_START_OFFSET_CHECKPOINT,))
+        self._checkpoint_job("log-start-offset-checkpoint", (LOG_START_OFFSET_CHECKPOINT,))
+
+    def _checkpoint_job(self, job: str, which: tuple[str, ...]) -> None:
+        try:
+            self._checkpoint(which)
+        except LogStoreError as exc:
+            if not is_resource_shortage(exc):
+                raise  # the scheduler logs it (a dir that went offline said so already)
+            self._note_shortage(job, exc)
+            return
+        self._note_recovered(job)
+
+    def _note_shortage(self, job: str, exc: BaseException) -> None:
+        """Log a job's resource shortage the first time it meets one (it retries at its next run)."""
+        with self._short_lock:
+            first = job not in self._short_of
+            self._short_of.add(job)
+        if first:
+            logger.warning("%s: %s; retried at each run, logged again only once it succeeds", job, exc)
+
+    def _note_recovered(self, job: str) -> None:
+        with self._short_lock:
+            if job not in self._short_of:
+                return
+            self._short_of.discard(job)
+        logger.warning("%s: succeeded again after a resource shortage", job)
 
     def apply_retention(self, logs: Sequence[Log], *, dry_run: bool = False, now_ms: int | None = None,
                         skip_compacted: bool = False, raise_errors: bool = False) -> list[RetentionResult]:
@@ -120,12 +149,16 @@ class BackgroundJobs:
             except LogStoreError as exc:
                 if raise_errors:
                     raise
+                if is_resource_shortage(exc):  # nothing deleted, or files the next open removes
+                    self._note_shortage("log-retention", exc)
+                    continue
                 logger.error("retention of %s failed: %s", log.name, exc)
         return results
 
     def flush_dirty_logs(self) -> int:
         """Flush every log not flushed for ``flush.ms``; returns how many were flushed."""
         flushed = 0
+        short = False
         now_ms = self._clock.time_ms()
         for log in self._logs():
             if log.read_only or log.closed or log.failed or now_ms - log.last_flush_ms < log.config.flush_ms:
@@ -134,7 +167,13 @@ class BackgroundJobs:
                 log.flush()
                 flushed += 1
             except LogStoreError as exc:
+                if is_resource_shortage(exc):  # the log stays writable: flushed at the next run
+                    self._note_shortage("log-flusher", exc)
+                    short = True
+                    continue
                 logger.error("flushing %s failed: %s", log.name, exc)
+        if flushed and not short:
+            self._note_recovered("log-flusher")
         return flushed
 
     # --- delayed deletion of segment files ---------------------------------------------------------

@@ -23,10 +23,13 @@ A ``LogManager`` holds one. It owns the open logs (``logs``) and which dir holds
 - **Loading** (Kafka's ``loadLogs``): every dir's partitions are opened by a pool of
   ``num.recovery.threads.per.data.dir`` threads of its own, all dirs at once. After an unclean
   shutdown each log re-verifies only its segments from its recovery point on.
-- **Offline dirs**: an I/O error while opening or loading a dir takes that dir offline, not the
-  store: its partitions refuse reads and writes with ``OfflineDirError`` naming the dir and the
-  cause, new partitions go to the other dirs, and the dir is left unclean for the next open. Only
-  when every dir fails does the open fail.
+- **Offline dirs**: an I/O error while opening or loading a dir, or writing its checkpoints, takes
+  that dir offline, not the store: its partitions refuse reads and writes with ``OfflineDirError``
+  naming the dir and the cause, new partitions go to the other dirs, and the dir is left unclean for
+  the next open. Only when every dir fails does the open fail. A resource shortage
+  (``errors.is_resource_shortage``: out of descriptors or memory) is not the dir's fault and never
+  takes it offline: a checkpoint fails (``ResourceShortageError``) and is written at its next run,
+  and an open fails as a whole, naming the shortage.
 - **Placing**: a new partition goes to the live dir holding the fewest partitions; a deleted topic's
   directories are renamed ``-delete`` (durably) and then removed.
 - **Damaged partitions**: a log whose loader found damage no crash could leave (``Log.damage``) is
@@ -49,7 +52,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Collection
 
-from ..errors import CorruptCheckpointError, LockedError, LogStoreError, OfflineDirError, StorageError
+from ..errors import (CorruptCheckpointError, LockedError, LogStoreError, OfflineDirError, ResourceShortageError,
+                      StorageError, is_resource_shortage)
 from ..log.checkpoint import (LOG_START_OFFSET_CHECKPOINT, PARTITION_LOG_START_OFFSET, RECOVERY_POINT_CHECKPOINT,
                               OffsetCheckpointFile,
                               take_clean_shutdown_marker, write_clean_shutdown_marker)
@@ -137,6 +141,9 @@ class LogDirs:
                 self._take_lock(dir_path)
                 self._take_marker(dir_path, remove=True)
             except OSError as exc:
+                if is_resource_shortage(exc):
+                    raise ResourceShortageError(f"cannot open data dir {dir_path}: {exc} (raise the descriptor "
+                                                "limit, ulimit -n)") from exc
                 self.mark_offline(dir_path, f"cannot open data dir {dir_path}: {exc.strerror or exc}")
                 continue
             self.live.append(dir_path)
@@ -260,6 +267,8 @@ class LogDirs:
                 try:
                     jobs = self._plan_dir(dir_path, topics)
                 except OSError as exc:
+                    if is_resource_shortage(exc):
+                        raise ResourceShortageError(f"cannot read data dir {dir_path}: {exc}") from exc
                     self.mark_offline(dir_path, f"cannot read data dir {dir_path}: {exc.strerror or exc}")
                     continue
                 pool = ThreadPoolExecutor(self._config.recovery_threads_per_data_dir,
@@ -275,10 +284,13 @@ class LogDirs:
                         (self.logs if log.damage is None else self.damaged)[key] = log
                         self._compare_starts(key, log)
                     except OSError as exc:
+                        if is_resource_shortage(exc):
+                            raise ResourceShortageError(f"loading {partition_dir_name(*key)} in {dir_path} failed: "
+                                                        f"{exc} (raise the descriptor limit, ulimit -n)") from exc
                         self.mark_offline(dir_path, f"loading {partition_dir_name(*key)} in {dir_path} failed: "
                                                      f"{exc.strerror or exc}")
                     except StorageError as exc:
-                        if not isinstance(exc.__cause__, OSError):
+                        if not isinstance(exc.__cause__, OSError) or is_resource_shortage(exc):
                             raise
                         self.mark_offline(dir_path, f"loading {partition_dir_name(*key)} failed: {exc}")
         finally:
@@ -484,16 +496,23 @@ class LogDirs:
 
     def checkpoint(self, which: tuple[str, ...] = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT)) -> None:
         """Write every live dir's recovery-point and log-start-offset checkpoints now. A write
-        error takes that dir offline (and is raised as ``StorageError`` after the others)."""
+        error takes that dir offline (and is raised as ``StorageError`` after the others); a
+        resource shortage does not (``ResourceShortageError``: the dir keeps its previous
+        checkpoints, which stay valid, and the next call writes them)."""
         failures = []
+        shortages = []
         for dir_path in list(self.live):
             try:
                 self._write_checkpoints(dir_path, which)
             except OSError as exc:
-                self.mark_offline(dir_path, f"writing checkpoints failed: {exc.strerror or exc}")
+                if is_resource_shortage(exc):
+                    shortages.append(exc)
+                else:
+                    self.mark_offline(dir_path, f"writing checkpoints failed: {exc.strerror or exc}")
                 failures.append(f"{dir_path}: {exc}")
         if failures:
-            raise StorageError("writing checkpoints failed: " + "; ".join(failures))
+            error = ResourceShortageError if len(shortages) == len(failures) else StorageError
+            raise error("writing checkpoints failed: " + "; ".join(failures)) from (shortages or [None])[0]
 
     def checkpoint_log(self, log: Log) -> None:
         """``Log.on_checkpoint_needed``: persist the checkpoints of ``log``'s dir at once, so a crash
@@ -503,7 +522,8 @@ class LogDirs:
         try:
             self._write_checkpoints(dir_path)
         except OSError as exc:
-            raise StorageError(f"writing the checkpoints of {log.name} failed: {exc}") from exc
+            error = ResourceShortageError if is_resource_shortage(exc) else StorageError
+            raise error(f"writing the checkpoints of {log.name} failed: {exc}") from exc
 
     # --- closing ---------------------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from ..errors import (InvalidConfigError, LogStoreError, ReadOnlyError, StorageE
 from ..fs import OS_FILE_SYSTEM, FileSystem
 from ..log.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from ..log.damage import LogDamage, RepairPlan
+from ..log.file_records import ACTIVE_SEGMENT_DESCRIPTORS, OPEN_FILES
 from ..log.log import Log
 from ..log.retention import RetentionResult
 from ..log.waits import DEFAULT_DURABLE_TIMEOUT_MS, LogWaits, check_wait, durable_acks, read_or_wait
@@ -47,6 +48,14 @@ from .topics import (CREATING, DELETING, READY, TopicMetadata, TopicsFile, parti
 logger = logging.getLogger(__name__)
 
 MAX_PARTITIONS = 10_000
+# ``descriptors_needed``'s headroom: descriptors opened for a moment by rolls, flushes, checkpoints
+# and retention running at once (a new segment holds 3 while made; a checkpoint or a flush 2)...
+_TRANSIENT_DESCRIPTORS = 16
+# ...by each cleaner thread (the cleaned segment's file, its index mappings, a spill file, an open for
+# an fsync)...
+_CLEANER_THREAD_DESCRIPTORS = 6
+# ...and by each recovery thread (a segment being recovered, or made by a repair, with its mappings).
+_RECOVERY_THREAD_DESCRIPTORS = 5
 
 
 @contextlib.contextmanager
@@ -459,6 +468,33 @@ class LogManager:
         error takes that dir offline (and is raised as ``StorageError`` after the others)."""
         self._check_writable()
         self._dirs.checkpoint(which)
+
+    def descriptors_needed(self) -> int:
+        """How many file descriptors this store needs now, to be kept free of anything else (a
+        server derives ``max.connections`` from the descriptor limit minus this). The sum of:
+
+        - per open partition (damaged ones too), what its active segment holds for good:
+          ``ACTIVE_SEGMENT_DESCRIPTORS`` (the data file's descriptor; before Python 3.13 also one
+          per mapping: both indexes' and the data file's, 4 in all; from 3.13, 1). Inactive
+          segments hold none of their own;
+        - the bound of the process-wide cache of inactive segments' files (``OPEN_FILES``: an
+          eighth of the limit by default, 16 to 1024), which reads of old data fill;
+        - one ``.lock`` per online data dir;
+        - headroom for what opens files for a moment while the store runs: rolls (a new segment's
+          three files), flushes and checkpoints (a file and its directory), retention, the cleaner
+          threads (a segment being written, a spill file) and the recovery threads (a segment being
+          recovered or repaired).
+
+        It grows with the partitions: call it again after creating topics. Descriptors that the
+        caller opens (sockets, log files) are not counted."""
+        with self._lock:
+            partitions = len(self._dirs.logs) + len(self._dirs.damaged)
+            live_dirs = len(self._dirs.live) if not self._closed else 0
+        config = self.manager_config
+        cleaner_threads = config.cleaner_threads if self.cleaner is not None and config.cleaner_enable else 0
+        headroom = (_TRANSIENT_DESCRIPTORS + _CLEANER_THREAD_DESCRIPTORS * cleaner_threads
+                    + _RECOVERY_THREAD_DESCRIPTORS * config.recovery_threads_per_data_dir * max(live_dirs, 1))
+        return partitions * ACTIVE_SEGMENT_DESCRIPTORS + OPEN_FILES.bound + live_dirs + headroom
 
     def status(self) -> list[DirStatus]:
         """Per data dir: online or offline (and why), partitions, bytes, recovery points and log end

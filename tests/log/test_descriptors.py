@@ -139,3 +139,163 @@ def test_eviction_never_closes_a_descriptor_in_use(tmp_path, small_cache):
             thread.join()
         assert not errors, errors[0]
         assert OPEN_FILES.evictions > 0
+
+
+# --- descriptors per partition -------------------------------------------------------------------
+
+def _reopened_store_growth(data_dir: str, partitions: int) -> tuple[int, int, LogManager]:
+    """Descriptors a store of ``partitions`` partitions (several segments each) holds once opened,
+    the count before, and the store."""
+    with LogManager([data_dir]) as store:
+        store.create_topic("p", partitions, {"segment.bytes": 1500})
+        for partition in range(partitions):
+            log = store.get_log("p", partition)
+            for i in range(40):
+                log.append([Record(key=None, value=b"%04d" % i + b"z" * 100)])
+            assert len(log.segments) >= 4
+    baseline = open_descriptors()
+    store = LogManager([data_dir])
+    return open_descriptors() - baseline, baseline, store
+
+
+def test_an_open_partition_holds_descriptors_for_its_active_segment_only(scratch):
+    """Before: every segment's data file stayed open after the open (the loader reads each one's
+    head), and each index kept its own descriptor beside its mapping's: 7 a partition here."""
+    from logstore.fs import MAPPING_HOLDS_DESCRIPTOR
+    from logstore.log.file_records import ACTIVE_SEGMENT_DESCRIPTORS
+    partitions = 12
+    growth, baseline, store = _reopened_store_growth(scratch, partitions)
+    try:
+        per_partition = 1 + (2 if MAPPING_HOLDS_DESCRIPTOR else 0)  # the .log, the indexes' mappings
+        assert growth <= partitions * per_partition + 1, f"{growth} descriptors for {partitions} partitions"
+        # An append and a read of the active segment keep to that; an old segment's read goes to the cache.
+        for partition in range(partitions):
+            log = store.get_log("p", partition)
+            log.append([Record(key=None, value=b"more")])
+            assert log.read(log.log_end_offset - 1, max_records=1)[0].value == b"more"
+        needed = store.descriptors_needed()
+        assert needed >= partitions * ACTIVE_SEGMENT_DESCRIPTORS + OPEN_FILES.bound + 1
+        assert open_descriptors() - baseline <= needed
+    finally:
+        store.close()
+
+
+def test_descriptors_needed_grows_with_the_partitions(tmp_path):
+    from logstore.log.file_records import ACTIVE_SEGMENT_DESCRIPTORS
+    with LogManager([str(tmp_path)]) as store:
+        empty = store.descriptors_needed()
+        assert empty > OPEN_FILES.bound
+        store.create_topic("t", 10)
+        assert store.descriptors_needed() == empty + 10 * ACTIVE_SEGMENT_DESCRIPTORS
+
+
+# --- running out of descriptors is not a disk failure ---------------------------------------------
+
+def _emfile_store(tmp_path, operations: set[str], **config):
+    """A store whose file system raises EMFILE at the chosen operations once ``arm``ed."""
+    import errno
+
+    from logstore.testing import FaultyFileSystem
+    fs = FaultyFileSystem(operations, fail_at=10**9, errno_code=errno.EMFILE)
+
+    def arm() -> None:  # the next such operation fails
+        fs.calls, fs.fail_at = 0, 1
+
+    def disarm() -> None:
+        fs.fail_at, fs.calls = 10**9, 0
+
+    return LogManager([str(tmp_path)], fs=fs, config=config), arm, disarm
+
+
+def test_a_flush_short_of_descriptors_keeps_the_log_writable_and_the_recovery_point(tmp_path):
+    """Before: the EMFILE made the log fail-stop (every later produce: a storage error until a
+    restart)."""
+    from logstore.errors import ResourceShortageError
+    store, arm, disarm = _emfile_store(tmp_path, {"fsync_dir"})
+    with store:
+        store.create_topic("t", 1, {"segment.bytes": 1000})
+        log = store.get_log("t", 0)
+        log.flush()
+        for i in range(30):  # new segments: the flush syncs the directory
+            log.append([Record(key=None, value=b"v" * 100)])
+        before = log.recovery_point
+        arm()
+        with pytest.raises(ResourceShortageError):
+            log.flush()
+        disarm()
+        assert not log.failed and log.recovery_point == before, "nothing counted as synced"
+        assert store.offline_dirs == {}
+        log.append([Record(key=None, value=b"after")])
+        assert log.flush() == log.log_end_offset == 31
+
+
+def test_a_roll_short_of_descriptors_changes_nothing_and_the_next_append_rolls(tmp_path):
+    from logstore.errors import StorageError
+    store, arm, disarm = _emfile_store(tmp_path, {"open_file"})
+    with store:
+        store.create_topic("t", 1, {"segment.bytes": 500})
+        log = store.get_log("t", 0)
+        while len(log.segments) < 2:
+            log.append([Record(key=None, value=b"v" * 100)])
+        end, segments = log.log_end_offset, len(log.segments)
+        arm()
+        with pytest.raises(StorageError):
+            while len(log.segments) == segments:  # the append that needs the next roll fails
+                log.append([Record(key=None, value=b"v" * 100)])
+                end += 1
+        disarm()
+        assert not log.failed and log.log_end_offset == end and store.offline_dirs == {}
+        log.append([Record(key=None, value=b"after")])
+        assert len(log.segments) == segments + 1
+        assert [r.value for r in log.read(end, max_records=1)] == [b"after"]
+        assert log.flush() == end + 1
+
+
+def test_a_checkpoint_short_of_descriptors_leaves_the_dir_online(tmp_path):
+    """The probe's symptom: the scheduled checkpoint met EMFILE and the only data dir went offline,
+    so every produce failed after the flood had left."""
+    from logstore.errors import ResourceShortageError
+    store, arm, disarm = _emfile_store(tmp_path, {"open_file"})
+    with store:
+        store.create_topic("t", 2)
+        store.append("t", [Record(key=None, value=b"x")], partition=0)
+        store.flush()
+        arm()
+        with pytest.raises(ResourceShortageError):
+            store.checkpoint()
+        disarm()
+        assert store.offline_dirs == {}
+        store.append("t", [Record(key=None, value=b"y")], partition=0)
+        store.flush()
+        store.checkpoint()
+    with LogManager([str(tmp_path)]) as store:
+        assert [r.value for r in store.get_log("t", 0).iter_records()] == [b"x", b"y"]
+
+
+def test_the_checkpoint_job_logs_a_shortage_once_and_retries(tmp_path, caplog):
+    import errno
+    import logging
+
+    from logstore.clock import ManualClock
+    from logstore.testing import FaultyFileSystem
+    from logstore.timer.scheduler import Scheduler
+    clock = ManualClock(1_000_000)
+    fs = FaultyFileSystem({"open_file"}, fail_at=10**9, errno_code=errno.EMFILE)
+    config = {"log.initial.task.delay.ms": 1000, "log.flush.offset.checkpoint.interval.ms": 1000}
+    with LogManager([str(tmp_path)], fs=fs, config=config, clock=clock,
+                    scheduler=Scheduler(clock, threaded=False)) as store:
+        store.create_topic("t", 1)
+        store.append("t", [Record(key=None, value=b"x")], partition=0)
+        store.flush()
+        fs.calls, fs.fail_at, fs.persistent = 0, 1, True
+        with caplog.at_level(logging.WARNING, logger="logstore"):
+            for _ in range(5):
+                store.scheduler.advance(1000)
+            fs.fail_at, fs.persistent = 10**9, False
+            store.scheduler.advance(1000)
+        assert store.offline_dirs == {}
+        shortage_lines = [r for r in caplog.records if "recovery-point-checkpoint" in r.getMessage()]
+        assert len(shortage_lines) == 2, [r.getMessage() for r in shortage_lines]  # met once, over once
+        assert "succeeded again" in shortage_lines[-1].getMessage()
+        with open(os.path.join(str(tmp_path), "recovery-point-offset-checkpoint"), "rb") as handle:
+            assert handle.read()  # written at the run after the shortage

@@ -162,7 +162,7 @@ class _IndexMachine(RuleBasedStateMachine):
         maps = self.fs.maps
         self.index = self.CLS(self.fs, self.path, self.base, self.max_bytes)
         assert self.fs.maps == maps, "a reopened index is mapped only once written"
-        assert self.index._fd is None, "a reopened index holds no descriptor until written"
+        assert not self.index.mapped, "a reopened index holds no mapping until written"
 
     @rule()
     def reopen_untrimmed(self):
@@ -176,7 +176,7 @@ class _IndexMachine(RuleBasedStateMachine):
         maps = self.fs.maps
         view = self.CLS(self.fs, self.path, self.base, self.max_bytes, writable=False)
         assert self.fs.maps == maps, "a read-only index is read with pread, never mapped"
-        assert view._fd is None, "a read-only index keeps no descriptor"
+        assert not view.mapped, "a read-only index keeps no mapping"
         assert view.entries == len(self.entries)
         assert [tuple(view.entry(slot)) for slot in range(view.entries)] == self.entries
         keys = self.keys()

@@ -66,9 +66,9 @@ def test_a_create_that_fails_at_any_file_operation_is_rolled_back(tmp_path, errn
         home = tmp_path / f"run{fail_at}"
         run_dirs = [str(home / "a"), str(home / "b")]
         _make_store(run_dirs)
-        fs = FaultyFileSystem(OPERATIONS, fail_at, errno_code)
+        fs = FaultyFileSystem(OPERATIONS, 10**9, errno_code)  # armed once open: a shortage fails an open
         with LogManager(run_dirs, fs=fs) as store:
-            fs.calls = 0
+            fs.calls, fs.fail_at = 0, fail_at
             with pytest.raises(StorageError):
                 store.create_topic("t", 3)
             assert store.topics() == ["keep"], fail_at
@@ -78,10 +78,10 @@ def test_a_create_that_fails_at_any_file_operation_is_rolled_back(tmp_path, errn
         home = tmp_path / f"persistent{fail_at}"
         run_dirs = [str(home / "a"), str(home / "b")]
         _make_store(run_dirs)
-        fs = FaultyFileSystem(OPERATIONS, fail_at, errno_code, persistent=True)
+        fs = FaultyFileSystem(OPERATIONS, 10**9, errno_code, persistent=True)
         try:
             store = LogManager(run_dirs, fs=fs)
-            fs.calls = 0
+            fs.calls, fs.fail_at = 0, fail_at
             with pytest.raises(StorageError):
                 store.create_topic("t", 3)
             fs.operations = set()  # the limit is lifted: the close can write again
