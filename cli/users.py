@@ -11,7 +11,7 @@ import sys
 import click
 
 from logstore.server.security.credentials import CredentialStore
-from logstore.server.security.scram import DEFAULT_ITERATIONS, MECHANISMS, MIN_ITERATIONS
+from logstore.server.security.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
 
 from . import broker
 
@@ -31,7 +31,8 @@ def users() -> None:
 @click.argument("user")
 @click.option("--mechanism", "mechanisms", multiple=True, type=_MECHANISMS,
               help="A mechanism to give the user a credential for (repeatable; default: both).")
-@click.option("--iterations", type=click.IntRange(min=MIN_ITERATIONS), default=DEFAULT_ITERATIONS, show_default=True)
+@click.option("--iterations", type=click.IntRange(min=MIN_ITERATIONS, max=MAX_ITERATIONS), default=DEFAULT_ITERATIONS,
+              show_default=True, help=f"PBKDF2 iterations ({MIN_ITERATIONS}..{MAX_ITERATIONS}, Kafka's bounds).")
 @click.option("--password-stdin", is_flag=True, help="Read the password from the first line of stdin.")
 @click.pass_obj
 def users_add(options, user: str, mechanisms: tuple[str, ...], iterations: int, password_stdin: bool) -> None:
@@ -74,4 +75,7 @@ def users_list(options) -> None:
     if not found:
         click.echo("No users.")
     for user, mechanism, iterations in found:
-        click.echo(f"{user}\t{mechanism}\t{iterations}")
+        # a credential from before the cap: kept, refused at login (credentials.CredentialStore)
+        note = (f"\trefused at login (more than {MAX_ITERATIONS} iterations): add the user again"
+                if iterations > MAX_ITERATIONS else "")
+        click.echo(f"{user}\t{mechanism}\t{iterations}{note}")

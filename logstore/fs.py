@@ -14,6 +14,9 @@ Conventions:
 - ``pwrite`` loops on short writes, so a caller either wrote everything or got an exception.
 - ``write_file_atomic`` is the one way to replace a small file: temp file, fsync, rename, directory
   fsync.
+- Permissions: files are created 0666 and directories 0777, less the process's umask (the user's
+  choice, as every Unix tool does); a private file (``private=True``: the server's credentials and
+  ACLs) is created 0600 whatever the umask, and readable by its owner only from its first byte.
 """
 
 from __future__ import annotations
@@ -60,13 +63,14 @@ class FileSystem:
 
     # --- data files ----------------------------------------------------------------------------
 
-    def open_file(self, path: str, *, create: bool = False, writable: bool = True) -> int:
+    def open_file(self, path: str, *, create: bool = False, writable: bool = True, private: bool = False) -> int:
         """Open ``path`` and return a file descriptor. ``create`` creates it when missing (the
-        caller fsyncs the directory afterwards, once, for all the files it created)."""
+        caller fsyncs the directory afterwards, once, for all the files it created): 0666 less the
+        umask, or 0600 when ``private``."""
         flags = (os.O_RDWR if writable else os.O_RDONLY) | _O_CLOEXEC
         if create:
             flags |= os.O_CREAT
-        return os.open(path, flags, 0o644)
+        return os.open(path, flags, 0o600 if private else 0o666)
 
     def close(self, fd: int) -> None:
         os.close(fd)
@@ -192,7 +196,7 @@ class FileSystem:
         if parent != path:
             self.make_dirs(parent)
         try:
-            os.mkdir(path, 0o755)
+            os.mkdir(path, 0o777)  # less the umask
         except FileExistsError:
             if not os.path.isdir(path):
                 raise
@@ -216,6 +220,10 @@ class FileSystem:
             return stat.S_ISREG(os.stat(path).st_mode)
         except FileNotFoundError:
             return False
+
+    def permissions(self, path: str) -> int:
+        """The permission bits of ``path`` (``0o600``...)."""
+        return stat.S_IMODE(os.stat(path).st_mode)
 
     def path_size(self, path: str) -> int:
         return os.stat(path).st_size
@@ -243,11 +251,16 @@ class FileSystem:
         finally:
             os.close(fd)
 
-    def write_file_atomic(self, path: str, data: bytes) -> None:
+    def write_file_atomic(self, path: str, data: bytes, *, private: bool = False) -> None:
         """Replace ``path`` with ``data`` crash-safely: temp file, fsync, rename, directory fsync.
-        After a crash the file holds either the old or the new content, never a mix."""
+        After a crash the file holds either the old or the new content, never a mix. A ``private``
+        file is written to a new temp file made 0600 (a leftover one is removed first: someone may
+        hold it open), so the file that replaces ``path`` is 0600 too, whatever ``path`` was."""
         temp_path = path + ".tmp"
-        fd = self.open_file(temp_path, create=True)
+        if private and self.exists(temp_path):
+            self.remove(temp_path)
+        # ``private`` only when set: test doubles that wrap ``open_file`` without it still write the rest
+        fd = self.open_file(temp_path, create=True, **({"private": True} if private else {}))
         try:
             self.truncate(fd, 0)
             self.pwrite(fd, data, 0)
@@ -265,7 +278,7 @@ class FileSystem:
         Returns the descriptor holding the lock, or None when another holder has it. ``flock``
         (not ``lockf``) because it also refuses a second open in the same process and is not
         dropped when some other descriptor of the file is closed."""
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o666)  # less the umask
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -74,10 +74,10 @@ class SimulatedCrashFileSystem(FileSystem):
 
     # --- data files ------------------------------------------------------------------------------
 
-    def open_file(self, path: str, *, create: bool = False, writable: bool = True) -> int:
+    def open_file(self, path: str, *, create: bool = False, writable: bool = True, private: bool = False) -> int:
         path = os.path.abspath(path)
         existed = os.path.exists(path)
-        fd = super().open_file(path, create=create, writable=writable)
+        fd = super().open_file(path, create=create, writable=writable, private=private)
         self._fd_paths[fd] = path
         state = self._state(path)
         if not existed:
@@ -226,10 +226,10 @@ class OperationHookFileSystem(FileSystem):
     def before(self, operation: str, path: str | None) -> None:
         """Called before each operation; does nothing here."""
 
-    def open_file(self, path: str, *, create: bool = False, writable: bool = True) -> int:
+    def open_file(self, path: str, *, create: bool = False, writable: bool = True, private: bool = False) -> int:
         if create and writable and not os.path.exists(path):
             self.before("create", path)
-        return super().open_file(path, create=create, writable=writable)
+        return super().open_file(path, create=create, writable=writable, private=private)
 
     def pwrite(self, fd, data, position):
         self.before("pwrite", None)
@@ -307,9 +307,9 @@ class FaultyFileSystem(OperationHookFileSystem):
     def before(self, operation: str, path: str | None) -> None:
         self._maybe_fail(operation)
 
-    def open_file(self, path, *, create=False, writable=True):
+    def open_file(self, path, *, create=False, writable=True, private=False):
         self._maybe_fail("open_file")
-        return super().open_file(path, create=create, writable=writable)
+        return super().open_file(path, create=create, writable=writable, private=private)
 
 
 class RecordingFileSystem(FileSystem):
@@ -360,11 +360,11 @@ class RecordingFileSystem(FileSystem):
 
     # --- data files ------------------------------------------------------------------------------
 
-    def open_file(self, path: str, *, create: bool = False, writable: bool = True) -> int:
+    def open_file(self, path: str, *, create: bool = False, writable: bool = True, private: bool = False) -> int:
         path = os.path.abspath(path)
         with self._lock:
             existed = os.path.exists(path)
-            fd = super().open_file(path, create=create, writable=writable)
+            fd = super().open_file(path, create=create, writable=writable, private=private)
             if not existed:
                 parent, name = self._parent(path)
                 self._inos[path] = ino = self._new_id()

@@ -54,6 +54,7 @@ from .security.acls import Authorizer
 from .security.authorization import DenialLog, RequestAuthorization
 from .security.credentials import CredentialStore
 from .security.listeners import PLAINTEXT, SASL_PLAINTEXT, is_loopback, parse_listeners
+from .security.password_checks import PasswordChecks
 from .security.sasl import AuthenticationThrottle, SaslAuthenticator, Session
 from .server_config import ServerConfig
 from .wire_records import FetchBatchCache
@@ -268,7 +269,10 @@ class KafkaServer:
                                          self.config.allow_everyone_if_no_acl_found)
         self.sasl = SaslAuthenticator(
             self.credentials.lookup, self.config.sasl_enabled_mechanisms, clock=self._clock,
-            throttle=AuthenticationThrottle(self.config.connection_failed_authentication_delay_ms, clock=self._clock))
+            throttle=AuthenticationThrottle(self.config.connection_failed_authentication_delay_ms, clock=self._clock,
+                                            max_pending=self.config.sasl_max_pending_per_host),
+            checks=PasswordChecks(self.config.sasl_password_check_threads, self.config.sasl_password_check_max_queued,
+                                  name="logstore-server-password-check"))
         self.descriptors = descriptors = DescriptorBudget.of(_store_descriptors(store), len(self.listeners),
                                                              self.config.max_connections)
         if descriptors.warning:
@@ -411,6 +415,8 @@ class KafkaServer:
             while self._clock.monotonic_ms() < deadline_ms and network.busy_connections():
                 self._clock.sleep_ms(10)
             network.stop()
+        if self.sasl is not None:
+            self.sasl.close()  # after the network: the drain above waited for the checks in flight
         if self.owns_store and self.coordinator is not None:
             self.coordinator.shutdown()  # before the store closes: its commits and timers use it
         if self._producers is not None:

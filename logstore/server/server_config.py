@@ -91,6 +91,14 @@ SERVER_KEYS: dict[str, tuple[str, Any, Any, str]] = {
     "connection.failed.authentication.delay.ms": (
         "connection_failed_authentication_delay_ms", 100, integer_setting(0, 60000),
         "how long a failed authentication's answer is held (doubled per recent failure of the host, to 2 s)"),
+    "sasl.max.pending.per.host": (
+        "sasl_max_pending_per_host", 4, integer_setting(1, 1000),
+        "authentications of one host being checked or with a failure's answer held (ours); more are closed unchecked"),
+    "sasl.password.check.threads": ("sasl_password_check_threads", 1, integer_setting(1, 64),
+                                    "threads that check PLAIN passwords (PBKDF2), off the request handler threads (ours)"),
+    "sasl.password.check.max.queued": (
+        "sasl_password_check_max_queued", 64, integer_setting(1, 100000),
+        "PLAIN password checks waiting or running, all hosts together (ours); more are closed unchecked"),
     "authorizer.enable": ("authorizer_enable", None, _optional_boolean,
                           "enforce ACLs (default: when any listener is not PLAINTEXT)"),
     "super.users": ("super_users", (), _principals, "principals allowed everything, e.g. User:admin;User:ops"),
@@ -119,6 +127,9 @@ class ServerConfig:
     allow_plaintext_remote: bool = False
     sasl_enabled_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
     connection_failed_authentication_delay_ms: int = 100
+    sasl_max_pending_per_host: int = 4
+    sasl_password_check_threads: int = 1
+    sasl_password_check_max_queued: int = 64
     authorizer_enable: bool | None = None
     super_users: tuple[str, ...] = ()
     allow_everyone_if_no_acl_found: bool = False

@@ -1,10 +1,12 @@
 """``AclStore`` (``logstore.server.security.acl_store``): ACLs kept durably in the data dir; a hypothesis model
 with reopen as a step; duplicates; removal by filters; a damaged file refused and left alone; a failed
-write leaving the previous set in memory and on disk; one write per call."""
+write leaving the previous set in memory and on disk; one write per call; the file owner-only (0600)."""
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 import tempfile
 
 import pytest
@@ -36,11 +38,11 @@ class CountingFileSystem(FileSystem):
         self.writes = 0
         self.fail = False
 
-    def write_file_atomic(self, path, data):
+    def write_file_atomic(self, path, data, **options):
         if self.fail:
             raise OSError(28, "No space left on device")
         self.writes += 1
-        super().write_file_atomic(path, data)
+        super().write_file_atomic(path, data, **options)
 
 
 def test_round_trip_through_reopen_with_duplicates_and_one_write_per_call(tmp_path):
@@ -167,3 +169,12 @@ def test_acl_store_against_a_set_with_reopens(tmp_path):
             assert self.store.bindings() == tuple(sorted(self.model))
 
     run_state_machine_as_test(Model, settings=settings(max_examples=30, stateful_step_count=10, deadline=None))
+
+
+def test_the_acl_file_is_owner_only_whatever_the_umask(tmp_path):
+    previous = os.umask(0o000)
+    try:
+        AclStore(str(tmp_path)).add([acl("orders")])
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / ACLS_FILE).stat().st_mode) == 0o600

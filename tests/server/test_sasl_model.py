@@ -15,6 +15,7 @@ from logstore.clock import ManualClock
 from logstore.server.network.request_context import RAW_TOKEN_API_KEY
 from logstore.server.protocol import errors
 from logstore.server.security.listeners import ANONYMOUS
+from logstore.server.security.password_checks import PasswordChecks
 from logstore.server.security.sasl import AuthenticationThrottle, SaslAuthenticator, Session
 from logstore.server.security.scram import ScramClient, scram_credential
 
@@ -44,7 +45,8 @@ class SaslConnection(RuleBasedStateMachine):
         super().__init__()
         self.authenticator = SaslAuthenticator(lambda user, mech: CREDENTIALS.get((user, mech)),
                                                ["PLAIN", "SCRAM-SHA-256"],
-                                               throttle=AuthenticationThrottle(100, clock=ManualClock()))
+                                               throttle=AuthenticationThrottle(100, clock=ManualClock()),
+                                               checks=PasswordChecks(0))  # PLAIN checked on the caller's thread
         self.session = Session("SASL_PLAINTEXT", "10.0.0.7:4000")
         self.state = "handshake"  # the model: handshake, authenticate, done, closed
         self.raw = False

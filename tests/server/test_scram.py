@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logstore.server.security.scram import (MECHANISMS, AuthenticationError, ScramClient, ScramServer,
-                                            scram_credential, verify_plain)
+from logstore.server.security.scram import (MAX_ITERATIONS, MECHANISMS, AuthenticationError, ScramClient,
+                                            ScramServer, credential_from_salted, salted_password, scram_credential,
+                                            verify_plain)
 
 SECRET = b"server secret"
 
@@ -163,3 +164,19 @@ def test_librdkafkas_doubled_client_nonce_is_accepted_as_kafka_accepts_it():
     proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature))).decode()
     answer = server.final(f"{without_proof},p={proof}".encode())
     assert answer.startswith(b"v=") and server.user == "alice"
+
+
+def test_iterations_are_capped_at_kafkas_16384_everywhere():
+    """Each PLAIN login costs the server the credential's iterations: no path makes more than
+    Kafka's 16384, and our client refuses a server that asks for more."""
+    assert scram_credential("SCRAM-SHA-256", "pw", iterations=MAX_ITERATIONS).iterations == 16384
+    for make in (lambda n: scram_credential("SCRAM-SHA-256", "pw", iterations=n),
+                 lambda n: credential_from_salted("SCRAM-SHA-256", b"salt", n, b"salted"),
+                 lambda n: salted_password("SCRAM-SHA-512", "pw", b"salt", n)):
+        for bad in (16385, 3_000_000, 4095, 8192.0):
+            with pytest.raises(ValueError, match=f"4096..16384, got {bad!r}"):
+                make(bad)
+    client = ScramClient("SCRAM-SHA-256", "alice", "pw")
+    nonce = client.first().decode().split("r=")[1]
+    with pytest.raises(AuthenticationError, match="3000000 iterations"):
+        client.final(f"r={nonce}xyz,s=c2FsdA==,i=3000000".encode())

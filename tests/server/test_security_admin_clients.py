@@ -19,9 +19,13 @@ as tuples of Kafka's codes and errors as Kafka's names, so one test body serves 
 from __future__ import annotations
 
 import contextlib
+import os
+import stat
 
 import pytest
 from conftest import GROUP_SETTINGS
+
+from logstore.server.security.acl_store import ACLS_FILE
 
 from clients.registry import DRIVER_CLASSES  # imports every client: a missing one fails collection
 
@@ -304,6 +308,7 @@ def test_acl_create_describe_delete_survive_restart(tmp_path_factory, client):
         admin.create_acl(row)
         assert admin.describe_acls(topic) == [row]
         assert admin.describe_acls(f"{topic}-other") == []
+        assert stat.S_IMODE(os.stat(os.path.join(data, ACLS_FILE)).st_mode) == 0o600  # the server wrote it owner-only
     with serve(data) as server, admin_as(client, server.bootstrap_servers, "admin") as admin:
         assert admin.describe_acls(topic) == [row], "the ACL did not survive a restart"
         assert admin.delete_acls(topic) == [row]
@@ -330,6 +335,7 @@ def test_scram_user_added_described_deleted(secured, client):
         assert password not in repr(admin.last_answer)
     with open(secured.credentials.path, encoding="utf-8") as stored:
         assert password not in stored.read()
+    assert stat.S_IMODE(os.stat(secured.credentials.path).st_mode) == 0o600  # the server wrote it owner-only
     assert (user, "SCRAM-SHA-512", 4096) in secured.credentials.users()
     assert can_log_in(client, bootstrap, user, password, "SCRAM-SHA-512")
     assert not can_log_in(client, bootstrap, user, "a wrong password", "SCRAM-SHA-512")

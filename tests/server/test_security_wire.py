@@ -9,9 +9,12 @@
   on a listener without SASL; SaslHandshake v0 then bare tokens (PLAIN, SCRAM-SHA-256/512)
   authenticates, and the connection then serves requests;
 - the brute-force throttle: a host that keeps guessing gets its answers one after another, later and
-  later (100, 200, 400... ms, up to 2 s each), however many connections it opens; a correct login
-  from another host goes through at once, one from the guessing host waits behind the held answers,
-  and the server stays responsive to everyone else;
+  later (100, 200, 400... ms, up to 2 s each), however many connections it opens; at most
+  ``sasl.max.pending.per.host`` of its attempts are held, the rest closed at once; a correct login
+  from another host goes through at once, one from the guessing host within a few seconds once it
+  stops, and the server stays responsive to everyone else;
+- PLAIN's password checks run on their own thread: wrong PLAIN logins whose checks do not finish
+  leave the request handler threads free (a Metadata of another client is answered meanwhile);
 - failed authentications are logged with the peer's address, never the password, one line per host
   per 10 s with a count of the ones left out;
 - TLS: a plaintext client on a TLS port gets no Kafka answer, and the server keeps serving others;
@@ -33,11 +36,12 @@ import pytest
 from logstore import Record
 from logstore.clock import SYSTEM_CLOCK
 from logstore.server.protocol import errors
-from logstore.server.security.sasl import BACKLOG_MS, MAX_FAILURE_DELAY_MS
+from logstore.server.security import sasl
+from logstore.server.security.sasl import MAX_FAILURE_DELAY_MS, MAX_PENDING_PER_HOST
 from logstore.server.security.scram import ScramClient
 from logstore.server.wire_records import encode_produce_batch
 from security_helpers import (API_VERSIONS, DESCRIBE_CONFIGS, FETCH, LIST_GROUPS, METADATA, PASSWORD, PRODUCE,
-                              SASL_AUTHENTICATE, SASL_HANDSHAKE, USER, SecureWireClient, secured_server)
+                              SASL_AUTHENTICATE, SASL_HANDSHAKE, USER, SecureWireClient, decode, secured_server)
 from tls_material import client_context, make_tls_material
 
 SECRET_TOPIC = "payroll-secret-topic"
@@ -273,7 +277,7 @@ def attack(address: str, seconds: float, attackers: int, stop: threading.Event) 
         while time.monotonic() < deadline and not stop.is_set():
             attempt += 1
             try:
-                client = SecureWireClient(address, timeout_s=seconds + BACKLOG_MS / 1000 + 5)
+                client = SecureWireClient(address, timeout_s=seconds + MAX_PENDING_PER_HOST * MAX_FAILURE_DELAY_MS / 1000 + 5)
             except OSError:
                 continue
             with lock:
@@ -336,9 +340,9 @@ def fresh_server(tmp_path, tls_material):
 def test_brute_force_is_throttled_per_host(fresh_server, connect, tls_material, record_property):
     """Three connections from 127.0.0.1 guessing SCRAM passwords for 3 s get at most the answers the
     policy lets out (100, 200, 400, 800 ms... apart, one after another: 4 in 3 s), against hundreds
-    without the throttle; meanwhile a correct login from another loopback address (127.0.0.2) is
-    answered at once, one from the guessing host waits behind the held answers and then succeeds,
-    and a PLAINTEXT round trip takes well under 0.5 s."""
+    without the throttle; meanwhile a correct login from another loopback address (127.0.0.2) is answered at once, and a
+    PLAINTEXT round trip takes well under 0.5 s; once the guessing stops, a correct login from the
+    guessing host goes through within the backlog it could build (at most 4 delays)."""
     # Without the throttle (delay 0), for comparison: the same attack for BASELINE_S
     unthrottled_server = fresh_server({"connection.failed.authentication.delay.ms": 0})
     stop = threading.Event()
@@ -359,12 +363,6 @@ def test_brute_force_is_throttled_per_host(fresh_server, connect, tls_material, 
         assert sasl_login(other_host, "SCRAM-SHA-256", USER, PASSWORD) is None
         other_host_s = time.monotonic() - started
 
-        same_host = connect("SASL_PLAINTEXT", target=target, timeout_s=BACKLOG_MS / 1000 + 5)
-        started = time.monotonic()
-        assert sasl_login(same_host, "SCRAM-SHA-256", USER, PASSWORD) is None
-        same_host_s = time.monotonic() - started
-        assert metadata(same_host)["brokers"]  # then served
-
         plain = connect("PLAINTEXT", target=target)
         started = time.monotonic()
         assert api_versions(plain)["error_code"] == errors.NONE
@@ -372,6 +370,8 @@ def test_brute_force_is_throttled_per_host(fresh_server, connect, tls_material, 
         plaintext_s = time.monotonic() - started
     finally:
         end_attack(results, stop)
+    started = time.monotonic()
+    same_host_s = correct_login_within(target, connect, MAX_PENDING_PER_HOST * MAX_FAILURE_DELAY_MS / 1000 + 2)
 
     bound = policy_answers(int(ATTACK_S * 1000))
     numbers = {"failure answers in 3 s": results["answers"], "at (s)": results["answer_times"],
@@ -384,10 +384,85 @@ def test_brute_force_is_throttled_per_host(fresh_server, connect, tls_material, 
     assert 1 <= results["answers"] <= bound, numbers
     assert unthrottled >= 10 * bound, numbers
     assert other_host_s < 1.0, numbers
-    # the guessing host's own login waits for the answers held before it (at most the backlog a host
-    # may have queued, plus one penalty), and succeeds
-    assert same_host_s < (BACKLOG_MS + MAX_FAILURE_DELAY_MS) / 1000, numbers
     assert plaintext_s < 0.5, numbers
+
+
+def correct_login_within(target, connect, seconds: float) -> float:
+    """Log in correctly from 127.0.0.1, again on a new connection while attempts are closed
+    unchecked, until it succeeds (the seconds it took) or ``seconds`` passed (a failed assertion)."""
+    started = time.monotonic()
+    while True:
+        client = connect("SASL_PLAINTEXT", target=target, timeout_s=seconds + 1)
+        outcome = sasl_login(client, "SCRAM-SHA-256", USER, PASSWORD)
+        if outcome is None:
+            assert metadata(client)["brokers"]  # then served
+            return time.monotonic() - started
+        assert outcome == "closed", outcome  # closed unchecked, never answered as a failure
+        assert time.monotonic() - started < seconds, f"no correct login within {seconds} s"
+        time.sleep(0.1)
+
+
+def test_a_flood_of_wrong_logins_holds_few_connections_and_a_correct_login_follows(fresh_server, connect):
+    """The probe's case on real sockets: 40 wrong PLAIN logins from one host at once. At most
+    ``sasl.max.pending.per.host`` are answered (late, as failures); every other one is closed at once,
+    so the server holds at most that many of the host's connections; once they stop, a correct login
+    from the same host goes through within the backlog those few could build (4 delays: 1.5 s here)."""
+    target = fresh_server()
+    guessers = []
+    for attempt in range(40):
+        client = connect("SASL_PLAINTEXT", target=target, timeout_s=10)
+        assert client.call(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == errors.NONE
+        client.send(SASL_AUTHENTICATE, 1, {"auth_bytes": f"\0{USER}\0guess-{attempt}".encode()})
+        guessers.append(client)
+    answered = closed_at_once = 0
+    for client in guessers:
+        data, closed = client.read_all(timeout_s=MAX_PENDING_PER_HOST * MAX_FAILURE_DELAY_MS / 1000 + 2)
+        assert closed, "a guess was neither answered nor closed"
+        if data:
+            answered += 1
+            assert decode(SASL_AUTHENTICATE, 1, data[4:])["error_code"] == errors.SASL_AUTHENTICATION_FAILED
+        else:
+            closed_at_once += 1
+    assert answered <= MAX_PENDING_PER_HOST and answered + closed_at_once == 40, (answered, closed_at_once)
+    correct_login_within(target, connect, MAX_PENDING_PER_HOST * MAX_FAILURE_DELAY_MS / 1000 + 2)
+
+
+def test_password_checks_leave_the_request_handlers_free(fresh_server, connect, monkeypatch):
+    """Wrong PLAIN logins whose password checks cannot finish (each held on an event here: a
+    high-iteration PBKDF2 on a busy machine, deterministically) occupy no request handler thread:
+    with one handler thread (num.io.threads=1), a Metadata from a PLAINTEXT client is answered while
+    they wait, and the checks ran on the password check thread. Then they are answered as failures."""
+    release = threading.Event()
+    ran_on: list[str] = []
+    verify_plain = sasl.verify_plain
+
+    def held_verify_plain(token, lookup):
+        ran_on.append(threading.current_thread().name)
+        release.wait(30)
+        return verify_plain(token, lookup)
+
+    monkeypatch.setattr(sasl, "verify_plain", held_verify_plain)
+    target = fresh_server({"num.io.threads": 1})
+    guessers = []
+    try:
+        for attempt in range(3):
+            client = connect("SASL_PLAINTEXT", target=target, timeout_s=10)
+            assert client.call(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == errors.NONE
+            client.send(SASL_AUTHENTICATE, 1, {"auth_bytes": f"\0{USER}\0guess-{attempt}".encode()})
+            guessers.append(client)
+        deadline = time.monotonic() + 10
+        while not ran_on and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ran_on, "no password check started"
+        plain = connect("PLAINTEXT", target=target, timeout_s=10)
+        assert metadata(plain)["brokers"]  # the only handler thread is free
+        assert not release.is_set()
+        assert ran_on == ["logstore-server-password-check-0"], ran_on
+    finally:
+        release.set()
+    for client in guessers:
+        data, closed = client.read_all(timeout_s=10)
+        assert closed and decode(SASL_AUTHENTICATE, 1, data[4:])["error_code"] == errors.SASL_AUTHENTICATION_FAILED
 
 
 # --- the failure log ------------------------------------------------------------------------------

@@ -22,11 +22,10 @@ import threading
 from ..network.request_context import RequestContext
 from ..protocol import errors
 from ..security.acls import AclBinding, AclBindingFilter
-from ..security.scram import MECHANISM_CODES, MECHANISMS, MECHANISMS_BY_CODE, MIN_ITERATIONS, credential_from_salted
+from ..security.scram import (MAX_ITERATIONS, MECHANISM_CODES, MECHANISMS, MECHANISMS_BY_CODE, MIN_ITERATIONS,
+                              credential_from_salted)
 
 logger = logging.getLogger(__name__)
-
-MAX_ITERATIONS = 16384  # Kafka's upper bound for a SCRAM credential's iterations
 
 
 def _acl_filter(entry: dict, version: int) -> AclBindingFilter:

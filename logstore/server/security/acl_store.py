@@ -5,7 +5,8 @@ What it owns:
 - the file: JSON with a version, one entry per binding in Kafka's words (``Topic``, ``Prefixed``,
   ``User:alice``, ``Read``, ``Allow``) so that a person can read it, and a CRC-32 of the body. It
   replaces its previous copy durably (temp file, fsync, rename, directory fsync:
-  ``FileSystem.write_file_atomic``), so a crash leaves the old set or the new one;
+  ``FileSystem.write_file_atomic``), so a crash leaves the old set or the new one; owner-only (0600,
+  ``checked_json``): who may do what is not for other local users to read or change;
 - ``add(bindings)`` and ``remove(filters)``: one durable write per call, whatever the number of
   bindings (and none when nothing changes); a failed write changes nothing in memory either;
 - a damaged file (bad JSON, a checksum that does not match, an unknown version, a binding that is

@@ -6,16 +6,23 @@ the body's canonical JSON; ``load_document`` (a missing file is None; bad JSON, 
 a checksum that does not match, or a body its parser refuses is ``CorruptCheckpointError`` naming
 the file, and nothing is rewritten over it) and ``save_document`` (temp file, fsync, rename,
 directory fsync: ``FileSystem.write_file_atomic``, so a crash leaves the old document or the new).
+
+Both documents are secrets (password verifiers an offline search can attack; the ACLs say who may
+do what): they are written owner-only, 0600, whatever the umask; a file another user can read (one
+written before, or chmodded) is warned about when it is loaded, and is 0600 again from its next change.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import zlib
 from typing import Any, Callable, TypeVar
 
 from ...errors import CorruptCheckpointError
 from ...fs import FileSystem
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -32,6 +39,10 @@ def load_document(fs: FileSystem, path: str, version: int, parse: Callable[[dict
     if not fs.exists(path):
         return None
     data = fs.read_file(path)
+    mode = fs.permissions(path)
+    if mode & 0o077:
+        logger.warning("%s %s can be read or changed by other users (mode %03o): it is made 0600 at its next change; "
+                       "chmod 600 it now", what, path, mode)
     try:
         document = json.loads(data.decode("utf-8"))
         if not isinstance(document, dict) or document.get("version") != version:
@@ -45,9 +56,9 @@ def load_document(fs: FileSystem, path: str, version: int, parse: Callable[[dict
 
 
 def save_document(fs: FileSystem, path: str, version: int, body: dict) -> None:
-    """Replace the document at ``path`` with ``body``, durably."""
+    """Replace the document at ``path`` with ``body``, durably, readable by its owner only (0600)."""
     document = {"version": version, "body": body, "crc32": body_crc(body)}
-    fs.write_file_atomic(path, json.dumps(document, indent=1, sort_keys=True).encode() + b"\n")
+    fs.write_file_atomic(path, json.dumps(document, indent=1, sort_keys=True).encode() + b"\n", private=True)
 
 
 __all__ = ["body_crc", "load_document", "save_document"]

@@ -9,6 +9,13 @@ What it owns:
 - ``set(user, mechanism, password, iterations)``, ``apply(upserts, deletions)`` (many in one
   write), ``delete(user, mechanism=None)``, ``lookup(user, mechanism)`` (what ``scram.ScramServer``
   asks), ``users()`` (names and mechanisms, no secrets);
+- the iteration cap: a credential with more than ``scram.MAX_ITERATIONS`` (16384, Kafka's maximum)
+  cannot be made (``set``, ``apply``: ``ValueError``), and one in a file written before the cap is
+  kept (loaded, listed, written back unchanged: nothing is lost) but refused at login (``lookup``
+  answers None, as for an unknown user), with a warning at load that names it: a PLAIN login
+  against it would cost the server its iterations of PBKDF2. Adding the user again replaces it;
+- the file is the server's secret (an offline password search needs only it): it is written
+  owner-only, 0600 (``checked_json``), and one found readable by others is warned about at load;
 - a damaged file (bad JSON, a checksum that does not match, an unknown version) is refused with
   ``CorruptCheckpointError`` naming it: a server must not start with nobody able to log in, or with
   credentials it cannot trust; nothing is rewritten over it (the format: ``checked_json``).
@@ -20,12 +27,14 @@ admin handler serialises them, the CLI has the store to itself.
 from __future__ import annotations
 
 import base64
+import logging
 import os
 
 from ...fs import FileSystem
 from .checked_json import load_document, save_document
-from .scram import DEFAULT_ITERATIONS, MECHANISMS, ScramCredential, scram_credential
+from .scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MECHANISMS, ScramCredential, check_iterations, scram_credential
 
+logger = logging.getLogger(__name__)
 CREDENTIALS_FILE = "scram-credentials.json"
 VERSION = 1
 
@@ -59,7 +68,13 @@ class CredentialStore:
     def _load(self) -> dict[tuple[str, str], ScramCredential]:
         loaded = load_document(self._fs, self.path, VERSION, _credentials, "SCRAM credentials file",
                                "fix or remove it (then add the users again)")
-        return {} if loaded is None else loaded
+        loaded = {} if loaded is None else loaded
+        for (user, mechanism), credential in sorted(loaded.items()):
+            if credential.iterations > MAX_ITERATIONS:
+                logger.warning("%s: the %s credential of user %r has %d iterations, more than %d: it is kept but "
+                               "refused at login; add the user again (logstore users add) to give it a usable one",
+                               self.path, mechanism, user, credential.iterations, MAX_ITERATIONS)
+        return loaded
 
     def _save(self, credentials: dict[tuple[str, str], ScramCredential]) -> None:
         """Write ``credentials`` durably, then make them this store's (a failed write changes nothing)."""
@@ -79,8 +94,9 @@ class CredentialStore:
     def apply(self, upserts: dict[tuple[str, str], ScramCredential], deletions: list[tuple[str, str]]) -> None:
         """Set and remove many (user, mechanism) credentials in one durable write
         (AlterUserScramCredentials); the caller has checked that each deletion exists."""
-        for user, _mechanism in upserts:
+        for (user, _mechanism), credential in upserts.items():
             _check_user(user)
+            check_iterations(credential.iterations)
         credentials = {key: value for key, value in self._credentials.items() if key not in set(deletions)}
         credentials.update(upserts)
         self._save(credentials)
@@ -95,8 +111,9 @@ class CredentialStore:
         return len(keys)
 
     def lookup(self, user: str, mechanism: str) -> ScramCredential | None:
-        """``user``'s credential for ``mechanism``, or None."""
-        return self._credentials.get((user, mechanism))
+        """``user``'s credential for ``mechanism``, or None (also for one over the iteration cap)."""
+        credential = self._credentials.get((user, mechanism))
+        return None if credential is None or credential.iterations > MAX_ITERATIONS else credential
 
     def users(self) -> list[tuple[str, str, int]]:
         """``(user, mechanism, iterations)`` of every credential, sorted: no secrets."""

@@ -5,7 +5,8 @@ What it owns:
 - ``ScramCredential``: what the store keeps of a user's password per mechanism: a random salt, the
   iteration count, ``StoredKey`` and ``ServerKey``. Never the password, and nothing from which the
   password can be computed without a search (``scram_credential`` derives it: PBKDF2-HMAC, then the
-  two keys);
+  two keys), with Kafka's bounds on the iterations (``MIN_ITERATIONS``..``MAX_ITERATIONS``, 4096 to
+  16384, ``check_iterations``), which bound what a PLAIN login costs the server;
 - ``ScramServer``: the server's side of one exchange: ``first(client_first)`` gives the
   server-first message (its nonce, the salt, the iterations), ``final(client_final)`` checks the
   client's proof and gives the server-final message (the server's signature, so the client knows
@@ -39,6 +40,7 @@ MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
 """Kafka's codes of the SCRAM mechanisms in the credential admin APIs (50, 51)."""
 MECHANISMS_BY_CODE = {code: name for name, code in MECHANISM_CODES.items()}
 MIN_ITERATIONS = 4096  # Kafka's minimum for SCRAM credentials
+MAX_ITERATIONS = 16384  # Kafka's maximum: each PLAIN login costs the server this many HMACs
 DEFAULT_ITERATIONS = 8192
 _GS2_HEADER = "n,,"  # no channel binding, no authzid: what Kafka's clients send
 _CHANNEL_BINDING = base64.b64encode(_GS2_HEADER.encode()).decode()  # "biws"
@@ -75,6 +77,14 @@ def _salted_password(digest: str, password: str, salt: bytes, iterations: int) -
     return hashlib.pbkdf2_hmac(digest, _saslprep(password).encode(), salt, iterations)
 
 
+def check_iterations(iterations) -> int:
+    """``iterations`` if it is an int in ``MIN_ITERATIONS..MAX_ITERATIONS`` (Kafka's bounds), else
+    ``ValueError`` naming it."""
+    if type(iterations) is not int or not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+        raise ValueError(f"iterations must be an int in {MIN_ITERATIONS}..{MAX_ITERATIONS}, got {iterations!r}")
+    return iterations
+
+
 def _saslprep(text: str) -> str:
     # Kafka's clients send passwords as they are (no SASLprep); so do we, refusing what SASLprep
     # would change for ASCII: control characters
@@ -89,8 +99,7 @@ def scram_credential(mechanism: str, password: str, *, iterations: int = DEFAULT
     digest = _digest(mechanism)
     if not isinstance(password, str) or not password:
         raise ValueError("a password is a non-empty str")
-    if type(iterations) is not int or iterations < MIN_ITERATIONS:
-        raise ValueError(f"iterations must be an int >= {MIN_ITERATIONS}, got {iterations!r}")
+    check_iterations(iterations)
     salt = secrets.token_bytes(32) if salt is None else salt
     salted = _salted_password(digest, password, salt, iterations)
     client_key = _hmac(digest, salted, b"Client Key")
@@ -101,6 +110,7 @@ def scram_credential(mechanism: str, password: str, *, iterations: int = DEFAULT
 def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
     """SCRAM's SaltedPassword (PBKDF2-HMAC of ``password``): what a client sends in
     AlterUserScramCredentials, so the password never leaves it."""
+    check_iterations(iterations)
     return _salted_password(_digest(mechanism), password, salt, iterations)
 
 
@@ -108,8 +118,7 @@ def credential_from_salted(mechanism: str, salt: bytes, iterations: int, salted_
     """The credential of a password a client already salted and iterated (AlterUserScramCredentials
     sends ``SaltedPassword``, never the password): StoredKey and ServerKey derived from it."""
     digest = _digest(mechanism)
-    if type(iterations) is not int or iterations < MIN_ITERATIONS:
-        raise ValueError(f"iterations must be an int >= {MIN_ITERATIONS}, got {iterations!r}")
+    check_iterations(iterations)
     if not salt or not salted_password:
         raise ValueError("the salt and the salted password must not be empty")
     client_key = _hmac(digest, salted_password, b"Client Key")
@@ -261,8 +270,9 @@ class ScramClient:
         nonce, salt, iterations = attributes.get("r", ""), attributes.get("s", ""), attributes.get("i", "")
         if not nonce.startswith(self._nonce) or len(nonce) == len(self._nonce) or not iterations.isdigit():
             raise AuthenticationError("SCRAM: the server's first message is not a valid answer")
-        if int(iterations) < MIN_ITERATIONS:
-            raise AuthenticationError(f"SCRAM: the server asks for {iterations} iterations, fewer than {MIN_ITERATIONS}")
+        if not MIN_ITERATIONS <= int(iterations) <= MAX_ITERATIONS:
+            raise AuthenticationError(f"SCRAM: the server asks for {iterations} iterations, not in "
+                                      f"{MIN_ITERATIONS}..{MAX_ITERATIONS}")
         self._salted = _salted_password(self._digest, self._password, _b64decode(salt, "the salt"), int(iterations))
         without_proof = f"c={_CHANNEL_BINDING},r={nonce}"
         self._auth_message = f"{self._client_first_bare},{text},{without_proof}".encode()
@@ -295,6 +305,8 @@ def verify_plain(message: bytes, lookup: Callable[[str], ScramCredential | None]
         raise AuthenticationError("malformed PLAIN message: an empty user or password")
     if authzid and authzid != user:
         raise AuthenticationError("PLAIN: acting for another user (authzid) is not supported")
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in password):
+        raise AuthenticationError("malformed PLAIN message: a password with control characters")
     credential = lookup(user)
     if credential is None:
         # The same work as for a known user, so that timing does not tell which users exist
