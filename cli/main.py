@@ -32,6 +32,7 @@ from logstore.cleaner.stats import describe as describe_compaction
 from logstore.config import describe_keys, parse_assignments
 from logstore.log.retention import describe as describe_retention
 from logstore.log.waits import MAX_TIMEOUT_MS
+from logstore.manager.topics import is_internal_topic
 from logstore.tools.check import log_size_bytes, verify_store
 from logstore.tools.demo import run_demo
 from logstore.client.security import read_client_properties
@@ -250,15 +251,26 @@ def topics_alter(options: StoreOptions, name: str, configs: tuple[str, ...], del
 
 @topics.command("delete")
 @click.argument("name")
+@click.option("--allow-internal", is_flag=True,
+              help="Delete an internal topic too (__consumer_offsets: every group's committed offsets are lost). "
+                   "A local store (--dir) only: a broker never deletes one.")
 @click.pass_obj
-def topics_delete(options: StoreOptions, name: str) -> None:
-    """Delete topic NAME and all its data."""
+def topics_delete(options: StoreOptions, name: str, allow_internal: bool) -> None:
+    """Delete topic NAME and all its data. An internal topic (__consumer_offsets, __transaction_state)
+    is refused unless --allow-internal is given."""
     if options.bootstrap:
+        if allow_internal:
+            raise click.UsageError("--allow-internal applies to a local store (--dir): a broker refuses to delete "
+                                   "an internal topic")
         with broker.admin(options) as admin:
             admin.delete_topic(name)
     else:
+        if is_internal_topic(name) and not allow_internal:
+            raise click.ClickException(f"topic {name!r} is internal (the broker's own state: deleting "
+                                       "__consumer_offsets loses every group's committed offsets); give "
+                                       "--allow-internal to delete it anyway")
         with options.open(read_only=False) as store:
-            store.delete_topic(name)
+            store.delete_topic(name, allow_internal=allow_internal)
     click.echo(f"Deleted topic {name}.")
 
 

@@ -28,6 +28,7 @@ from typing import Callable, Iterator
 from ..errors import RequestError
 from ..group.admin import GroupAdmin
 from ..manager.log_manager import LogManager
+from ..manager.topics import INTERNAL_TOPICS
 from ..records.decoder import Record
 from .admin import BrokerAdmin, BrokerGroupAdmin
 from .consumer import Consumer
@@ -35,7 +36,6 @@ from .producer import Producer
 from .security import ClientSecurity
 
 DEFAULT_GROUP = "logstore-mirror"
-INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
 _CHUNK_RECORDS = 5000
 _CHUNK_BYTES = 4 << 20
 _BROKER = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):\d{1,5}(,(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):\d{1,5})*$")

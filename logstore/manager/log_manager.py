@@ -28,7 +28,7 @@ from typing import Any, Callable, Collection, Iterator, Mapping, Sequence
 from ..cleaner.log_cleaner import LogCleaner
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import TOPIC_KEYS, LogConfig, ManagerConfig, parse_overrides
-from ..errors import (InvalidConfigError, LogStoreError, ReadOnlyError, StorageError, StoreClosedError,
+from ..errors import (InvalidConfigError, InvalidTopicError, LogStoreError, ReadOnlyError, StorageError, StoreClosedError,
                       TopicExistsError, UnknownTopicOrPartitionError)
 from ..fs import OS_FILE_SYSTEM, FileSystem
 from ..log.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
@@ -42,8 +42,8 @@ from ..records.decoder import Record
 from ..timer.scheduler import Scheduler
 from .jobs import BackgroundJobs
 from .log_dirs import DirStatus, LogDirs
-from .topics import (CREATING, DELETING, READY, TopicMetadata, TopicsFile, partition_dir_name, partition_for_key,
-                     validate_topic_name)
+from .topics import (CREATING, DELETING, READY, TopicMetadata, TopicsFile, is_internal_topic, partition_dir_name,
+                     partition_for_key, validate_topic_name)
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +56,14 @@ _TRANSIENT_DESCRIPTORS = 16
 _CLEANER_THREAD_DESCRIPTORS = 6
 # ...and by each recovery thread (a segment being recovered, or made by a repair, with its mappings).
 _RECOVERY_THREAD_DESCRIPTORS = 5
+
+
+def _refuse_internal(topic: str) -> None:
+    """Appends to an internal topic are its owner's (``__consumer_offsets``: the group coordinator,
+    which writes through its logs): through the store's API they are refused, as Kafka refuses them."""
+    if is_internal_topic(topic):
+        raise InvalidTopicError(f"cannot append to internal topic {topic!r}: it holds the broker's own state, "
+                                "written by the broker only")
 
 
 @contextlib.contextmanager
@@ -267,8 +275,13 @@ class LogManager:
             if (name, partition) not in self._dirs.logs and (name, partition) not in self._dirs.damaged:
                 self._dirs.create_partition((name, partition))
 
-    def delete_topic(self, name: str) -> None:
-        """Delete ``name`` and all its data."""
+    def delete_topic(self, name: str, *, allow_internal: bool = False) -> None:
+        """Delete ``name`` and all its data. An internal topic (``topics.INTERNAL_TOPICS``: the consumer
+        groups' offsets) is refused with ``InvalidTopicError`` unless ``allow_internal``: deleting
+        ``__consumer_offsets`` loses every group's committed offsets."""
+        if is_internal_topic(name) and not allow_internal:
+            raise InvalidTopicError(f"topic {name!r} is internal (it holds the broker's own state): deleting it "
+                                    "is refused unless asked for explicitly (allow_internal=True)")
         with self._lock, _storage_errors(f"deleting topic {name!r}"):
             self._check_writable()
             meta = self._meta(name)
@@ -356,6 +369,7 @@ class LogManager:
         survive a power loss), or raises ``DurabilityTimeoutError`` after ``timeout_ms`` (the
         records stay appended and may still become durable). See ``Log.append``."""
         durable = durable_acks(acks, timeout_ms)
+        _refuse_internal(topic)
         infos = self._append(topic, records, partition)
         if durable:
             waiting = [(self.get_log(topic, target), info.last_offset + 1)
@@ -388,6 +402,7 @@ class LogManager:
         """Raise what ``append(topic, records, partition)`` would raise for bad input (an unknown
         topic or partition, wrong types, a record too large, a missing key on a compacted topic),
         without appending anything."""
+        _refuse_internal(topic)
         self.get_log(topic, 0 if partition is None else partition).validate(records)
 
     def round_robin_start(self, topic: str) -> int:

@@ -12,6 +12,11 @@ and deleting a topic are two-phase: the metadata first records the topic as ``cr
 ``deleting``, the directories change, then the metadata records the result; an open that finds an
 unfinished step finishes it.
 
+Internal topics (``INTERNAL_TOPICS``) hold a broker's own state: ``__consumer_offsets`` the consumer
+groups' committed offsets (written by ``logstore.group`` only), ``__transaction_state`` reserved for
+a transaction coordinator. Appending to one through the store's API is refused, and deleting one
+needs ``allow_internal=True``; the server refuses both to clients whatever their ACLs.
+
 Keys are mapped to partitions with ``zlib.crc32(key) % partitions``: stable across processes and
 Python versions (unlike ``hash()``), and computed in C.
 """
@@ -38,6 +43,14 @@ _LEGACY_METADATA_VERSION = 1  # one copy (earlier versions); still read
 READY, CREATING, DELETING = "ready", "creating", "deleting"
 DELETE_DIR_SUFFIX = "-delete"
 STAGING_DIR = ".staging"  # a data dir's area for writers' staged records (logstore.spark.sink); no partition
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+"""Topics that hold the broker's own state (Kafka's ``Topic.isInternal``): the consumer groups' offsets,
+and the transaction coordinator's log (its name reserved)."""
+
+
+def is_internal_topic(name: str) -> bool:
+    """Whether ``name`` is one of ``INTERNAL_TOPICS``."""
+    return name in INTERNAL_TOPICS
 
 
 def validate_topic_name(name: Any) -> str:

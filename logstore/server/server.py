@@ -254,7 +254,9 @@ class KafkaServer:
         if not live_dirs:
             raise StorageError("every data dir is offline: nothing to serve")
         self.node_id, self.cluster_id = broker_identity(live_dirs, self.config.node_id)
-        self._producers = ProducerStateManager(live_dirs[0])
+        self._producers = ProducerStateManager(
+            live_dirs[0], clock=self._clock, expiration_ms=self.config.producer_id_expiration_ms,
+            check_interval_ms=self.config.producer_id_expiration_check_interval_ms)
         self._producers.load(self._log_end_offset)
         store.problems.extend(self._producers.problems)  # damaged journal lines: reported with the store's
         # Started (``__consumer_offsets`` created and replayed) before the server listens, so that no

@@ -83,6 +83,12 @@ SERVER_KEYS: dict[str, tuple[str, Any, Any, str]] = {
     # server's RSS after `logstore perf serve --sizes 1m` is ~67 MB with it, ~112 MB with 64 MiB.
     "fetch.cache.bytes": ("fetch_cache_bytes", 16 << 20, integer_setting(0, 2**62),
                           "memory for fetched batches already converted to Kafka's format"),
+    "producer.id.expiration.ms": ("producer_id_expiration_ms", 86400000, integer_setting(1, 2**62),
+                                  "an idempotent producer's state on a partition is dropped this long after its last "
+                                  "batch there"),
+    "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", 600000,
+                                                 integer_setting(1, 2**62),
+                                                 "how often the producers are checked for expiry"),
     # --- security ---
     "allow.plaintext.remote": ("allow_plaintext_remote", False, boolean_setting,
                                "allow a PLAINTEXT listener on an address other than loopback (ours: Kafka has no guard)"),
@@ -124,6 +130,8 @@ class ServerConfig:
     connections_max_idle_ms: int = 600000
     num_io_threads: int = 2
     fetch_cache_bytes: int = 16 << 20
+    producer_id_expiration_ms: int = 86400000
+    producer_id_expiration_check_interval_ms: int = 600000
     allow_plaintext_remote: bool = False
     sasl_enabled_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
     connection_failed_authentication_delay_ms: int = 100

@@ -1,6 +1,8 @@
 """ProducerStateManager against a plain model: Kafka's sequence rules, the last five batches per
 producer and partition, producer ids never handed out twice, and the journal surviving a crash
-(with a batch journaled but never appended dropped at the next load) and a clean close."""
+(with a batch journaled but never appended dropped at the next load) and a clean close; ids never
+handed out refused, out-of-range journal lines ignored and reported, producers expiring by a manual
+clock, and the journal's bytes per batch independent of the producers held."""
 
 import os
 
@@ -8,7 +10,9 @@ import hypothesis.strategies as st
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from logstore.clock import ManualClock
 from logstore.fs import FileSystem
+from logstore.server.handlers import producer_state
 from logstore.server.handlers.producer_state import (_line, BATCHES_TO_RETAIN, JOURNAL_NAME, ProducerStateManager,
                                                      next_sequence)
 from logstore.server.protocol import errors
@@ -69,7 +73,7 @@ def test_a_journal_of_version_0_is_still_read(tmp_path):
     assert state.problems == [] and state.check("t", 0, 7, 0, 0, 4).duplicate.first_offset == 10
     assert state.new_producer_id() >= 1000
     state.close()
-    assert (tmp_path / JOURNAL_NAME).read_bytes().startswith(b"V 1 ")  # rewritten in version 1
+    assert (tmp_path / JOURNAL_NAME).read_bytes().startswith(b"V 2 ")  # rewritten in version 2
 
 
 class _NoSync(FileSystem):
@@ -151,6 +155,122 @@ def test_a_journal_cut_by_whole_lines_is_reported(tmp_path):
         assert any("may be incomplete" in problem for problem in again.problems), keep
         assert again.new_producer_id() > producer_id
         again.close()
+
+def test_a_batch_naming_a_producer_id_never_handed_out_is_unknown_producer_id(tmp_path):
+    state = ProducerStateManager(str(tmp_path), fs=NO_SYNC)
+    state.load(lambda topic, partition: 100)
+    handed = state.new_producer_id()
+    for forged in (2**63 - 1, handed + 1, -5):
+        verdict = state.check("t", 0, forged, 0, 0, 0)
+        assert verdict.error_code == errors.UNKNOWN_PRODUCER_ID and str(forged) in verdict.message
+    assert state.check("t", 0, handed, 0, 0, 0).error_code == errors.NONE
+    state.will_append("t", 0, handed, 0, 0, 0, 5, 5)
+    state.close()
+    again = ProducerStateManager(str(tmp_path), fs=NO_SYNC)
+    again.load(lambda topic, partition: 100)
+    assert again.check("t", 0, handed, 0, 0, 0).duplicate.first_offset == 5  # still known after a restart
+    assert again.check("t", 0, 2**63 - 1, 0, 0, 0).error_code == errors.UNKNOWN_PRODUCER_ID
+    again.close()
+
+
+def test_a_forged_producer_id_journaled_by_an_earlier_version_is_ignored_not_fatal(tmp_path):
+    """What an earlier version journaled after a Produce batch naming producer id 2**63 - 1: the
+    batch line, and a reservation past the int64 range, which made every later InitProducerId fail.
+    The replay ignores and reports both, keeps the other batches, and ids stay in range."""
+    forged = 2**63 - 1
+    lines = ["V 1", f"P {2**63}", "B t 0 0 0 0 4 10 14", f"B t 1 {forged} 0 0 0 20 20", "B t 2 0 0 -3 0 30 30",
+             f"P {2**63}"]
+    (tmp_path / JOURNAL_NAME).write_bytes("".join(_line(line) for line in lines).encode())
+    state = ProducerStateManager(str(tmp_path), fs=NO_SYNC)
+    state.load(lambda topic, partition: 100)
+    out_of_range = [problem for problem in state.problems if "out of range" in problem]
+    assert len(out_of_range) == 4, state.problems  # both reservations, the forged id, the negative sequence
+    assert state.check("t", 0, 0, 0, 0, 4).duplicate.first_offset == 10  # the other batch is kept
+    assert state.check("t", 1, forged, 0, 0, 0).error_code == errors.UNKNOWN_PRODUCER_ID
+    new_id = state.new_producer_id()
+    assert 0 < new_id < 2**63 - 1
+    state.close()
+    assert f"{forged}".encode() not in (tmp_path / JOURNAL_NAME).read_bytes()
+    again = ProducerStateManager(str(tmp_path), fs=NO_SYNC)
+    again.load(lambda topic, partition: 100)
+    assert again.problems == [] and again.new_producer_id() > new_id
+    again.close()
+
+
+def test_producers_expire_after_producer_id_expiration_ms(tmp_path):
+    clock = ManualClock()
+
+    def open_state():
+        state = ProducerStateManager(str(tmp_path), fs=NO_SYNC, clock=clock, expiration_ms=1000, check_interval_ms=1)
+        state.load(lambda topic, partition: 100)
+        return state
+
+    state = open_state()
+    old, young = state.new_producer_id(), state.new_producer_id()
+    state.will_append("t", 0, old, 0, 0, 0, 0, 0)
+    clock.advance(600)
+    state.will_append("t", 0, young, 0, 0, 0, 1, 1)
+    clock.advance(399)  # old's last batch is 999 ms old
+    assert state.expire() == 0 and state.check("t", 0, old, 0, 0, 0).duplicate is not None
+    clock.advance(1)
+    state.will_append("t", 1, young, 0, 0, 0, 0, 0)  # a batch runs the check (its interval has passed)
+    assert state.producer_count == 2  # young on partitions 0 and 1
+    assert state.check("t", 0, old, 0, 0, 0).duplicate is None  # a new producer again: any sequence goes
+    assert state.check("t", 0, old, 0, 7, 7).error_code == errors.NONE
+    state = None  # kill -9: the journal still holds old's line, with its time
+    state = open_state()
+    assert state.producer_count == 2 and state.check("t", 0, old, 0, 0, 0).duplicate is None
+    assert state.check("t", 0, young, 0, 0, 0).duplicate.first_offset == 1
+    state.close()
+    assert f"B t 0 {old} ".encode() not in (tmp_path / JOURNAL_NAME).read_bytes()
+    clock.advance(1000)  # young's batches are 1000 and 1400 ms old at the next open
+    state = open_state()
+    assert state.producer_count == 0 and state.check("t", 0, young, 0, 0, 0).duplicate is None
+    state.close()
+    assert b"B " not in (tmp_path / JOURNAL_NAME).read_bytes()
+
+
+class _CountingFs(FileSystem):
+    """Counts the bytes written (appends and rewrites both go through ``pwrite``); no fsync."""
+
+    def __init__(self):
+        self.written = 0
+
+    def pwrite(self, fd, data, position):
+        self.written += len(data)
+        super().pwrite(fd, data, position)
+
+    def fsync(self, fd):
+        pass
+
+    def fsync_dir(self, path):
+        pass
+
+
+def test_the_journal_bytes_per_batch_do_not_grow_with_the_producers_held(tmp_path, monkeypatch):
+    """The probe's finding: past 100,000 entries every idempotent batch rewrote the whole journal.
+    Here with the rewrite threshold lowered to 50 lines: one producer's batches, with 100 and 1,000
+    other producers held, cost the same few lines each."""
+    monkeypatch.setattr(producer_state, "COMPACT_AFTER_LINES", 50)
+    per_batch = {}
+    for held in (100, 1000):
+        fs = _CountingFs()
+        state = ProducerStateManager(str(tmp_path / str(held)), fs=fs)
+        (tmp_path / str(held)).mkdir()
+        state.load(lambda topic, partition: 10**9)
+        for offset in range(held):
+            state.will_append("t", 0, state.new_producer_id(), 0, 0, 0, offset, offset)
+        producer_id = state.new_producer_id()
+        fs.written = 0
+        batches = 2 * held
+        for sequence in range(batches):
+            state.will_append("t", 1, producer_id, 0, sequence, sequence, sequence, sequence)
+        per_batch[held] = fs.written / batches
+        state.close()
+    line = len(_line(f"B t 1 {producer_id} 0 {batches} {batches} {batches} {batches} 1700000000000"))
+    assert per_batch[1000] <= 4 * line, per_batch
+    assert per_batch[1000] <= 1.5 * per_batch[100], per_batch
+
 
 class ProducerStateMachine(RuleBasedStateMachine):
     """Idempotent appends, retries, out-of-order batches, epoch bumps, crashes between the journal

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from logstore import LogManager, Record
+from logstore.clock import ManualClock
 from logstore.server.protocol import errors
 from logstore.server.protocol.codec import encode_request
 from logstore.server.server import KafkaServer, read_meta_properties
@@ -231,6 +232,46 @@ def test_idempotent_retries_are_answered_with_their_offsets_across_restarts(tmp_
         transactional = client.call(INIT_PRODUCER_ID, 1, {"transactional_id": "tx", "transaction_timeout_ms": 1000})
         assert transactional["error_code"] == errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         assert server.store.get_log("i", 0).log_end_offset == 6
+        client.close()
+
+
+def test_a_forged_producer_id_is_refused_and_init_producer_id_survives_a_restart(tmp_path):
+    """The probe's finding: one batch naming producer id 2**63 - 1 made every InitProducerId fail
+    after the next restart ("int too large to convert"). Such an id was never handed out."""
+    data = str(tmp_path / "data")
+    with KafkaServer([data], listen="127.0.0.1:0") as server:
+        client = WireClient(server.bootstrap_servers)
+        client.call(CREATE_TOPICS, 4, {"topics": [{"name": "f", "num_partitions": 1, "replication_factor": 1}],
+                                       "timeout_ms": 1000})
+        forged = client.produce("f", 0, records(1), producer_id=2**63 - 1, producer_epoch=0, base_sequence=0)
+        assert forged["error_code"] == errors.UNKNOWN_PRODUCER_ID
+        assert server.store.get_log("f", 0).log_end_offset == 0
+        client.close()
+    with KafkaServer([data], listen="127.0.0.1:0") as server:
+        client = WireClient(server.bootstrap_servers)
+        producer = client.call(INIT_PRODUCER_ID, 1, {"transactional_id": None, "transaction_timeout_ms": -1})
+        assert producer["error_code"] == errors.NONE and 0 <= producer["producer_id"] < 2**63 - 1
+        ids = dict(producer_id=producer["producer_id"], producer_epoch=0)
+        assert client.produce("f", 0, records(2), base_sequence=0, **ids)["base_offset"] == 0
+        client.close()
+
+
+def test_idempotent_producer_state_expires_after_producer_id_expiration_ms(tmp_path):
+    """By the server's clock: a retry within ``producer.id.expiration.ms`` is answered as a duplicate;
+    after it the producer is forgotten, so the same batch is taken as a new producer's (as in Kafka)."""
+    clock = ManualClock()
+    config = {"producer.id.expiration.ms": 60000, "producer.id.expiration.check.interval.ms": 1000}
+    with KafkaServer([str(tmp_path / "data")], listen="127.0.0.1:0", config=config, clock=clock) as server:
+        client = WireClient(server.bootstrap_servers)
+        client.call(CREATE_TOPICS, 4, {"topics": [{"name": "e", "num_partitions": 1, "replication_factor": 1}],
+                                       "timeout_ms": 1000})
+        pid = client.call(INIT_PRODUCER_ID, 1, {"transactional_id": None, "transaction_timeout_ms": -1})["producer_id"]
+        ids = dict(producer_id=pid, producer_epoch=0, base_sequence=0)
+        assert client.produce("e", 0, records(1), **ids)["base_offset"] == 0
+        clock.advance(59999)
+        assert client.produce("e", 0, records(1), **ids)["base_offset"] == 0  # a retry: not appended
+        clock.advance(60000)
+        assert client.produce("e", 0, records(1), **ids)["base_offset"] == 1  # expired: a new producer's
         client.close()
 
 

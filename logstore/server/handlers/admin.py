@@ -5,6 +5,11 @@ Topic configs already use Kafka's keys (``cleanup.policy``, ``retention.ms``, ..
 configs go to the store as they are and the store's own validation decides (an unknown key or a bad
 value is INVALID_CONFIG with the store's message). One broker means a replication factor of 1 (or
 -1, "the default"); anything else is INVALID_REPLICATION_FACTOR, as a one-broker Kafka answers.
+
+Internal topics (``__consumer_offsets``, and ``__transaction_state``, reserved) hold the broker's own
+state: DeleteTopics and DeleteRecords of one are answered INVALID_TOPIC_EXCEPTION whatever the ACLs
+allow (Kafka's rule), and CreateTopics of a missing one too (its owner creates it). Their configs
+can be altered, as in Kafka (an operator tunes ``segment.bytes`` of ``__consumer_offsets``).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import logging
 
 from ...config import TOPIC_KEYS, LogConfig, parse_overrides
 from ...errors import InvalidTopicError, LogStoreError, RequestError
-from ...manager.topics import validate_topic_name
+from ...manager.topics import is_internal_topic, validate_topic_name
 from ..network.request_context import RequestContext
 from ..protocol import errors
 from ..server_config import SENSITIVE_KEYS
@@ -75,6 +80,8 @@ class AdminHandler:
             return errors.INVALID_TOPIC_EXCEPTION, str(exc)
         if name in store.topics():
             return errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
+        if is_internal_topic(name):
+            return errors.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' is internal: the broker creates it, clients cannot."
         if assignments:
             if partitions != -1 or replication_factor != -1:
                 return errors.INVALID_REQUEST, "both assignments and num_partitions/replication_factor were given"
@@ -121,6 +128,10 @@ class AdminHandler:
         results = []
         for name in request.get("topic_names") or []:
             code = errors.NONE
+            if is_internal_topic(name):
+                logger.warning("refused to delete internal topic %r (asked by %s)", name, context.peer)
+                results.append({"name": name, "error_code": errors.INVALID_TOPIC_EXCEPTION})
+                continue
             try:
                 store.delete_topic(name)
                 self.broker.producers.forget_topic(name)
@@ -254,6 +265,10 @@ class AdminHandler:
             for partition in topic.get("partitions") or []:
                 index, offset = partition["partition_index"], partition["offset"]
                 result = {"partition_index": index, "low_watermark": -1, "error_code": errors.NONE}
+                if is_internal_topic(name):
+                    result["error_code"] = errors.INVALID_TOPIC_EXCEPTION  # Kafka: records of internal topics stay
+                    partitions.append(result)
+                    continue
                 try:
                     log = store.get_log(name, index)
                     end_offset = log.log_end_offset

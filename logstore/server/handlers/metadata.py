@@ -3,8 +3,8 @@
 One broker leads every partition (leader epoch constant, replicas and in-sync replicas itself); a
 partition whose data dir is offline is answered LEADER_NOT_AVAILABLE with no leader. A request
 naming an unknown topic creates it when both the request and ``auto.create.topics.enable`` allow it,
-with ``num.partitions`` partitions. The answer names the broker by the address advertised on the
-listener the request came in on.
+with ``num.partitions`` partitions, unless it is an internal topic (``is_internal`` marks those). The
+answer names the broker by the address advertised on the listener the request came in on.
 """
 
 from __future__ import annotations
@@ -12,14 +12,13 @@ from __future__ import annotations
 import logging
 
 from ...errors import InvalidTopicError, LogStoreError, TopicExistsError
+from ...manager.topics import is_internal_topic
 from ..network.request_context import RequestContext
 from ..protocol import errors
 from ..protocol.messages import NOT_REQUESTED
 from .kafka_apis import LEADER_EPOCH, Broker
 
 logger = logging.getLogger(__name__)
-
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 class MetadataHandler:
@@ -57,10 +56,13 @@ class MetadataHandler:
     def _topic_metadata(self, name: str, allow_create: bool, known: set[str], missing: set) -> dict:
         broker = self.broker
         store = broker.store
-        entry = {"error_code": errors.NONE, "name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": [],
+        entry = {"error_code": errors.NONE, "name": name, "is_internal": is_internal_topic(name), "partitions": [],
                  "topic_authorized_operations": NOT_REQUESTED}
         if name not in known:
-            if not allow_create:
+            # An internal topic is created by its owner (the group coordinator makes
+            # ``__consumer_offsets`` at start-up; ``__transaction_state`` is reserved), never by a
+            # client's Metadata request, which would give it the wrong partition count and config.
+            if not allow_create or is_internal_topic(name):
                 entry["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
                 return entry
             try:

@@ -4,13 +4,14 @@ InitProducerId, which hands idempotent producers their ids.
 
 Per partition of a request: the RecordBatch v2 bytes are decoded and validated (``wire_records``),
 each batch of an idempotent producer is checked against the producer's last batches
-(``producer_state``), and the records are appended as one append per batch (a Kafka batch stays
-atomic). ``acks=1`` is answered at once. ``acks=-1`` asks the store's group-commit flusher for an
+(``producer_state``; a producer id this broker never handed out is UNKNOWN_PRODUCER_ID), and the
+records are appended as one append per batch (a Kafka batch stays atomic). ``acks=1`` is answered at once. ``acks=-1`` asks the store's group-commit flusher for an
 fsync and parks a ``DelayedProduceResponse`` in the store's produce purgatory, which the flusher
 completes once the recovery points cover every partition's last offset; after the request's
 ``timeout_ms`` the partitions not yet covered get REQUEST_TIMED_OUT (their records stay appended
 and may still become durable, as in Kafka). ``acks=0`` is never answered; if anything in it failed
-the connection is closed, so the client notices (Kafka's rule).
+the connection is closed, so the client notices (Kafka's rule). Records for an internal topic
+(``__consumer_offsets``, ``__transaction_state``) are INVALID_TOPIC_EXCEPTION, as in Kafka.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ import logging
 
 from ...errors import LogStoreError
 from ...log.log import Log
+from ...manager.topics import is_internal_topic
 from ...timer.purgatory import DelayedOperation
 from ..network.request_context import RequestContext
 from ..protocol import errors
 from ..wire_records import WireRecordError, decode_produce_columns
 from .kafka_apis import Broker
+from .producer_state import ProducerIdsExhaustedError
 
 logger = logging.getLogger(__name__)
 
@@ -129,11 +132,21 @@ class ProduceHandler:
             context.respond({"throttle_time_ms": 0, "error_code": errors.KAFKA_STORAGE_ERROR,
                              "producer_id": -1, "producer_epoch": -1})
             return
+        except ProducerIdsExhaustedError as exc:
+            logger.error("handing out a producer id failed: %s", exc)
+            context.respond({"throttle_time_ms": 0, "error_code": errors.UNKNOWN_SERVER_ERROR,
+                             "producer_id": -1, "producer_epoch": -1})
+            return
         context.respond({"throttle_time_ms": 0, "error_code": errors.NONE, "producer_id": producer_id,
                          "producer_epoch": 0})
 
     def _append_partition(self, topic: str, partition: int, records, version: int) -> tuple[dict, Log | None]:
         broker = self.broker
+        if is_internal_topic(topic):
+            # Only the broker writes its own state (the group coordinator, ``__consumer_offsets``):
+            # a client's records there would be replayed as commits. Refused whatever the ACLs say.
+            return _partition_response(partition, errors.INVALID_TOPIC_EXCEPTION,
+                                       f"Cannot append to internal topic {topic}"), None
         try:
             log = broker.store.get_log(topic, partition)
         except LogStoreError as exc:
