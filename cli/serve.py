@@ -43,7 +43,8 @@ def serve(options, listen: tuple[str, ...], advertised_listener: tuple[str, ...]
     """Serve the store to Kafka clients (kafka-python, confluent-kafka, aiokafka, kcat, kafkajs, ...)
     over Kafka's own protocol, until SIGTERM or SIGINT. Server settings (--set) use Kafka's broker
     names: auto.create.topics.enable, num.partitions, socket.request.max.bytes, max.connections,
-    connections.max.idle.ms, num.io.threads, node.id; the consumer groups' group.min.session.timeout.ms,
+    connections.max.idle.ms, queued.max.request.bytes, sasl.server.max.receive.size,
+    queued.max.response.bytes, fetch.max.bytes, num.io.threads, node.id, producer.id.expiration.ms; the consumer groups' group.min.session.timeout.ms,
     group.max.session.timeout.ms, group.initial.rebalance.delay.ms, group.max.size,
     offsets.retention.minutes, offsets.retention.check.interval.ms, offsets.topic.num.partitions,
     offsets.topic.segment.bytes, offset.metadata.max.bytes; security: sasl.enabled.mechanisms,

@@ -89,17 +89,6 @@ def use_one_malloc_arena() -> bool:
     return bool(mallopt(m_arena_max, 1))
 
 
-def _store_descriptors(store: LogManager) -> int:
-    """The descriptors the store needs (its own estimate; else what the process holds now)."""
-    needed = getattr(store, "descriptors_needed", None)
-    if needed is not None:
-        return needed()
-    try:
-        return len(os.listdir("/proc/self/fd"))
-    except OSError:
-        return 64
-
-
 def new_cluster_id() -> str:
     """A cluster id as Kafka makes them: a random UUID in 22 characters of URL-safe base64."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
@@ -275,7 +264,7 @@ class KafkaServer:
                                             max_pending=self.config.sasl_max_pending_per_host),
             checks=PasswordChecks(self.config.sasl_password_check_threads, self.config.sasl_password_check_max_queued,
                                   name="logstore-server-password-check"))
-        self.descriptors = descriptors = DescriptorBudget.of(_store_descriptors(store), len(self.listeners),
+        self.descriptors = descriptors = DescriptorBudget.of(store.descriptors_needed(), len(self.listeners),
                                                              self.config.max_connections)
         if descriptors.warning:
             logger.warning("%s", descriptors.warning)

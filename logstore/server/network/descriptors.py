@@ -75,8 +75,9 @@ class DescriptorBudget:
         process's soft RLIMIT_NOFILE."""
         limit = descriptor_limit() if limit is None else limit
         server_needs = listeners + NETWORK_DESCRIPTORS
-        # The store grows while serving (topics created, segments rolled, the cleaner's files).
-        headroom = 64 + store_needs // 4
+        # The store's estimate has room for its rolls, checkpoints and cleaner; this is for what it
+        # grows by while serving (topics and partitions created, about 3 descriptors each).
+        headroom = 32 + store_needs // 8
         warning = None
         if limit is None:
             left = 2**31 - 1
