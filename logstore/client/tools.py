@@ -70,7 +70,9 @@ def read_chunks(bootstrap_servers: str, topic: str, *, partition: int | None = N
                 ) -> Iterator[tuple[int, list[Record]]]:
     """``(partition, records)`` chunks of ``topic`` (or its ``partition``) from ``offset`` (needs
     ``partition``), the first record at or after ``from_timestamp_ms``, the group's committed
-    offsets, or else the log start; up to the end found at the start, unless ``follow``."""
+    offsets, or else the log start; up to the end found at the start, unless ``follow``. With
+    ``group``, a chunk is committed when the caller comes back for the next one; close the
+    iterator (``contextlib.closing``) to learn of a commit that could not be made."""
     remaining = max_records if max_records is not None else -1
     with BrokerGroupAdmin.connect(bootstrap_servers, client_id="logstore-cli",
                                   security=ClientSecurity.from_config(client_config or {})) as groups, \

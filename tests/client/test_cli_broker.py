@@ -224,6 +224,35 @@ def test_read_group_follow_and_a_group_member_ride_three_broker_restarts(tmp_pat
         _stop(broker)
 
 
+def test_a_follow_commit_the_coordinator_cannot_take_is_kept_then_reported(server, monkeypatch):
+    """While following, a commit that fails because the coordinator cannot be reached does not end
+    the reading (it is made at the next turn); one still not made when the reading ends is reported,
+    naming the offsets, instead of being lost quietly."""
+    from logstore.client.admin import BrokerGroupAdmin
+    from logstore.client.errors import NetworkError
+    from logstore.client.tools import read_chunks
+    server.store.create_topic("pending", 1)
+    server.store.append("pending", [Record(None, b"a"), Record(None, b"b")])
+    made = []
+
+    def unreachable(self, group_id, offsets, **_):
+        made.append(dict(offsets))
+        raise NetworkError("the coordinator is away")
+
+    monkeypatch.setattr(BrokerGroupAdmin, "commit", unreachable)
+    chunks = read_chunks(server.bootstrap_servers, "pending", group="away", follow=True)
+    partition, records = next(chunks)
+    assert [record.value for record in records] == [b"a", b"b"]
+    server.store.append("pending", [Record(None, b"c")])
+    partition, records = next(chunks)  # the reading went on
+    assert [record.value for record in records] == [b"c"]
+    assert made and all(offsets == {("pending", 0): 2} for offsets in made)
+    # Closed while the caller holds "c" (not known to be printed): what is reported is the offset
+    # after "b", the last chunk the caller came back from.
+    with pytest.raises(NetworkError, match=r"\(pending-0: 2\) could not be committed"):
+        chunks.close()
+
+
 def _source_store(path: str) -> None:
     with LogManager([path]) as store:
         store.create_topic("events", 3, {"retention.ms": "999999999"})
