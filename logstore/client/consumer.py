@@ -58,6 +58,7 @@ DEFAULTS: dict[str, Any] = {
     "partition.assignment.strategy": ["range", "roundrobin"], "request.timeout.ms": 30_000,
     "retry.backoff.ms": 100, "retry.backoff.max.ms": 1000, "default.api.timeout.ms": 60_000, **SECURITY_DEFAULTS}
 _ISOLATION = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
+_PROMPT_ROUNDS = 5  # join rounds in a row without back-off (the coordinator holds a JoinGroup: no busy loop)
 
 
 def consumer_config(config: dict | None, keywords: dict) -> dict[str, Any]:
@@ -321,34 +322,40 @@ class Consumer:
                 return []
 
     def _ensure_group(self, deadline_ms: int) -> bool:
-        """Rejoin the group when needed, round after round with back-off, until ``deadline_ms``
-        (at least one round); whether this member is in the group now."""
+        """Rejoin the group when needed; whether this member is in the group now. A round the
+        coordinator asks to do again (a member id given, a rebalance started meanwhile) follows at
+        once, up to ``_PROMPT_ROUNDS`` in a row; after a coordinator that cannot be reached (or more
+        such rounds) the next waits, with back-off, while the poll's time (``deadline_ms``) lasts."""
         member = self._member
         backoff_ms = self.config["retry.backoff.ms"]
-        first = True
+        prompt_rounds = 0
         while member.rejoin_needed:
-            if not first:
+            if prompt_rounds >= _PROMPT_ROUNDS:
                 if self._clock.monotonic_ms() + backoff_ms > deadline_ms:
                     return False
                 self._clock.sleep_ms(backoff_ms)
                 backoff_ms = min(backoff_ms * 2, self.config["retry.backoff.max.ms"])
-            first = False
             self._commit_on_revoke(deadline_ms)
             held = {**self._kept_positions, **self._consumed()}
             try:
                 partitions = member.join(self._subscription, self.assignment())
-            except NetworkError as exc:
+            except Exception as exc:
+                if not coordinator_unavailable(exc):
+                    raise
                 logger.warning("consumer: joining group %s: %s", member.group_id, exc)
+                prompt_rounds = _PROMPT_ROUNDS
                 continue
-            if partitions is not None:
-                self._fetcher.assign(partitions)
-                # Eager rebalancing: positions start again from what the group committed, except
-                # that a partition this member kept (same member id: it never left the group) goes
-                # on from its own position when that is further.
-                same_member = bool(self._assigned_as) and self._assigned_as == member.member_id
-                self._kept_positions = {tp: held[tp] for tp in partitions if same_member and tp in held}
-                self._assigned_as = member.member_id
-                self._fetcher.forget_positions(partitions)
+            if partitions is None:
+                prompt_rounds = prompt_rounds + 1 if member.coordinator_known else _PROMPT_ROUNDS
+                continue
+            self._fetcher.assign(partitions)
+            # Eager rebalancing: positions start again from what the group committed, except
+            # that a partition this member kept (same member id: it never left the group) goes
+            # on from its own position when that is further.
+            same_member = bool(self._assigned_as) and self._assigned_as == member.member_id
+            self._kept_positions = {tp: held[tp] for tp in partitions if same_member and tp in held}
+            self._assigned_as = member.member_id
+            self._fetcher.forget_positions(partitions)
         return True
 
     # --- offsets ---------------------------------------------------------------------------------

@@ -165,6 +165,12 @@ class GroupMember:
             self._clock.sleep_ms(backoff_ms)
             backoff_ms = min(backoff_ms * 2, self._retry_backoff_max_ms)
 
+    @property
+    def coordinator_known(self) -> bool:
+        """Whether the coordinator is known (it is forgotten when it cannot be reached or says it
+        is not the coordinator)."""
+        return self._coordinator is not None
+
     def _lose_coordinator(self) -> None:
         if self._connection is not None:
             self._connection.close()
