@@ -13,7 +13,8 @@ What it owns:
   option for the same thing), read only when it is a regular file of at most
   ``CLIENT_PROPERTIES_MAX_BYTES`` (``read_regular_file``): a device such as /dev/zero would be read
   without end, a FIFO would wait for a writer; the certificate and key files it names must be regular
-  files too;
+  files too; ``read_password_line``: a password from the first line of a stream (stdin), at most
+  ``PASSWORD_MAX_CHARS`` read;
 - ``wrap`` (the TLS handshake of a new connection, bounded by the connect timeout) and
   ``authenticate`` (SaslHandshake v1, then SaslAuthenticate with PLAIN's one token or SCRAM's two,
   checking the broker's SCRAM signature so that an impostor holding no credential is refused).
@@ -43,6 +44,8 @@ SECURITY_DEFAULTS: dict[str, Any] = {
 SASL_AUTHENTICATION_FAILED = 58
 CLIENT_PROPERTIES_MAX_BYTES = 1 << 20
 """The largest client properties file read (a few settings take a few hundred bytes)."""
+PASSWORD_MAX_CHARS = 4096
+"""The longest password ``read_password_line`` takes (SCRAM has no limit; a line without end does)."""
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
@@ -227,6 +230,18 @@ def read_client_properties(path: str) -> dict[str, str]:
     return settings
 
 
+def read_password_line(stream) -> str:
+    """The first line of the text ``stream`` (stdin) without its line end, reading at most
+    ``PASSWORD_MAX_CHARS`` and a line end: ``ValueError`` for a longer line (a stream such as
+    /dev/zero, which has no line end, is not read without end)."""
+    line = stream.readline(PASSWORD_MAX_CHARS + 2)
+    password = line[:-1] if line.endswith("\n") else line
+    password = password[:-1] if password.endswith("\r") else password
+    if len(password) > PASSWORD_MAX_CHARS:
+        raise ValueError(f"the password line is longer than {PASSWORD_MAX_CHARS} characters")
+    return password
+
+
 def _ssl_context(settings: Mapping[str, Any], check_hostname: bool) -> ssl.SSLContext:
     for key in ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location"):
         path = settings.get(key)
@@ -248,5 +263,5 @@ def _ssl_context(settings: Mapping[str, Any], check_hostname: bool) -> ssl.SSLCo
 
 
 __all__ = ["AuthenticationFailedError", "CLIENT_PROPERTIES_MAX_BYTES", "ClientSecurity", "NotARegularFileError",
-           "PROTOCOLS", "SASL_MECHANISMS", "SECURITY_DEFAULTS", "read_client_properties", "read_regular_file",
-           "regular_file_problem"]
+           "PASSWORD_MAX_CHARS", "PROTOCOLS", "SASL_MECHANISMS", "SECURITY_DEFAULTS", "read_client_properties",
+           "read_password_line", "read_regular_file", "regular_file_problem"]

@@ -1,7 +1,8 @@
 """``logstore --command-config FILE`` reads only a regular file of at most 1 MiB: /dev/zero, a FIFO,
 a directory or a missing path is a one-line usage error (exit 2) given at once, without reading
 (the CLI once grew to gigabytes on /dev/zero, and waited forever on a FIFO for a writer); a file too
-big, or naming a device as a certificate, is a one-line error (exit 1)."""
+big, or naming a device as a certificate, is a one-line error (exit 1). ``users add --password-stdin``
+reads one bounded line: /dev/zero on stdin is refused at once, not read into memory."""
 
 from __future__ import annotations
 
@@ -84,3 +85,17 @@ def test_a_regular_properties_file_is_read_up_to_the_limit(tmp_path):
     path.write_text(text + "#" * (CLIENT_PROPERTIES_MAX_BYTES - len(text)))
     assert os.path.getsize(path) == CLIENT_PROPERTIES_MAX_BYTES
     assert security.read_client_properties(str(path)) == {"security.protocol": "PLAINTEXT"}
+
+
+def test_a_password_on_stdin_is_one_bounded_line(tmp_path):
+    if not os.path.exists("/dev/zero"):
+        pytest.skip("no /dev/zero")
+    with open("/dev/zero", "rb") as zeros:
+        result = subprocess.run([sys.executable, "-P", "-m", "logstore.cli", "--dir", str(tmp_path / "data"), "users",
+                                 "add", "bob", "--password-stdin"], stdin=zeros, capture_output=True, text=True,
+                                timeout=60, preexec_fn=_limit_memory)
+    assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert f"longer than {security.PASSWORD_MAX_CHARS} characters" in result.stderr
+    result = CliRunner().invoke(main, ["--dir", str(tmp_path / "data"), "users", "add", "bob", "--password-stdin"],
+                                input="x" * security.PASSWORD_MAX_CHARS + "\r\n")
+    assert result.exit_code == 0, result.output
