@@ -4,6 +4,7 @@ what they return in the store commands' formats. No logic lives here."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from itertools import groupby, islice
@@ -56,10 +57,13 @@ def append(options, topic: str, entries: Sequence[InputRecord], batch_size: int,
 
 
 def read(options, topic: str, output_format: str, encoding: str, **how) -> None:
-    """``logstore read`` from a broker: each chunk printed as it comes; Ctrl-C ends a ``--follow``."""
+    """``logstore read`` from a broker: each chunk printed as it comes; Ctrl-C ends a ``--follow``
+    (the reader is closed here, so that a commit it could not make is reported, not lost)."""
     try:
-        for partition, records in read_chunks(options.bootstrap, topic, client_config=options.client_config, **how):
-            print_records(topic, partition, records, output_format, encoding)
+        with contextlib.closing(read_chunks(options.bootstrap, topic, client_config=options.client_config,
+                                            **how)) as chunks:
+            for partition, records in chunks:
+                print_records(topic, partition, records, output_format, encoding)
     except KeyboardInterrupt:
         pass  # the way to end --follow: not an error
 

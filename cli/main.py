@@ -35,7 +35,7 @@ from logstore.log.waits import MAX_TIMEOUT_MS
 from logstore.manager.topics import is_internal_topic
 from logstore.tools.check import log_size_bytes, verify_store
 from logstore.tools.demo import run_demo
-from logstore.client.security import read_client_properties
+from logstore.client.security import NotARegularFileError, read_client_properties
 from logstore.tools.dump import dump_file
 
 from . import broker
@@ -119,9 +119,10 @@ def _one_line(exc: BaseException) -> str:
 @click.option("--bootstrap-server", "bootstrap", metavar="HOST:PORT[,HOST:PORT...]", envvar=BOOTSTRAP_ENV,
               help=f"Talk to this Kafka-compatible broker (logstore serve, Kafka, Tansu...) instead of opening "
                    f"data dirs: for topics, append, read and groups. Default: ${BOOTSTRAP_ENV}.")
-@click.option("--command-config", type=click.Path(exists=True, dir_okay=False), envvar=COMMAND_CONFIG_ENV,
+@click.option("--command-config", metavar="FILE", envvar=COMMAND_CONFIG_ENV,
               help="A properties file of client settings for --bootstrap-server: security.protocol, ssl.ca.location, "
-                   f"sasl.mechanism, sasl.username, sasl.password... (Kafka tools' option). Default: ${COMMAND_CONFIG_ENV}.")
+                   "sasl.mechanism, sasl.username, sasl.password... (Kafka tools' option): a regular file of at most "
+                   f"1 MiB. Default: ${COMMAND_CONFIG_ENV}.")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the engine does (recovery, repairs) to stderr.")
 @click.version_option(__version__, prog_name="logstore")
 @click.pass_context
@@ -138,8 +139,11 @@ def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], b
         dirs = tuple(path for path in os.environ.get(DIRS_ENV, "").split(":") if path) or (DEFAULT_DIR,)
     if bootstrap and given:
         raise click.UsageError("give --dir or --bootstrap-server, not both")
-    ctx.obj = StoreOptions(list(dirs), parse_assignments(list(settings)), given, bootstrap or None,
-                           read_client_properties(command_config) if command_config else {})
+    try:
+        client_config = read_client_properties(command_config) if command_config else {}
+    except NotARegularFileError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--command-config'") from exc
+    ctx.obj = StoreOptions(list(dirs), parse_assignments(list(settings)), given, bootstrap or None, client_config)
 
 
 for _command in (groups, broker.mirror, perf, serve, users, acls):

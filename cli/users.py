@@ -10,6 +10,7 @@ import sys
 
 import click
 
+from logstore.client.security import read_password_line
 from logstore.server.security.credentials import CredentialStore
 from logstore.server.security.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
 
@@ -38,7 +39,7 @@ def users() -> None:
 def users_add(options, user: str, mechanisms: tuple[str, ...], iterations: int, password_stdin: bool) -> None:
     """Add USER (or give it a new password). Only a salted, iterated credential is stored."""
     if password_stdin:
-        password = sys.stdin.readline().rstrip("\r\n")
+        password = read_password_line(sys.stdin)
     else:
         password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
     if not password:

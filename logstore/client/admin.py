@@ -8,7 +8,8 @@ What it owns:
   DescribeConfigs, IncrementalAlterConfigs, ListOffsets);
 - groups: ``BrokerGroupAdmin`` is ``logstore.group.admin.GroupAdmin`` with its primitives answered by
   the broker (ListGroups from every broker, DescribeGroups, OffsetFetch and OffsetCommit with
-  generation -1 at the group's coordinator, DeleteGroups, LeaveGroup), so ``list``, ``describe``,
+  generation -1 at the group's coordinator, DeleteGroups, LeaveGroup; the coordinator's requests
+  ride a restart or a move of the coordinator: ``GroupMember.call``), so ``list``, ``describe``,
   the reset plans and ``start_positions`` compute the same results, with the same rules (a group
   with members is refused), as against a store.
 
@@ -180,8 +181,9 @@ class BrokerGroupAdmin(GroupAdmin):
     # --- the primitives --------------------------------------------------------------------------
 
     def _summary(self, group_id: str) -> GroupSummary:
-        body = self._member(group_id).request("DescribeGroups", {"groups": [group_id],
-                                                                 "include_authorized_operations": False})
+        body = self._member(group_id).call("DescribeGroups", {"groups": [group_id],
+                                                              "include_authorized_operations": False},
+                                           error_code=lambda answer: answer["groups"][0]["error_code"])
         group = body["groups"][0]
         members = [MemberSummary(m["member_id"], m.get("group_instance_id"), m["client_id"], m["client_host"],
                                  m["member_metadata"], m["member_assignment"]) for m in group["members"]]
@@ -222,7 +224,7 @@ class BrokerGroupAdmin(GroupAdmin):
         member = self._member(group_id)
         if partitions is None:
             try:
-                entries = member.committed_entries(None)
+                entries = member.committed_entries(None, timeout_ms=0)  # one try: an answer that does not parse
             except NetworkError:
                 metadata = self.admin.network.refresh_metadata(None)
                 entries = member.committed_entries([(topic, p) for topic, leaders in sorted(metadata.leaders.items())
@@ -243,7 +245,8 @@ class BrokerGroupAdmin(GroupAdmin):
             raise GroupRequestError(f"group {group_id!r} refused the commit: {exc}", code) from exc
 
     def delete_group(self, group_id: str) -> None:
-        body = self._member(group_id).request("DeleteGroups", {"groups_names": [group_id]})
+        body = self._member(group_id).call("DeleteGroups", {"groups_names": [group_id]},
+                                           error_code=lambda answer: answer["results"][0]["error_code"])
         code = body["results"][0]["error_code"]
         if code == group_errors.NON_EMPTY_GROUP:
             raise GroupRequestError(f"cannot delete group {group_id!r}: it has members (stop its consumers first)",
@@ -260,7 +263,7 @@ class BrokerGroupAdmin(GroupAdmin):
         unknown = [member_id for member_id in chosen if member_id not in known]
         if unknown:
             raise GroupRequestError(f"group {group_id!r} has no member {unknown[0]!r}", group_errors.UNKNOWN_MEMBER_ID)
-        body = self._member(group_id).request("LeaveGroup", {"group_id": group_id, "member_id": "", "members": [
+        body = self._member(group_id).call("LeaveGroup", {"group_id": group_id, "member_id": "", "members": [
             {"member_id": "" if known[m] is not None else m, "group_instance_id": known[m]} for m in chosen]})
         codes = [body["error_code"], *(member["error_code"] for member in body.get("members", []))]
         if any(codes):

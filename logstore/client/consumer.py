@@ -7,15 +7,21 @@ What it owns:
   ``auto.commit.interval.ms``, ``fetch.min.bytes``, ``fetch.max.bytes``, ``max.partition.fetch.bytes``,
   ``fetch.max.wait.ms``, ``max.poll.records``, ``isolation.level``, ``session.timeout.ms``,
   ``heartbeat.interval.ms``, ``max.poll.interval.ms`` (the rebalance timeout),
-  ``partition.assignment.strategy``, ``group.instance.id``, ``request.timeout.ms``, ``client.id``),
+  ``partition.assignment.strategy``, ``group.instance.id``, ``request.timeout.ms``, ``client.id``,
+  ``retry.backoff.ms``, ``retry.backoff.max.ms``, ``default.api.timeout.ms``),
   given as a dict, or as keywords with the dots written as underscores;
 - the order of a ``poll``: rejoin the group when it rebalanced (committing first with auto-commit,
   as the eager protocol revokes everything), positions for partitions without one (the group's
-  committed offset, else ``auto.offset.reset``), an auto-commit when due, then the buffered records,
+  committed offset, else ``auto.offset.reset``; a partition this member held before the rejoin and
+  holds again keeps its own position when it is further on than the commit, so a commit not yet made
+  when the coordinator was lost, a broker restart say, does not return records twice), an
+  auto-commit when due, then the buffered records,
   else Fetch responses waited for up to the timeout; before it returns records, the next Fetch
   requests are sent, so the broker reads ahead while the application works (``fetcher``);
 - the group (``group_member``): JoinGroup/SyncGroup, heartbeats on their own thread, LeaveGroup at
-  ``close``.
+  ``close``. A coordinator that cannot be reached (a broker restarting) is tried again with
+  back-off until the poll's timeout; the poll then returns no records and the next one goes on
+  trying, as Kafka's does: it is never an error of ``poll``.
 
 Records come back as ``ConsumerRecord`` (``topic, partition, offset, key, value, headers,
 timestamp_ms``), the tuple the embedded consumer (``logstore.group.consumer``) returns. One thread
@@ -35,7 +41,7 @@ from ..group.consumer_protocol import ASSIGNORS
 from .cluster import NetworkClient
 from .errors import NetworkError
 from .fetcher import EARLIEST, READ_COMMITTED, READ_UNCOMMITTED, Fetcher, high_watermarks
-from .group_member import GroupMember
+from .group_member import GroupMember, coordinator_unavailable
 from .security import SECURITY_DEFAULTS, ClientSecurity
 
 __all__ = ["Consumer", "ConsumerRecord"]
@@ -50,9 +56,9 @@ DEFAULTS: dict[str, Any] = {
     "fetch.max.wait.ms": 500, "max.poll.records": 500, "isolation.level": "read_uncommitted",
     "session.timeout.ms": 45_000, "heartbeat.interval.ms": 3000, "max.poll.interval.ms": 300_000,
     "partition.assignment.strategy": ["range", "roundrobin"], "request.timeout.ms": 30_000,
-    "retry.backoff.ms": 100, **SECURITY_DEFAULTS}
+    "retry.backoff.ms": 100, "retry.backoff.max.ms": 1000, "default.api.timeout.ms": 60_000, **SECURITY_DEFAULTS}
 _ISOLATION = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
-_MAX_JOIN_ROUNDS = 50
+_PROMPT_ROUNDS = 5  # join rounds in a row without back-off (the coordinator holds a JoinGroup: no busy loop)
 
 
 def consumer_config(config: dict | None, keywords: dict) -> dict[str, Any]:
@@ -71,7 +77,8 @@ def consumer_config(config: dict | None, keywords: dict) -> dict[str, Any]:
                          f"got {merged['isolation.level']!r}")
     for key in ("fetch.min.bytes", "fetch.max.bytes", "max.partition.fetch.bytes", "fetch.max.wait.ms",
                 "max.poll.records", "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms",
-                "auto.commit.interval.ms", "request.timeout.ms", "retry.backoff.ms"):
+                "auto.commit.interval.ms", "request.timeout.ms", "retry.backoff.ms", "retry.backoff.max.ms",
+                "default.api.timeout.ms"):
         value = merged[key]
         if type(value) is not int or value < (0 if key in ("fetch.min.bytes", "fetch.max.wait.ms",
                                                              "retry.backoff.ms") else 1):
@@ -118,8 +125,15 @@ class Consumer:
                                        assignors=settings["partition.assignment.strategy"],
                                        group_instance_id=settings["group.instance.id"],
                                        client_id=settings["client.id"],
-                                       request_timeout_ms=settings["request.timeout.ms"], clock=clock)
+                                       request_timeout_ms=settings["request.timeout.ms"],
+                                       default_api_timeout_ms=settings["default.api.timeout.ms"],
+                                       retry_backoff_ms=settings["retry.backoff.ms"],
+                                       retry_backoff_max_ms=settings["retry.backoff.max.ms"], clock=clock)
         self._subscription: list[str] | None = None  # subscribed topics; None: assign() or nothing yet
+        # Positions of partitions held before a rejoin and given back by it, until the group's
+        # commits are known: the further of the two is where this member goes on.
+        self._kept_positions: dict[TopicPartition, int] = {}
+        self._assigned_as = ""  # the member id the group gave the partitions held to
         self._auto_commit = bool(settings["enable.auto.commit"]) and self._member is not None
         self._next_auto_commit_ms = clock.monotonic_ms() + settings["auto.commit.interval.ms"]
         self._closed = False
@@ -175,6 +189,7 @@ class Consumer:
             self._commit_on_revoke()
             self._member.leave()
         self._subscription = None
+        self._kept_positions = {}
         self._fetcher.assign([])
 
     def assignment(self) -> list[TopicPartition]:
@@ -196,6 +211,7 @@ class Consumer:
         if type(offset) is not int or offset < 0:
             raise ValueError(f"offset must be an int >= 0, got {offset!r}")
         self._fetcher.seek(_check_tp((topic, partition)), offset)
+        self._kept_positions.pop((topic, partition), None)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         """Each of ``partitions`` (all assigned ones when none given) from its log start offset."""
@@ -212,6 +228,8 @@ class Consumer:
             if tp not in self._fetcher.positions:
                 raise ValueError(f"{tp!r} is not assigned to this consumer")
         self._fetcher.reset_positions(chosen, strategy)
+        for tp in chosen:
+            self._kept_positions.pop(tp, None)
 
     def position(self, topic: str, partition: int) -> int:
         """The offset of the next record ``poll`` would return for ``topic``/``partition``."""
@@ -223,9 +241,12 @@ class Consumer:
             self._initial_positions([tp])
         return self._fetcher.positions[tp]
 
-    def _initial_positions(self, partitions: list[TopicPartition]) -> None:
+    def _initial_positions(self, partitions: list[TopicPartition], timeout_ms: int | None = None) -> None:
         if self._member is not None:
-            for tp, offset in self._member.committed(partitions).items():
+            for tp, offset in self._member.committed(partitions, timeout_ms=timeout_ms).items():
+                kept = self._kept_positions.pop(tp, None)
+                if kept is not None and (offset is None or kept > offset):
+                    offset = kept
                 if offset is not None:
                     self._fetcher.positions[tp] = offset
         self._fetcher.reset_positions([tp for tp in partitions if self._fetcher.positions.get(tp) is None])
@@ -262,11 +283,18 @@ class Consumer:
         if type(timeout_ms) is not int or timeout_ms < 0:
             raise ValueError(f"timeout_ms must be an int >= 0, got {timeout_ms!r}")
         deadline_ms = self._clock.monotonic_ms() + timeout_ms
-        if self._subscription is not None:
-            self._ensure_group(deadline_ms)
+        if self._subscription is not None and not self._ensure_group(deadline_ms):
+            return []  # not in the group yet (its coordinator is unreachable): the next poll goes on
         missing = self._fetcher.missing_positions()
         if missing:
-            self._initial_positions(missing)
+            try:
+                self._initial_positions(missing, max(deadline_ms - self._clock.monotonic_ms(), 0)
+                                        if self._member is not None else None)
+            except Exception as exc:
+                if self._member is None or not coordinator_unavailable(exc):
+                    raise
+                logger.warning("consumer: the committed offsets of group %s: %s", self._member.group_id, exc)
+                return []
         if self._member is not None:
             self._member.poll_commits()
         self._maybe_auto_commit()
@@ -293,25 +321,42 @@ class Consumer:
             if self._clock.monotonic_ms() >= deadline_ms:
                 return []
 
-    def _ensure_group(self, deadline_ms: int) -> None:
+    def _ensure_group(self, deadline_ms: int) -> bool:
+        """Rejoin the group when needed; whether this member is in the group now. A round the
+        coordinator asks to do again (a member id given, a rebalance started meanwhile) follows at
+        once, up to ``_PROMPT_ROUNDS`` in a row; after a coordinator that cannot be reached (or more
+        such rounds) the next waits, with back-off, while the poll's time (``deadline_ms``) lasts."""
         member = self._member
-        rounds = 0
+        backoff_ms = self.config["retry.backoff.ms"]
+        prompt_rounds = 0
         while member.rejoin_needed:
-            if rounds:
-                self._clock.sleep_ms(self.config["retry.backoff.ms"])
-            rounds += 1
-            if rounds > _MAX_JOIN_ROUNDS:
-                raise RequestError(f"group {member.group_id}: could not join in {_MAX_JOIN_ROUNDS} rounds")
-            self._commit_on_revoke()
+            if prompt_rounds >= _PROMPT_ROUNDS:
+                if self._clock.monotonic_ms() + backoff_ms > deadline_ms:
+                    return False
+                self._clock.sleep_ms(backoff_ms)
+                backoff_ms = min(backoff_ms * 2, self.config["retry.backoff.max.ms"])
+            self._commit_on_revoke(deadline_ms)
+            held = {**self._kept_positions, **self._consumed()}
             try:
                 partitions = member.join(self._subscription, self.assignment())
-            except NetworkError as exc:
+            except Exception as exc:
+                if not coordinator_unavailable(exc):
+                    raise
                 logger.warning("consumer: joining group %s: %s", member.group_id, exc)
+                prompt_rounds = _PROMPT_ROUNDS
                 continue
-            if partitions is not None:
-                self._fetcher.assign(partitions)
-                # Eager rebalancing: positions start again from what the group committed.
-                self._fetcher.forget_positions(partitions)
+            if partitions is None:
+                prompt_rounds = prompt_rounds + 1 if member.coordinator_known else _PROMPT_ROUNDS
+                continue
+            self._fetcher.assign(partitions)
+            # Eager rebalancing: positions start again from what the group committed, except
+            # that a partition this member kept (same member id: it never left the group) goes
+            # on from its own position when that is further.
+            same_member = bool(self._assigned_as) and self._assigned_as == member.member_id
+            self._kept_positions = {tp: held[tp] for tp in partitions if same_member and tp in held}
+            self._assigned_as = member.member_id
+            self._fetcher.forget_positions(partitions)
+        return True
 
     # --- offsets ---------------------------------------------------------------------------------
 
@@ -345,10 +390,11 @@ class Consumer:
         if consumed:
             self._member.commit_async(consumed)
 
-    def _commit_on_revoke(self) -> None:
+    def _commit_on_revoke(self, deadline_ms: int | None = None) -> None:
         if self._auto_commit and self._consumed() and self._member.generation_id >= 0:
+            timeout_ms = None if deadline_ms is None else max(deadline_ms - self._clock.monotonic_ms(), 0)
             try:
-                self._member.commit(self._consumed())
+                self._member.commit(self._consumed(), timeout_ms=timeout_ms)
             except (NetworkError, RequestError) as exc:
                 logger.warning("consumer: committing before the rebalance failed: %s", exc)
 

@@ -4,8 +4,12 @@ leads), heartbeats on a background thread, LeaveGroup, and the group's offsets (
 OffsetFetch).
 
 What it owns:
-- the coordinator: found from any broker, forgotten on NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE or
-  a broken connection, and found again before the next request;
+- the coordinator: found from any broker, forgotten on NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
+  COORDINATOR_LOAD_IN_PROGRESS or a broken connection, and found again before the next request;
+  ``call`` (the offsets and the admin's requests) tries again after such a failure, with back-off
+  from ``retry.backoff.ms`` doubling up to ``retry.backoff.max.ms``, for up to
+  ``default.api.timeout.ms`` (or the caller's timeout), as Kafka's commitSync and AdminClient do:
+  a broker restarting or a coordinator moving is waited out, not reported;
 - membership, Kafka's eager protocol: ``join()`` sends JoinGroup (protocol type ``consumer``, one
   protocol per assignor with this member's ConsumerProtocol subscription), answers MEMBER_ID_REQUIRED
   by joining again with the id given (KIP-394), and when the coordinator names this member leader,
@@ -46,6 +50,20 @@ _COORDINATOR_ERRORS = {group_errors.NOT_COORDINATOR, group_errors.COORDINATOR_NO
 _REJOIN_ERRORS = {group_errors.REBALANCE_IN_PROGRESS, group_errors.ILLEGAL_GENERATION,
                   group_errors.UNKNOWN_MEMBER_ID, group_errors.FENCED_INSTANCE_ID}
 _REJOIN_GRACE_MS = 5000
+DEFAULT_API_TIMEOUT_MS = 60_000
+"""Kafka's ``default.api.timeout.ms``: how long ``call`` keeps trying a coordinator that is gone."""
+
+
+def coordinator_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the group's coordinator could not be reached or is not (yet) the
+    coordinator: a failure that ends when the broker is back, unlike a refusal."""
+    return isinstance(exc, NetworkError) or getattr(exc, "error_code", None) in _COORDINATOR_ERRORS
+
+
+def _first_partition_error(body: dict) -> int:
+    """The first error code of a response whose errors are per partition (OffsetCommit)."""
+    return next((partition["error_code"] for topic in body["topics"] for partition in topic["partitions"]
+                 if partition["error_code"]), 0)
 
 
 def _error(what: str, code: int) -> BrokerResponseError:
@@ -60,7 +78,8 @@ class GroupMember:
     def __init__(self, network: NetworkClient, group_id: str, *, session_timeout_ms: int,
                  rebalance_timeout_ms: int, heartbeat_interval_ms: int, assignors: list[str],
                  group_instance_id: str | None, client_id: str, request_timeout_ms: int,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 default_api_timeout_ms: int = DEFAULT_API_TIMEOUT_MS, retry_backoff_ms: int = 100,
+                 retry_backoff_max_ms: int = 1000, clock: Clock = SYSTEM_CLOCK) -> None:
         self._network = network
         self.group_id = group_id
         self.session_timeout_ms = session_timeout_ms
@@ -70,6 +89,9 @@ class GroupMember:
         self.group_instance_id = group_instance_id
         self._client_id = client_id
         self._request_timeout_ms = max(request_timeout_ms, rebalance_timeout_ms + _REJOIN_GRACE_MS)
+        self.default_api_timeout_ms = default_api_timeout_ms
+        self._retry_backoff_ms = retry_backoff_ms
+        self._retry_backoff_max_ms = max(retry_backoff_ms, retry_backoff_max_ms)
         self._clock = clock
         self.member_id = ""
         self.generation_id = -1
@@ -114,6 +136,40 @@ class GroupMember:
         except NetworkError:
             self._lose_coordinator()
             raise
+
+    def call(self, api: str, body: dict, *, error_code=lambda answer: answer.get("error_code", 0),
+             timeout_ms: int | None = None) -> dict:
+        """``request``, tried again while the coordinator cannot be reached or answers that it is
+        not (or not yet) the coordinator (``error_code(answer)`` says, for APIs whose error is not
+        at the top), for up to ``timeout_ms`` (default ``default.api.timeout.ms``; 0: one try).
+        The last failure is raised when the time is up; any other error code is the caller's."""
+        deadline_ms = self._clock.monotonic_ms() + (self.default_api_timeout_ms if timeout_ms is None else timeout_ms)
+        backoff_ms = self._retry_backoff_ms
+        while True:
+            try:
+                answer = self.request(api, body)
+                code = error_code(answer)
+                if code not in _COORDINATOR_ERRORS:
+                    return answer
+                self._lose_coordinator()
+                failure: Exception = _error(f"{api} for group {self.group_id}", code)
+            except NetworkError as exc:  # the coordinator is already forgotten
+                failure = exc
+            except BrokerResponseError as exc:  # FindCoordinator's answer
+                if exc.error_code not in _COORDINATOR_ERRORS:
+                    raise
+                failure = exc
+            if self._clock.monotonic_ms() + backoff_ms >= deadline_ms:
+                raise failure
+            logger.info("group %s: %s failed (%s): trying again in %d ms", self.group_id, api, failure, backoff_ms)
+            self._clock.sleep_ms(backoff_ms)
+            backoff_ms = min(backoff_ms * 2, self._retry_backoff_max_ms)
+
+    @property
+    def coordinator_known(self) -> bool:
+        """Whether the coordinator is known (it is forgotten when it cannot be reached or says it
+        is not the coordinator)."""
+        return self._coordinator is not None
 
     def _lose_coordinator(self) -> None:
         if self._connection is not None:
@@ -300,12 +356,14 @@ class GroupMember:
                     raise _error(f"committing {topic['name']}-{partition['partition_index']} for group "
                                  f"{self.group_id}", code)
 
-    def commit(self, offsets: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str] | None = None
-               ) -> None:
+    def commit(self, offsets: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str] | None = None,
+               *, timeout_ms: int | None = None) -> None:
         """Store ``offsets`` (the next offset to read, per partition) as the group's, durably, with
-        ``metadata`` strings beside them."""
+        ``metadata`` strings beside them; a coordinator gone is waited for (``call``). Committing
+        the same offsets twice is harmless, so one whose answer was lost is sent again."""
         if offsets:
-            self._commit_result(self.request("OffsetCommit", self._commit_body(offsets, metadata)))
+            self._commit_result(self.call("OffsetCommit", self._commit_body(offsets, metadata),
+                                          error_code=_first_partition_error, timeout_ms=timeout_ms))
 
     def commit_async(self, offsets: Mapping[TopicPartition, int]) -> Future:
         """Send the commit now; the future completes when ``poll_commits`` sees the answer."""
@@ -350,22 +408,24 @@ class GroupMember:
             if not wait:
                 return
 
-    def committed(self, partitions: list[TopicPartition] | None) -> dict[TopicPartition, int | None]:
+    def committed(self, partitions: list[TopicPartition] | None, *, timeout_ms: int | None = None
+                  ) -> dict[TopicPartition, int | None]:
         """The group's committed offsets of ``partitions`` (None where it has none); every
         partition it has committed when ``partitions`` is None."""
-        entries = self.committed_entries(partitions)
+        entries = self.committed_entries(partitions, timeout_ms=timeout_ms)
         return {tp: None if entry is None else entry[0] for tp, entry in entries.items()}
 
-    def committed_entries(self, partitions: list[TopicPartition] | None
+    def committed_entries(self, partitions: list[TopicPartition] | None, *, timeout_ms: int | None = None
                           ) -> dict[TopicPartition, tuple[int, str | None] | None]:
-        """``committed`` with the metadata string committed beside each offset."""
+        """``committed`` with the metadata string committed beside each offset (a coordinator gone
+        is waited for: ``call``)."""
         topics: dict[str, list[int]] = {}
         for topic, partition in partitions or ():
             topics.setdefault(topic, []).append(partition)
-        body = self.request("OffsetFetch", {"group_id": self.group_id, "require_stable": False,
-                                            "topics": None if partitions is None else
-                                            [{"name": name, "partition_indexes": parts}
-                                             for name, parts in topics.items()]})
+        body = self.call("OffsetFetch", {"group_id": self.group_id, "require_stable": False,
+                                         "topics": None if partitions is None else
+                                         [{"name": name, "partition_indexes": parts}
+                                          for name, parts in topics.items()]}, timeout_ms=timeout_ms)
         if body.get("error_code"):
             if body["error_code"] in _COORDINATOR_ERRORS:
                 self._lose_coordinator()

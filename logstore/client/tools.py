@@ -10,19 +10,28 @@ What it owns:
   time, or a consumer group's committed offsets) as ``(partition, [Record])`` chunks, up to the end
   offsets found at the start, or on and on with ``follow``. With a group it reads without joining
   (as ``logstore read --group`` does on a store) and commits the position after each chunk the
-  caller took, so what was printed is what is committed.
+  caller took, so what was printed is what is committed. A broker restarting is ridden: the reader
+  keeps its positions (nothing is read twice), and a commit waits for the coordinator up to
+  ``default.api.timeout.ms``; when following, a commit that still could not be made is kept and
+  made at the next turn, and one left when reading ends is reported (those records would be read
+  again).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
 from ..records.decoder import Record
 from .admin import BrokerAdmin, BrokerGroupAdmin
 from .consumer import Consumer
+from .errors import NetworkError
+from .group_member import coordinator_unavailable
 from .producer import Producer
 from .security import ClientSecurity
+
+logger = logging.getLogger(__name__)
 
 _POLL_MS = 500
 
@@ -61,7 +70,9 @@ def read_chunks(bootstrap_servers: str, topic: str, *, partition: int | None = N
                 ) -> Iterator[tuple[int, list[Record]]]:
     """``(partition, records)`` chunks of ``topic`` (or its ``partition``) from ``offset`` (needs
     ``partition``), the first record at or after ``from_timestamp_ms``, the group's committed
-    offsets, or else the log start; up to the end found at the start, unless ``follow``."""
+    offsets, or else the log start; up to the end found at the start, unless ``follow``. With
+    ``group``, a chunk is committed when the caller comes back for the next one; close the
+    iterator (``contextlib.closing``) to learn of a commit that could not be made."""
     remaining = max_records if max_records is not None else -1
     with BrokerGroupAdmin.connect(bootstrap_servers, client_id="logstore-cli",
                                   security=ClientSecurity.from_config(client_config or {})) as groups, \
@@ -85,25 +96,51 @@ def read_chunks(bootstrap_servers: str, topic: str, *, partition: int | None = N
         for p, start in starts.items():
             consumer.seek(topic, p, start)
         ends = {p: end for (_, p), end in consumer.end_offsets([(topic, p) for p in partitions]).items()}
-        committed = dict(starts)
-        while remaining != 0:
-            if not follow and all(consumer.position(topic, p) >= ends[p] for p in partitions):
+        uncommitted: dict[int, int] = {}  # partition -> the offset after the last record taken, not committed yet
+
+        def commit(last: bool) -> None:
+            if group is None or not uncommitted:
                 return
-            records = consumer.poll(_POLL_MS)
-            by_partition: dict[int, list[Record]] = {}
-            for record in records:
-                by_partition.setdefault(record.partition, []).append(
-                    Record(record.key, record.value, record.headers, record.timestamp_ms, record.offset))
-            for p in sorted(by_partition):
-                chunk = by_partition[p]
-                if remaining > 0:
-                    chunk = chunk[:remaining]
-                    remaining -= len(chunk)
-                if not chunk:
-                    continue
-                yield p, chunk
-                if group is not None:  # the caller printed the chunk: commit past it
-                    committed[p] = chunk[-1].offset + 1
-                    groups.commit(group, {(topic, p): committed[p]}, doing="reading as the group")
-                if remaining == 0:
+            try:
+                groups.commit(group, {(topic, p): offset for p, offset in uncommitted.items()},
+                              doing="reading as the group")
+            except Exception as exc:
+                if last or not follow or not coordinator_unavailable(exc):
+                    raise
+                logger.warning("group %s: committing %s later: %s", group, uncommitted, exc)
+                return
+            uncommitted.clear()
+
+        try:
+            while remaining != 0:
+                commit(last=False)
+                if not follow and all(consumer.position(topic, p) >= ends[p] for p in partitions):
                     return
+                records = consumer.poll(_POLL_MS)
+                by_partition: dict[int, list[Record]] = {}
+                for record in records:
+                    by_partition.setdefault(record.partition, []).append(
+                        Record(record.key, record.value, record.headers, record.timestamp_ms, record.offset))
+                for p in sorted(by_partition):
+                    chunk = by_partition[p]
+                    if remaining > 0:
+                        chunk = chunk[:remaining]
+                        remaining -= len(chunk)
+                    if not chunk:
+                        continue
+                    yield p, chunk
+                    if group is not None:  # the caller printed the chunk: commit past it
+                        uncommitted[p] = chunk[-1].offset + 1
+                        commit(last=False)
+                    if remaining == 0:
+                        return
+        finally:
+            if follow and uncommitted:  # without follow a commit that fails has raised already
+                try:
+                    commit(last=True)
+                except Exception as exc:
+                    if not coordinator_unavailable(exc):
+                        raise
+                    raise NetworkError(f"group {group}: the offsets after the records printed ("
+                                       f"{', '.join(f'{topic}-{p}: {o}' for p, o in sorted(uncommitted.items()))}) "
+                                       f"could not be committed, so they will be read again: {exc}") from exc

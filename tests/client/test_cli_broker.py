@@ -1,6 +1,6 @@
 """The command line against a broker (``logstore --bootstrap-server``) and ``logstore mirror``: the
 same commands print the same output against ``logstore serve`` as against its data dir; they work
-against Tansu; ``read --follow`` tails a broker; a mirror store -> server -> store gives identical
+against Tansu; ``read --follow`` tails a broker, and ``read --group --follow`` rides restarts of it; a mirror store -> server -> store gives identical
 records, partition counts and overrides, and an interrupted mirror resumes without copying a
 record twice."""
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -130,6 +131,126 @@ def test_read_follow_tails_a_broker_until_interrupted(server, tmp_path):
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=20)
     assert process.returncode == 0 and b"Traceback" not in err
+
+
+def _serve_on(data_dir, port: int) -> subprocess.Popen:
+    """``logstore serve`` on 127.0.0.1:``port`` (its own process, so it can be stopped and started
+    again on the same port and dir), once it says it listens."""
+    process = subprocess.Popen([sys.executable, "-P", "-m", "logstore.cli", "--dir", str(data_dir), "serve",
+                                "--listen", f"127.0.0.1:{port}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                               text=True)
+    line = process.stdout.readline()
+    if "listening on" not in line:
+        process.kill()
+        process.wait()
+        raise AssertionError(f"logstore serve did not start: {line!r}")
+    return process
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    process.stdout.close()
+
+
+def test_read_group_follow_and_a_group_member_ride_three_broker_restarts(tmp_path):
+    """`read --group --follow` and a subscribed consumer go on through three restarts of the broker
+    (stopped, then started again on the same port and dir), and each prints every record once: the
+    reader once exited 1 at its first commit after a restart (the coordinator's connection was
+    broken), and a member that rejoined went back to the group's commits."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    bootstrap = f"127.0.0.1:{port}"
+    data = tmp_path / "data"
+    broker = _serve_on(data, port)
+    reader = None
+    member = Consumer(bootstrap_servers=bootstrap, group_id="member", auto_offset_reset="earliest",
+                      heartbeat_interval_ms=200, session_timeout_ms=10_000)
+    sent: list[str] = []
+
+    def append(count: int) -> None:
+        values = [f"v{len(sent) + i}" for i in range(count)]
+        sent.extend(values)
+        lines = "".join(json.dumps({"value": value}) + "\n" for value in values)
+        ok(cli("--bootstrap-server", bootstrap, "append", "rides", "--input-format", "jsonl", input=lines))
+
+    def printed() -> list[str]:
+        return (tmp_path / "out").read_text().split()
+
+    def wait_for_all(got: list[str]) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (len(printed()) < len(sent) or len(got) < len(sent)):
+            got.extend(record.value.decode() for record in member.poll(200))
+            assert reader.poll() is None, (reader.returncode, reader.stderr.read())
+        assert sorted(printed()) == sorted(sent), "the reader printed a record twice or missed one"
+        assert sorted(got) == sorted(sent), "the member returned a record twice or missed one"
+
+    try:
+        ok(cli("--bootstrap-server", bootstrap, "topics", "create", "rides", "--partitions", "2"))
+        append(10)
+        with open(tmp_path / "out", "w") as out:
+            reader = subprocess.Popen([sys.executable, "-P", "-m", "logstore.cli", "--bootstrap-server", bootstrap,
+                                       "read", "rides", "--group", "G", "--follow", "--format", "value"],
+                                      stdout=out, stderr=subprocess.PIPE, text=True)
+        member.subscribe(["rides"])
+        got: list[str] = []
+        wait_for_all(got)
+        for _ in range(3):
+            _stop(broker)
+            broker = _serve_on(data, port)
+            append(10)
+            wait_for_all(got)
+    finally:
+        if reader is not None:
+            reader.send_signal(signal.SIGINT)
+            try:
+                _, err = reader.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                reader.kill()
+                _, err = reader.communicate()
+        member.close()
+    try:
+        assert reader.returncode == 0 and "Traceback" not in err and "Error" not in err, err
+        assert len(sent) == 40
+        # What the reader printed is what the group committed: nothing is left to read.
+        assert ok(cli("--bootstrap-server", bootstrap, "read", "rides", "--group", "G")).output == ""
+    finally:
+        _stop(broker)
+
+
+def test_a_follow_commit_the_coordinator_cannot_take_is_kept_then_reported(server, monkeypatch):
+    """While following, a commit that fails because the coordinator cannot be reached does not end
+    the reading (it is made at the next turn); one still not made when the reading ends is reported,
+    naming the offsets, instead of being lost quietly."""
+    from logstore.client.admin import BrokerGroupAdmin
+    from logstore.client.errors import NetworkError
+    from logstore.client.tools import read_chunks
+    server.store.create_topic("pending", 1)
+    server.store.append("pending", [Record(None, b"a"), Record(None, b"b")])
+    made = []
+
+    def unreachable(self, group_id, offsets, **_):
+        made.append(dict(offsets))
+        raise NetworkError("the coordinator is away")
+
+    monkeypatch.setattr(BrokerGroupAdmin, "commit", unreachable)
+    chunks = read_chunks(server.bootstrap_servers, "pending", group="away", follow=True)
+    partition, records = next(chunks)
+    assert [record.value for record in records] == [b"a", b"b"]
+    server.store.append("pending", [Record(None, b"c")])
+    partition, records = next(chunks)  # the reading went on
+    assert [record.value for record in records] == [b"c"]
+    assert made and all(offsets == {("pending", 0): 2} for offsets in made)
+    # Closed while the caller holds "c" (not known to be printed): what is reported is the offset
+    # after "b", the last chunk the caller came back from.
+    with pytest.raises(NetworkError, match=r"\(pending-0: 2\) could not be committed"):
+        chunks.close()
 
 
 def _source_store(path: str) -> None:

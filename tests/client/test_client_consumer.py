@@ -1,10 +1,13 @@
 """``Consumer`` (``logstore.client.consumer``) against ``logstore serve``, and against Tansu: records
 read in order with their keys, values, headers and timestamps; positions, seeks and resets;
 ListOffsets lookups; fetching ahead; consumer groups (partitions split among members, handed over
-when one leaves, committed offsets resumed); bad settings refused with the offending value."""
+when one leaves, committed offsets resumed; a partition kept through a rebalance keeps its
+position); a coordinator that cannot be reached waited out; bad settings refused with the offending
+value."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 
@@ -12,6 +15,7 @@ import pytest
 
 from logstore import Record
 from logstore.bench.serve import BrokerProcess
+from logstore.clock import ManualClock
 from logstore.client.consumer import Consumer
 from logstore.client.errors import NoOffsetForPartitionError
 from logstore.client.producer import Producer
@@ -243,3 +247,91 @@ def test_a_poll_with_the_broker_gone_waits_instead_of_spinning(tmp_path):
         assert cpu < 0.5 * wall, (cpu, wall)  # spinning costs a core: cpu == wall
     finally:
         consumer.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_group_consumer_waits_out_an_unreachable_coordinator_then_joins(tmp_path):
+    """A subscribed consumer whose coordinator cannot be reached (a broker restarting) goes on
+    trying, poll after poll, returning no records: it once gave up after 50 join rounds (5 s) with
+    an error out of poll. Time is a manual clock here: each back-off moves it."""
+    from logstore.server import KafkaServer
+    port = _free_port()
+    clock = ManualClock()
+    consumer = Consumer(bootstrap_servers=f"127.0.0.1:{port}", group_id="late", auto_offset_reset="earliest",
+                        request_timeout_ms=2000, clock=clock)
+    try:
+        consumer.subscribe(["back"])
+        for _ in range(3):
+            started = clock.monotonic_ms()
+            assert consumer.poll(30_000) == [] and consumer.assignment() == []
+            assert clock.monotonic_ms() - started <= 30_000  # the poll's timeout bounds the rounds
+        with KafkaServer(str(tmp_path / "data"), listen=f"127.0.0.1:{port}",
+                         config={"group.initial.rebalance.delay.ms": 0}) as server:
+            server.store.create_topic("back", 1)
+            server.store.append("back", [Record(None, b"v%d" % i) for i in range(5)], partition=0)
+            got = []
+            for _ in range(200):
+                got += consumer.poll(100)
+                if len(got) >= 5:
+                    break
+            assert [record.value for record in got] == [b"v%d" % i for i in range(5)]
+            consumer.close()
+    finally:
+        consumer.close()
+
+
+def test_a_partition_kept_through_a_rebalance_keeps_its_position(server):
+    """A member that read records it has not committed yet and keeps the partition through a
+    rebalance goes on from its own position (it once went back to the group's commits and returned
+    those records twice); the partition it hands over starts from the commits (none here: the start)."""
+    _fill(server, "kept", 2, 20)
+    settings = dict(bootstrap_servers=server.bootstrap_servers, group_id="g-kept", auto_offset_reset="earliest",
+                    enable_auto_commit=False, heartbeat_interval_ms=100, session_timeout_ms=6000,
+                    max_poll_interval_ms=10_000)
+    first, second = Consumer(**settings), Consumer(**settings)
+    stop = threading.Event()
+    read_by_first: list = []
+
+    def keep_polling() -> None:
+        while not stop.is_set():
+            read_by_first.extend(first.poll(50))
+
+    thread = threading.Thread(target=keep_polling)
+    try:
+        first.subscribe(["kept"])
+        read_by_first.extend(_poll_until(first, 40))
+        assert len(read_by_first) == 40 and len(first.assignment()) == 2
+        thread.start()
+        second.subscribe(["kept"])
+        read_by_second = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(second.assignment()) != 1:
+            read_by_second += second.poll(100)
+        read_by_second += _poll_until(second, 20 - len(read_by_second), 10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(first.assignment()) != 1:
+            time.sleep(0.05)
+        kept = first.assignment()
+        assert len(kept) == 1 and second.assignment() != kept
+        server.store.append("kept", [Record(None, b"late")], partition=kept[0][1])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(r.value == b"late" for r in read_by_first):
+            time.sleep(0.05)
+        stop.set()
+        thread.join(10)
+        seen = [(r.partition, r.offset) for r in read_by_first]
+        assert sorted(seen) == sorted({*seen}), "records returned twice"
+        assert (kept[0][1], 20) in seen  # the new record came, after the rebalance
+        # The partition handed over starts from the group's commits: none, so the start.
+        assert sorted(r.offset for r in read_by_second) == list(range(20))
+    finally:
+        stop.set()
+        if thread.is_alive():
+            thread.join(10)
+        second.close()
+        first.close()
