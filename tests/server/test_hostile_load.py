@@ -11,7 +11,8 @@ a producer appends numbered batches with acks=all and a consumer follows the top
 Asserted: the server's peak RSS stays bounded; it does not spin (CPU below wall time); every batch
 the producer sent was acknowledged and is read back once, in order; once the attack stops a new
 client is answered; the server stops cleanly on SIGTERM; `logstore check` passes on the store. The
-figures are printed (pytest -s shows them; CI's log keeps them).
+figures are printed at the end of the run (tests/conftest.py) and written to
+test-results/hostile_load.txt.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +38,7 @@ from logstore.tools.check import verify_store
 from wire_client import WireClient
 
 BUDGET_S = float(os.environ.get("LOGSTORE_HOSTILE_S", "15"))
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "test-results"
 MEMORY_CAP = 1 << 30  # RLIMIT_AS of the server process
 DESCRIPTOR_CAP = 256  # RLIMIT_NOFILE of the server process (soft and hard)
 RSS_BOUND = 400 << 20  # what the server may reach under the attack below
@@ -266,12 +269,11 @@ def start_server(data: str) -> tuple[subprocess.Popen, tuple[str, int], tuple[st
         raise AssertionError(f"serve did not start: {lines!r} {process.stderr.read()[-3000:]}")
     addresses = [line.split("listening on ", 1)[1].split()[0].rsplit("//", 1)[-1] for line in lines[:2]]
     plain, sasl = ((host, int(port)) for host, port in (address.rsplit(":", 1) for address in addresses))
-    print(f"\n  {lines[2].strip()}")
-    return process, plain, sasl
+    return process, plain, sasl, lines[2].strip()
 
 
 @pytest.mark.slow
-def test_the_server_under_hostile_load_keeps_its_bounds_and_serves_a_good_client(tmp_path):
+def test_the_server_under_hostile_load_keeps_its_bounds_and_serves_a_good_client(tmp_path, record_property):
     data = str(tmp_path / "data")
     with LogManager([data]) as store:
         store.create_topic("good", partitions=1)
@@ -280,7 +282,7 @@ def test_the_server_under_hostile_load_keeps_its_bounds_and_serves_a_good_client
     CredentialStore(data).set("alice", "SCRAM-SHA-256", "right-password")
     with LogManager([data]) as store:
         preloaded = store.get_log("good", 0).log_end_offset
-    process, plain, sasl = start_server(data)
+    process, plain, sasl, descriptors_line = start_server(data)
     pid = process.pid
     stderr_lines: list[str] = []
     reader = threading.Thread(target=lambda: stderr_lines.extend(process.stderr), daemon=True)
@@ -326,20 +328,26 @@ def test_the_server_under_hostile_load_keeps_its_bounds_and_serves_a_good_client
         follower.read = list(good.read)
         follower.consume(until_count=lambda: preloaded + len(good.acknowledged), timeout_s=60)
         latencies = sorted(good.latencies_ms) or [0.0]
-        print(f"  hostile load for {wall:.1f} s: {attack.connections} hostile connections, "
+        figures = [f"  {descriptors_line}"]
+        figures.append(f"  hostile load for {wall:.1f} s: {attack.connections} hostile connections, "
               f"{attack.bytes_sent / 1e6:.0f} MB sent by them")
-        print(f"  server: peak RSS {peak_rss / 2**20:.0f} MiB (bound {RSS_BOUND >> 20} MiB, RLIMIT_AS "
+        figures.append(f"  server: peak RSS {peak_rss / 2**20:.0f} MiB (bound {RSS_BOUND >> 20} MiB, RLIMIT_AS "
               f"{MEMORY_CAP >> 20} MiB, RLIMIT_NOFILE {DESCRIPTOR_CAP}), median RSS "
               f"{sorted(rss_samples)[len(rss_samples) // 2] / 2**20:.0f} MiB, CPU {cpu:.1f} s in {wall:.1f} s")
-        print(f"  good producer: {len(good.acknowledged)} records acknowledged (acks=all), p50/p99 "
+        figures.append(f"  good producer: {len(good.acknowledged)} records acknowledged (acks=all), p50/p99 "
               f"{latencies[len(latencies) // 2]:.1f}/{latencies[int(len(latencies) * 0.99)]:.1f} ms; consumer read "
               f"{len(follower.read) - preloaded}; a new client answered {answered_after_s:.2f} s after the attack")
         kinds: dict[str, int] = {}
         for line in stderr_lines:
             kind = line.split(": ", 2)[-1].split(" from ")[0].split(":")[0][:60].strip()
             kinds[kind] = kinds.get(kind, 0) + 1
-        print(f"  server log: {len(stderr_lines)} lines; "
-              + "; ".join(f"{count} x {kind}" for kind, count in sorted(kinds.items(), key=lambda item: -item[1])[:12]))
+        figures.append(f"  server log: {len(stderr_lines)} lines; "
+                       + "; ".join(f"{count} x {kind}" for kind, count in sorted(kinds.items(), key=lambda item: -item[1])[:8]))
+        text = "\n".join(figures)
+        print(text)
+        record_property("figures", text)
+        RESULTS_DIR.mkdir(exist_ok=True)
+        (RESULTS_DIR / "hostile_load.txt").write_text(text + "\n")
         assert not good.failures and not follower.failures, good.failures + follower.failures
         assert peak_rss < RSS_BOUND, f"peak RSS {peak_rss >> 20} MiB"
         assert cpu < wall, f"{cpu:.1f} s of CPU in {wall:.1f} s"
