@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import threading
 
 import click
@@ -86,7 +87,7 @@ def serve(options, listen: tuple[str, ...], advertised_listener: tuple[str, ...]
                 click.echo(f"logstore serve: listening on {where}"
                            + (f" (node {server.node_id}, cluster {server.cluster_id})" if index == 0 else ""))
             click.echo(f"logstore serve: {server.descriptors}")
-            click.get_text_stream("stdout").flush()
+            sys.stdout.flush()
             while not stop.wait(0.2) and server.failure is None:
                 pass
             if server.failure is None:

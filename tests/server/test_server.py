@@ -582,3 +582,33 @@ def test_max_connections_is_derived_from_the_descriptor_limit(store):
         assert f"max.connections {budget.max_connections}" in str(budget)
     with KafkaServer(store, listen="127.0.0.1:0", config={"max.connections": 5}) as server:
         assert server._network.max_connections == 5 and server.descriptors.configured
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the planted death
+def test_logstore_serve_exits_1_when_a_thread_of_its_process_dies(tmp_path, monkeypatch):
+    # Before: a dead thread left the process up, holding the store's lock and answering nothing.
+    from click.testing import CliRunner
+
+    from logstore.cli.main import main
+    monkeypatch.setattr(threading, "excepthook", threading.excepthook)  # serve installs its own: undone after
+    servers = []
+    start = KafkaServer.start
+
+    def start_then_lose_a_thread(self):
+        started = start(self)
+        servers.append(self)
+
+        def dies() -> None:
+            raise RuntimeError("planted")
+
+        threading.Thread(target=dies, name="a-doomed-thread").start()
+        return started
+
+    monkeypatch.setattr(KafkaServer, "start", start_then_lose_a_thread)
+    data = str(tmp_path / "data")
+    result = CliRunner().invoke(main, ["--dir", data, "serve", "--listen", "127.0.0.1:0"])
+    assert result.exit_code == 1, result.output
+    assert "a thread of the server died (RuntimeError: planted)" in result.output
+    assert servers and servers[0].wait_stopped(0) and isinstance(servers[0].failure, RuntimeError)
+    with LogManager([data]):  # the store was closed and its lock released
+        pass
