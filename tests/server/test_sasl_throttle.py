@@ -22,6 +22,9 @@ from logstore.server.protocol import errors
 from logstore.server.security.password_checks import PasswordChecks
 from logstore.server.security.sasl import AuthenticationThrottle, SaslAuthenticator, Session
 from logstore.server.security.scram import ScramClient, scram_credential
+from test_sasl_model import FakeContext
+
+SASL_AUTHENTICATE = 36
 
 
 def test_failures_are_answered_later_and_later_and_one_host_is_served_in_turn():
@@ -81,36 +84,22 @@ def test_a_correct_login_goes_through_within_a_few_delays_after_a_flood_of_wrong
     assert clock.monotonic_ms() + delay - stopped_ms <= sasl.MAX_PENDING_PER_HOST * sasl.MAX_FAILURE_DELAY_MS
 
 
-class FakeContext:
+def authenticate_request(session) -> FakeContext:
     """A SaslAuthenticate request as the authenticator sees it, recording how it was finished."""
-
-    api_key, api_version = 36, 1
-
-    def __init__(self, session):
-        self.session, self.peer = session, session.peer
-        self.outcome = None
-
-    def respond(self, body, *, delay_ms=0, then_close=False):
-        self.outcome = ("respond", body, delay_ms, then_close)
-
-    def respond_frame(self, chunks, *, delay_ms=0, then_close=False):
-        self.outcome = ("frame", b"".join(chunks), delay_ms, then_close)
-
-    def close(self, reason):
-        self.outcome = ("close", reason)
+    return FakeContext(session, SASL_AUTHENTICATE)
 
 
 def scram_attempt(authenticator, password: str, host: str = "10.0.0.9"):
     """One connection's SCRAM-SHA-256 login as alice: the outcome of its last step."""
     session = Session("SASL_PLAINTEXT", f"{host}:4000")
-    handshake = FakeContext(session)
+    handshake = authenticate_request(session)
     authenticator.handshake(handshake, {"mechanism": "SCRAM-SHA-256"})
     client = ScramClient("SCRAM-SHA-256", "alice", password)
-    first = FakeContext(session)
+    first = authenticate_request(session)
     authenticator.authenticate(first, {"auth_bytes": client.first()})
     if first.outcome[0] != "respond" or first.outcome[1]["error_code"] != errors.NONE:
         return first.outcome
-    final = FakeContext(session)
+    final = authenticate_request(session)
     authenticator.authenticate(final, {"auth_bytes": client.final(first.outcome[1]["auth_bytes"])})
     return final.outcome
 
@@ -242,8 +231,8 @@ def test_password_checks_are_bounded_and_a_full_pool_closes_plain_attempts_unche
         throttle = AuthenticationThrottle(100, clock=ManualClock())
         authenticator = SaslAuthenticator(lambda user, mechanism: None, throttle=throttle, checks=checks)
         session = Session("SASL_PLAINTEXT", "10.0.0.5:4000")
-        authenticator.handshake(FakeContext(session), {"mechanism": "PLAIN"})
-        context = FakeContext(session)
+        authenticator.handshake(authenticate_request(session), {"mechanism": "PLAIN"})
+        context = authenticate_request(session)
         authenticator.authenticate(context, {"auth_bytes": b"\0alice\0guess"})
         assert context.outcome == ("frame", b"", 0, True)  # closed at once, without an answer
         assert throttle.pending("10.0.0.5") == 0 and authenticator.refused == 1
