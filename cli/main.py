@@ -357,9 +357,11 @@ def append(options: StoreOptions, topic: str, value: str | None, partition: int 
               help="How keys, values and header values are printed. utf8 refuses bytes that are not UTF-8 "
                    "in jsonl output (use base64 for binary data); value output prints the bytes as stored.")
 @click.option("--group", "-g", metavar="GROUP",
-              help="Read as consumer group GROUP without joining it: start at its committed offsets (the log "
-                   "start where it has none), then commit the offsets after the records printed. Writes to "
-                   "__consumer_offsets, so it needs the store to itself; refused while the group has members.")
+              help="Read as consumer group GROUP: start at its committed offsets (the log start where it has "
+                   "none), then commit the offsets after the records printed. With --bootstrap-server and no "
+                   "--partition, as a member of the group (readers of one group split the partitions, as "
+                   "kafka-console-consumer's do); on a store, without joining it: it writes to "
+                   "__consumer_offsets, so it needs the store to itself, and is refused while the group has members.")
 @click.pass_obj
 def read(options: StoreOptions, topic: str, partition: int | None, offset: int | None, from_beginning: bool,
          from_timestamp_ms: int | None, max_records: int | None, follow: bool, output_format: str,

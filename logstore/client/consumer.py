@@ -192,6 +192,11 @@ class Consumer:
         self._kept_positions = {}
         self._fetcher.assign([])
 
+    @property
+    def generation(self) -> int:
+        """The group generation this consumer is a member of (-1: not a member, or no group)."""
+        return self._member.generation_id if self._member is not None else -1
+
     def assignment(self) -> list[TopicPartition]:
         """The partitions this consumer reads now."""
         return list(self._fetcher.positions)
