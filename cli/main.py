@@ -543,7 +543,7 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple
     if offset is not None and offset[0] == "beginning":
         offset, from_beginning = None, True
     if offset is not None and offset[0] == "at" and partition is None:
-        raise click.UsageError("--offset N needs --partition (end and -N apply to every partition)")
+        raise click.UsageError("--offset needs --partition for an offset N (end and -N apply to every partition)")
     offset = offset[1] if offset is not None and offset[0] == "at" else None
     remaining = max_records if max_records is not None else sys.maxsize
     if group is not None:

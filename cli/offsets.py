@@ -161,5 +161,5 @@ def one_topic(name: str | None, topic_option: str | None, required: bool = True)
         raise click.UsageError(f"two topics given: {name!r} and --topic {topic_option!r}")
     chosen = name if name is not None else topic_option
     if chosen is None and required:
-        raise click.UsageError("give the topic: NAME or --topic NAME")
+        raise click.UsageError("Missing argument 'NAME' (or give --topic NAME)")
     return chosen
