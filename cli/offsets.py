@@ -12,6 +12,7 @@ import click
 from logstore.client.tools import api_versions as broker_api_versions
 from logstore.client.tools import delete_records as broker_delete_records
 from logstore.client.tools import partition_offsets as broker_partition_offsets
+from logstore.manager.log_manager import MAX_PARTITIONS
 from logstore.tools.offsets import (MAX_OFFSET_JSON_BYTES, delete_records, parse_offset_json, parse_time,
                                     partition_offsets)
 
@@ -24,15 +25,16 @@ def _partition_list(text: str | None) -> list[int] | None:
     if text is None:
         return None
     numbers: list[int] = []
+    bad = click.BadParameter(f"{text!r}: expected partitions like 0,2,5-7", param_hint="'--partitions'")
     for part in text.split(","):
         low, sep, high = part.strip().partition("-")
         try:
             first = int(low)
             last = int(high) if sep else first
         except ValueError:
-            raise click.BadParameter(f"{text!r}: expected partitions like 0,2,5-7", param_hint="'--partitions'") from None
-        if first < 0 or last < first:
-            raise click.BadParameter(f"{text!r}: expected partitions like 0,2,5-7", param_hint="'--partitions'")
+            raise bad from None
+        if first < 0 or last < first or last >= MAX_PARTITIONS:  # a topic has fewer: no list of billions
+            raise bad
         numbers.extend(range(first, last + 1))
     return sorted(set(numbers))
 

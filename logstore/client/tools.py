@@ -173,7 +173,8 @@ def partition_offsets(admin: BrokerAdmin, topics: Sequence[str] | None, timestam
     chosen = select_partitions(counts, partitions)
     found = list_offsets(admin.network, {tp: timestamp for tp in chosen}) if chosen else {}
     # -1 answers a time after every record's timestamp
-    return [PartitionOffset(topic, p, None if found[(topic, p)][0] < 0 else found[(topic, p)][0]) for topic, p in chosen]
+    return [PartitionOffset(topic, p, None if found[(topic, p)][0] < 0 else found[(topic, p)][0])
+            for topic, p in chosen]
 
 
 def delete_records(admin: BrokerAdmin, wanted: Mapping[tuple[str, int], int], timeout_ms: int = 30_000

@@ -8,11 +8,14 @@ from __future__ import annotations
 import json
 import os
 import select
+import shlex
 import subprocess
 import sys
 import time
 import warnings
+from pathlib import Path
 
+import click
 from click.testing import CliRunner
 
 from logstore import LogManager, Record
@@ -99,6 +102,7 @@ def test_offsets_errors_are_one_line(tmp_path):
     usage_error(run(path, "offsets", "ev", "--time", "yesterday"), "--time", "yesterday", "ISO 8601")
     usage_error(run(path, "offsets", "ev", "--time", "-7"), "-7")
     usage_error(run(path, "offsets", "ev", "--partitions", "2-1"), "--partitions")
+    usage_error(run(path, "offsets", "ev", "--partitions", "0-99999999999"), "--partitions")
     usage_error(run(path, "offsets", "ev", "--topic", "other"), "two topics")
     error(run(path, "offsets", "nope"), "nope")
     error(run(path, "offsets", "ev", "--partitions", "5"), "no partition 5")
@@ -311,3 +315,41 @@ def test_global_options_are_moved_only_where_they_are_options(tmp_path):
     assert params["dirs"] == () and rest == ["append", "t", "--", "--dir"]
     params, _ = _root_params(["--dir", "/a", "read", "t", "--dir", "/b", "--bootstrap-server=h:1"])
     assert params["dirs"] == ("/a", "/b") and params["bootstrap"] == "h:1"
+
+
+# --- the README's examples -----------------------------------------------------------------------
+
+
+def _readme_tool_commands() -> list[list[str]]:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    start = readme.index("### Kafka's everyday tools")
+    section = readme[start:readme.index("\n## ", start)]
+    commands = []
+    for line in section.splitlines():
+        if not line.startswith("$ "):
+            continue
+        line = line[2:].split("  #")[0].split("|")[-1]
+        words = shlex.split(line)
+        if "<" in words:
+            words = words[:words.index("<")]
+        assert words[0] == "logstore", line
+        commands.append(words[1:])
+    return commands
+
+
+def test_the_readme_examples_parse(tmp_path, monkeypatch):
+    """Every command the README shows for these tools is one the command line takes (its options
+    parsed and converted; nothing is run)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "offsets.json").write_text("{}")  # the file an example names: opened, not read
+    commands = _readme_tool_commands()
+    assert len(commands) >= 15
+    for args in commands:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            ctx = main.make_context("logstore", list(args))
+            command, rest = main, [*ctx.protected_args, *ctx.args]
+            while isinstance(command, click.Group):
+                name, command, rest = command.resolve_command(ctx, rest)
+                ctx = command.make_context(name, rest, parent=ctx)
+                rest = [*ctx.protected_args, *ctx.args] if isinstance(command, click.Group) else []
