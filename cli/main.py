@@ -9,6 +9,10 @@ Errors: every expected failure (``LogStoreError``, and ``ValueError``/``TypeErro
 bad arguments, input or files) becomes one line on stderr (``Error: ...``) and exit code 1, in one
 place: ``LogstoreGroup.invoke``. Usage errors (bad or missing options and arguments, unknown
 commands) are one line too, with exit code 2, there and in ``LogstoreGroup.make_context``.
+
+The global options (``--dir``, ``--set``, ``--bootstrap-server``, ``--command-config``, ``-v``) may
+also come after the subcommand, as Kafka's tools take ``--bootstrap-server``: ``LogstoreGroup``
+moves them before it unless that subcommand has an option of the same name (``perf``'s ``--dir``).
 ``logstore check`` exits 1 when it finds damage.
 """
 
@@ -28,6 +32,8 @@ from typing import Iterable, Iterator
 import click
 
 from logstore import LogStoreError, Record, __version__
+from logstore.client.errors import BrokerResponseError
+from logstore.errors import TopicExistsError
 from logstore.cleaner.stats import describe as describe_compaction
 from logstore.config import describe_keys, parse_assignments
 from logstore.log.retention import describe as describe_retention
@@ -41,12 +47,13 @@ from logstore.tools.dump import dump_file
 from . import broker
 from .acls import acls
 from .groups import groups, open_admin
+from .offsets import api_versions, delete_records_command, offsets, one_topic
 from .options import COMMAND_CONFIG_ENV, StoreOptions
 from .perf import perf
 from .serve import serve
 from .users import users
 from .records_io import (ENCODINGS, INPUT_FORMATS, OUTPUT_FORMATS, InputRecord, RecordDefaults, check_against_topic,
-                         decode_field, parse_header_options, parse_input, print_records)
+                         decode_field, key_separator_of, parse_header_options, parse_input, print_records)
 
 logger = logging.getLogger(__name__)
 
@@ -67,11 +74,15 @@ class LogstoreGroup(click.Group):
     """The root group. Its ``invoke`` runs every subcommand, so it is the one place where expected
     errors become a one-line ``click.ClickException`` (no traceback), and where click's usage errors
     (usage line, hint, then the error) become one line; ``make_context`` parses the root's own
-    options outside ``invoke``, so it does the same."""
+    options outside ``invoke``, so it does the same. ``parse_args`` first moves the root's options
+    found after the subcommand in front of it."""
 
     def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
         with _one_line_usage_errors():
             return super().make_context(info_name, args, parent=parent, **extra)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, _hoist_global_options(self, ctx, list(args)))
 
     def invoke(self, ctx: click.Context):
         try:
@@ -100,6 +111,57 @@ def _one_line_usage_errors() -> Iterator[None]:
         if ctx is not None and ctx.command.get_help_option(ctx) is not None:
             text += f" (see '{ctx.command_path} {min(ctx.command.get_help_option_names(ctx), key=len)}')"
         raise click.UsageError(text) from exc  # no ctx: click prints neither the usage line nor the hint
+
+
+def _options_by_name(command: click.Command, ctx: click.Context) -> dict[str, click.Option]:
+    return {name: param for param in command.get_params(ctx) if isinstance(param, click.Option)
+            for name in (*param.opts, *param.secondary_opts)}
+
+
+def _takes_value(option: click.Option) -> bool:
+    return not (option.is_flag or option.count)
+
+
+def _hoist_global_options(root: click.Group, ctx: click.Context, args: list[str]) -> list[str]:
+    """``args`` with the root's options given after the subcommand moved in front of it (Kafka's
+    tools take ``--bootstrap-server`` after the command). The subcommand path is walked as click
+    will parse it, so an option's value is never taken for an option, and an option the command
+    itself has (``perf --dir``) stays where it is. Anything click would refuse is left as it is,
+    for click to refuse."""
+    root_options = _options_by_name(root, ctx)
+    index = 0
+    while index < len(args) and args[index].startswith("-") and args[index] != "--":
+        option = root_options.get(args[index].split("=", 1)[0])
+        if option is None:
+            return args  # --help, --version, an unknown option: click answers
+        index += 2 if _takes_value(option) and "=" not in args[index] else 1
+    start = index
+    if start >= len(args) or args[start] == "--":
+        return args
+    moved: list[str] = []
+    rest: list[str] = []
+    command: click.Command = root
+    while index < len(args):
+        token = args[index]
+        if token == "--":
+            rest.extend(args[index:])
+            break
+        if not token.startswith("-") or token == "-":
+            if isinstance(command, click.Group):
+                sub = command.get_command(ctx, token)
+                if sub is None:
+                    return args
+                command = sub
+            rest.append(token)
+            index += 1
+            continue
+        name, has_value = token.split("=", 1)[0], "=" in token
+        own = _options_by_name(command, ctx).get(name)
+        option = own or root_options.get(name)
+        width = 1 + (option.nargs if option is not None and _takes_value(option) and not has_value else 0)
+        (rest if own is not None or option is None else moved).extend(args[index:index + width])
+        index += width
+    return args[:start] + moved + rest
 
 
 def _one_line(exc: BaseException) -> str:
@@ -146,7 +208,7 @@ def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], b
     ctx.obj = StoreOptions(list(dirs), parse_assignments(list(settings)), given, bootstrap or None, client_config)
 
 
-for _command in (groups, broker.mirror, perf, serve, users, acls):
+for _command in (groups, broker.mirror, perf, serve, users, acls, offsets, delete_records_command, api_versions):
     main.add_command(_command)
 
 
@@ -162,20 +224,50 @@ _CONFIG_HELP = "Topic configs (Kafka's names), for --config KEY=VALUE:\n\n" + "\
     f"  {key} (default {default}): {doc}" for key, default, doc in describe_keys())
 
 
-@topics.command("create", epilog=_CONFIG_HELP)
-@click.argument("name")
-@click.option("--partitions", default=1, show_default=True, type=click.IntRange(min=1), help="Number of partitions.")
-@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="A topic config override (repeatable).")
-@click.pass_obj
-def topics_create(options: StoreOptions, name: str, partitions: int, configs: tuple[str, ...]) -> None:
-    """Create topic NAME."""
-    overrides = parse_assignments(list(configs))
+_TOPIC_OPTION = click.option("--topic", "topic_option", metavar="NAME",
+                             help="The same as NAME (kafka-topics' option).")
+_IF_EXISTS = click.option("--if-exists", is_flag=True,
+                          help="Do nothing (exit 0) when the topic does not exist (kafka-topics' option).")
+
+
+def _topic_exists(options: StoreOptions, name: str) -> bool:
     if options.bootstrap:
         with broker.admin(options) as admin:
-            admin.create_topic(name, partitions, overrides)
-    else:
-        with options.open(read_only=False) as store:
-            store.create_topic(name, partitions=partitions, config=overrides)
+            return name in admin.topics()
+    with options.open(read_only=True) as store:
+        return name in store.topics()
+
+
+@topics.command("create", epilog=_CONFIG_HELP)
+@click.argument("name", required=False)
+@_TOPIC_OPTION
+@click.option("--partitions", default=1, show_default=True, type=click.IntRange(min=1), help="Number of partitions.")
+@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="A topic config override (repeatable).")
+@click.option("--if-not-exists", is_flag=True, help="Do nothing (exit 0) when the topic exists already.")
+@click.option("--replication-factor", type=int, metavar="1",
+              help="Accepted as 1 only (kafka-topics' option): logstore keeps one copy of each partition.")
+@click.pass_obj
+def topics_create(options: StoreOptions, name: str | None, topic_option: str | None, partitions: int,
+                  configs: tuple[str, ...], if_not_exists: bool, replication_factor: int | None) -> None:
+    """Create topic NAME (or --topic NAME)."""
+    name = one_topic(name, topic_option)
+    if replication_factor is not None and replication_factor != 1:
+        raise click.BadParameter(f"{replication_factor}: logstore keeps one copy of each partition (it does not "
+                                 "replicate), so only 1 can be honoured: give 1 or leave it out",
+                                 param_hint="'--replication-factor'")
+    overrides = parse_assignments(list(configs))
+    try:
+        if options.bootstrap:
+            with broker.admin(options) as admin:
+                admin.create_topic(name, partitions, overrides)
+        else:
+            with options.open(read_only=False) as store:
+                store.create_topic(name, partitions=partitions, config=overrides)
+    except (TopicExistsError, BrokerResponseError) as exc:
+        if not if_not_exists or getattr(exc, "error_name", "TOPIC_ALREADY_EXISTS") != "TOPIC_ALREADY_EXISTS":
+            raise
+        click.echo(f"Topic {name} exists already: nothing created.")
+        return
     click.echo(f"Created topic {name} with {partitions} partition{'s' if partitions != 1 else ''}.")
 
 
@@ -194,15 +286,25 @@ def topics_list(options: StoreOptions) -> None:
 
 
 @topics.command("describe")
-@click.argument("name")
+@click.argument("name", required=False)
+@_TOPIC_OPTION
+@_IF_EXISTS
+@click.option("--format", "output_format", type=click.Choice(["json", "text"]), default="json", show_default=True,
+              help="json, or text: kafka-topics --describe's layout (a line for the topic with its overrides, "
+                   "then one per partition; on a store Leader, Replicas and Isr are -).")
 @click.pass_obj
-def topics_describe(options: StoreOptions, name: str) -> None:
+def topics_describe(options: StoreOptions, name: str | None, topic_option: str | None, if_exists: bool,
+                    output_format: str) -> None:
     """Describe topic NAME as JSON: its effective config, its overrides, and per partition its
     directory, log start and end offsets, size (sum of its .log files) and segment count. Against a
     broker: the effective config, the overrides, and per partition its leader and offsets."""
+    name = one_topic(name, topic_option)
+    if if_exists and not _topic_exists(options, name):
+        return
     if options.bootstrap:
         with broker.admin(options) as admin:
-            click.echo(json.dumps(admin.describe_topic(name), indent=2))
+            description = admin.describe_topic(name)
+        _echo_description(description, output_format)
         return
     with options.open(read_only=True) as store:
         recovery_points = {key: offset for entry in store.status() for key, offset in entry.recovery_points.items()}
@@ -224,17 +326,44 @@ def topics_describe(options: StoreOptions, name: str) -> None:
         description = {"topic": name, "partition_count": len(partitions),
                        "config": store.topic_config(name).to_properties(),
                        "overrides": store.topic_overrides(name), "partitions": partitions}
-    click.echo(json.dumps(description, indent=2))
+    _echo_description(description, output_format)
+
+
+def _echo_description(description: dict, output_format: str) -> None:
+    if output_format == "json":
+        click.echo(json.dumps(description, indent=2))
+        return
+    name = description["topic"]
+    configs = ",".join(f"{key}={value}" for key, value in sorted(description["overrides"].items()))
+    lines = [f"Topic: {name}\tPartitionCount: {description['partition_count']}\tReplicationFactor: 1\t"
+             f"Configs: {configs}"]
+    for partition in description["partitions"]:
+        if "leader" in partition:  # a broker's: the leader is the one replica
+            leader = "none" if partition["leader"] is None or partition["leader"] < 0 else partition["leader"]
+            replicas = "" if leader == "none" else leader
+        else:
+            leader = replicas = "-"
+        problem = "\tMissing: true" if partition.get("missing") else (
+            f"\tDamaged: {partition['damaged']}" if "damaged" in partition else "")
+        lines.append(f"\tTopic: {name}\tPartition: {partition['partition']}\tLeader: {leader}\t"
+                     f"Replicas: {replicas}\tIsr: {replicas}{problem}")
+    _echo_lines(lines)
 
 
 @topics.command("alter", epilog=_CONFIG_HELP)
-@click.argument("name")
+@click.argument("name", required=False)
+@_TOPIC_OPTION
+@_IF_EXISTS
 @click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="Set a config override (repeatable).")
 @click.option("--delete-config", "deletions", multiple=True, metavar="KEY",
               help="Remove an override, restoring the default (repeatable).")
 @click.pass_obj
-def topics_alter(options: StoreOptions, name: str, configs: tuple[str, ...], deletions: tuple[str, ...]) -> None:
+def topics_alter(options: StoreOptions, name: str | None, topic_option: str | None, if_exists: bool,
+                 configs: tuple[str, ...], deletions: tuple[str, ...]) -> None:
     """Change the config overrides of topic NAME; prints the overrides afterwards (JSON)."""
+    name = one_topic(name, topic_option)
+    if if_exists and not _topic_exists(options, name):
+        return
     if not configs and not deletions:
         raise click.UsageError("nothing to change: give --config KEY=VALUE or --delete-config KEY")
     changes: dict[str, str | None] = dict(parse_assignments(list(configs)))
@@ -254,14 +383,20 @@ def topics_alter(options: StoreOptions, name: str, configs: tuple[str, ...], del
 
 
 @topics.command("delete")
-@click.argument("name")
+@click.argument("name", required=False)
+@_TOPIC_OPTION
+@_IF_EXISTS
 @click.option("--allow-internal", is_flag=True,
               help="Delete an internal topic too (__consumer_offsets: every group's committed offsets are lost). "
                    "A local store (--dir) only: a broker never deletes one.")
 @click.pass_obj
-def topics_delete(options: StoreOptions, name: str, allow_internal: bool) -> None:
+def topics_delete(options: StoreOptions, name: str | None, topic_option: str | None, if_exists: bool,
+                  allow_internal: bool) -> None:
     """Delete topic NAME and all its data. An internal topic (__consumer_offsets, __transaction_state)
     is refused unless --allow-internal is given."""
+    name = one_topic(name, topic_option)
+    if if_exists and not _topic_exists(options, name):
+        return
     if options.bootstrap:
         if allow_internal:
             raise click.UsageError("--allow-internal applies to a local store (--dir): a broker refuses to delete "
@@ -292,6 +427,11 @@ def topics_delete(options: StoreOptions, name: str, allow_internal: bool) -> Non
 @click.option("--tombstone", is_flag=True, help="Append one record with a null value (deletes its key when compacted).")
 @click.option("--input-format", type=click.Choice(INPUT_FORMATS), default="text", show_default=True,
               help="How stdin is read: one value per line, or one JSON object per line.")
+@click.option("--key-separator", "-K", metavar="SEP",
+              help="Text lines are KEY<SEP>VALUE, cut at the first SEP (kcat's -K); a line without SEP is an error.")
+@click.option("--property", "properties", multiple=True, metavar="NAME=VALUE",
+              help="Kafka's console producer properties: parse.key=true (lines are KEY<TAB>VALUE) and "
+                   "key.separator=SEP (repeatable).")
 @click.option("--encoding", type=click.Choice(ENCODINGS), default="utf8", show_default=True,
               help="How keys, values and header values are given.")
 @click.option("--batch-size", type=click.IntRange(1, 1_000_000), default=1000, show_default=True,
@@ -303,8 +443,9 @@ def topics_delete(options: StoreOptions, name: str, allow_internal: bool) -> Non
               help="With --acks all: how long to wait for the fsync before failing (the records stay appended).")
 @click.pass_obj
 def append(options: StoreOptions, topic: str, value: str | None, partition: int | None, key: str | None,
-           headers: tuple[str, ...], timestamp_ms: int | None, tombstone: bool, input_format: str, encoding: str,
-           batch_size: int, acks: str, timeout_ms: int) -> None:
+           headers: tuple[str, ...], timestamp_ms: int | None, tombstone: bool, input_format: str,
+           key_separator: str | None, properties: tuple[str, ...], encoding: str, batch_size: int, acks: str,
+           timeout_ms: int) -> None:
     """Append VALUE to TOPIC, or, without VALUE, one record per line of stdin (see
     --input-format; jsonl fields: key, value, headers, timestamp, partition). All input is parsed
     and checked before anything is appended. Prints one JSON line per append:
@@ -312,6 +453,10 @@ def append(options: StoreOptions, topic: str, value: str | None, partition: int 
     line is printed only once the records are fsynced."""
     defaults = RecordDefaults(None if key is None else decode_field(key, encoding, "--key"),
                               parse_header_options(headers, encoding), timestamp_ms, partition)
+    separator = key_separator_of(key_separator, properties)
+    if separator is not None and (value is not None or tombstone or input_format != "text" or key is not None):
+        raise click.UsageError("a key separator applies to text lines of stdin: not with VALUE, --tombstone, "
+                               "--input-format jsonl or --key")
     if value is not None or tombstone:
         if value is not None and tombstone:
             raise click.UsageError("give VALUE or --tombstone, not both")
@@ -322,7 +467,7 @@ def append(options: StoreOptions, topic: str, value: str | None, partition: int 
     else:
         if sys.stdin.isatty():
             click.echo(f"Reading records from stdin ({input_format}, one per line); end with Ctrl-D.", err=True)
-        entries = parse_input(sys.stdin.buffer, input_format, encoding, defaults)
+        entries = parse_input(sys.stdin.buffer, input_format, encoding, defaults, separator)
     if options.bootstrap:
         broker.append(options, topic, entries, batch_size, acks, timeout_ms)
         return
@@ -342,10 +487,35 @@ def append(options: StoreOptions, topic: str, value: str | None, partition: int 
         click.echo("No records given: nothing appended.", err=True)
 
 
+class StartOffset(click.ParamType):
+    """``read --offset``: an offset (``N``), ``end`` (or ``latest``: only records appended from
+    now), ``-N`` (the last N offsets of each partition) or ``beginning`` (``earliest``), as kcat's
+    ``-o`` and Kafka's console consumer take them. Converts to ``("at", N)``, ``("from_end", N)`` or
+    ``("beginning", 0)``."""
+
+    name = "N|end|-N|beginning"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        text = str(value).strip().lower()
+        if text in ("end", "latest"):
+            return ("from_end", 0)
+        if text in ("beginning", "earliest"):
+            return ("beginning", 0)
+        try:
+            number = int(text)
+        except ValueError:
+            self.fail(f"{value!r} is not an offset, end, -N or beginning", param, ctx)
+        return ("from_end", -number) if number < 0 else ("at", number)
+
+
 @main.command()
 @click.argument("topic")
 @click.option("--partition", "-p", type=click.IntRange(min=0), help="Read only this partition (default: all).")
-@click.option("--offset", type=click.IntRange(min=0), help="Start at this offset (needs --partition).")
+@click.option("--offset", type=StartOffset(),
+              help="Where to start: an offset N (needs --partition), end (only records appended from now on; "
+                   "with --follow), -N (the last N offsets of each partition), or beginning.")
 @click.option("--from-beginning", is_flag=True, help="Start at the log start offset (the default).")
 @click.option("--from-timestamp", "from_timestamp_ms", type=click.IntRange(min=0), metavar="MS",
               help="Start at the first record whose timestamp is >= MS (ms since the epoch).")
@@ -363,19 +533,23 @@ def append(options: StoreOptions, topic: str, value: str | None, partition: int 
                    "kafka-console-consumer's do); on a store, without joining it: it writes to "
                    "__consumer_offsets, so it needs the store to itself, and is refused while the group has members.")
 @click.pass_obj
-def read(options: StoreOptions, topic: str, partition: int | None, offset: int | None, from_beginning: bool,
-         from_timestamp_ms: int | None, max_records: int | None, follow: bool, output_format: str,
-         encoding: str, group: str | None) -> None:
+def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple[str, int] | None,
+         from_beginning: bool, from_timestamp_ms: int | None, max_records: int | None, follow: bool,
+         output_format: str, encoding: str, group: str | None) -> None:
     """Print the records of TOPIC (read-only: works while another process writes). With --follow,
     then wait for new records and print them as they arrive, like tail -f (no polling: the store's
     files are watched). With --group, continue where the group's last read stopped."""
     if sum((offset is not None, from_beginning, from_timestamp_ms is not None)) > 1:
         raise click.UsageError("give at most one of --offset, --from-beginning, --from-timestamp")
-    if offset is not None and partition is None:
-        raise click.UsageError("--offset needs --partition")
+    from_end = offset[1] if offset is not None and offset[0] == "from_end" else None
+    if offset is not None and offset[0] == "beginning":
+        offset, from_beginning = None, True
+    if offset is not None and offset[0] == "at" and partition is None:
+        raise click.UsageError("--offset needs --partition for an offset N (end and -N apply to every partition)")
+    offset = offset[1] if offset is not None and offset[0] == "at" else None
     remaining = max_records if max_records is not None else sys.maxsize
     if group is not None:
-        if offset is not None or from_beginning or from_timestamp_ms is not None:
+        if offset is not None or from_end is not None or from_beginning or from_timestamp_ms is not None:
             raise click.UsageError("--group starts at the group's committed offsets: it takes no --offset, "
                                    "--from-beginning or --from-timestamp")
         if follow and not options.bootstrap:
@@ -388,7 +562,8 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: int |
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if options.bootstrap:
         return broker.read(options, topic, output_format, encoding, partition=partition, offset=offset,
-                           from_timestamp_ms=from_timestamp_ms, follow=follow, group=group, max_records=max_records)
+                           from_timestamp_ms=from_timestamp_ms, from_end=from_end, follow=follow, group=group,
+                           max_records=max_records)
     if group is not None:
         _read_as_group(options, topic, partition, group, remaining, output_format, encoding)
         return
@@ -398,6 +573,8 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: int |
         for log in [store.get_log(topic, number) for number in partitions]:
             if offset is not None:
                 start = offset
+            elif from_end is not None:
+                start = max(log.log_start_offset, log.log_end_offset - from_end)
             elif from_timestamp_ms is not None:
                 found = log.offset_for_timestamp(from_timestamp_ms)
                 start = log.log_end_offset if found is None else found

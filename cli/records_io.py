@@ -4,7 +4,10 @@
 Input (``append``), one record per line of stdin:
 
 - ``text``: the line is the value (its ``\\n`` or ``\\r\\n`` end removed; an empty line is an empty
-  value). ``--key``, ``--header`` and ``--timestamp`` apply to every line.
+  value). ``--key``, ``--header`` and ``--timestamp`` apply to every line. With a key separator
+  (``--key-separator SEP``, kcat's ``-K``; Kafka's console producer's ``parse.key`` and
+  ``key.separator`` properties), the line is ``KEY<SEP>VALUE``, cut at the first SEP; a line
+  without SEP is an error naming it, as Kafka's console producer refuses it.
 - ``jsonl``: a JSON object per line with optional fields ``key``, ``value`` (null or missing: a
   tombstone), ``headers`` (an object of names to string or null, or a list of ``[name, value]``
   pairs when a name repeats), ``timestamp`` (ms) and ``partition``. The command-line options give
@@ -90,9 +93,11 @@ def parse_header_options(pairs: Iterable[str], encoding: str) -> tuple[tuple[str
     return tuple(headers)
 
 
-def parse_input(lines: Iterable[bytes], input_format: str, encoding: str, defaults: RecordDefaults) -> list[InputRecord]:
+def parse_input(lines: Iterable[bytes], input_format: str, encoding: str, defaults: RecordDefaults,
+                key_separator: bytes | None = None) -> list[InputRecord]:
     """Parse every line of ``lines`` (bytes, as read from stdin) into records; raises ``ValueError``
-    naming the first bad line. Nothing is appended until all input parsed."""
+    naming the first bad line. Nothing is appended until all input parsed. ``key_separator``
+    (text input only): each line is ``KEY<SEP>VALUE``."""
     parsed = []
     for number, line in enumerate(lines, start=1):
         if line.endswith(b"\n"):
@@ -103,13 +108,53 @@ def parse_input(lines: Iterable[bytes], input_format: str, encoding: str, defaul
                     continue
                 parsed.append(_parse_jsonl(line, number, encoding, defaults))
             else:
-                value = decode_field(line.decode("ascii", "replace").strip(), encoding, "value") \
-                    if encoding == "base64" else bytes(line)
+                key = defaults.key
+                if key_separator is not None:
+                    key_bytes, sep, line = bytes(line).partition(key_separator)
+                    if not sep:
+                        raise ValueError(f"no key separator {key_separator.decode('utf-8', 'replace')!r} in the line")
+                    key = _text_field(key_bytes, encoding, "key")
                 parsed.append(InputRecord(number, defaults.partition, Record(
-                    defaults.key, value, defaults.headers, defaults.timestamp_ms)))
+                    key, _text_field(bytes(line), encoding, "value"), defaults.headers, defaults.timestamp_ms)))
         except ValueError as exc:
             raise ValueError(f"line {number}: {exc}") from None
     return parsed
+
+
+def _text_field(data: bytes, encoding: str, what: str) -> bytes:
+    """A key or value of a text line: its bytes, or decoded from base64."""
+    if encoding == "base64":
+        return decode_field(data.decode("ascii", "replace").strip(), encoding, what)
+    return data
+
+
+CONSOLE_PRODUCER_PROPERTIES = ("parse.key", "key.separator")
+
+
+def key_separator_of(separator: str | None, properties: Iterable[str]) -> bytes | None:
+    """The key separator of ``--key-separator`` or of Kafka's console producer's ``--property
+    parse.key=true`` (with ``key.separator``, default a tab); None: lines are values only."""
+    given: dict[str, str] = {}
+    for pair in properties:
+        name, sep, value = pair.partition("=")
+        if not sep or name not in CONSOLE_PRODUCER_PROPERTIES:
+            raise click.BadParameter(f"{pair!r}: the properties taken are {', '.join(CONSOLE_PRODUCER_PROPERTIES)} "
+                                     "(NAME=VALUE)", param_hint="'--property'")
+        given[name] = value
+    parse_key = given.get("parse.key", "false").lower()
+    if parse_key not in ("true", "false"):
+        raise click.BadParameter(f"parse.key={given['parse.key']!r}: true or false", param_hint="'--property'")
+    if parse_key == "true":  # as Kafka's console producer: key.separator counts only with parse.key=true
+        property_separator = given.get("key.separator", "\t")
+        if separator is not None and separator != property_separator:
+            raise click.UsageError(f"--key-separator {separator!r} and --property key.separator "
+                                   f"{property_separator!r} differ")
+        separator = property_separator
+    if separator is None:
+        return None
+    if not separator:
+        raise click.BadParameter("the key separator must not be empty", param_hint="'--key-separator'")
+    return separator.encode("utf-8", "surrogateescape")
 
 
 def _parse_jsonl(line: bytes, number: int, encoding: str, defaults: RecordDefaults) -> InputRecord:

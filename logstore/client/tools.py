@@ -18,19 +18,28 @@ What it owns:
   keeps its positions (nothing is read twice), and a commit waits for the coordinator up to
   ``default.api.timeout.ms``; when following, a commit that still could not be made is kept and
   made at the next turn, and one left when reading ends is reported (those records would be read
-  again).
+  again). ``from_end`` starts each partition that many offsets before its end (0: only new records);
+- ``partition_offsets``: ``logstore offsets`` (Kafka's ``kafka-get-offsets``): ListOffsets at a time,
+  the log start or the log end, per partition, as the store's ``logstore.tools.offsets`` gives them;
+- ``delete_records``: DeleteRecords at each partition's leader (Kafka's ``kafka-delete-records``);
+- ``api_versions``: per broker, each API's version range and the version this client speaks with it
+  (Kafka's ``kafka-broker-api-versions``), from the ApiVersions answer every connection starts with.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from ..records.decoder import Record
+from ..server.protocol import errors as kafka_errors
+from ..server.protocol.messages import APIS
+from ..tools.offsets import PartitionOffset, check_deletable, select_partitions, topic_counts
 from .admin import BrokerAdmin, BrokerGroupAdmin
 from .consumer import Consumer
-from .errors import NetworkError
+from .errors import BrokerResponseError, NetworkError
+from .fetcher import list_offsets
 from .group_member import coordinator_unavailable
 from .producer import Producer
 from .security import ClientSecurity
@@ -69,15 +78,16 @@ def append_chunks(bootstrap_servers: str, topic: str, chunks: Iterable[tuple[int
 
 
 def read_chunks(bootstrap_servers: str, topic: str, *, partition: int | None = None, offset: int | None = None,
-                from_timestamp_ms: int | None = None, follow: bool = False, group: str | None = None,
-                max_records: int | None = None, client_config: dict | None = None
+                from_timestamp_ms: int | None = None, from_end: int | None = None, follow: bool = False,
+                group: str | None = None, max_records: int | None = None, client_config: dict | None = None
                 ) -> Iterator[tuple[int, list[Record]]]:
     """``(partition, records)`` chunks of ``topic`` (or its ``partition``) from ``offset`` (needs
-    ``partition``), the first record at or after ``from_timestamp_ms``, the group's committed
-    offsets, or else the log start; up to the end found at the start, unless ``follow``. With
+    ``partition``), the first record at or after ``from_timestamp_ms``, ``from_end`` offsets before
+    each partition's end (not below its start), the group's committed offsets, or else the log
+    start; up to the end found at the start, unless ``follow``. With
     ``group``, a chunk is committed when the caller comes back for the next one; close the
     iterator (``contextlib.closing``) to learn of a commit that could not be made."""
-    if group is not None and partition is None and offset is None and from_timestamp_ms is None:
+    if group is not None and partition is None and offset is None and from_timestamp_ms is None and from_end is None:
         yield from _read_as_member(bootstrap_servers, topic, group, follow=follow, max_records=max_records,
                                    client_config=client_config)
         return
@@ -95,6 +105,10 @@ def read_chunks(bootstrap_servers: str, topic: str, *, partition: int | None = N
             starts = {start.partition: start.offset for start in groups.start_positions(group, topic, partitions)}
         elif offset is not None:
             starts = {partition: offset}
+        elif from_end is not None:
+            begins = consumer.beginning_offsets([(topic, p) for p in partitions])
+            ends = consumer.end_offsets([(topic, p) for p in partitions])
+            starts = {p: max(begins[(topic, p)], ends[(topic, p)] - from_end) for p in partitions}
         elif from_timestamp_ms is not None:
             found = consumer.offsets_for_times({(topic, p): from_timestamp_ms for p in partitions})
             ends = consumer.end_offsets([(topic, p) for p in partitions])
@@ -215,3 +229,98 @@ def _read_as_member(bootstrap_servers: str, topic: str, group: str, *, follow: b
                     raise NetworkError(f"group {group}: the offsets after the records printed ("
                                        f"{', '.join(f'{topic}-{p}: {o}' for p, o in sorted(uncommitted.items()))}) "
                                        f"could not be committed, so they will be read again: {exc}") from exc
+
+
+# --- offsets, deleting records, API versions -----------------------------------------------------
+
+
+def partition_offsets(admin: BrokerAdmin, topics: Sequence[str] | None, timestamp: int,
+                      partitions: Sequence[int] | None = None, exclude_internal: bool = False) -> list[PartitionOffset]:
+    """The offset ``timestamp`` (``logstore.tools.offsets.parse_time``: -2 the log start, -1 the
+    end, else a time in ms) names in each partition of ``topics`` (default: every topic), by
+    ListOffsets at each leader, as Kafka's ``kafka-get-offsets`` asks for it."""
+    names = admin.topics() if topics is None else list(topics)
+    counts = topic_counts(names, admin.partitions, exclude_internal)
+    chosen = select_partitions(counts, partitions)
+    found = list_offsets(admin.network, {tp: timestamp for tp in chosen}) if chosen else {}
+    # -1 answers a time after every record's timestamp
+    return [PartitionOffset(topic, p, None if found[(topic, p)][0] < 0 else found[(topic, p)][0])
+            for topic, p in chosen]
+
+
+def delete_records(admin: BrokerAdmin, wanted: Mapping[tuple[str, int], int], timeout_ms: int = 30_000
+                   ) -> dict[tuple[str, int], int]:
+    """DeleteRecords below each offset of ``wanted`` (-1: the high watermark), at each partition's
+    leader; returns each partition's low watermark (log start offset) afterwards. A partition the
+    broker refuses raises ``BrokerResponseError`` naming it and Kafka's error."""
+    check_deletable(wanted)
+    for topic in sorted({topic for topic, _ in wanted}):
+        count = admin.partitions(topic)  # an unknown topic fails here, naming it
+        missing = sorted(p for t, p in wanted if t == topic and p >= count)
+        if missing:
+            raise ValueError(f"topic {topic!r} has no partition {missing[0]} (partitions: 0..{count - 1})")
+    network = admin.network
+    network.refresh_metadata(sorted({topic for topic, _ in wanted}))
+    by_leader: dict[int, dict[str, list]] = {}
+    for (topic, p), offset in sorted(wanted.items()):
+        by_leader.setdefault(network.leader_for(topic, p), {}).setdefault(topic, []).append(
+            {"partition_index": p, "offset": offset})
+    low_watermarks: dict[tuple[str, int], int] = {}
+    for leader, topics in by_leader.items():
+        body = network.connection(leader).request("DeleteRecords", {
+            "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+            "timeout_ms": timeout_ms})
+        for topic in body["topics"]:
+            for result in topic["partitions"]:
+                code = result["error_code"]
+                if code:
+                    name = kafka_errors.NAMES.get(code, f"error {code}")
+                    raise BrokerResponseError(f"deleting records of {topic['name']}-{result['partition_index']}: "
+                                              f"{name}", code, name)
+                low_watermarks[(topic["name"], result["partition_index"])] = result["low_watermark"]
+    missing = sorted(set(wanted) - set(low_watermarks))
+    if missing:
+        raise NetworkError(f"DeleteRecords answered nothing for {missing[0][0]}-{missing[0][1]}")
+    return low_watermarks
+
+
+@dataclass(frozen=True)
+class ApiVersionRow:
+    """One API of one broker: the broker's range (None: it does not speak it), this client's range
+    (None: unknown to it) and the version the two would speak (None: no common one)."""
+
+    api_key: int
+    name: str
+    broker: tuple[int, int] | None
+    client: tuple[int, int] | None
+    usable: int | None
+
+
+@dataclass(frozen=True)
+class BrokerApiVersions:
+    """What one broker of the cluster offers."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+    apis: list[ApiVersionRow]
+
+
+def api_versions(admin: BrokerAdmin) -> list[BrokerApiVersions]:
+    """For every broker of the cluster (by node id): each API it or this client knows, its range on
+    both sides and the version a request of this client uses with it."""
+    network = admin.network
+    body = network.request_any("Metadata", {"topics": [], "allow_auto_topic_creation": False})
+    network.refresh_metadata([])
+    brokers = []
+    for broker in sorted(body["brokers"], key=lambda entry: entry["node_id"]):
+        connection = network.connection(broker["node_id"])
+        offered = connection.broker_versions
+        rows = []
+        for key in sorted(set(offered) | set(APIS)):
+            spec = APIS.get(key)
+            rows.append(ApiVersionRow(key, spec.name if spec else "UNKNOWN", offered.get(key),
+                                      spec.versions if spec else None, connection.versions.get(key)))
+        brokers.append(BrokerApiVersions(broker["node_id"], broker["host"], broker["port"], broker.get("rack"), rows))
+    return brokers
