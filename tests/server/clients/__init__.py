@@ -166,6 +166,12 @@ class Driver:
         """CreateTopics; raises ClientError with the broker's error."""
         raise NotImplementedError
 
+    def create_partitions(self, bootstrap: str, topic: str, total: int, *, assignments=None,
+                          validate_only: bool = False, timeout_s: float = 15.0) -> None:
+        """CreatePartitions: grow ``topic`` to ``total`` partitions (``assignments``: the broker ids
+        of each new partition, or None); raises ClientError with the broker's error."""
+        raise NotImplementedError
+
     def describe_configs(self, bootstrap: str, topic: str, *, timeout_s: float = 15.0) -> dict[str, str | None]:
         """DescribeConfigs of a topic: every entry the broker returns, name -> value."""
         raise NotImplementedError
