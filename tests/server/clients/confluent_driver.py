@@ -204,7 +204,8 @@ class ConfluentDriver(Driver):
     def create_partitions(self, bootstrap, topic, total, *, assignments=None, validate_only=False, timeout_s=15.0):
         deadline = Deadline(timeout_s)
         admin = self._admin(bootstrap)
-        futures = admin.create_partitions([NewPartitions(topic, total, replica_assignment=assignments)],
+        spec = NewPartitions(topic, total) if assignments is None else NewPartitions(topic, total, assignments)
+        futures = admin.create_partitions([spec],
                                           validate_only=validate_only, request_timeout=timeout_s,
                                           operation_timeout=timeout_s)
         _result(futures[topic], deadline, f"create_partitions {topic}")
