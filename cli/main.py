@@ -354,18 +354,22 @@ def _echo_description(description: dict, output_format: str) -> None:
 @click.argument("name", required=False)
 @_TOPIC_OPTION
 @_IF_EXISTS
+@click.option("--partitions", type=click.IntRange(min=1), default=None,
+              help="Grow the topic to this many partitions (more than it has: partitions are only ever added; "
+                   "the existing ones keep their records, keys map by the new count from then on).")
 @click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="Set a config override (repeatable).")
 @click.option("--delete-config", "deletions", multiple=True, metavar="KEY",
               help="Remove an override, restoring the default (repeatable).")
 @click.pass_obj
 def topics_alter(options: StoreOptions, name: str | None, topic_option: str | None, if_exists: bool,
-                 configs: tuple[str, ...], deletions: tuple[str, ...]) -> None:
-    """Change the config overrides of topic NAME; prints the overrides afterwards (JSON)."""
+                 partitions: int | None, configs: tuple[str, ...], deletions: tuple[str, ...]) -> None:
+    """Grow topic NAME (--partitions) and/or change its config overrides; prints the partition count and
+    the overrides afterwards (JSON)."""
     name = one_topic(name, topic_option)
     if if_exists and not _topic_exists(options, name):
         return
-    if not configs and not deletions:
-        raise click.UsageError("nothing to change: give --config KEY=VALUE or --delete-config KEY")
+    if not configs and not deletions and partitions is None:
+        raise click.UsageError("nothing to change: give --partitions N, --config KEY=VALUE or --delete-config KEY")
     changes: dict[str, str | None] = dict(parse_assignments(list(configs)))
     both = sorted(set(changes) & set(deletions))
     if both:
@@ -373,13 +377,19 @@ def topics_alter(options: StoreOptions, name: str | None, topic_option: str | No
     changes.update(dict.fromkeys(deletions))
     if options.bootstrap:
         with broker.admin(options) as admin:
-            admin.alter_topic_config(name, changes)
-            overrides = admin.topic_configs(name)[1]
+            if partitions is not None:
+                admin.create_partitions(name, partitions)
+            if changes:
+                admin.alter_topic_config(name, changes)
+            count, overrides = admin.partitions(name), admin.topic_configs(name)[1]
     else:
         with options.open(read_only=False) as store:
-            store.alter_topic_config(name, changes)
-            overrides = store.topic_overrides(name)
-    click.echo(json.dumps({"topic": name, "overrides": overrides}))
+            if partitions is not None:
+                store.create_partitions(name, partitions)
+            if changes:
+                store.alter_topic_config(name, changes)
+            count, overrides = store.partitions(name), store.topic_overrides(name)
+    click.echo(json.dumps({"topic": name, "partitions": count, "overrides": overrides}))
 
 
 @topics.command("delete")

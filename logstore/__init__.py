@@ -20,8 +20,8 @@ optional extras), ``bench`` (every benchmark) and ``cli``; ``import logstore`` l
 from .clock import Clock, ManualClock, SystemClock
 from .config import LogConfig
 from .errors import (CorruptCheckpointError, CorruptDataError, CorruptIndexError, CorruptRecordError,
-                     InvalidConfigError, InvalidRecordError, InvalidTopicError, LockedError, LogFailedError,
-                     LogSegmentOffsetOverflowError, LogStoreError, OffsetOutOfRangeError, ReadOnlyError,
+                     InvalidConfigError, InvalidPartitionsError, InvalidRecordError, InvalidTopicError, LockedError,
+                     LogFailedError, LogSegmentOffsetOverflowError, LogStoreError, OffsetOutOfRangeError, ReadOnlyError,
                      RecordTooLargeError, RequestError, ShutdownError, StorageError, StoreClosedError,
                      TopicExistsError, UnknownTopicOrPartitionError)
 from .fs import FileSystem
@@ -38,7 +38,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AppendInfo", "Clock", "CorruptCheckpointError", "CorruptDataError", "CorruptIndexError",
-    "CorruptRecordError", "DelayedOperation", "DelayedOperationPurgatory", "FileSystem", "InvalidConfigError", "InvalidRecordError", "InvalidTopicError",
+    "CorruptRecordError", "DelayedOperation", "DelayedOperationPurgatory", "FileSystem", "InvalidConfigError", "InvalidPartitionsError", "InvalidRecordError", "InvalidTopicError",
     "LockedError", "Log", "LogConfig", "LogFailedError", "LogManager", "LogSegmentOffsetOverflowError",
     "LogStoreError", "ManualClock", "OffsetOutOfRangeError", "ReadOnlyError", "Record", "RecordTooLargeError",
     "RequestError", "ScheduledTask", "Scheduler", "ShutdownError", "StorageError", "StoreClosedError",

@@ -112,6 +112,11 @@ class InvalidTopicError(RequestError, ValueError):
     characters, and neither '.' nor '..'."""
 
 
+class InvalidPartitionsError(RequestError, ValueError):
+    """A partition count a topic cannot take: ``create_partitions`` to a count not above the
+    topic's (Kafka's INVALID_PARTITIONS: partitions are only ever added), or above the limit."""
+
+
 # --- the environment -----------------------------------------------------------------------------
 
 

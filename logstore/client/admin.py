@@ -4,8 +4,8 @@
 What it owns:
 - topics: list, partition counts, create (with config overrides), delete, describe (the effective
   config, the overrides, and per partition its leader and log start and end offsets), alter
-  (IncrementalAlterConfigs), through the broker's admin APIs (Metadata, CreateTopics, DeleteTopics,
-  DescribeConfigs, IncrementalAlterConfigs, ListOffsets);
+  (IncrementalAlterConfigs), grow (CreatePartitions), through the broker's admin APIs (Metadata,
+  CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, IncrementalAlterConfigs, ListOffsets);
 - groups: ``BrokerGroupAdmin`` is ``logstore.group.admin.GroupAdmin`` with its primitives answered by
   the broker (ListGroups from every broker, DescribeGroups, OffsetFetch and OffsetCommit with
   generation -1 at the group's coordinator, DeleteGroups, LeaveGroup; the coordinator's requests
@@ -102,6 +102,18 @@ class BrokerAdmin:
         body = self._controller_request("DeleteTopics", {"topic_names": [name], "timeout_ms": self.request_timeout_ms})
         for result in body["responses"]:
             _check(f"deleting topic {name!r}", result["error_code"], result.get("error_message"))
+
+    def create_partitions(self, name: str, total_count: int, *, validate_only: bool = False) -> None:
+        """Grow topic ``name`` to ``total_count`` partitions (CreatePartitions; the broker places the
+        new ones). ``BrokerResponseError`` INVALID_PARTITIONS when that is no increase."""
+        if not isinstance(total_count, int) or isinstance(total_count, bool):
+            raise TypeError(f"total_count must be an int, got {total_count!r}")
+        self.network.refresh_metadata([])
+        body = self._controller_request("CreatePartitions", {
+            "topics": [{"name": name, "count": total_count, "assignments": None}],
+            "timeout_ms": self.request_timeout_ms, "validate_only": validate_only})
+        for result in body["results"]:
+            _check(f"adding partitions to topic {name!r}", result["error_code"], result.get("error_message"))
 
     def topic_configs(self, name: str) -> tuple[dict[str, str | None], dict[str, str | None]]:
         """``(effective config, overrides)`` of topic ``name``, as DescribeConfigs gives them."""

@@ -8,7 +8,7 @@ What it owns:
   ``fetch.max.wait.ms``, ``max.poll.records``, ``isolation.level``, ``session.timeout.ms``,
   ``heartbeat.interval.ms``, ``max.poll.interval.ms`` (the rebalance timeout),
   ``partition.assignment.strategy``, ``group.instance.id``, ``request.timeout.ms``, ``client.id``,
-  ``retry.backoff.ms``, ``retry.backoff.max.ms``, ``default.api.timeout.ms``),
+  ``retry.backoff.ms``, ``retry.backoff.max.ms``, ``default.api.timeout.ms``, ``metadata.max.age.ms``),
   given as a dict, or as keywords with the dots written as underscores;
 - the order of a ``poll``: rejoin the group when it rebalanced (committing first with auto-commit,
   as the eager protocol revokes everything), positions for partitions without one (the group's
@@ -19,7 +19,9 @@ What it owns:
   else Fetch responses waited for up to the timeout; before it returns records, the next Fetch
   requests are sent, so the broker reads ahead while the application works (``fetcher``);
 - the group (``group_member``): JoinGroup/SyncGroup, heartbeats on their own thread, LeaveGroup at
-  ``close``. A coordinator that cannot be reached (a broker restarting) is tried again with
+  ``close``. The member that leads asks for the subscribed topics' metadata every
+  ``metadata.max.age.ms`` (Kafka's default 300000) and rejoins when a partition count changed, so
+  the group rebalances and partitions added to a topic (CreatePartitions) are assigned. A coordinator that cannot be reached (a broker restarting) is tried again with
   back-off until the poll's timeout; the poll then returns no records and the next one goes on
   trying, as Kafka's does: it is never an error of ``poll``.
 
@@ -56,7 +58,8 @@ DEFAULTS: dict[str, Any] = {
     "fetch.max.wait.ms": 500, "max.poll.records": 500, "isolation.level": "read_uncommitted",
     "session.timeout.ms": 45_000, "heartbeat.interval.ms": 3000, "max.poll.interval.ms": 300_000,
     "partition.assignment.strategy": ["range", "roundrobin"], "request.timeout.ms": 30_000,
-    "retry.backoff.ms": 100, "retry.backoff.max.ms": 1000, "default.api.timeout.ms": 60_000, **SECURITY_DEFAULTS}
+    "retry.backoff.ms": 100, "retry.backoff.max.ms": 1000, "default.api.timeout.ms": 60_000,
+    "metadata.max.age.ms": 300_000, **SECURITY_DEFAULTS}
 _ISOLATION = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
 _PROMPT_ROUNDS = 5  # join rounds in a row without back-off (the coordinator holds a JoinGroup: no busy loop)
 
@@ -78,10 +81,10 @@ def consumer_config(config: dict | None, keywords: dict) -> dict[str, Any]:
     for key in ("fetch.min.bytes", "fetch.max.bytes", "max.partition.fetch.bytes", "fetch.max.wait.ms",
                 "max.poll.records", "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms",
                 "auto.commit.interval.ms", "request.timeout.ms", "retry.backoff.ms", "retry.backoff.max.ms",
-                "default.api.timeout.ms"):
+                "default.api.timeout.ms", "metadata.max.age.ms"):
         value = merged[key]
         if type(value) is not int or value < (0 if key in ("fetch.min.bytes", "fetch.max.wait.ms",
-                                                             "retry.backoff.ms") else 1):
+                                                             "retry.backoff.ms", "metadata.max.age.ms") else 1):
             raise ValueError(f"{key} must be a positive int, got {value!r}")
     if merged["heartbeat.interval.ms"] >= merged["session.timeout.ms"]:
         raise ValueError(f"heartbeat.interval.ms must be below session.timeout.ms, "
@@ -136,6 +139,7 @@ class Consumer:
         self._assigned_as = ""  # the member id the group gave the partitions held to
         self._auto_commit = bool(settings["enable.auto.commit"]) and self._member is not None
         self._next_auto_commit_ms = clock.monotonic_ms() + settings["auto.commit.interval.ms"]
+        self._next_metadata_check_ms = clock.monotonic_ms() + settings["metadata.max.age.ms"]
         self._closed = False
 
     def __enter__(self) -> Consumer:
@@ -288,6 +292,8 @@ class Consumer:
         if type(timeout_ms) is not int or timeout_ms < 0:
             raise ValueError(f"timeout_ms must be an int >= 0, got {timeout_ms!r}")
         deadline_ms = self._clock.monotonic_ms() + timeout_ms
+        if self._subscription is not None:
+            self._maybe_check_metadata()
         if self._subscription is not None and not self._ensure_group(deadline_ms):
             return []  # not in the group yet (its coordinator is unreachable): the next poll goes on
         missing = self._fetcher.missing_positions()
@@ -325,6 +331,19 @@ class Consumer:
                 continue
             if self._clock.monotonic_ms() >= deadline_ms:
                 return []
+
+    def _maybe_check_metadata(self) -> None:
+        """Every ``metadata.max.age.ms``, the leader compares the subscribed topics' partition counts
+        with those its assignment used, and rejoins (a rebalance) when one changed."""
+        now_ms = self._clock.monotonic_ms()
+        if now_ms < self._next_metadata_check_ms:
+            return
+        self._next_metadata_check_ms = now_ms + self.config["metadata.max.age.ms"]
+        try:
+            if self._member.metadata_changed():
+                self._member.rejoin_needed = True
+        except NetworkError as exc:  # no broker answered: the next check asks again
+            logger.warning("consumer: the metadata of group %s's topics: %s", self._member.group_id, exc)
 
     def _ensure_group(self, deadline_ms: int) -> bool:
         """Rejoin the group when needed; whether this member is in the group now. A round the

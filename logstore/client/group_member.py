@@ -20,7 +20,11 @@ What it owns:
   FENCED_INSTANCE_ID set ``rejoin_needed`` (the consumer's next ``poll`` rejoins);
 - offsets: ``commit`` (sync), ``commit_async`` (sent now, its answer applied at the next
   ``poll_commits``: a future), ``committed``;
-- ``leave()``: LeaveGroup, so the others rebalance at once instead of after the session timeout.
+- ``leave()``: LeaveGroup, so the others rebalance at once instead of after the session timeout;
+- the leader's metadata snapshot: the partition count of each subscribed topic its assignment was
+  computed from (``assigned_counts``); ``metadata_changed(network)`` asks again and says whether a
+  count differs, and the consumer then rejoins, so a topic that grew is assigned in full (Kafka's
+  leader rejoins on a metadata change the same way; the coordinator rebalances when the leader does).
 
 The JoinGroup request waits at the coordinator until every member has joined, so this member's
 connection to the coordinator allows ``rebalance.timeout.ms`` plus 5 s for an answer, as Kafka's does.
@@ -96,6 +100,9 @@ class GroupMember:
         self.member_id = ""
         self.generation_id = -1
         self.rejoin_needed = True
+        self.is_leader = False
+        # What the leader's last assignment was computed from: subscribed topic -> partition count.
+        self.assigned_counts: dict[str, int] | None = None
         self._coordinator: tuple[str, int] | None = None
         self._connection: BrokerConnection | None = None
         self._async_commits: dict[int, tuple[Future, dict]] = {}  # correlation id -> (future, offsets)
@@ -204,7 +211,9 @@ class GroupMember:
         with self._lock:
             self.member_id, self.generation_id = body["member_id"], body["generation_id"]
         assignments = []
-        if body["leader"] == self.member_id:
+        self.is_leader = body["leader"] == self.member_id
+        self.assigned_counts = None
+        if self.is_leader:
             plan = self._assign(body["protocol_name"] or self.assignors[0], body["members"])
             assignments = [{"member_id": member, "assignment": data} for member, data in plan.items()]
         sync = self.request("SyncGroup", {
@@ -234,9 +243,24 @@ class GroupMember:
         metadata = self._network.refresh_metadata(topics)
         partitions_per_topic = {topic: metadata.partitions(topic) for topic in topics
                                 if metadata.partitions(topic) is not None}
+        self.assigned_counts = dict(partitions_per_topic)
         instance_ids = {member["member_id"]: member.get("group_instance_id") for member in members}
         plan = ASSIGNORS[protocol](subscriptions, partitions_per_topic, instance_ids=instance_ids)
         return {member_id: encode_assignment(Assignment(partitions)) for member_id, partitions in plan.items()}
+
+    def metadata_changed(self) -> bool:
+        """For the leader: whether a subscribed topic's partition count differs from the one its
+        assignment used (asks the broker: Metadata). Always False for the other members."""
+        snapshot = self.assigned_counts
+        if not self.is_leader or snapshot is None or self.rejoin_needed:
+            return False
+        metadata = self._network.refresh_metadata(sorted(snapshot))
+        current = {topic: metadata.partitions(topic) for topic in snapshot if metadata.partitions(topic) is not None}
+        if current != snapshot:
+            logger.info("group %s: the partition counts changed (%s -> %s): the leader rejoins", self.group_id,
+                        snapshot, current)
+            return True
+        return False
 
     def leave(self) -> None:
         """Stop heartbeating and leave the group (best effort: a coordinator that is gone lets the

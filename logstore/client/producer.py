@@ -7,11 +7,15 @@ What it owns:
 - configuration with Kafka's names (``linger.ms``, ``batch.size``, ``buffer.memory``, ``max.block.ms``,
   ``acks``, ``retries``, ``retry.backoff.ms``, ``request.timeout.ms``, ``delivery.timeout.ms``,
   ``max.in.flight.requests.per.connection``, ``enable.idempotence``, ``compression.type``,
-  ``reconnect.backoff.ms``, ``reconnect.backoff.max.ms``, ``client.id``), given as a dict, or as
+  ``reconnect.backoff.ms``, ``reconnect.backoff.max.ms``, ``metadata.max.age.ms``, ``client.id``),
+  given as a dict, or as
   keywords with the dots written as underscores; a bad value is refused at construction, named;
 - partitioning: an explicit partition, Kafka's murmur2 of the key, or for a null key the partition
   the topic's open batch is filling (sticky, as Kafka 3.3+ spreads them: a new one for each batch);
-- ``flush()`` (every record sent so far is acknowledged or failed when it returns) and ``close()``.
+- ``flush()`` (every record sent so far is acknowledged or failed when it returns) and ``close()``;
+- metadata age: the partition counts ``send`` partitions by are asked for again once they are
+  ``metadata.max.age.ms`` old (Kafka's default 300000), so a topic that grew (CreatePartitions) gets
+  records in its new partitions from then on, as with Kafka's producer.
 
 Idempotence (``enable.idempotence``, on by default with ``acks=all`` as in Kafka 3+): an id and epoch
 from InitProducerId, and per partition a sequence given to each batch at its first send and kept by
@@ -51,7 +55,7 @@ DEFAULTS: dict[str, Any] = {
     "buffer.memory": 32 * 1024 * 1024, "max.block.ms": 60_000, "retries": 2**31 - 1, "retry.backoff.ms": 100,
     "request.timeout.ms": 30_000, "delivery.timeout.ms": 120_000, "max.in.flight.requests.per.connection": 5,
     "enable.idempotence": None, "compression.type": "none", "reconnect.backoff.ms": 50,
-    "reconnect.backoff.max.ms": 1000, **SECURITY_DEFAULTS}
+    "reconnect.backoff.max.ms": 1000, "metadata.max.age.ms": 300_000, **SECURITY_DEFAULTS}
 _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
 _MAX_IN_FLIGHT_IDEMPOTENT = 5  # Kafka's limit: the broker keeps the last 5 batches of a producer
 logger = logging.getLogger(__name__)
@@ -71,7 +75,8 @@ def producer_config(config: dict | None, keywords: dict) -> dict[str, Any]:
     if merged["acks"] not in _ACKS:
         raise ValueError(f"acks must be all, -1, 1 or 0, got {merged['acks']!r}")
     for key, low in (("retries", 0), ("retry.backoff.ms", 0), ("linger.ms", 0), ("request.timeout.ms", 1),
-                     ("delivery.timeout.ms", 1), ("max.in.flight.requests.per.connection", 1)):
+                     ("delivery.timeout.ms", 1), ("max.in.flight.requests.per.connection", 1),
+                     ("metadata.max.age.ms", 0)):
         if type(merged[key]) is not int or merged[key] < low:
             raise ValueError(f"{key} must be an int >= {low}, got {merged[key]!r}")
     # Kafka's rule: a batch must be able to linger and then wait out one request before it expires.
@@ -123,6 +128,8 @@ class Producer:
                                               max_block_ms=settings["max.block.ms"], max_in_flight=in_flight,
                                               clock=clock)
         self._metadata_lock = threading.Lock()
+        self._metadata_max_age_ms = settings["metadata.max.age.ms"]
+        self._metadata_at_ms: int | None = None  # when the lookup's metadata was last asked for
         self._sticky: dict[str, int] = {}
         self._closed = False
         self._rng = random.Random()
@@ -195,10 +202,20 @@ class Producer:
 
     def _partitions(self, topic: str) -> int:
         count = self._lookup.metadata.partitions(topic)
-        if count is None:
+        at_ms = self._metadata_at_ms
+        stale = at_ms is not None and self._clock.monotonic_ms() - at_ms >= self._metadata_max_age_ms
+        if count is None or stale:
             with self._metadata_lock:
                 known = list(self._lookup.metadata.leaders)
-                metadata = self._lookup.refresh_metadata([*known, topic], allow_auto_topic_creation=True)
+                try:
+                    metadata = self._lookup.refresh_metadata(list(dict.fromkeys([*known, topic])),
+                                                             allow_auto_topic_creation=True)
+                except NetworkError:
+                    if count is None:
+                        raise
+                    metadata = self._lookup.metadata  # the broker is away: go on with what is known
+                # asked (answered or not): the next ask is one max age away, not at every send
+                self._metadata_at_ms = self._clock.monotonic_ms()
             count = metadata.partitions(topic)
             if count is None:
                 raise NetworkError(f"no metadata for topic {topic!r}: error {metadata.topic_errors.get(topic)}")

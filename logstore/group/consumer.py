@@ -9,6 +9,10 @@ assignor when it leads, heartbeats on a background thread (a REBALANCE_IN_PROGRE
 
 It follows Kafka's consumer: the protocol type is ``consumer`` and the metadata and assignments are
 ConsumerProtocol bytes, so ``logstore groups describe`` and Kafka's tools see what it holds.
+
+The member that leads remembers the partition counts its assignment used; every ``poll`` compares
+them with the store's (a lookup, no I/O) and rejoins when a topic grew (``create_partitions``), so
+the group rebalances and the new partitions are assigned, as Kafka's leader does on a metadata change.
 """
 
 from __future__ import annotations
@@ -91,6 +95,7 @@ class Consumer:
         self.generation_id = -1
         self._topics: list[str] = []
         self._assignment: list[TopicPartition] = []
+        self._assigned_counts: dict[str, int] | None = None  # as leader: the counts its assignment used
         self._positions: dict[TopicPartition, int] = {}
         self._rejoin_needed = True
         self._lock = threading.RLock()
@@ -153,6 +158,7 @@ class Consumer:
             raise GroupRequestError(f"joining group {self.group_id}", join.error_code)
         self.member_id, self.generation_id = join.member_id, join.generation_id
         assignments: dict[str, bytes] = {}
+        self._assigned_counts = None
         if join.leader_id == self.member_id and join.members:
             assignments = self._assign(join.protocol_name or self.assignors[0], join.members)
         sync: SyncResult = self._call(self.coordinator.sync_group, self.group_id, self.generation_id,
@@ -184,7 +190,21 @@ class Consumer:
                 pass  # deleted meanwhile: nothing to assign from it
         instance_ids = {member.member_id: member.group_instance_id for member in members}
         plan = ASSIGNORS[protocol](subscriptions, partitions_per_topic, instance_ids=instance_ids)
+        self._assigned_counts = partitions_per_topic
         return {member_id: encode_assignment(Assignment(partitions)) for member_id, partitions in plan.items()}
+
+    def _partition_counts_changed(self) -> bool:
+        """As leader: whether a topic's partition count differs from the one the assignment used."""
+        counts = self._assigned_counts
+        if counts is None:
+            return False
+        for topic, count in counts.items():
+            try:
+                if self.store.partitions(topic) != count:
+                    return True
+            except LogStoreError:
+                return True  # deleted meanwhile: assign again without it
+        return False
 
     def _start_heartbeats(self) -> None:
         if self._heartbeat_thread is None or not self._heartbeat_thread.is_alive():
@@ -210,6 +230,10 @@ class Consumer:
         """The next records of the held partitions (waiting up to ``timeout_ms`` for some)."""
         if self._closed:
             raise RequestError("the consumer is closed")
+        if not self._rejoin_needed and self._partition_counts_changed():
+            logger.info("group %s: a subscribed topic's partition count changed: the leader rejoins", self.group_id)
+            with self._lock:
+                self._rejoin_needed = True
         self._ensure_active()
         positions = self._fetch_positions()
         if not positions:

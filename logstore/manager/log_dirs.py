@@ -31,7 +31,9 @@ A ``LogManager`` holds one. It owns the open logs (``logs``) and which dir holds
   takes it offline: a checkpoint fails (``ResourceShortageError``) and is written at its next run,
   and an open fails as a whole, naming the shortage.
 - **Placing**: a new partition goes to the live dir holding the fewest partitions; a deleted topic's
-  directories are renamed ``-delete`` (durably) and then removed.
+  directories are renamed ``-delete`` (durably) and then removed. An empty partition directory beyond
+  its topic's partition count (a ``create_partitions`` interrupted before the metadata recorded the
+  new count) is removed by a writable open, and reported; one holding records is left alone.
 - **Damaged partitions**: a log whose loader found damage no crash could leave (``Log.damage``) is
   kept apart (``damaged``), as Kafka takes a log offline: its files stay as found, it refuses reads
   and writes, the other partitions work, and its checkpointed offsets are written back unchanged
@@ -337,7 +339,10 @@ class LogDirs:
             if parsed is not None and self._load_only is not None and parsed not in self._load_only:
                 continue
             meta = topics.topics.get(parsed[0]) if parsed else None
-            if parsed is None or meta is None or parsed[1] >= meta.partitions:
+            if parsed is not None and meta is not None and meta.state != DELETING and parsed[1] >= meta.partitions:
+                self._stray_partition(path, meta.partitions)
+                continue
+            if parsed is None or meta is None:
                 self.problems.append(f"{path} is not a partition of any known topic; left alone")
                 continue
             if parsed in self.dir_of:
@@ -351,6 +356,29 @@ class LogDirs:
             jobs.append((parsed, (parsed, path, recovery_points.get(parsed, 0), start,
                                   self.clean_shutdown[dir_path])))
         return jobs
+
+    def _stray_partition(self, path: str, count: int) -> None:
+        """A directory ``<topic>-<n>`` of a known topic with ``n`` beyond its ``count`` partitions: left
+        by a ``create_partitions`` that was interrupted before the topic's metadata recorded the new
+        count (never acknowledged). Empty (no record in any segment), a writer removes it; holding
+        records, it is no leftover of ours, so it is left alone and reported."""
+        if any(name.endswith(".log") and self._fs.path_size(os.path.join(path, name)) > 0
+               for name in self._fs.list_dir(path) if self._fs.is_file(os.path.join(path, name))):
+            self.problems.append(f"{path} is beyond its topic's {count} partition(s) and holds records; left alone")
+            return
+        if self.read_only:
+            self.problems.append(f"{path} is beyond its topic's {count} partition(s) (left by an interrupted "
+                                 "create_partitions); the next writable open removes it")
+            return
+        dir_path = os.path.dirname(path)
+        doomed = os.path.join(dir_path, deleted_dir_name(*parse_partition_dir_name(os.path.basename(path))))
+        self._fs.rename(path, doomed)
+        self._fs.fsync_dir(dir_path)
+        self._remove_tree(doomed)
+        message = (f"removed {path}: an empty partition beyond its topic's {count} partition(s), left by an "
+                   "interrupted create_partitions (never acknowledged)")
+        logger.warning("%s", message)
+        self.problems.append(message)
 
     def open_log(self, topic_partition: tuple[str, int], path: str, recovery_point: int,
                  log_start_offset: int, clean_shutdown: bool) -> Log:
@@ -381,15 +409,19 @@ class LogDirs:
 
     # --- placing partitions ----------------------------------------------------------------------
 
-    def create_partition(self, topic_partition: tuple[str, int]) -> Log:
+    def create_partition(self, topic_partition: tuple[str, int], *, sync: bool = False) -> Log:
         """Make and open a new, empty partition: in the dir that already holds its directory (a
-        creation resumed after a crash), else in the live dir holding the fewest partitions."""
+        creation resumed after a crash), else in the live dir holding the fewest partitions. With
+        ``sync``, the new directory's entries (its segment files) are fsynced too, so it is whole
+        on disk before the topic's metadata names it (``make_dirs`` fsyncs the data dir's entry)."""
         dir_path = self.dir_of.get(topic_partition) or self._next_dir()
         path = os.path.join(dir_path, partition_dir_name(*topic_partition))
         self._fs.make_dirs(path)
         self.dir_of[topic_partition] = dir_path
         self._partition_starts.pop(topic_partition, None)  # a resumed creation may have left one
         log = self.logs[topic_partition] = self.open_log(topic_partition, path, 0, 0, True)
+        if sync:
+            self._fs.fsync_dir(path)
         return log
 
     def _next_dir(self) -> str:
@@ -415,11 +447,11 @@ class LogDirs:
             self._remove_tree(doomed)
             del self.dir_of[topic_partition]
 
-    def remove_partition_dirs(self, topic: str, partitions: int) -> None:
-        """Remove the directories of ``topic``'s partitions ``0..partitions-1`` wherever a live dir has
-        one (a failed creation may have made one it never recorded; their logs closed first), each
-        renamed ``-delete`` durably first, as ``delete_partition_dirs`` does."""
-        for partition in range(partitions):
+    def remove_partition_dirs(self, topic: str, partitions: int | range) -> None:
+        """Remove the directories of ``topic``'s partitions ``0..partitions-1`` (or those of a range)
+        wherever a live dir has one (a failed creation may have made one it never recorded; their
+        logs closed first), each renamed ``-delete`` durably first, as ``delete_partition_dirs`` does."""
+        for partition in range(partitions) if isinstance(partitions, int) else partitions:
             self.dir_of.pop((topic, partition), None)
             for dir_path in self.live:
                 path = os.path.join(dir_path, partition_dir_name(topic, partition))

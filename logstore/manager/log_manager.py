@@ -1,7 +1,8 @@
 """``LogManager``: the store. Topics of partitioned logs over one or more data dirs.
 
-This module owns the store's front: topics (create, alter, delete; two-phase: a failed or
-interrupted create is rolled back, an interrupted delete finished), routing appends by key, the
+This module owns the store's front: topics (create, alter, grow, delete; two-phase: a failed or
+interrupted create is rolled back, an interrupted delete finished, an interrupted grow leaves the old
+count or the new one), routing appends by key, the
 store-level ``append`` (``acks``), ``read``/``fetch`` (waiting reads), retention, compaction and
 repair on demand, and the life cycle (``startup``, ``shutdown``). Its collaborators: ``LogDirs``
 (data dirs: opening, locking, parallel loading, placing partitions, checkpoints, offline dirs,
@@ -28,8 +29,8 @@ from typing import Any, Callable, Collection, Iterator, Mapping, Sequence
 from ..cleaner.log_cleaner import LogCleaner
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import TOPIC_KEYS, LogConfig, ManagerConfig, parse_overrides
-from ..errors import (InvalidConfigError, InvalidTopicError, LogStoreError, ReadOnlyError, StorageError, StoreClosedError,
-                      TopicExistsError, UnknownTopicOrPartitionError)
+from ..errors import (InvalidConfigError, InvalidPartitionsError, InvalidTopicError, LogStoreError, ReadOnlyError,
+                      StorageError, StoreClosedError, TopicExistsError, UnknownTopicOrPartitionError)
 from ..fs import OS_FILE_SYSTEM, FileSystem
 from ..log.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from ..log.damage import LogDamage, RepairPlan
@@ -274,6 +275,72 @@ class LogManager:
         for partition in range(meta.partitions):
             if (name, partition) not in self._dirs.logs and (name, partition) not in self._dirs.damaged:
                 self._dirs.create_partition((name, partition))
+
+    def create_partitions(self, name: str, total_count: int) -> None:
+        """Grow topic ``name`` to ``total_count`` partitions (Kafka's CreatePartitions): the
+        partitions it has keep their records and their data dir; the new ones are empty, each placed
+        in the live dir holding the fewest partitions. Keys map to partitions by the new count from
+        now on (``crc32(key) % partitions``, as Kafka's murmur2 does after a grow).
+
+        ``InvalidPartitionsError`` when ``total_count`` is not above the current count (partitions
+        are only ever added) or above ``MAX_PARTITIONS``; ``InvalidTopicError`` for an internal
+        topic (``__consumer_offsets``: a group's partition is its id's hash modulo the count, so
+        growing it would orphan every group's offsets).
+
+        Crash-safe: the new partition directories are made and fsynced first, then ``topics.json``
+        records the new count (temp + fsync + rename + dir fsync in every data dir). A crash before
+        that record leaves the old count and empty directories beyond it, which the next writable
+        open removes (``LogDirs``); after it, the new count with every directory in place. A failure
+        here is rolled back the same way, so a retry succeeds."""
+        validate_topic_name(name)
+        if is_internal_topic(name):
+            raise InvalidTopicError(f"topic {name!r} is internal (it holds the broker's own state): its partition "
+                                    "count is fixed once created")
+        if not isinstance(total_count, int) or isinstance(total_count, bool):
+            raise TypeError(f"total_count must be an int, got {total_count!r}")
+        with self._lock, _storage_errors(f"adding partitions to topic {name!r}"):
+            self._check_writable()
+            meta = self._meta(name)
+            current = meta.partitions
+            if total_count <= current:
+                raise InvalidPartitionsError(
+                    f"topic {name!r} already has {current} partition(s)" if total_count == current else
+                    f"topic {name!r} has {current} partition(s); {total_count} would not be an increase")
+            if total_count > MAX_PARTITIONS:
+                raise InvalidPartitionsError(f"topic {name!r}: {total_count} partitions is above the limit of "
+                                             f"{MAX_PARTITIONS}")
+            added = range(current, total_count)
+            recorded = False
+            try:
+                for partition in added:
+                    self._dirs.create_partition((name, partition), sync=True)
+                meta.partitions = total_count
+                recorded = True
+                self._topics.save()
+            except BaseException:
+                meta.partitions = current
+                try:
+                    if recorded:  # some copies may hold the new count: record the old one again first
+                        self._topics.save()
+                    self._remove_partitions(name, added)
+                except (OSError, LogStoreError) as exc:
+                    # Left as they are: whichever count the next open reads, the dirs it needs exist,
+                    # and empty ones beyond the count are removed then.
+                    logger.error("rolling back the partitions added to topic %r failed too (%s); the next "
+                                 "writable open finishes it", name, exc)
+                raise
+            self._round_robin.pop(name, None)
+            self._round_robin_starts.pop(name, None)
+            self._round_robin_cycle(name)
+            logger.info("topic %r grew from %d to %d partitions", name, current, total_count)
+
+    def _remove_partitions(self, name: str, partitions: range) -> None:
+        """Close and remove partitions that were never acknowledged (a failed ``create_partitions``)."""
+        for partition in partitions:
+            log = self._dirs.logs.pop((name, partition), None)
+            if log is not None:
+                log.close_handlers()  # empty and never acknowledged: nothing to flush
+        self._dirs.remove_partition_dirs(name, partitions)
 
     def delete_topic(self, name: str, *, allow_internal: bool = False) -> None:
         """Delete ``name`` and all its data. An internal topic (``topics.INTERNAL_TOPICS``: the consumer

@@ -305,6 +305,7 @@ class KafkaServer:
         apis.register(API_KEYS["DescribeConfigs"], admin.describe_configs)
         apis.register(API_KEYS["IncrementalAlterConfigs"], admin.incremental_alter_configs)
         apis.register(API_KEYS["DeleteRecords"], admin.delete_records)
+        apis.register(API_KEYS["CreatePartitions"], admin.create_partitions)
         self._groups = GroupHandlers(self.broker, coordinator)
         self._groups.register(apis)
         apis.register(API_KEYS["SaslHandshake"], self.sasl.handshake)

@@ -113,6 +113,24 @@ def test_topics_alter_sets_and_deletes_overrides(store):
     assert described["config"]["retention.ms"] == 7 * 24 * 3600 * 1000  # back to the default
 
 
+def test_topics_alter_partitions_grows_a_topic_and_keeps_its_records(store):
+    ok(run(store, "append", "t", "kept", "--partition", 1))
+    result = ok(run(store, "topics", "alter", "t", "--partitions", 4))
+    assert json.loads(result.stdout) == {"topic": "t", "partitions": 4, "overrides": {}}
+    described = json.loads(ok(run(store, "topics", "describe", "t")).stdout)
+    assert [p["log_end_offset"] for p in described["partitions"]] == [0, 1, 0, 0]
+    ok(run(store, "append", "t", "new", "--partition", 3))
+    # with a config change in the same command
+    result = ok(run(store, "topics", "alter", "t", "--partitions", 5, "--config", "retention.ms=5000"))
+    assert json.loads(result.stdout) == {"topic": "t", "partitions": 5, "overrides": {"retention.ms": "5000"}}
+    # no increase: one line, exit 1, nothing changed
+    assert_one_line_error(run(store, "topics", "alter", "t", "--partitions", 5), "already has 5 partition")
+    assert_one_line_error(run(store, "topics", "alter", "t", "--partitions", 2), "would not be an increase")
+    assert run(store, "topics", "alter", "t", "--partitions", 0).exit_code == 2
+    with LogManager([str(store)], read_only=True) as view:
+        assert view.partitions("t") == 5
+
+
 def test_topics_delete_removes_partition_dirs(store):
     ok(run(store, "append", "t", "v", "--partition", 1))
     assert (store / "t-0").is_dir() and (store / "t-1").is_dir()

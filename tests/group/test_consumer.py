@@ -61,6 +61,51 @@ def test_two_consumers_split_four_partitions_and_one_takes_all_after_the_other_l
         second.close()
 
 
+def poll_independently(consumers, condition, timeout_s=30.0):
+    """Each consumer polls on its own thread without waiting for the others (a rebalance holds a
+    member's JoinGroup until every member rejoined: lock-step rounds would stall it) until
+    ``condition(records)`` (all records got so far) holds; returns the records each got."""
+    got = {id(consumer): [] for consumer in consumers}
+    done = threading.Event()
+
+    def loop(consumer):
+        while not done.is_set():
+            got[id(consumer)].extend(consumer.poll(100))
+
+    threads = [threading.Thread(target=loop, args=(c,), daemon=True) for c in consumers]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not condition([r for records in list(got.values()) for r in list(records)]):
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"not reached in {timeout_s} s: {[c.assignment() for c in consumers]}")
+            time.sleep(0.05)
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join(30)
+    return got
+
+
+def test_partitions_added_to_a_subscribed_topic_are_assigned_after_a_rebalance(store):
+    coordinator = GroupCoordinator.of(store, FAST)
+    first = Consumer(store, "grow", ["t"], coordinator=coordinator, **CONSUMER)
+    second = Consumer(store, "grow", ["t"], coordinator=coordinator, **CONSUMER)
+    try:
+        poll_until([first, second], lambda: len(first.assignment()) == len(second.assignment()) == 2)
+        generation = first.generation_id
+        store.create_partitions("t", 6)
+        store.append("t", [Record(key=None, value=b"in-5")], partition=5)
+        got = poll_independently([first, second], lambda records: sorted(first.assignment() + second.assignment())
+                                 == [("t", p) for p in range(6)] and any(r.partition == 5 for r in records))
+        assert first.generation_id > generation and len(first.assignment()) == len(second.assignment()) == 3
+        assert any((r.partition, r.value) == (5, b"in-5") for records in got.values() for r in records)
+    finally:
+        first.close()
+        second.close()
+
+
 def test_positions_start_at_the_committed_offsets_and_commits_survive_a_reopen(tmp_path):
     path = str(tmp_path / "store")
     with LogManager([path]) as store:

@@ -16,6 +16,9 @@ its case needs:
 - a principal with no ACL sees no topic in Metadata, cannot create one, cannot auto-create one by
   producing;
 - the super user may do everything (create, produce, read any topic, delete a topic);
+- growing a topic (CreatePartitions) needs ALTER on it: a principal with ALTER on ``growable`` grows
+  it, the writer (WRITE, DESCRIBE, CREATE on its prefix) cannot grow its own topic
+  (TOPIC_AUTHORIZATION_FAILED) and the count stays;
 - ``allow.everyone.if.no.acl.found=true`` (a second server): a topic no ACL names is open to anyone,
   a topic an ACL names is not (except to whom it allows);
 - and at the end (``test_store_changed_only_by_authorized_requests``): every topic's log end offset,
@@ -50,7 +53,7 @@ DENIALS = {29: TOPIC_DENIED, 30: GROUP_DENIED, 31: CLUSTER_DENIED}
 _LIBRDKAFKA_TEXTS = {"Topic authorization failed": TOPIC_DENIED, "Group authorization failed": GROUP_DENIED,
                      "Cluster authorization failed": CLUSTER_DENIED}
 
-USERS = ("admin", "reader", "member", "writer", "snoop", "nobody")
+USERS = ("admin", "reader", "member", "writer", "snoop", "nobody", "grower")
 # kafkajs left out: its driver takes no extra config, so no SASL settings (and it needs node)
 PRODUCE_CLIENTS = [name for name in DRIVER_CLASSES if name != "kafkajs"]
 ADMIN_CLIENTS = ["kafka-python", "confluent-kafka"]
@@ -155,6 +158,7 @@ def _acls():
                       pattern_type=PATTERN_PREFIXED),
         *bindings_for(allow_principals=["User:snoop"], topics=["*"], groups=["snoop"], operations=["Read"]),
         *bindings_for(deny_principals=["User:snoop"], topics=["payroll"], operations=["Read"]),
+        *bindings_for(allow_principals=["User:grower"], topics=["growable"], operations=["Alter", "Describe"]),
     ]
 
 
@@ -180,6 +184,7 @@ def secured(tmp_path_factory):
         world.create("public", 2)
         world.create("team-b.x")
         world.create("doomed", 1)
+        world.create("growable")
         for client in PRODUCE_CLIENTS:
             world.create(f"team-a.{client}")
         yield world
@@ -446,6 +451,30 @@ def test_super_user_may_do_everything(secured, driver_factory):
     finally:
         admin.close()
     assert "doomed" not in secured.store.topics()
+
+
+@pytest.mark.parametrize("client", ADMIN_CLIENTS)
+def test_growing_a_topic_needs_alter_on_it(secured, client):
+    if client == "kafka-python":
+        def grow(user, topic, count):
+            admin = _admin_kafka_python(secured.bootstrap, user)
+            try:
+                admin.create_partitions({topic: count})
+            finally:
+                admin.close()
+    else:
+        def grow(user, topic, count):
+            from confluent_kafka.admin import NewPartitions
+            admin = _admin_confluent(secured.bootstrap, user)
+            admin.create_partitions([NewPartitions(topic, count)], request_timeout=8)[topic].result(10)
+    writer_topic = "team-a.kafka-python"
+    before = secured.store.partitions(writer_topic)
+    assert refusal(grow, "writer", writer_topic, before + 1) == TOPIC_DENIED
+    assert refusal(grow, "nobody", "growable", 9) == TOPIC_DENIED
+    assert secured.store.partitions(writer_topic) == before
+    count = secured.store.partitions("growable")
+    grow("grower", "growable", count + 1)
+    assert secured.store.partitions("growable") == count + 1
 
 
 # --- allow.everyone.if.no.acl.found -------------------------------------------------------------------

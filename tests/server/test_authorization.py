@@ -116,6 +116,8 @@ SAMPLES = {
     23: lambda v: {"topics": _topics("topic", "partitions", lambda i: {"partition": i, "leader_epoch": 0})},
     32: lambda v: {"resources": [{"resource_type": 2, "resource_name": name, "configuration_keys": None}
                                  for name in TOPICS] + [{"resource_type": 4, "resource_name": "0"}]},
+    37: lambda v: {"topics": [{"name": name, "count": 3, "assignments": None} for name in TOPICS],
+                   "timeout_ms": 10, "validate_only": False},
     42: lambda v: {"groups_names": list(GROUPS)},
     44: lambda v: {"resources": [{"resource_type": 2, "resource_name": name, "configs": []} for name in TOPICS]
                    + [{"resource_type": 4, "resource_name": "0", "configs": []}], "validate_only": False},
@@ -177,6 +179,8 @@ ECHO = {
                                    "resource_name": res["resource_name"], "configs": [
                                        {"name": "k", "value": "v", "read_only": False, "is_sensitive": False}]}
                                   for res in r["resources"]]},
+    37: lambda v, r: {"results": [{"name": topic["name"], "error_code": OK, "error_message": None}
+                                  for topic in r["topics"]]},
     42: lambda v, r: {"results": [{"group_id": group, "error_code": OK} for group in dict.fromkeys(r["groups_names"])]},
     44: lambda v, r: {"responses": [{"error_code": OK, "error_message": None, "resource_type": res["resource_type"],
                                      "resource_name": res["resource_name"]} for res in r["resources"]]},
@@ -475,6 +479,25 @@ def test_init_producer_id(version):
     assert serve(allow((WRITE, TRANSACTIONAL_ID, "tx")), 22, version, body)[0] is Verdict.ALLOWED
 
 
+@pytest.mark.parametrize("version", versions(37))
+def test_create_partitions_needs_alter_on_each_topic_and_leaves_duplicates_to_the_handler(version):
+    seen = []
+    verdict, _, response = serve(allow((ALTER, TOPIC, "b")), 37, version, denied=lambda *a: seen.append(a))
+    assert [topic["name"] for topic in verdict.request["topics"]] == ["b"]
+    assert {entry["name"]: entry["error_code"] for entry in response["results"]} == {
+        "a": TOPIC_DENIED, "b": OK, "c": TOPIC_DENIED}
+    assert sorted(entry[4] for entry in seen) == ["a", "c"] and {entry[2] for entry in seen} == {"Alter"}
+    # CREATE or ALTER_CONFIGS do not grow a topic
+    assert serve(allow((CREATE, TOPIC, "a"), (ALTER_CONFIGS, TOPIC, "a")), 37, version)[0].request["topics"] == []
+    # a name given twice reaches the handler (INVALID_REQUEST whatever the ACLs), unasked about
+    body = {"topics": [{"name": "a", "count": 2, "assignments": None}, {"name": "a", "count": 3, "assignments": None},
+                       {"name": "b", "count": 2, "assignments": None}], "timeout_ms": 10, "validate_only": True}
+    seen.clear()
+    verdict, _, response = serve(allow(), 37, version, body, denied=lambda *a: seen.append(a))
+    assert [topic["name"] for topic in verdict.request["topics"]] == ["a", "a"]
+    assert [entry[4] for entry in seen] == ["b"]
+
+
 @pytest.mark.parametrize("api_key, operation, list_key", [(32, DESCRIBE_CONFIGS, "results"),
                                                           (44, ALTER_CONFIGS, "responses")])
 def test_configs(api_key, operation, list_key):
@@ -624,6 +647,7 @@ PROPERTIES = {
     21: (_topic_partitions("topics", "name", "partitions", "partition_index"), _per_topic(DELETE)),
     23: (_topic_partitions("topics", "topic", "partitions", "partition"), _per_topic(DESCRIBE)),
     32: (_entries("results", lambda e: (e["resource_type"], e["resource_name"])), _config_expected(DESCRIBE_CONFIGS)),
+    37: (_entries("results", lambda e: e["name"]), _per_topic(ALTER, partitions=False)),
     42: (_entries("results", lambda e: e["group_id"]),
          lambda v, ok: {g: OK if ok(DELETE, GROUP, g) else GROUP_DENIED for g in GROUPS}),
     44: (_entries("responses", lambda e: (e["resource_type"], e["resource_name"])), _config_expected(ALTER_CONFIGS)),

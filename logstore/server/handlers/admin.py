@@ -1,14 +1,21 @@
-"""The admin APIs: CreateTopics, DeleteTopics, DescribeConfigs, IncrementalAlterConfigs and
-DeleteRecords, mapped onto the store's topic operations.
+"""The admin APIs: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
+IncrementalAlterConfigs and DeleteRecords, mapped onto the store's topic operations.
 
 Topic configs already use Kafka's keys (``cleanup.policy``, ``retention.ms``, ...), so a request's
 configs go to the store as they are and the store's own validation decides (an unknown key or a bad
 value is INVALID_CONFIG with the store's message). One broker means a replication factor of 1 (or
 -1, "the default"); anything else is INVALID_REPLICATION_FACTOR, as a one-broker Kafka answers.
 
+CreatePartitions grows topics (``LogManager.create_partitions``): a count not above the topic's is
+INVALID_PARTITIONS, a name given twice INVALID_REQUEST, an unknown topic UNKNOWN_TOPIC_OR_PARTITION, and
+assignments, when given, must be one per new partition, each naming this broker alone
+(INVALID_REPLICA_ASSIGNMENT otherwise), as a one-broker Kafka answers.
+
 Internal topics (``__consumer_offsets``, and ``__transaction_state``, reserved) hold the broker's own
 state: DeleteTopics and DeleteRecords of one are answered INVALID_TOPIC_EXCEPTION whatever the ACLs
-allow (Kafka's rule), and CreateTopics of a missing one too (its owner creates it). Their configs
+allow (Kafka's rule), and CreateTopics of a missing one too (its owner creates it), and so is
+CreatePartitions of one (a group's offsets partition is its id's hash modulo the count: growing
+``__consumer_offsets`` would orphan every group's offsets). Their configs
 can be altered, as in Kafka (an operator tunes ``segment.bytes`` of ``__consumer_offsets``).
 """
 
@@ -18,6 +25,7 @@ import logging
 
 from ...config import TOPIC_KEYS, LogConfig, parse_overrides
 from ...errors import InvalidTopicError, LogStoreError, RequestError
+from ...manager.log_manager import MAX_PARTITIONS
 from ...manager.topics import is_internal_topic, validate_topic_name
 from ..network.request_context import RequestContext
 from ..protocol import errors
@@ -45,7 +53,8 @@ def config_string(value) -> str | None:
 
 
 class AdminHandler:
-    """CreateTopics 0-4, DeleteTopics 0-3, DescribeConfigs 0-2, IncrementalAlterConfigs 0-1, DeleteRecords 0-1."""
+    """CreateTopics 0-4, DeleteTopics 0-3, CreatePartitions 0-3, DescribeConfigs 0-2, IncrementalAlterConfigs 0-1,
+    DeleteRecords 0-1."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -140,6 +149,62 @@ class AdminHandler:
                 code = errors.error_code_for(exc)
             results.append({"name": name, "error_code": code})
         context.respond({"throttle_time_ms": 0, "responses": results})
+
+    # --- CreatePartitions ------------------------------------------------------------------------
+
+    def create_partitions(self, context: RequestContext, request: dict) -> None:
+        validate_only = bool(request.get("validate_only", False))
+        topics = request.get("topics") or []
+        names = [topic["name"] for topic in topics]
+        results = []
+        for name in dict.fromkeys(names):  # a name given twice is answered once, as Kafka does
+            if names.count(name) > 1:
+                code, message = errors.INVALID_REQUEST, "Duplicate topic in request."
+            else:
+                topic = next(topic for topic in topics if topic["name"] == name)
+                code, message = self._create_partitions(topic, validate_only)
+            results.append({"name": name, "error_code": code, "error_message": message})
+        context.respond({"throttle_time_ms": 0, "results": results})
+
+    def _create_partitions(self, topic: dict, validate_only: bool) -> tuple[int, str | None]:
+        broker = self.broker
+        store = broker.store
+        name, count, assignments = topic["name"], topic["count"], topic.get("assignments")
+        if is_internal_topic(name):  # whether or not its owner has made it yet
+            return (errors.INVALID_TOPIC_EXCEPTION,
+                    f"Topic '{name}' is internal: its partition count is fixed once the broker created it.")
+        if name not in store.topics():
+            return errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+        try:
+            current = store.partitions(name)
+        except LogStoreError as exc:  # deleted meanwhile
+            return errors.error_code_for(exc), str(exc)
+        if count == current:
+            return errors.INVALID_PARTITIONS, f"Topic already has {current} partition(s)."
+        if count < current:
+            return (errors.INVALID_PARTITIONS,
+                    f"The topic {name} currently has {current} partition(s); {count} would not be an increase.")
+        if count > MAX_PARTITIONS:
+            return errors.INVALID_PARTITIONS, f"{count} partitions is above this broker's limit of {MAX_PARTITIONS}."
+        if assignments is not None:
+            added = count - current
+            if len(assignments) != added:
+                return (errors.INVALID_REPLICA_ASSIGNMENT,
+                        f"Attempted to add {added} additional partition(s), but only {len(assignments)} "
+                        "assignment(s) were specified.")
+            for index, assignment in enumerate(assignments):
+                if list(assignment.get("broker_ids") or []) != [broker.node_id]:
+                    return (errors.INVALID_REPLICA_ASSIGNMENT,
+                            f"partition {current + index} is assigned to brokers {assignment.get('broker_ids')}; "
+                            f"this cluster is broker {broker.node_id} alone")
+        if validate_only:
+            return errors.NONE, None
+        try:
+            store.create_partitions(name, count)
+        except LogStoreError as exc:
+            return errors.error_code_for(exc), str(exc)
+        logger.info("topic %r grew from %d to %d partitions", name, current, count)
+        return errors.NONE, None
 
     # --- DescribeConfigs -------------------------------------------------------------------------
 

@@ -8,9 +8,9 @@ the same code from every API.
 
 from __future__ import annotations
 
-from ...errors import (CorruptDataError, InvalidConfigError, InvalidRecordError, InvalidTopicError, LogFailedError,
-                       OffsetOutOfRangeError, ReadOnlyError, RecordTooLargeError, StorageError, StoreClosedError,
-                       TopicExistsError, UnknownTopicOrPartitionError)
+from ...errors import (CorruptDataError, InvalidConfigError, InvalidPartitionsError, InvalidRecordError,
+                       InvalidTopicError, LogFailedError, OffsetOutOfRangeError, ReadOnlyError, RecordTooLargeError,
+                       StorageError, StoreClosedError, TopicExistsError, UnknownTopicOrPartitionError)
 
 UNKNOWN_SERVER_ERROR = -1
 NONE = 0
@@ -79,6 +79,8 @@ def error_code_for(exc: BaseException) -> int:
         return TOPIC_ALREADY_EXISTS
     if isinstance(exc, InvalidConfigError):
         return INVALID_CONFIG
+    if isinstance(exc, InvalidPartitionsError):
+        return INVALID_PARTITIONS
     if isinstance(exc, (LogFailedError, StoreClosedError, ReadOnlyError, StorageError, CorruptDataError, OSError)):
         # The partition's dir is offline or its data damaged: Kafka's answer for a log dir that failed.
         return KAFKA_STORAGE_ERROR

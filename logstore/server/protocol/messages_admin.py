@@ -4,7 +4,7 @@ Transcribed from Kafka's JSON message specs like ``messages`` (same names, versi
 versions, defaults and order; fields that exist only above our highest version are left out). The
 versions are the ones the server advertises (https://kafka.apache.org/protocol#protocol_api_keys):
 CreateTopics 0-4, DeleteTopics 0-3, DeleteRecords 0-1, InitProducerId 0-1, OffsetForLeaderEpoch 2-3,
-DescribeConfigs 0-2, IncrementalAlterConfigs 0-1 (v1 flexible).
+DescribeConfigs 0-2, CreatePartitions 0-3 (v2 flexible), IncrementalAlterConfigs 0-1 (v1 flexible).
 
 It imports only ``schema``; ``messages`` collects ``SPECS`` into the registry.
 """
@@ -156,6 +156,29 @@ DESCRIBE_CONFIGS = api(32, "DescribeConfigs", "0-2", "4+", request=[
     ]),
 ])
 
+# --- CreatePartitions (37) ------------------------------------------------------------------------
+
+CREATE_PARTITIONS = api(37, "CreatePartitions", "0-3", "2+", request=[
+    f("Topics", "[]CreatePartitionsTopic", "0+", fields=[
+        f("Name", "string", "0+"),
+        # The new total partition count.
+        f("Count", "int32", "0+"),
+        # null: the broker places the new partitions; else one entry (the brokers) per new partition.
+        f("Assignments", "[]CreatePartitionsAssignment", "0+", nullable="0+", fields=[
+            f("BrokerIds", "[]int32", "0+"),
+        ]),
+    ]),
+    f("TimeoutMs", "int32", "0+"),
+    f("ValidateOnly", "bool", "0+"),
+], response=[
+    f("ThrottleTimeMs", "int32", "0+"),
+    f("Results", "[]CreatePartitionsTopicResult", "0+", fields=[
+        f("Name", "string", "0+"),
+        f("ErrorCode", "int16", "0+"),
+        f("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+    ]),
+])
+
 # --- IncrementalAlterConfigs (44) ----------------------------------------------------------------
 
 INCREMENTAL_ALTER_CONFIGS = api(44, "IncrementalAlterConfigs", "0-1", "1+", request=[
@@ -181,5 +204,5 @@ INCREMENTAL_ALTER_CONFIGS = api(44, "IncrementalAlterConfigs", "0-1", "1+", requ
 ])
 
 SPECS = (CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH,
-         DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS)
+         DESCRIBE_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS)
 """The admin APIs, for the registry in ``messages``."""

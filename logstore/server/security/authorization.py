@@ -372,6 +372,22 @@ def _delete_records(check: Check, version: int, request: dict) -> Verdict:
     return narrowed(request, "topics", allowed, "topics", entries)
 
 
+def _create_partitions(check: Check, version: int, request: dict) -> Verdict:
+    """ALTER on each topic, else 29. A name given twice is the handler's (INVALID_REQUEST whatever
+    the ACLs, as Kafka answers duplicates before it authorizes), so it is not asked about here."""
+    topics = request.get("topics") or []
+    names = [topic["name"] for topic in topics]
+    unique = [topic for topic in topics if names.count(topic["name"]) == 1]
+    allowed, refused = check.split(unique, by_name("name"), ALTER, TOPIC)
+    if not refused:
+        return Verdict.ALLOWED
+    refused_names = {topic["name"] for topic in refused}
+    entries = [{"name": topic["name"], "error_code": errors.TOPIC_AUTHORIZATION_FAILED,
+                "error_message": "Authorization failed."} for topic in refused]
+    kept = [topic for topic in topics if topic["name"] not in refused_names]
+    return narrowed(request, "topics", kept, "results", entries)
+
+
 def _init_producer_id(check: Check, version: int, request: dict) -> Verdict:
     """A transactional id needs WRITE on it (else 53); an idempotent producer needs IDEMPOTENT_WRITE
     on the cluster or WRITE on some topic (Kafka 3's rule, KIP-679), else 31."""
@@ -476,6 +492,7 @@ RULES: dict[int, Rule] = {
     30: _cluster_refusal(ALTER, _create_acls_refusal),
     31: _cluster_refusal(ALTER, _delete_acls_refusal),
     32: _configs(DESCRIBE_CONFIGS, "results", with_configs=True),
+    37: _create_partitions,
     44: _configs(ALTER_CONFIGS, "responses", with_configs=False),
     50: _cluster_refusal(DESCRIBE, _describe_scram_refusal),
     51: _cluster_refusal(ALTER, _alter_scram_refusal),

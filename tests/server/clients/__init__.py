@@ -47,7 +47,8 @@ ERROR_NAMES = {
     -1: "UNKNOWN_SERVER_ERROR", 1: "OFFSET_OUT_OF_RANGE", 2: "CORRUPT_MESSAGE", 3: "UNKNOWN_TOPIC_OR_PARTITION",
     5: "LEADER_NOT_AVAILABLE", 7: "REQUEST_TIMED_OUT", 10: "MESSAGE_TOO_LARGE", 15: "COORDINATOR_NOT_AVAILABLE",
     17: "INVALID_TOPIC_EXCEPTION", 21: "INVALID_REQUIRED_ACKS", 35: "UNSUPPORTED_VERSION",
-    36: "TOPIC_ALREADY_EXISTS", 37: "INVALID_PARTITIONS", 38: "INVALID_REPLICATION_FACTOR", 40: "INVALID_CONFIG",
+    36: "TOPIC_ALREADY_EXISTS", 37: "INVALID_PARTITIONS", 38: "INVALID_REPLICATION_FACTOR",
+    39: "INVALID_REPLICA_ASSIGNMENT", 40: "INVALID_CONFIG",
     41: "NOT_CONTROLLER", 42: "INVALID_REQUEST", 53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
     87: "INVALID_RECORD", 29: "TOPIC_AUTHORIZATION_FAILED", 30: "GROUP_AUTHORIZATION_FAILED",
     31: "CLUSTER_AUTHORIZATION_FAILED", 54: "SECURITY_DISABLED", 58: "SASL_AUTHENTICATION_FAILED",
@@ -164,6 +165,12 @@ class Driver:
                      config: dict[str, str] | None = None, validate_only: bool = False,
                      timeout_s: float = 15.0) -> None:
         """CreateTopics; raises ClientError with the broker's error."""
+        raise NotImplementedError
+
+    def create_partitions(self, bootstrap: str, topic: str, total: int, *, assignments=None,
+                          validate_only: bool = False, timeout_s: float = 15.0) -> None:
+        """CreatePartitions: grow ``topic`` to ``total`` partitions (``assignments``: the broker ids
+        of each new partition, or None); raises ClientError with the broker's error."""
         raise NotImplementedError
 
     def describe_configs(self, bootstrap: str, topic: str, *, timeout_s: float = 15.0) -> dict[str, str | None]:

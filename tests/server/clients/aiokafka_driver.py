@@ -15,7 +15,7 @@ import asyncio
 import aiokafka
 import aiokafka.errors
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
+from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic, RecordsToDelete
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from . import EARLIEST, LATEST, ClientError, ClientTimeout, Deadline, Driver, WireRecord, parse_start
@@ -164,6 +164,15 @@ class AiokafkaDriver(Driver):
             for name, code, *rest in response.topic_errors:
                 _check(code, rest[0] if rest else None)
         self._admin_call(bootstrap, timeout_s, f"create topic {topic}", call)
+
+    def create_partitions(self, bootstrap, topic, total, *, assignments=None, validate_only=False, timeout_s=15.0):
+        async def call(admin):
+            try:
+                await admin.create_partitions({topic: NewPartitions(total, assignments)},
+                                              timeout_ms=int(timeout_s * 1000), validate_only=validate_only)
+            except aiokafka.errors.KafkaError as exc:
+                raise _error(exc) from exc
+        self._admin_call(bootstrap, timeout_s, f"create partitions of {topic}", call)
 
     def describe_configs(self, bootstrap, topic, *, timeout_s=15.0):
         async def call(admin):

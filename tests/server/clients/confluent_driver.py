@@ -17,7 +17,8 @@ import os
 import confluent_kafka
 from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Producer,
                              TopicPartition)
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
+                                  NewTopic)
 
 from . import EARLIEST, LATEST, ClientError, ClientTimeout, Deadline, Driver, WireRecord, parse_start
 
@@ -199,6 +200,15 @@ class ConfluentDriver(Driver):
             [NewTopic(topic, partitions, replication_factor, config=dict(config or {}))],
             validate_only=validate_only, request_timeout=timeout_s, operation_timeout=timeout_s)
         _result(futures[topic], deadline, f"create_topics {topic}")
+
+    def create_partitions(self, bootstrap, topic, total, *, assignments=None, validate_only=False, timeout_s=15.0):
+        deadline = Deadline(timeout_s)
+        admin = self._admin(bootstrap)
+        spec = NewPartitions(topic, total) if assignments is None else NewPartitions(topic, total, assignments)
+        futures = admin.create_partitions([spec],
+                                          validate_only=validate_only, request_timeout=timeout_s,
+                                          operation_timeout=timeout_s)
+        _result(futures[topic], deadline, f"create_partitions {topic}")
 
     def describe_configs(self, bootstrap, topic, *, timeout_s=15.0):
         deadline = Deadline(timeout_s)

@@ -133,6 +133,16 @@ class KafkaPythonDriver(Driver):
         finally:
             admin.close()
 
+    def create_partitions(self, bootstrap, topic, total, *, assignments=None, validate_only=False, timeout_s=15.0):
+        admin = self._admin(bootstrap, timeout_s)
+        try:
+            spec = total if assignments is None else {"count": total, "assignments": assignments}
+            admin.create_partitions({topic: spec}, timeout_ms=int(timeout_s * 1000), validate_only=validate_only)
+        except kafka.errors.KafkaError as exc:
+            raise _error(exc) from exc
+        finally:
+            admin.close()
+
     def describe_configs(self, bootstrap, topic, *, timeout_s=15.0):
         admin = self._admin(bootstrap, timeout_s)
         try:

@@ -138,6 +138,12 @@ const commands = {
     }
     return null
   }),
+  create_partitions: (kafka, c) => withAdmin(kafka, async admin => {
+    const topicPartitions = [{ topic: c.topic, count: c.count }]
+    if (c.assignments) topicPartitions[0].assignments = c.assignments
+    await admin.createPartitions({ validateOnly: c.validate_only, timeout: 10000, topicPartitions })
+    return null
+  }),
   describe_configs: (kafka, c) => withAdmin(kafka, async admin => {
     const answer = await admin.describeConfigs({
       includeSynonyms: false,

@@ -100,6 +100,10 @@ class KafkajsDriver(Driver):
         self._call("create_topic", bootstrap, timeout_s, topic=topic, partitions=partitions,
                    replication_factor=replication_factor, config=dict(config or {}), validate_only=validate_only)
 
+    def create_partitions(self, bootstrap, topic, total, *, assignments=None, validate_only=False, timeout_s=15.0):
+        self._call("create_partitions", bootstrap, timeout_s, topic=topic, count=total, assignments=assignments,
+                   validate_only=validate_only)
+
     def describe_configs(self, bootstrap, topic, *, timeout_s=15.0):
         return self._call("describe_configs", bootstrap, timeout_s, topic=topic)
 
