@@ -259,7 +259,7 @@ def test_topics_take_kafka_topics_options(tmp_path):
     usage_error(run(path, "topics", "create", "a", "--topic", "b"), "two topics")
     assert ok(run(path, "topics", "list")).stdout == "t\n"
     assert json.loads(ok(run(path, "topics", "alter", "--topic", "t", "--config", "retention.ms=5000")).stdout) == \
-        {"topic": "t", "overrides": {"retention.ms": "5000"}}
+        {"topic": "t", "partitions": 2, "overrides": {"retention.ms": "5000"}}
     assert json.loads(ok(run(path, "topics", "describe", "--topic", "t")).stdout)["partition_count"] == 2
     for command in (["alter", "--config", "retention.ms=1"], ["describe"], ["delete"]):
         error(run(path, "topics", *command, "--topic", "gone"), "gone")
