@@ -197,9 +197,9 @@ def topics_list(options: StoreOptions) -> None:
 @click.argument("name")
 @click.pass_obj
 def topics_describe(options: StoreOptions, name: str) -> None:
-    """Describe topic NAME as JSON: its effective config, its overrides, and per partition its
-    directory, log start and end offsets, size (sum of its .log files) and segment count. Against a
-    broker: the effective config, the overrides, and per partition its leader and offsets."""
+    """Describe topic NAME as JSON: its effective config (with logstore.key.placement, how its keys
+    map to partitions), its overrides, and per partition its directory, log start and end offsets,
+    size (sum of its .log files) and segment count. Against a broker: the effective config, the overrides, and per partition its leader and offsets."""
     if options.bootstrap:
         with broker.admin(options) as admin:
             click.echo(json.dumps(admin.describe_topic(name), indent=2))

@@ -43,7 +43,7 @@ from ..timer.scheduler import Scheduler
 from .jobs import BackgroundJobs
 from .log_dirs import DirStatus, LogDirs
 from .topics import (CREATING, DELETING, MURMUR2, PLACEMENT_CONFIG, READY, TopicMetadata, TopicsFile, check_placement,
-                     is_internal_topic, partition_dir_name, partition_for_key, validate_topic_name)
+                     is_internal_topic, murmur2, partition_dir_name, partition_for_key, validate_topic_name)
 
 logger = logging.getLogger(__name__)
 
@@ -405,10 +405,16 @@ class LogManager:
             return {0: self.get_log(topic, 0).append(records)}
         groups: dict[int, list[Record]] = {}
         round_robin = self._round_robin_cycle(topic)
-        for record in records:
-            key = record.key
-            target = next(round_robin) if key is None else partition_for_key(key, partitions, placement)
-            groups.setdefault(target, []).append(record)
+        if placement == MURMUR2:  # Kafka's partition of a key, inline: one call per record on this path
+            for record in records:
+                key = record.key
+                target = next(round_robin) if key is None else (murmur2(key) & 0x7FFFFFFF) % partitions
+                groups.setdefault(target, []).append(record)
+        else:
+            for record in records:
+                key = record.key
+                target = next(round_robin) if key is None else partition_for_key(key, partitions, placement)
+                groups.setdefault(target, []).append(record)
         # Every partition's records are validated and encoded before any is written: a rejected
         # record appends nothing anywhere. (A disk error half-way is not undone across partitions.)
         prepared = [(target, self.get_log(topic, target).prepare(group)) for target, group in sorted(groups.items())]

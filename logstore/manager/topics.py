@@ -30,7 +30,7 @@ is always in one partition of its topic:
   of an existing topic moves. Only this engine's own paths know it: Kafka's clients place by murmur2.
 
 ``murmur2`` is pure Python (the engine uses the standard library only), written for the append path:
-about a microsecond for a short key.
+about a microsecond for a 16-byte key, where ``zlib.crc32`` takes 50 ns.
 """
 
 from __future__ import annotations
@@ -104,22 +104,24 @@ PLACEMENTS = (MURMUR2, CRC32)
 PLACEMENT_CONFIG = "logstore.key.placement"
 """The read-only topic config that shows a topic's placement (``topics describe``, DescribeConfigs);
 CreateTopics and ``create_topic`` take it, nothing alters it."""
-_unpack_words = struct.unpack_from
+_WORDS = [struct.Struct(f"<{count}I").unpack_from for count in range(65)]
+"""Little-endian 32-bit word readers for keys of up to 256 bytes, made once (a longer key builds its own)."""
 
 
 def murmur2(data: bytes) -> int:
     """Kafka's 32-bit murmur2 of ``data`` (seed 0x9747b28c), as an unsigned int: Java's
-    ``Utils.murmur2(data) & 0xffffffff``. Written for speed: words unpacked in one call, the
-    constants inline, one mask per step."""
+    ``Utils.murmur2(data) & 0xffffffff``. Written for the append path: the words read in one call,
+    the constants inline, one mask per step (about a microsecond for a 16-byte key)."""
     length = len(data)
     h = 0x9747B28C ^ length
-    whole = length & ~3
-    if whole:
-        for k in _unpack_words(f"<{whole >> 2}I", data):  # little-endian words, as Java reads them
+    count = length >> 2
+    if count:
+        for k in (_WORDS[count](data) if count <= 64 else struct.unpack_from(f"<{count}I", data)):
             k = (k * 0x5BD1E995) & 0xFFFFFFFF
             h = ((h * 0x5BD1E995) ^ (k ^ (k >> 24)) * 0x5BD1E995) & 0xFFFFFFFF
     rest = length & 3
     if rest:
+        whole = length - rest
         if rest == 3:
             h ^= data[whole + 2] << 16
         if rest >= 2:
