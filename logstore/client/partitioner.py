@@ -52,14 +52,15 @@ def partition_for_key(key: bytes, partitions: int, placement: str = MURMUR2) -> 
 
 
 def topic_placement(network: NetworkClient, topic: str) -> str:
-    """The key placement of ``topic`` as the broker reports it: DescribeConfigs of the one config
-    ``logstore.key.placement``, which a logstore broker shows for every topic. ``murmur2`` (Kafka's)
+    """The key placement of ``topic`` as the broker reports it: the config ``logstore.key.placement``
+    in DescribeConfigs' answer, which a logstore broker shows for every topic (every config is asked
+    for: Tansu closes the connection when given configuration keys). ``murmur2`` (Kafka's)
     when the broker has no such config (a Kafka broker), and, logged as a warning, when the answer
     is an error (a principal without DESCRIBE_CONFIGS on the topic): only a topic created by an
     earlier logstore is placed otherwise."""
     body = network.request_any("DescribeConfigs", {
         "resources": [{"resource_type": _TOPIC_RESOURCE, "resource_name": topic,
-                       "configuration_keys": [PLACEMENT_CONFIG]}],
+                       "configuration_keys": None}],
         "include_synonyms": False})
     for result in body.get("results") or []:
         if result["error_code"]:
