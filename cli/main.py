@@ -38,7 +38,7 @@ from logstore.cleaner.stats import describe as describe_compaction
 from logstore.config import describe_keys, parse_assignments
 from logstore.log.retention import describe as describe_retention
 from logstore.log.waits import MAX_TIMEOUT_MS
-from logstore.manager.topics import is_internal_topic
+from logstore.manager.topics import MURMUR2, PLACEMENT_CONFIG, is_internal_topic
 from logstore.tools.check import log_size_bytes, verify_store
 from logstore.tools.demo import run_demo
 from logstore.client.security import NotARegularFileError, read_client_properties
@@ -295,9 +295,10 @@ def topics_list(options: StoreOptions) -> None:
 @click.pass_obj
 def topics_describe(options: StoreOptions, name: str | None, topic_option: str | None, if_exists: bool,
                     output_format: str) -> None:
-    """Describe topic NAME as JSON: its effective config, its overrides, and per partition its
-    directory, log start and end offsets, size (sum of its .log files) and segment count. Against a
-    broker: the effective config, the overrides, and per partition its leader and offsets."""
+    """Describe topic NAME as JSON: its effective config (with logstore.key.placement, how its keys
+    map to partitions), its overrides, and per partition its directory, log start and end offsets,
+    size (sum of its .log files) and segment count. Against a broker: the effective config, the
+    overrides, and per partition its leader and offsets."""
     name = one_topic(name, topic_option)
     if if_exists and not _topic_exists(options, name):
         return
@@ -323,9 +324,15 @@ def topics_describe(options: StoreOptions, name: str | None, topic_option: str |
                 "log_start_offset": log.log_start_offset, "log_end_offset": log.log_end_offset,
                 "size_bytes": log_size_bytes([log]), "segments": len(log.segments),
                 "recovery_point": recovery_points.get((name, partition))})
+        # The key placement shows as the read-only config a broker's DescribeConfigs gives, and as an
+        # override where it is not the default of new topics.
+        placement = {PLACEMENT_CONFIG: store.topic_placement(name)}
         description = {"topic": name, "partition_count": len(partitions),
-                       "config": store.topic_config(name).to_properties(),
-                       "overrides": store.topic_overrides(name), "partitions": partitions}
+                       "config": dict(sorted({**store.topic_config(name).to_properties(), **placement}.items())),
+                       "overrides": dict(sorted({**store.topic_overrides(name),
+                                                 **(placement if placement[PLACEMENT_CONFIG] != MURMUR2 else {})
+                                                 }.items())),
+                       "partitions": partitions}
     _echo_description(description, output_format)
 
 

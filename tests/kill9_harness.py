@@ -132,8 +132,8 @@ def _batch_size(rng: random.Random) -> int:
 
 def _plan_batch(lin: Lineage, rng: random.Random, nxt: list[int], epochs: list[int], rr: int):
     """Records for one ``append`` and the offsets they will get. For a multi-partition topic the
-    store sends a keyed record to ``crc32(key) % partitions`` and a null-keyed one round-robin, so
-    each record is built for the partition it will land in."""
+    store sends a keyed record to its key's partition (``partition_for_key``) and a null-keyed one
+    round-robin, so each record is built for the partition it will land in."""
     n = _batch_size(rng)
     ends = list(nxt)
     records = []

@@ -7,7 +7,9 @@ What it owns:
   destination); ``open_end`` tells them apart (an existing directory is a store, ``HOST:PORT`` a
   broker, anything else a new store);
 - the copy: each source partition to the same partition of the destination topic (created with the
-  source's partition count and overrides; an existing one must have the same partition count),
+  source's partition count, overrides and key placement; an existing one must have the same
+  partition count and placement, so a key written to either topic later lands where its mirrored
+  records are: a topic placed by crc32 can only be mirrored to a store or a logstore broker),
   record by record in offset order, with the source's timestamps (the destination keeps them as
   CreateTime) and headers;
 - resuming: after each chunk the destination's consumer group ``group`` (default
@@ -28,7 +30,7 @@ from typing import Callable, Iterator
 from ..errors import RequestError
 from ..group.admin import GroupAdmin
 from ..manager.log_manager import LogManager
-from ..manager.topics import INTERNAL_TOPICS
+from ..manager.topics import CRC32, INTERNAL_TOPICS, MURMUR2, PLACEMENT_CONFIG
 from ..records.decoder import Record
 from .admin import BrokerAdmin, BrokerGroupAdmin
 from .consumer import Consumer
@@ -63,8 +65,11 @@ class StoreEnd:
     def overrides(self, topic: str) -> dict[str, str]:
         return {key: str(value) for key, value in self.store.topic_overrides(topic).items()}
 
-    def create_topic(self, topic: str, partitions: int, overrides: dict[str, str]) -> None:
-        self.store.create_topic(topic, partitions, overrides)
+    def placement(self, topic: str) -> str:
+        return self.store.topic_placement(topic)
+
+    def create_topic(self, topic: str, partitions: int, overrides: dict[str, str], placement: str) -> None:
+        self.store.create_topic(topic, partitions, {**overrides, **_placement_config(placement)})
 
     def offsets(self, topic: str, partition: int) -> tuple[int, int]:
         log = self.store.get_log(topic, partition)
@@ -113,10 +118,22 @@ class BrokerEnd:
         return self.admin.network.refresh_metadata([topic]).partitions(topic)
 
     def overrides(self, topic: str) -> dict[str, str]:
-        return {key: value for key, value in self.admin.topic_configs(topic)[1].items() if value is not None}
+        return {key: value for key, value in self.admin.topic_configs(topic)[1].items()
+                if value is not None and key != PLACEMENT_CONFIG}
 
-    def create_topic(self, topic: str, partitions: int, overrides: dict[str, str]) -> None:
-        self.admin.create_topic(topic, partitions, overrides)
+    def placement(self, topic: str) -> str:
+        """The topic's placement as a logstore broker reports it; Kafka's (murmur2) when the broker has
+        no such config, as Kafka's brokers have not."""
+        return self.admin.topic_configs(topic)[0].get(PLACEMENT_CONFIG) or MURMUR2
+
+    def create_topic(self, topic: str, partitions: int, overrides: dict[str, str], placement: str) -> None:
+        try:
+            self.admin.create_topic(topic, partitions, {**overrides, **_placement_config(placement)})
+        except RequestError as exc:
+            if placement != CRC32:
+                raise
+            raise RequestError(f"{exc} (topic {topic!r} places keys by crc32, which only a store or a logstore "
+                               "broker keeps: Kafka's clients place keys by murmur2)") from None
 
     def offsets(self, topic: str, partition: int) -> tuple[int, int]:
         return self.admin.log_offsets(topic, [partition])[partition]
@@ -146,6 +163,12 @@ class BrokerEnd:
             future.result(0)  # a record the broker refused fails the mirror here, before the commit
 
 
+def _placement_config(placement: str) -> dict[str, str]:
+    """The creation config that gives a topic ``placement``: none for Kafka's default (so a Kafka
+    broker, which knows no such config, takes the topic)."""
+    return {} if placement == MURMUR2 else {PLACEMENT_CONFIG: placement}
+
+
 def open_end(where: str, *, writable: bool, client_config: dict | None = None) -> StoreEnd | BrokerEnd:
     """A store when ``where`` is an existing directory (or, for a destination, not ``HOST:PORT``),
     else the broker at ``where`` (reached with ``client_config``'s security settings)."""
@@ -173,12 +196,17 @@ def mirror(source: StoreEnd | BrokerEnd, destination: StoreEnd | BrokerEnd, topi
                                                              for p in range(counts[topic])])
     for topic in names:
         count = counts[topic]
+        placement = source.placement(topic)
         existing = destination.partitions(topic)
         if existing is None:
-            destination.create_topic(topic, count, source.overrides(topic))
+            destination.create_topic(topic, count, source.overrides(topic), placement)
         elif existing != count:
             raise RequestError(f"topic {topic!r} has {existing} partitions in {destination.name} and {count} in "
                                f"{source.name}: a mirror keeps each record's partition, so they must match")
+        elif destination.placement(topic) != placement:
+            raise RequestError(f"topic {topic!r} places keys by {destination.placement(topic)} in {destination.name} "
+                               f"and by {placement} in {source.name}: a mirror keeps each record's partition, so "
+                               "keys written later would land elsewhere; mirror into a new topic")
         for partition in range(count):
             start, end = source.offsets(topic, partition)
             resume, skip = _resume_point(committed.get((topic, partition)), destination, topic, partition)

@@ -11,7 +11,10 @@ What it owns:
   given as a dict, or as
   keywords with the dots written as underscores; a bad value is refused at construction, named;
 - partitioning: an explicit partition, Kafka's murmur2 of the key, or for a null key the partition
-  the topic's open batch is filling (sticky, as Kafka 3.3+ spreads them: a new one for each batch);
+  the topic's open batch is filling (sticky, as Kafka 3.3+ spreads them: a new one for each batch).
+  Before its first keyed record to a topic the producer asks the broker for the topic's key
+  placement (``partitioner.topic_placement``: one DescribeConfigs, kept for the producer's life as
+  its metadata is), so a logstore topic still placed by crc32 gets each key where the store puts it;
 - ``flush()`` (every record sent so far is acknowledged or failed when it returns) and ``close()``;
 - metadata age: the partition counts ``send`` partitions by are asked for again once they are
   ``metadata.max.age.ms`` old (Kafka's default 300000), so a topic that grew (CreatePartitions) gets
@@ -43,7 +46,7 @@ from .accumulator import RecordAccumulator, RecordFuture
 from .cluster import NetworkClient
 from .errors import NetworkError
 from .idempotence import IdempotenceManager
-from .partitioner import partition_for_key
+from .partitioner import partition_for_key, topic_placement
 from .produce import DeliveryTimeoutError, compression_codec
 from .security import SECURITY_DEFAULTS, ClientSecurity
 from .sender import Sender
@@ -131,6 +134,7 @@ class Producer:
         self._metadata_max_age_ms = settings["metadata.max.age.ms"]
         self._metadata_at_ms: int | None = None  # when the lookup's metadata was last asked for
         self._sticky: dict[str, int] = {}
+        self._placements: dict[str, str] = {}  # per topic written with keys, as the metadata holds per topic
         self._closed = False
         self._rng = random.Random()
         self._sender = Sender(self._network, self._accumulator, acks=_ACKS[settings["acks"]], retries=settings["retries"],
@@ -183,7 +187,7 @@ class Producer:
         partitions = self._partitions(topic)
         if partition is None:
             if key is not None:
-                partition = partition_for_key(key, partitions)
+                partition = partition_for_key(key, partitions, self._placement(topic))
             else:
                 partition = self._sticky.get(topic)
                 if partition is None or partition >= partitions:
@@ -220,6 +224,13 @@ class Producer:
             if count is None:
                 raise NetworkError(f"no metadata for topic {topic!r}: error {metadata.topic_errors.get(topic)}")
         return count
+
+    def _placement(self, topic: str) -> str:
+        placement = self._placements.get(topic)
+        if placement is None:
+            with self._metadata_lock:
+                placement = self._placements[topic] = topic_placement(self._lookup, topic)
+        return placement
 
     def flush(self, timeout_s: float | None = None) -> None:
         """Send everything queued now and wait until each record is acknowledged or failed."""

@@ -43,8 +43,8 @@ from ..records.decoder import Record
 from ..timer.scheduler import Scheduler
 from .jobs import BackgroundJobs
 from .log_dirs import DirStatus, LogDirs
-from .topics import (CREATING, DELETING, READY, TopicMetadata, TopicsFile, is_internal_topic, partition_dir_name,
-                     partition_for_key, validate_topic_name)
+from .topics import (CREATING, DELETING, MURMUR2, PLACEMENT_CONFIG, READY, TopicMetadata, TopicsFile, check_placement,
+                     is_internal_topic, murmur2, partition_dir_name, partition_for_key, validate_topic_name)
 
 logger = logging.getLogger(__name__)
 
@@ -221,11 +221,22 @@ class LogManager:
     def topic_overrides(self, topic: str) -> dict[str, str]:
         return dict(self._meta(topic).config)
 
+    def topic_placement(self, topic: str) -> str:
+        """How ``topic``'s keys map to partitions (``topics.PLACEMENTS``): ``murmur2`` (Kafka's, every
+        topic created by this version) or ``crc32`` (a topic created before placements were recorded)."""
+        return self._meta(topic).placement
+
     def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, Any] | None = None) -> None:
-        """Create ``name`` with ``partitions`` partitions and config overrides (Kafka topic keys)."""
+        """Create ``name`` with ``partitions`` partitions and config overrides (Kafka topic keys). Its
+        keys are placed by Kafka's murmur2 unless ``config`` holds ``logstore.key.placement=crc32``
+        (what ``mirror`` gives a copy of a topic placed by crc32); the placement never changes after."""
         validate_topic_name(name)
         if not isinstance(partitions, int) or isinstance(partitions, bool) or not 1 <= partitions <= MAX_PARTITIONS:
             raise ValueError(f"partitions must be an int between 1 and {MAX_PARTITIONS}, got {partitions!r}")
+        placement = MURMUR2
+        if isinstance(config, Mapping) and PLACEMENT_CONFIG in config:  # not a LogConfig key: taken out
+            placement = check_placement(config[PLACEMENT_CONFIG])
+            config = {key: value for key, value in config.items() if key != PLACEMENT_CONFIG}
         overrides = {key: str(value) if not isinstance(value, str) else value
                      for key, value in parse_overrides(config or {}).items()}
         LogConfig.from_properties(overrides, self.default_config)  # cross-key checks
@@ -236,7 +247,7 @@ class LogManager:
                 self._roll_back_create(name, existing.partitions)
             if name in self._topics.topics:
                 raise TopicExistsError(f"topic {name!r} already exists")
-            meta = TopicMetadata(partitions, overrides, CREATING)
+            meta = TopicMetadata(partitions, overrides, CREATING, placement)
             self._topics.topics[name] = meta
             try:
                 self._topics.save()
@@ -379,6 +390,9 @@ class LogManager:
             meta = self._meta(name)
             if not isinstance(config, Mapping):
                 raise TypeError(f"config must be a mapping of Kafka keys to values, got {config!r}")
+            if PLACEMENT_CONFIG in config:
+                raise InvalidConfigError(f"{PLACEMENT_CONFIG} is read-only: a topic's key placement is set when it "
+                                         "is created and never changes (its keys would move)")
             removals = [key for key, value in config.items() if value is None]
             for key in removals:
                 if key not in TOPIC_KEYS:
@@ -428,7 +442,8 @@ class LogManager:
     def append(self, topic: str, records: Sequence[Record], partition: int | None = None, *, acks: int | str = 1,
                timeout_ms: int = DEFAULT_DURABLE_TIMEOUT_MS) -> dict[int, AppendInfo]:
         """Append to ``topic``: to ``partition`` when given, else each record to the partition of
-        its key (``crc32(key) % partitions``), or round-robin for records without a key. Returns
+        its key by the topic's placement (``topic_placement``: Kafka's murmur2, or crc32 for a topic
+        created before placements were recorded), or round-robin for records without a key. Returns
         the append info per partition touched.
 
         ``acks=1`` returns once the records are written to the OS (they survive a crash of this
@@ -448,7 +463,8 @@ class LogManager:
         return infos
 
     def _append(self, topic: str, records: Sequence[Record], partition: int | None) -> dict[int, AppendInfo]:
-        partitions = self.partitions(topic)
+        meta = self._meta(topic)
+        partitions, placement = meta.partitions, meta.placement
         if partition is not None:
             return {partition: self.get_log(topic, partition).append(records)}
         check_record_sequence(records)
@@ -456,10 +472,16 @@ class LogManager:
             return {0: self.get_log(topic, 0).append(records)}
         groups: dict[int, list[Record]] = {}
         round_robin = self._round_robin_cycle(topic)
-        for record in records:
-            key = record.key
-            target = next(round_robin) if key is None else partition_for_key(key, partitions)
-            groups.setdefault(target, []).append(record)
+        if placement == MURMUR2:  # Kafka's partition of a key, inline: one call per record on this path
+            for record in records:
+                key = record.key
+                target = next(round_robin) if key is None else (murmur2(key) & 0x7FFFFFFF) % partitions
+                groups.setdefault(target, []).append(record)
+        else:
+            for record in records:
+                key = record.key
+                target = next(round_robin) if key is None else partition_for_key(key, partitions, placement)
+                groups.setdefault(target, []).append(record)
         # Every partition's records are validated and encoded before any is written: a rejected
         # record appends nothing anywhere. (A disk error half-way is not undone across partitions.)
         prepared = [(target, self.get_log(topic, target).prepare(group)) for target, group in sorted(groups.items())]

@@ -47,7 +47,7 @@ from ..errors import (CorruptCheckpointError, CorruptRecordError, InvalidRecordE
 from ..fs import OS_FILE_SYSTEM
 from ..log.log import Log
 from ..manager.log_manager import LogManager
-from ..manager.topics import STAGING_DIR, partition_for_key, validate_topic_name
+from ..manager.topics import MURMUR2, STAGING_DIR, partition_for_key, validate_topic_name
 from ..records.decoder import HEADER_BYTES, NO_TIMESTAMP, Record, RecordBatch, read_header
 from ..records.encoder import encode_batch
 
@@ -78,8 +78,8 @@ def _create_hint(topic: str, data_dirs: Sequence[str]) -> str:
 @dataclass(frozen=True)
 class TargetPlan:
     """What every task of one write job needs, made on the driver: the store, the topics it has
-    (and their partition counts), the ``topic`` option (it overrides the rows' topic column) and the
-    job id naming the staging dir. Picklable, so Spark ships it to the tasks."""
+    (their partition counts and key placements), the ``topic`` option (it overrides the rows' topic
+    column) and the job id naming the staging dir. Picklable, so Spark ships it to the tasks."""
 
     data_dirs: tuple[str, ...]
     topic: str | None
@@ -87,6 +87,7 @@ class TargetPlan:
     compacted: frozenset[str] = frozenset()  # topics whose every record needs a key
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     include_headers: bool = True
+    placements: dict[str, str] = field(default_factory=dict)  # per topic; one not named is Kafka's murmur2
 
     @classmethod
     def for_store(cls, path: str | Sequence[str], topic: str | None = None, *,
@@ -98,6 +99,7 @@ class TargetPlan:
         try:
             partitions = {name: store.partitions(name) for name in store.topics()}
             compacted = frozenset(name for name in partitions if store.topic_config(name).compact)
+            placements = {name: store.topic_placement(name) for name in partitions}
             data_dirs = tuple(store.log_dirs)
         finally:
             store.close()
@@ -106,7 +108,8 @@ class TargetPlan:
             if topic not in partitions:
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist in the store {list(data_dirs)}: "
                                                    + _create_hint(topic, data_dirs))
-        return cls(data_dirs, topic, partitions, compacted, include_headers=bool(include_headers))
+        return cls(data_dirs, topic, partitions, compacted, include_headers=bool(include_headers),
+                   placements=placements)
 
     @property
     def staging_dir(self) -> str:
@@ -237,7 +240,7 @@ class _Stager:
                                      "on every record")
         if partition is None:
             if key is not None:
-                partition = partition_for_key(key, partitions)
+                partition = partition_for_key(key, partitions, plan.placements.get(topic, MURMUR2))
             else:  # round-robin that a re-run of the task repeats: the k-th keyless row goes to (task + k) % n
                 turn = self.keyless.get(topic, 0)
                 self.keyless[topic] = turn + 1
@@ -279,9 +282,9 @@ def stage_records(plan: TargetPlan, task_id: int, rows: Iterable[tuple]) -> Stag
     """Stage one task's ``rows`` for ``commit_staged`` and return what the task hands the driver.
 
     A row is ``(topic, partition, key, value, headers, timestamp_ms)``: ``topic`` is required unless
-    the plan has a topic option (which wins); ``partition`` None means ``partition_for_key(key)``, or
-    for a row without a key round-robin per task (the k-th keyless row of a topic in task t goes to
-    ``(t + k) % partitions``, so a re-run stages the same placement); ``key``/``value`` are bytes,
+    the plan has a topic option (which wins); ``partition`` None means the key's partition by the
+    topic's placement (``partition_for_key``), or for a row without a key round-robin per task (the
+    k-th keyless row of a topic in task t goes to ``(t + k) % partitions``, so a re-run stages the same placement); ``key``/``value`` are bytes,
     str (UTF-8) or None (a None value is a tombstone); ``headers`` (str, bytes | None) pairs or None
     (ignored when the plan excludes headers); ``timestamp_ms`` an int >= 0, or None for the append
     time. A bad row raises naming its number, and the task's file is removed."""

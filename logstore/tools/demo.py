@@ -31,11 +31,11 @@ DEMO_PARTITIONS = 3
 _ORDERS = [  # (customer, item, quantity)
     ("customer-1", "coffee", 2),
     ("customer-3", "tea", 1),
-    ("customer-5", "cake", 3),
+    ("customer-2", "cake", 3),
     ("customer-1", "croissant", 1),
     ("customer-3", "coffee", 1),
-    ("customer-5", "water", 2),
-]  # crc32(key) % 3 sends these customers to partitions 0, 2 and 1
+    ("customer-2", "water", 2),
+]  # Kafka's partition of the key (murmur2) sends these customers to partitions 0, 1 and 2
 _LOOKUP_INDEX = 3  # the order whose timestamp the offset-for-timestamp step looks up
 _SPACING_MS = 1000
 
@@ -86,7 +86,7 @@ def _demo_records(now_ms: int) -> list[Record]:
 
 def _step_append(store: LogManager, records: list[Record], emit: Emit) -> dict[int, AppendInfo]:
     emit("")
-    emit(f"2. Append {len(records)} orders keyed by customer (the key picks the partition: crc32(key) % partitions)")
+    emit(f"2. Append {len(records)} orders keyed by customer (the key picks the partition, as Kafka's producers do)")
     appended = store.append(DEMO_TOPIC, records)
     for partition, info in sorted(appended.items()):
         emit(f"   partition {partition}: {info.record_count} records at offsets {info.first_offset}..{info.last_offset}")

@@ -77,7 +77,9 @@ def test_topics_create_list_describe(tmp_path):
     described = json.loads(ok(run(path, "topics", "describe", "orders")).stdout)
     assert described["topic"] == "orders"
     assert described["overrides"] == {"retention.ms": "1000", "cleanup.policy": "compact"}
-    assert set(described["config"]) == {key for key, _default, _doc in describe_keys()}
+    # Every topic key, and the topic's key placement (read-only; Kafka's murmur2 for a new topic).
+    assert set(described["config"]) == {key for key, _default, _doc in describe_keys()} | {"logstore.key.placement"}
+    assert described["config"]["logstore.key.placement"] == "murmur2"
     assert described["config"]["retention.ms"] == 1000
     assert described["config"]["cleanup.policy"] == "compact"
     assert described["config"]["segment.bytes"] == 1 << 30  # a default

@@ -11,6 +11,7 @@ from kafka.partitioner.default import DefaultPartitioner
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 from logstore.client.partitioner import murmur2, partition_for_key, to_positive
+from logstore.manager import topics
 
 # Kafka's UtilsTest.testMurmur2: keys and the signed hashes the Java client returns.
 JAVA_VECTORS = {b"21": -973932308, b"foobar": -790332482, b"a-little-bit-long-string": -985981536,
@@ -23,9 +24,17 @@ def test_murmur2_matches_the_java_clients_vectors(key):
     assert murmur2(key) == JAVA_VECTORS[key]
 
 
+@pytest.mark.parametrize("key", sorted(JAVA_VECTORS))
+def test_the_stores_murmur2_matches_the_java_clients_vectors(key):
+    """The engine's own (``topics.murmur2``, unsigned), which every path places keys with."""
+    assert topics.murmur2(key) == JAVA_VECTORS[key] & 0xFFFFFFFF
+    assert topics.partition_for_key(key, 7) == (JAVA_VECTORS[key] & 0x7FFFFFFF) % 7
+
+
 @given(st.binary(max_size=300))
 def test_murmur2_matches_kafka_python(key):
-    assert murmur2(key) & 0xFFFFFFFF == kafka_python_murmur2(key)
+    assert murmur2(key) & 0xFFFFFFFF == kafka_python_murmur2(key) == topics.murmur2(key)
+    assert topics.murmur2(memoryview(key)) == topics.murmur2(bytearray(key)) == topics.murmur2(key)
 
 
 class _Cluster:

@@ -100,8 +100,9 @@ def test_every_flip_and_cut_of_topics_json_is_survived_or_reported(tmp_path):
     path = tmp_path / TOPICS_FILE
     data = path.read_bytes()
     copy = data[: len(data) // 2]
-    assert data == copy + copy and json.loads(copy)["version"] == 2 and "crc32" in json.loads(copy)
-    expected = {"orders": {"partitions": 4, "config": {"cleanup.policy": "compact"}, "state": "ready"}}
+    assert data == copy + copy and json.loads(copy)["version"] == 3 and "crc32" in json.loads(copy)
+    expected = {"orders": {"partitions": 4, "config": {"cleanup.policy": "compact"}, "state": "ready",
+                           "placement": "murmur2"}}
     survived = reported = 0
     for how, damaged in damaged_variants(data):
         try:
@@ -115,10 +116,12 @@ def test_every_flip_and_cut_of_topics_json_is_survived_or_reported(tmp_path):
         survived += 1
     assert reported == len(copy) - 1  # only cuts inside the first copy's JSON object
     print(f"topics.json of {len(data)} bytes: {survived} damaged variants survived, {reported} reported")
-    # A version-1 file (one copy) is still read; a damaged copy is rewritten by the next writable open.
+    # A version-1 file (one copy, no placement: crc32) is still read; a damaged copy is rewritten by
+    # the next writable open.
     legacy = json.loads(copy)
     legacy["version"] = 1
-    del legacy["crc32"]
+    del legacy["crc32"], legacy["topics"]["orders"]["placement"]
+    expected["orders"]["placement"] = "crc32"
     legacy["crc32"] = __import__("zlib").crc32(json.dumps(legacy, sort_keys=True, separators=(",", ":")).encode())
     assert parse_topics_file(json.dumps(legacy).encode(), "t")[:2] == (1, expected)
     path.write_bytes(data[:10] + b"X" + data[11:])

@@ -17,8 +17,8 @@
 - A partition whose data dir was left out is listed in ``missing_partitions``/``problems`` and reaching
   it raises ``StorageError``; a partition found in two dirs is refused; the same data dir given twice
   (also via a trailing slash, a relative path or a symlink) is a ``ValueError``.
-- ``store.append`` sends a keyed record to ``zlib.crc32(key) % partitions`` (the same in processes with
-  different hash seeds), keyless records round-robin.
+- ``store.append`` sends a keyed record to Kafka's partition of it (``toPositive(murmur2(key)) %
+  partitions``, the same in processes with different hash seeds), keyless records round-robin.
 - Records round-trip with key, value, headers and timestamp; AppendInfo offsets; ``read`` at the log end
   returns [], below the log start or past the end raises ``OffsetOutOfRangeError``, and returns at
   least one record however small ``max_bytes`` is; ``truncate_to``, ``roll``.
@@ -49,7 +49,6 @@ import sys
 import tempfile
 import time
 import traceback
-import zlib
 
 import pytest
 
@@ -61,7 +60,7 @@ from logstore import (CorruptCheckpointError, CorruptDataError, FileSystem, Inva
                       UnknownTopicOrPartitionError)
 from logstore.fs import OS_FILE_SYSTEM
 from logstore.log.checkpoint import CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
-from logstore.manager.topics import CREATING, DELETING, TOPICS_FILE, TopicMetadata, TopicsFile
+from logstore.manager.topics import CREATING, DELETING, TOPICS_FILE, TopicMetadata, TopicsFile, partition_for_key
 from logstore.testing import OperationHookFileSystem
 from crash_helpers import read_all, file_snapshot as snapshot
 
@@ -573,7 +572,7 @@ def test_partition_in_a_left_out_dir_is_reported(tmp_path):
             with pytest.raises(StorageError):
                 store.append("t", [Record(b"k", b"v")], partition=p)
         assert store.read("t", 2, 0) == [Record(b"k2", value_of(2), (("i", b"2"),), T0 + 2, 0)]
-        key_for_1 = next(b"key%d" % i for i in range(1000) if zlib.crc32(b"key%d" % i) % 4 == 1)
+        key_for_1 = next(b"key%d" % i for i in range(1000) if partition_for_key(b"key%d" % i, 4) == 1)
         with pytest.raises(StorageError):
             store.append("t", [Record(key_for_1, b"v")])
     with LogManager(dirs, read_only=True) as reader:
@@ -631,12 +630,15 @@ def test_append_by_key_and_round_robin(tmp_path):
     with LogManager(dirs) as store:
         store.create_topic("t", 4)
         result = store.append("t", [Record(key, b"v1") for key in keys])
-        assert sorted(result) == sorted({zlib.crc32(key) % 4 for key in keys})
+        # A new topic places keys as Kafka's producers do (murmur2; tests/client/test_partitioner.py
+        # checks partition_for_key against Kafka's vectors and kafka-python).
+        assert store.topic_placement("t") == "murmur2"
+        assert sorted(result) == sorted({partition_for_key(key, 4) for key in keys})
         assert sum(info.record_count for info in result.values()) == 200
         store.append("t", [Record(key, b"v2") for key in reversed(keys)])
         placed = _keys_by_partition(store, "t")
         for p, found in placed.items():
-            assert all(zlib.crc32(key) % 4 == p for key in found)
+            assert all(partition_for_key(key, 4) == p for key in found)
         assert sorted(k for found in placed.values() for k in found) == sorted(keys * 2)
         assert min(len(found) for found in placed.values()) > 20
         # Keyless: round-robin within one call and across calls.
@@ -648,7 +650,7 @@ def test_append_by_key_and_round_robin(tmp_path):
         assert [store.get_log("rr", p).log_end_offset for p in range(3)] == [4, 4, 4]
         # An explicit partition wins over the key.
         key = keys[0]
-        other = (zlib.crc32(key) % 4 + 1) % 4
+        other = (partition_for_key(key, 4) + 1) % 4
         assert list(store.append("t", [Record(key, b"here")], partition=other)) == [other]
         assert store.read("t", other, store.get_log("t", other).log_end_offset - 1)[0].value == b"here"
         with pytest.raises(TypeError, match="Record"):
@@ -671,7 +673,7 @@ def test_key_partitioning_is_stable_across_processes(tmp_path):
         subprocess.run([sys.executable, "-c", code, data], env=env, check=True, timeout=60)
         with LogManager([data], read_only=True) as store:
             layouts.append(_keys_by_partition(store, "t"))
-    expected_layout = {p: sorted(b"key-%d" % i for i in range(100) if zlib.crc32(b"key-%d" % i) % 5 == p)
+    expected_layout = {p: sorted(b"key-%d" % i for i in range(100) if partition_for_key(b"key-%d" % i, 5) == p)
                        for p in range(5)}
     for layout in layouts:
         assert {p: sorted(keys) for p, keys in layout.items()} == expected_layout
@@ -796,7 +798,7 @@ def test_store_append_rejection_across_partitions_appends_nothing(tmp_path):
         store.create_topic("t", 3, {"max.message.bytes": 1000})
         keys = {}
         for i in range(100):
-            keys.setdefault(zlib.crc32(b"k%d" % i) % 3, b"k%d" % i)
+            keys.setdefault(partition_for_key(b"k%d" % i, 3), b"k%d" % i)
         with pytest.raises(RecordTooLargeError):
             store.append("t", [Record(keys[0], b"small"), Record(keys[2], b"x" * 5000)])
         assert [store.get_log("t", p).log_end_offset for p in range(3)] == [0, 0, 0]

@@ -11,6 +11,11 @@ INVALID_PARTITIONS, a name given twice INVALID_REQUEST, an unknown topic UNKNOWN
 assignments, when given, must be one per new partition, each naming this broker alone
 (INVALID_REPLICA_ASSIGNMENT otherwise), as a one-broker Kafka answers.
 
+A topic's key placement (``logstore.key.placement``: ``murmur2``, Kafka's, or ``crc32`` for a topic
+created before placements were recorded) is a config DescribeConfigs shows read-only. CreateTopics
+takes it (``mirror`` copies a crc32 topic with its placement); IncrementalAlterConfigs refuses it: a
+placement never changes, or keys would move between partitions.
+
 Internal topics (``__consumer_offsets``, and ``__transaction_state``, reserved) hold the broker's own
 state: DeleteTopics and DeleteRecords of one are answered INVALID_TOPIC_EXCEPTION whatever the ACLs
 allow (Kafka's rule), and CreateTopics of a missing one too (its owner creates it), and so is
@@ -26,7 +31,7 @@ import logging
 from ...config import TOPIC_KEYS, LogConfig, parse_overrides
 from ...errors import InvalidTopicError, LogStoreError, RequestError
 from ...manager.log_manager import MAX_PARTITIONS
-from ...manager.topics import is_internal_topic, validate_topic_name
+from ...manager.topics import MURMUR2, PLACEMENT_CONFIG, check_placement, is_internal_topic, validate_topic_name
 from ..network.request_context import RequestContext
 from ..protocol import errors
 from ..server_config import SENSITIVE_KEYS
@@ -116,7 +121,9 @@ class AdminHandler:
         try:
             if any(value is None for value in configs.values()):
                 raise RequestError("a config value is null")
-            LogConfig.from_properties(parse_overrides(configs), store.default_config)
+            log_configs = dict(configs)
+            check_placement(log_configs.pop(PLACEMENT_CONFIG, MURMUR2))
+            LogConfig.from_properties(parse_overrides(log_configs), store.default_config)
         except (LogStoreError, ValueError, TypeError) as exc:
             return errors.INVALID_CONFIG, str(exc)
         if validate_only:
@@ -228,7 +235,7 @@ class AdminHandler:
                     continue
                 sensitive = kind == BROKER_RESOURCE and key in SENSITIVE_KEYS  # a password: never its value
                 shown = None if sensitive else config_string(value)
-                entry = {"name": key, "value": shown, "read_only": kind == BROKER_RESOURCE,
+                entry = {"name": key, "value": shown, "read_only": kind == BROKER_RESOURCE or key == PLACEMENT_CONFIG,
                          "is_default": source == CONFIG_SOURCE_DEFAULT, "config_source": source,
                          "is_sensitive": sensitive, "synonyms": []}
                 if synonyms_wanted and version >= 1:
@@ -244,8 +251,13 @@ class AdminHandler:
                 raise _ResourceError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name!r} does not exist")
             overrides = store.topic_overrides(name)
             effective = store.topic_config(name).to_properties()
-            return [(key, value, CONFIG_SOURCE_DYNAMIC_TOPIC if key in overrides else CONFIG_SOURCE_DEFAULT)
-                    for key, value in sorted(effective.items())]
+            placement = store.topic_placement(name)
+            entries = [(key, value, CONFIG_SOURCE_DYNAMIC_TOPIC if key in overrides else CONFIG_SOURCE_DEFAULT)
+                       for key, value in effective.items()]
+            # The topic's own (an override) when it is not the default of new topics: mirror copies it.
+            entries.append((PLACEMENT_CONFIG, placement,
+                            CONFIG_SOURCE_DEFAULT if placement == MURMUR2 else CONFIG_SOURCE_DYNAMIC_TOPIC))
+            return sorted(entries)
         if kind == BROKER_RESOURCE:
             if name not in ("", str(self.broker.node_id)):
                 raise _ResourceError(errors.INVALID_REQUEST, f"this cluster has one broker, {self.broker.node_id}")
@@ -297,6 +309,9 @@ class AdminHandler:
         changes: dict[str, str | None] = {}
         for entry in configs:
             key, operation, value = entry["name"], entry.get("config_operation", SET), entry.get("value")
+            if key == PLACEMENT_CONFIG:
+                raise _ResourceError(errors.INVALID_CONFIG, f"{key} is read-only: a topic's key placement is set "
+                                     "when it is created and never changes (its keys would move)")
             if key not in TOPIC_KEYS:
                 raise _ResourceError(errors.INVALID_CONFIG, f"unknown topic config {key!r}")
             if operation == SET:

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from logstore.records.decoder import Record
 from logstore.manager.log_manager import LogManager
 from logstore.manager.topics import STAGING_DIR, partition_for_key
 
@@ -116,3 +117,26 @@ def test_overwrite_and_default_modes_are_refused(spark, store):
         df.write.format("logstore").mode("overwrite").option("topic", "out").save(store)
     with pytest.raises(Exception, match="(?i)append"):
         df.write.format("logstore").option("topic", "out").save(store)
+
+
+def test_the_writer_places_keys_by_each_topics_placement(spark, tmp_path):
+    """Keys written by ``store.append`` and then by the Spark writer share one partition per key, in a
+    new topic (Kafka's murmur2) and in one placed by crc32 (a topic of an earlier version)."""
+    path = str(tmp_path / "placed")
+    keys = [b"alice", b"bob"] + [b"user%d" % i for i in range(30)]
+    with LogManager(path) as manager:
+        manager.create_topic("new", 4)
+        manager.create_topic("old", 4, {"logstore.key.placement": "crc32"})
+        for topic in ("new", "old"):
+            manager.append(topic, [Record(key, b"store") for key in keys])
+    df = spark.createDataFrame([(key, b"spark") for key in keys], "key binary, value binary").repartition(3)
+    for topic in ("new", "old"):
+        df.write.format("logstore").mode("append").option("topic", topic).save(path)
+    for topic, placement in (("new", "murmur2"), ("old", "crc32")):
+        found = {}
+        for partition, records in contents(path, topic, 4).items():
+            for record in records:
+                found.setdefault(record.key, set()).add((partition, record.value))
+        assert {key: sorted(places) for key, places in found.items()} == {
+            key: [(partition_for_key(key, 4, placement), b"spark"), (partition_for_key(key, 4, placement), b"store")]
+            for key in keys}, topic
