@@ -633,6 +633,25 @@ class Log:
                 self._repair_indexes(segments, exc)
         return None
 
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """``(timestamp, offset)`` of the first record with the largest timestamp in the log
+        (Kafka's ListOffsets MAX_TIMESTAMP, KIP-734); None when the log holds no record. The
+        segments keep their largest timestamp and its batch (the time index), so one batch is read."""
+        best = None
+        for segment in self._local.segments:
+            found = segment.max_timestamp_so_far
+            if found.timestamp_ms >= 0 and (best is None or found.timestamp_ms > best.timestamp_ms):
+                best = found
+        if best is None:
+            return None
+        start = max(best.offset, self.log_start_offset)
+        if start >= self.log_end_offset:
+            return None
+        for record in self.read(start, max_bytes=self.config.max_message_bytes + RECORD_OVERHEAD_BYTES):
+            if record.timestamp_ms == best.timestamp_ms:
+                return best.timestamp_ms, record.offset
+        return best.timestamp_ms, start  # the batch holding it is gone below the log start offset
+
     # --- a read-only view ------------------------------------------------------------------------
 
     def refresh(self) -> bool:
