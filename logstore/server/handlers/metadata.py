@@ -67,8 +67,15 @@ class MetadataHandler:
             "cluster_id": broker.cluster_id,
             "controller_id": broker.node_id,
             "topics": topics,
-            "cluster_authorized_operations": NOT_REQUESTED,
+            # Asked for (v8+): every operation, as a Kafka broker without an authorizer answers; with
+            # ACLs on, the authorization layer puts the principal's instead.
+            "cluster_authorized_operations": (CLUSTER_OPERATIONS if request.get("include_cluster_authorized_operations")
+                                              else NOT_REQUESTED),
         })
+        if request.get("include_topic_authorized_operations"):
+            for topic in topics:
+                if topic["error_code"] == errors.NONE:
+                    topic["topic_authorized_operations"] = TOPIC_OPERATIONS
 
     def _topic_metadata(self, name: str, allow_create: bool, known: set[str], missing: set) -> dict:
         broker = self.broker
