@@ -83,10 +83,11 @@ class RecordColumns(SequenceABC):
         self.values = values
         self.headers = headers
         self.timestamps = timestamps
-        if compression.__class__ is not int:
-            compression = _CODEC_IDS.get(compression, compression)
-        if compression not in CODEC_NAMES or compression.__class__ is not int:
-            raise ValueError(f"unknown compression {compression!r}: expected one of {', '.join(_CODEC_IDS)}")
+        if compression.__class__ is not int or compression not in CODEC_NAMES:  # (a codec id passes at once)
+            codec = _CODEC_IDS.get(compression) if isinstance(compression, str) else None
+            if codec is None:
+                raise ValueError(f"unknown compression {compression!r}: expected one of {', '.join(_CODEC_IDS)}")
+            compression = codec
         self.compression = compression
 
     def __len__(self) -> int:
