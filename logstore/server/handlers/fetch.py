@@ -1,5 +1,6 @@
 """Fetch, ListOffsets and OffsetForLeaderEpoch: the store's batches served as Kafka RecordBatch v2,
-with the long poll in the fetch purgatory, offsets looked up by time, and the end offset of the
+with the long poll in the fetch purgatory, offsets looked up by time (and ListOffsets v7's max
+timestamp, v8's earliest local and v9's latest tiered offsets, KIP-734 and KIP-1005), and the end offset of the
 (constant) leader epoch a consumer validates its position with.
 
 A fetch reads each partition in request order from ``Log.iter_batch_slices`` and converts whole

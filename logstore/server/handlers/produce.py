@@ -5,7 +5,10 @@ InitProducerId, which hands idempotent producers their ids.
 Per partition of a request: the RecordBatch v2 bytes are decoded and validated (``wire_records``),
 each batch of an idempotent producer is checked against the producer's last batches
 (``producer_state``; a producer id this broker never handed out is UNKNOWN_PRODUCER_ID), and the
-records are appended as one append per batch (a Kafka batch stays atomic). ``acks=1`` is answered at once. ``acks=-1`` asks the store's group-commit flusher for an
+records are appended as one append per batch (a Kafka batch stays atomic), with the producer's codec
+(a topic with ``compression.type=producer`` stores it). A batch holding records the topic refuses (no
+key on a compacted topic, a timestamp outside ``message.timestamp.before/after.max.ms``) is refused
+whole, record by record, as Kafka's LogValidator does (KIP-467: ``record_errors``). ``acks=1`` is answered at once. ``acks=-1`` asks the store's group-commit flusher for an
 fsync and parks a ``DelayedProduceResponse`` in the store's produce purgatory, which the flusher
 completes once the recovery points cover every partition's last offset; after the request's
 ``timeout_ms`` the partitions not yet covered get REQUEST_TIMED_OUT (their records stay appended
