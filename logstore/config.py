@@ -10,6 +10,7 @@ be given as Python values or as strings (the CLI passes strings). Unknown keys a
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -106,13 +107,31 @@ def _cleanup_policy(key: str, value: Any) -> str:
 def _choice(*choices: str) -> Callable[[str, Any], str]:
     def parse(key: str, value: Any) -> str:
         if not isinstance(value, str) or value.strip() not in choices:
-            hint = ""
-            if key == "compression.type" and value in ("snappy", "lz4", "zstd"):
-                hint = " (logstore uses the standard library only: gzip is the one codec offered)"
             raise InvalidConfigError(
-                f"invalid value {value!r} for config {key!r}: expected one of {', '.join(choices)}{hint}")
+                f"invalid value {value!r} for config {key!r}: expected one of {', '.join(choices)}")
         return value.strip()
     return parse
+
+
+COMPRESSION_TYPES = ("uncompressed", "producer", "gzip", "snappy", "lz4", "zstd")
+"""Kafka's values of ``compression.type``."""
+OPTIONAL_CODECS = ("snappy", "lz4", "zstd")
+"""The codecs the standard library lacks: they come from ``COMPRESSION_MODULE`` when it is installed."""
+COMPRESSION_MODULE = "cramjam"
+COMPRESSION_INSTALL_HINT = "pip install 'logstore[compression]'"
+
+
+def optional_codecs_available() -> bool:
+    """Whether snappy, lz4 and zstd can be used (``cramjam`` is installed; not imported here)."""
+    return importlib.util.find_spec(COMPRESSION_MODULE) is not None
+
+
+def _compression_type(key: str, value: Any) -> str:
+    name = _choice(*COMPRESSION_TYPES)(key, value)
+    if name in OPTIONAL_CODECS and not optional_codecs_available():
+        raise InvalidConfigError(f"invalid value {value!r} for config {key!r}: {name} needs the "
+                                 f"{COMPRESSION_MODULE} package ({COMPRESSION_INSTALL_HINT})")
+    return name
 
 
 @dataclass(frozen=True)
@@ -155,11 +174,18 @@ _KEYS = [
          "records older than this make their log eligible for compaction whatever its ratio"),
     _Key("file.delete.delay.ms", "file_delete_delay_ms", 60000, _integer(0),
          "delay between renaming a deleted segment to .deleted and removing it"),
-    _Key("compression.type", "compression_type", "producer", _choice("producer", "uncompressed", "gzip"),
-         "'gzip' compresses every batch (zlib); 'producer'/'uncompressed' store batches as given"),
+    _Key("compression.type", "compression_type", "producer", _compression_type,
+         "the codec of every stored batch: 'gzip' (zlib), 'snappy', 'lz4', 'zstd' (these three need "
+         "the compression extra), 'uncompressed', or 'producer': the codec the producer sent"),
     _Key("message.timestamp.type", "message_timestamp_type", "CreateTime",
          _choice("CreateTime", "LogAppendTime"),
          "CreateTime keeps each record's timestamp; LogAppendTime stamps batches with the append time"),
+    _Key("message.timestamp.difference.max.ms", "message_timestamp_difference_max_ms", LONG_MAX, _integer(0),
+         "deprecated (KIP-937): the before and after limits below, where those are left at their default"),
+    _Key("message.timestamp.before.max.ms", "message_timestamp_before_max_ms", LONG_MAX, _integer(0),
+         "CreateTime topics refuse a record whose timestamp is more than this before the append time"),
+    _Key("message.timestamp.after.max.ms", "message_timestamp_after_max_ms", LONG_MAX, _integer(0),
+         "CreateTime topics refuse a record whose timestamp is more than this after the append time"),
 ]
 TOPIC_KEYS: dict[str, _Key] = {key.name: key for key in _KEYS}
 
@@ -181,6 +207,9 @@ BROKER_SYNONYMS: dict[str, str] = {
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
     "compression.type": "compression.type",
     "log.message.timestamp.type": "message.timestamp.type",
+    "log.message.timestamp.difference.max.ms": "message.timestamp.difference.max.ms",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
 }
 # Kafka's coarser broker units, converted to the millisecond setting they stand for.
 _BROKER_UNITS: dict[str, tuple[str, int]] = {
@@ -212,6 +241,9 @@ class LogConfig:
     file_delete_delay_ms: int = TOPIC_KEYS["file.delete.delay.ms"].default
     compression_type: str = TOPIC_KEYS["compression.type"].default
     message_timestamp_type: str = TOPIC_KEYS["message.timestamp.type"].default
+    message_timestamp_difference_max_ms: int = TOPIC_KEYS["message.timestamp.difference.max.ms"].default
+    message_timestamp_before_max_ms: int = TOPIC_KEYS["message.timestamp.before.max.ms"].default
+    message_timestamp_after_max_ms: int = TOPIC_KEYS["message.timestamp.after.max.ms"].default
 
     def __post_init__(self) -> None:
         if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
@@ -246,6 +278,20 @@ class LogConfig:
     def to_properties(self) -> dict[str, Any]:
         """Every key with its effective value, by Kafka name."""
         return {key.name: getattr(self, key.field) for key in _KEYS}
+
+    @property
+    def timestamp_bounds_ms(self) -> tuple[int, int] | None:
+        """How far before and after the append time a record's timestamp may be on a CreateTime
+        topic (Kafka's rule: ``message.timestamp.before/after.max.ms``, each falling back to the
+        deprecated ``message.timestamp.difference.max.ms`` while at its default); None when
+        unlimited."""
+        if self.message_timestamp_type != "CreateTime":
+            return None
+        before = self.message_timestamp_before_max_ms
+        after = self.message_timestamp_after_max_ms
+        before = self.message_timestamp_difference_max_ms if before == LONG_MAX else before
+        after = self.message_timestamp_difference_max_ms if after == LONG_MAX else after
+        return None if before == after == LONG_MAX else (before, after)
 
     @property
     def compact(self) -> bool:

@@ -91,6 +91,16 @@ class RecordTooLargeError(InvalidRecordError):
     """A single record is larger than the topic's ``max.message.bytes`` (or ``segment.bytes``)."""
 
 
+class InvalidTimestampError(InvalidRecordError):
+    """A record's timestamp is further from the append time than the topic's
+    ``message.timestamp.before.max.ms`` / ``message.timestamp.after.max.ms`` allow (CreateTime)."""
+
+
+class CodecUnavailableError(RequestError):
+    """A batch uses a codec (snappy, lz4, zstd) whose library is not installed; the message names
+    the extra to install. The batch is intact: it is never taken for corrupt."""
+
+
 class LogSegmentOffsetOverflowError(RequestError):
     """An offset would not fit in a segment's 32-bit relative offset; the log rolls instead."""
 

@@ -633,6 +633,29 @@ class Log:
                 self._repair_indexes(segments, exc)
         return None
 
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """``(timestamp, offset)`` of the first record with the largest timestamp in the log
+        (Kafka's ListOffsets MAX_TIMESTAMP, KIP-734); None when the log holds no record. The
+        segments keep their largest timestamp and its batch (the time index), so one batch is read.
+        A segment's largest timestamp may lie below the log start offset (``delete_records``): its
+        first record at or above the log start offset is answered then, as Kafka's lookup does."""
+        best = None
+        for segment in self._local.segments:
+            found = segment.max_timestamp_so_far
+            if found.timestamp_ms >= 0 and (best is None or found.timestamp_ms > best.timestamp_ms):
+                best = found
+        if best is None:
+            return None
+        start = max(best.offset, self.log_start_offset)  # (the time index holds a batch's last offset)
+        if start >= self.log_end_offset:
+            return None
+        for batch, _first, _stop in self.iter_batch_slices(start):
+            for record in batch.records():
+                if record.timestamp_ms == best.timestamp_ms and record.offset >= self.log_start_offset:
+                    return best.timestamp_ms, record.offset
+            break
+        return best.timestamp_ms, start  # the record is gone below the log start offset
+
     # --- a read-only view ------------------------------------------------------------------------
 
     def refresh(self) -> bool:

@@ -27,9 +27,9 @@ from operator import add, eq, itemgetter
 from typing import Any, NamedTuple, Sequence
 
 from ..config import LogConfig
-from ..errors import InvalidRecordError, RecordTooLargeError
-from .decoder import (COMPRESSION_GZIP, COMPRESSION_NONE, HEADER_BYTES, RECORD_OVERHEAD_BYTES,
-                      TIMESTAMP_TYPE_LOG_APPEND, Record)
+from ..errors import InvalidRecordError, InvalidTimestampError, RecordTooLargeError
+from .codecs import CODEC_NAMES, COMPRESSION_NONE, TOPIC_CODECS
+from .decoder import HEADER_BYTES, RECORD_OVERHEAD_BYTES, TIMESTAMP_TYPE_LOG_APPEND, Record
 from .encoder import encode_columns_parts
 
 _new_record = tuple.__new__
@@ -65,11 +65,17 @@ class RecordColumns(SequenceABC):
     so ``Log.append`` and ``Log.prepare`` take it like a list of records, and they encode its columns
     as they are: a caller that has columns already (the Kafka server's decoder) builds no ``Record``
     per record, and the append takes none apart. Slicing gives ``RecordColumns``; it equals a list
-    or tuple of the same records."""
+    or tuple of the same records.
 
-    __slots__ = ("keys", "values", "headers", "timestamps")
+    ``compression`` is the codec the records came with (a name: ``"none"``, ``"gzip"``, ``"snappy"``,
+    ``"lz4"``, ``"zstd"``, or its id): a topic with ``compression.type=producer`` stores them with
+    it (the server passes the codec of the producer's batch). Records given any other way are the
+    producer's uncompressed ones."""
 
-    def __init__(self, keys: Sequence, values: Sequence, headers: Sequence, timestamps: Sequence) -> None:
+    __slots__ = ("keys", "values", "headers", "timestamps", "compression")
+
+    def __init__(self, keys: Sequence, values: Sequence, headers: Sequence, timestamps: Sequence,
+                 compression: int | str = COMPRESSION_NONE) -> None:
         if not len(keys) == len(values) == len(headers) == len(timestamps):
             raise ValueError(f"columns of different lengths: {len(keys)} keys, {len(values)} values, "
                              f"{len(headers)} headers, {len(timestamps)} timestamps")
@@ -77,13 +83,20 @@ class RecordColumns(SequenceABC):
         self.values = values
         self.headers = headers
         self.timestamps = timestamps
+        if compression.__class__ is not int or compression not in CODEC_NAMES:  # (a codec id passes at once)
+            codec = _CODEC_IDS.get(compression) if isinstance(compression, str) else None
+            if codec is None:
+                raise ValueError(f"unknown compression {compression!r}: expected one of {', '.join(_CODEC_IDS)}")
+            compression = codec
+        self.compression = compression
 
     def __len__(self) -> int:
         return len(self.keys)
 
     def __getitem__(self, index):
         if isinstance(index, slice):
-            return RecordColumns(self.keys[index], self.values[index], self.headers[index], self.timestamps[index])
+            return RecordColumns(self.keys[index], self.values[index], self.headers[index], self.timestamps[index],
+                                 self.compression)
         return Record(self.keys[index], self.values[index], self.headers[index], self.timestamps[index])
 
     def __iter__(self):
@@ -98,6 +111,9 @@ class RecordColumns(SequenceABC):
 
     def __repr__(self) -> str:
         return f"RecordColumns({list(self)!r})"
+
+
+_CODEC_IDS = {**{name: codec for codec, name in CODEC_NAMES.items()}, "uncompressed": COMPRESSION_NONE}
 
 
 def check_record_sequence(records) -> None:
@@ -119,7 +135,14 @@ def encode_records(records: Sequence[Record], config: LogConfig, now_ms: int, na
     given = type(records) is RecordColumns
     if config.compact and None in (records.keys if given else map(itemgetter(0), records)):
         raise InvalidRecordError(f"compacted topic {name} requires a key on every record")
-    compression = COMPRESSION_GZIP if config.compression_type == "gzip" else COMPRESSION_NONE
+    bounds = config.timestamp_bounds_ms
+    if bounds is not None:
+        _check_timestamps(records.timestamps if given else list(map(itemgetter(3), records)), bounds, now_ms, name)
+    codec = config.compression_type
+    if codec == "producer":
+        compression = records.compression if given else COMPRESSION_NONE
+    else:
+        compression = TOPIC_CODECS[codec]
     log_append = config.message_timestamp_type == "LogAppendTime"
     limit = min(config.max_message_bytes, config.segment_bytes)
     # An uncompressed batch's size is known before its checksum, a compressed one's only once compressed.
@@ -148,10 +171,34 @@ def encode_records(records: Sequence[Record], config: LogConfig, now_ms: int, na
     return encode(keys, values, headers, timestamps)
 
 
+def _check_timestamps(timestamps: Sequence, bounds: tuple[int, int], now_ms: int, name: str) -> None:
+    """``InvalidTimestampError`` naming the first record whose timestamp is out of ``bounds``."""
+    errors = timestamp_errors(timestamps, bounds, now_ms, name, limit=1)
+    if errors:
+        raise InvalidTimestampError(errors[0][1])
+
+
+def timestamp_errors(timestamps: Sequence, bounds: tuple[int, int], now_ms: int, name: str,
+                     limit: int | None = None) -> list[tuple[int, str]]:
+    """``(index, message)`` of the records (at most ``limit``) whose timestamp is more than
+    ``bounds[0]`` ms before ``now_ms`` or ``bounds[1]`` ms after it (Kafka's LogValidator rule for
+    CreateTime topics; a record without a timestamp, None or Kafka's -1, always passes)."""
+    before, after = bounds
+    low, high = now_ms - before, now_ms + after
+    found = []
+    for index, timestamp in enumerate(timestamps):
+        if timestamp is not None and timestamp != -1 and not low <= timestamp <= high:
+            found.append((index, f"Timestamp {timestamp} of record {index} is out of range for topic {name}. "
+                                 f"The timestamp should be within [{low}, {min(high, 2**63 - 1)}]"))
+            if limit is not None and len(found) >= limit:
+                break
+    return found
+
+
 class SmallBatchPlan(NamedTuple):
     """What a topic's config says about a one-record batch, worked out once per config."""
 
-    short_path: bool  # False for a compressed topic: every append takes ``encode_records``
+    short_path: bool  # False for a compressed topic or timestamp limits: every append takes ``encode_records``
     attributes: int  # the timestamp type
     log_append_time: bool
     limit_bytes: int  # the largest batch: min(max.message.bytes, segment.bytes)
@@ -164,7 +211,8 @@ class SmallBatchPlan(NamedTuple):
 def small_batch_plan(config: LogConfig) -> SmallBatchPlan:
     """The ``SmallBatchPlan`` of ``config``."""
     log_append = config.message_timestamp_type == "LogAppendTime"
-    return SmallBatchPlan(config.compression_type != "gzip", TIMESTAMP_TYPE_LOG_APPEND if log_append else 0,
+    short_path = config.compression_type in ("producer", "uncompressed") and config.timestamp_bounds_ms is None
+    return SmallBatchPlan(short_path, TIMESTAMP_TYPE_LOG_APPEND if log_append else 0,
                           log_append, min(config.max_message_bytes, config.segment_bytes), config.compact,
                           config.segment_bytes, config.max_segment_ms, config.flush_messages)
 

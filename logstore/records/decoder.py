@@ -31,7 +31,8 @@ from itertools import chain, repeat
 from typing import Callable, Iterator, NamedTuple, Sequence
 
 from ..errors import CorruptRecordError
-from . import header_columns
+from . import codecs, header_columns
+from .codecs import COMPRESSION_GZIP, COMPRESSION_NONE
 
 MAGIC = 2
 """Format version the encoder writes; any byte layout change must change it (golden fixtures pin it)."""
@@ -50,9 +51,7 @@ _MIN_BATCH_LENGTH = HEADER_BYTES - LOG_OVERHEAD_BYTES
 MAX_BATCH_BYTES = 2**31 - 1
 
 # attributes
-COMPRESSION_NONE = 0
-COMPRESSION_GZIP = 1
-COMPRESSION_MASK = 0x07
+COMPRESSION_MASK = 0x07  # the codec (``codecs``): 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd
 TIMESTAMP_TYPE_LOG_APPEND = 0x08  # else CreateTime
 HAS_OFFSET_DELTAS = 0x10  # offsets are sparse (compacted); else base_offset + 0..n-1
 HAS_TIMESTAMPS = 0x20  # a per-record timestamp column; else every record has base_timestamp
@@ -348,7 +347,9 @@ class _Columns:
             except zlib.error as exc:
                 raise CorruptRecordError(f"undecodable gzip body: {exc}") from None
         elif compression != COMPRESSION_NONE:
-            raise CorruptRecordError(f"unknown compression codec {compression}")
+            if fetch is not None:
+                raise ValueError("compressed batches cannot be read partially")
+            body = codecs.decompress(compression, body)
         count = header.record_count
         if count < 0 or header.last_offset_delta < 0 or (
                 count > 0 and not attributes & HAS_OFFSET_DELTAS and count != header.last_offset_delta + 1):

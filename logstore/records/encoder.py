@@ -20,7 +20,7 @@ from itertools import accumulate
 from typing import Sequence
 
 from ..errors import InvalidRecordError
-from . import header_columns
+from . import codecs, header_columns
 from .decoder import (BODY_AT, COMPRESSION_GZIP, COMPRESSION_MASK, COMPRESSION_NONE, CRC_AT, HAS_HEADERS, HAS_NULL_KEYS,
                       HAS_NULL_VALUES, HAS_OFFSET_DELTAS, HAS_TIMESTAMPS, HEADER_BYTES, HEADER_CRC_AT,
                       HEADER_STRUCT, LOG_OVERHEAD_BYTES, MAGIC, MAX_BATCH_BYTES, NO_TIMESTAMP,
@@ -236,7 +236,7 @@ def encode_columns_parts(keys: Sequence, values: Sequence, headers: Sequence, ti
     if compression == COMPRESSION_GZIP:
         parts = [zlib.compress(b"".join(parts), 6, wbits=31)]
     elif compression != COMPRESSION_NONE:
-        raise ValueError(f"unknown compression codec {compression!r}")
+        parts = [codecs.compress(compression, b"".join(parts))]
     body_bytes = sum(map(len, parts))
     batch_length = HEADER_BYTES - LOG_OVERHEAD_BYTES + body_bytes
     if batch_length > MAX_BATCH_BYTES - LOG_OVERHEAD_BYTES:

@@ -74,6 +74,9 @@ SERVER_KEYS: dict[str, tuple[str, Any, Any, str]] = {
     "queued.max.response.bytes": ("queued_max_response_bytes", 1 << 20, integer_setting(0, 2**62),
                                   "answered bytes a connection may leave unread before its next request "
                                   "waits (ours: Kafka answers one request per connection at a time)"),
+    "max.request.partition.size.limit": ("max_request_partition_size_limit", 2000, integer_setting(1, 2**31 - 1),
+                                         "the most partitions one DescribeTopicPartitions answer lists (a "
+                                         "cursor continues the listing)"),
     "fetch.max.bytes": ("fetch_max_bytes", 57671680, integer_setting(1024, 2**31 - 1),
                         "the most record bytes one Fetch answer carries, whatever the client asks"),
     "connections.max.idle.ms": ("connections_max_idle_ms", 600000, integer_setting(1, 2**62),
@@ -126,6 +129,7 @@ class ServerConfig:
     queued_max_request_bytes: int = 104857600
     sasl_server_max_receive_size: int = 524288
     queued_max_response_bytes: int = 1 << 20
+    max_request_partition_size_limit: int = 2000
     fetch_max_bytes: int = 57671680
     connections_max_idle_ms: int = 600000
     num_io_threads: int = 2

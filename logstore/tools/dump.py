@@ -28,7 +28,8 @@ from ..log.checkpoint import (CLEANER_OFFSET_CHECKPOINT, DAMAGED_SUFFIX, LOG_STA
                               parse_checkpoint)
 from ..log.index import OffsetIndex, TimeIndex
 from ..log.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX)
-from ..records.decoder import (COMPRESSION_GZIP, COMPRESSION_MASK, HEADER_BYTES, TIMESTAMP_TYPE_LOG_APPEND, BatchHeader,
+from ..records.codecs import CODEC_NAMES
+from ..records.decoder import (COMPRESSION_MASK, HEADER_BYTES, TIMESTAMP_TYPE_LOG_APPEND, BatchHeader,
                       Record, RecordBatch, read_header)
 
 logger = logging.getLogger(__name__)
@@ -205,7 +206,7 @@ def _dump_log(path: str, records: bool, fs: FileSystem) -> Iterator[str]:
 
 def _batch_line(entry: BatchEntry) -> str:
     header = entry.header
-    compression = "gzip" if header.attributes & COMPRESSION_MASK == COMPRESSION_GZIP else "none"
+    compression = CODEC_NAMES.get(header.attributes & COMPRESSION_MASK, "unknown")
     timestamp_type = "LogAppendTime" if header.attributes & TIMESTAMP_TYPE_LOG_APPEND else "CreateTime"
     crc = "ok" if entry.ok else f"BAD ({entry.error})"
     return (f"position: {entry.position} base_offset: {header.base_offset} last_offset: {header.last_offset} "

@@ -293,7 +293,7 @@ def _reseal(data: bytearray) -> bytes:
 @pytest.mark.parametrize("change, message", [
     (lambda data: data.__setitem__(12, MAGIC + 1), "unknown batch magic"),
     (lambda data: struct.pack_into("<H", data, 21, 0x200), "unknown attribute bits"),
-    (lambda data: struct.pack_into("<H", data, 21, 0x02), "unknown compression codec"),
+    (lambda data: struct.pack_into("<H", data, 21, 0x05), "unknown compression codec"),
     (lambda data: struct.pack_into("<i", data, 8, HEADER_BYTES - 13), "impossible batch length"),
 ])
 def test_an_intact_batch_in_an_unknown_format_is_refused_not_misread(change, message):

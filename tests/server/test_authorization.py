@@ -706,3 +706,29 @@ def test_codes_match_acls_and_the_real_authorizer_fits():
         ("a1", 0): OK, ("ab", 0): TOPIC_DENIED, ("b", 0): TOPIC_DENIED}
     request = decoded(1, 11, body)
     assert RequestAuthorization(authorizer).check(1, 11, request, "User:admin", HOST) is Verdict.ALLOWED
+
+
+# --- DescribeCluster, DescribeTopicPartitions ------------------------------------------------------
+
+
+def test_describe_cluster_needs_describe_on_the_cluster():
+    request = {"include_cluster_authorized_operations": True, "endpoint_type": 1}
+    refused = RequestAuthorization(allow((DESCRIBE, TOPIC, "a"))).check(60, 1, request, ALICE, "h")
+    assert refused.response["error_code"] == CLUSTER_DENIED and refused.response["brokers"] == []
+    on_the_wire(60, 1, refused.response)  # a whole answer of the API's shape
+    allowed = RequestAuthorization(allow((DESCRIBE, CLUSTER, CLUSTER_NAME))).check(60, 1, request, ALICE, "h")
+    body = allowed.amend({"error_code": OK, "cluster_authorized_operations": NOT_REQUESTED})
+    assert body["cluster_authorized_operations"] == 1 << DESCRIBE  # the principal's, not every operation
+
+
+def test_describe_topic_partitions_refuses_named_topics_and_filters_a_listing():
+    def answer():
+        return {"topics": [{"name": name, "error_code": OK, "partitions": [{"partition_index": 0}],
+                            "topic_authorized_operations": -1} for name in ("a", "b")]}
+    authorization = RequestAuthorization(allow((DESCRIBE, TOPIC, "a")))
+    named = authorization.check(75, 0, {"topics": [{"name": "a"}, {"name": "b"}]}, ALICE, "h")
+    topics = named.amend(answer())["topics"]
+    assert [(t["name"], t["error_code"], len(t["partitions"])) for t in topics] == [("a", OK, 1), ("b", TOPIC_DENIED, 0)]
+    assert topics[0]["topic_authorized_operations"] == 1 << DESCRIBE
+    listing = authorization.check(75, 0, {"topics": []}, ALICE, "h")
+    assert [t["name"] for t in listing.amend(answer())["topics"]] == ["a"]

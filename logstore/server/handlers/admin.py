@@ -27,8 +27,9 @@ can be altered, as in Kafka (an operator tunes ``segment.bytes`` of ``__consumer
 from __future__ import annotations
 
 import logging
+import threading
 
-from ...config import TOPIC_KEYS, LogConfig, parse_overrides
+from ...config import BROKER_SYNONYMS, MANAGER_KEYS, TOPIC_KEYS, LogConfig, parse_overrides
 from ...errors import InvalidTopicError, LogStoreError, RequestError
 from ...manager.log_manager import MAX_PARTITIONS
 from ...manager.topics import MURMUR2, PLACEMENT_CONFIG, check_placement, is_internal_topic, validate_topic_name
@@ -42,6 +43,8 @@ logger = logging.getLogger(__name__)
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 CONFIG_SOURCE_DYNAMIC_TOPIC = 1
+CONFIG_SOURCE_DYNAMIC_BROKER = 2
+CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER = 3
 CONFIG_SOURCE_STATIC_BROKER = 4
 CONFIG_SOURCE_DEFAULT = 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -57,12 +60,24 @@ def config_string(value) -> str | None:
     return str(value)
 
 
+MAX_DYNAMIC_BROKER_CONFIGS = 1000
+"""How many dynamic broker configs (per-broker and cluster default together) IncrementalAlterConfigs
+may hold: a bound on what clients can make the broker keep."""
+
+
 class AdminHandler:
-    """CreateTopics 0-4, DeleteTopics 0-3, CreatePartitions 0-3, DescribeConfigs 0-2, IncrementalAlterConfigs 0-1,
-    DeleteRecords 0-1."""
+    """CreateTopics 0-4, DeleteTopics 0-3, CreatePartitions 0-3, DescribeConfigs 0-2, IncrementalAlterConfigs 0-1, DeleteRecords 0-1.
+
+    Dynamic broker configs (IncrementalAlterConfigs of a BROKER resource: ``""`` the cluster default,
+    or this broker's id) are kept in memory, not persisted: they are reported by DescribeConfigs
+    (source DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG) and have no effect on this
+    server, whose own settings (``SERVER_KEYS``, the store's) are read at start and refused here
+    as Kafka refuses its non-dynamic ones ("Cannot update these configs dynamically")."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self._dynamic: dict[str, dict[str, str]] = {"": {}, str(broker.node_id): {}}  # resource name -> configs
+        self._dynamic_lock = threading.Lock()
 
     # --- CreateTopics ----------------------------------------------------------------------------
 
@@ -233,9 +248,13 @@ class AdminHandler:
             for key, value, source in entries:
                 if keys is not None and key not in keys:
                     continue
-                sensitive = kind == BROKER_RESOURCE and key in SENSITIVE_KEYS  # a password: never its value
+                # a password (ours, or one a client set dynamically): never its value
+                sensitive = kind == BROKER_RESOURCE and (key in SENSITIVE_KEYS or "password" in key
+                                                         or key.endswith("sasl.jaas.config"))
                 shown = None if sensitive else config_string(value)
-                entry = {"name": key, "value": shown, "read_only": kind == BROKER_RESOURCE or key == PLACEMENT_CONFIG,
+                entry = {"name": key, "value": shown,
+                         "read_only": (kind == BROKER_RESOURCE and source == CONFIG_SOURCE_STATIC_BROKER)
+                         or key == PLACEMENT_CONFIG,
                          "is_default": source == CONFIG_SOURCE_DEFAULT, "config_source": source,
                          "is_sensitive": sensitive, "synonyms": []}
                 if synonyms_wanted and version >= 1:
@@ -261,10 +280,16 @@ class AdminHandler:
         if kind == BROKER_RESOURCE:
             if name not in ("", str(self.broker.node_id)):
                 raise _ResourceError(errors.INVALID_REQUEST, f"this cluster has one broker, {self.broker.node_id}")
-            entries = [(key, value, CONFIG_SOURCE_STATIC_BROKER)
-                       for key, value in sorted(self.broker.config.to_properties().items()) if value is not None]
-            entries.append(("node.id", self.broker.node_id, CONFIG_SOURCE_STATIC_BROKER))
-            return sorted(set(entries), key=lambda entry: entry[0])
+            entries = {key: (key, value, CONFIG_SOURCE_STATIC_BROKER)
+                       for key, value in self.broker.config.to_properties().items() if value is not None}
+            entries["node.id"] = ("node.id", self.broker.node_id, CONFIG_SOURCE_STATIC_BROKER)
+            with self._dynamic_lock:
+                for key, value in self._dynamic[""].items():
+                    entries[key] = (key, value, CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER)
+                if name:
+                    for key, value in self._dynamic[name].items():
+                        entries[key] = (key, value, CONFIG_SOURCE_DYNAMIC_BROKER)
+            return sorted(entries.values(), key=lambda entry: entry[0])
         raise _ResourceError(errors.INVALID_REQUEST, f"resource type {kind} is not supported (topics: 2, broker: 4)")
 
     # --- IncrementalAlterConfigs -----------------------------------------------------------------
@@ -277,8 +302,12 @@ class AdminHandler:
             kind, name = resource["resource_type"], resource["resource_name"]
             result = {"error_code": errors.NONE, "error_message": None, "resource_type": kind, "resource_name": name}
             try:
+                if kind == BROKER_RESOURCE:
+                    self._alter_broker(name, resource.get("configs") or [], validate_only)
+                    results.append(result)
+                    continue
                 if kind != TOPIC_RESOURCE:
-                    raise _ResourceError(errors.INVALID_REQUEST, "only topic configs can be altered")
+                    raise _ResourceError(errors.INVALID_REQUEST, f"Unknown resource type {kind}")
                 if name not in store.topics():
                     raise _ResourceError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name!r} does not exist")
                 changes = self._changes(name, resource.get("configs") or [])
@@ -301,6 +330,49 @@ class AdminHandler:
                 result["error_code"], result["error_message"] = errors.INVALID_CONFIG, str(exc)
             results.append(result)
         context.respond({"throttle_time_ms": 0, "responses": results})
+
+    def _alter_broker(self, name: str, configs: list[dict], validate_only: bool) -> None:
+        """SET and DELETE of dynamic broker configs, Kafka's way: a setting this server reads at
+        start (its own or the store's) cannot be changed dynamically (INVALID_REQUEST), a null SET
+        value is INVALID_REQUEST, APPEND/SUBTRACT INVALID_CONFIG (the values are not known lists)."""
+        if name not in self._dynamic:
+            raise _ResourceError(errors.INVALID_REQUEST, f"this cluster has one broker, {self.broker.node_id}")
+        static = set(self.broker.config.to_properties()) | {"node.id"} | set(BROKER_SYNONYMS) | set(MANAGER_KEYS)
+        fixed = sorted({entry["name"] for entry in configs} & static)
+        if fixed:
+            raise _ResourceError(errors.INVALID_REQUEST,
+                                 f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
+        changes: dict[str, str | None] = {}
+        for entry in configs:
+            key, operation, value = entry["name"], entry.get("config_operation", SET), entry.get("value")
+            if key in changes:
+                raise _ResourceError(errors.INVALID_REQUEST, "Error due to duplicate config keys")
+            if operation == SET:
+                if value is None:
+                    raise _ResourceError(errors.INVALID_REQUEST, f"Null value not supported for : {key}")
+                changes[key] = value
+            elif operation == DELETE:
+                changes[key] = None
+            elif operation in (APPEND, SUBTRACT):
+                raise _ResourceError(errors.INVALID_CONFIG, f"Config value append is not allowed for config key: {key}")
+            else:
+                raise _ResourceError(errors.INVALID_REQUEST, f"Unknown operations type {operation}")
+        with self._dynamic_lock:
+            updated = dict(self._dynamic[name])
+            for key, value in changes.items():
+                if value is None:
+                    updated.pop(key, None)
+                else:
+                    updated[key] = value
+            total = len(updated) + sum(len(held) for held_name, held in self._dynamic.items() if held_name != name)
+            if total > MAX_DYNAMIC_BROKER_CONFIGS:
+                raise _ResourceError(errors.INVALID_REQUEST,
+                                     f"at most {MAX_DYNAMIC_BROKER_CONFIGS} dynamic broker configs are kept")
+            if not validate_only:
+                self._dynamic[name] = updated
+        if not validate_only:
+            logger.info("altered dynamic broker configs of %r (in memory, no effect here): %s", name or "<default>",
+                        changes)
 
     def _changes(self, topic: str, configs: list[dict]) -> dict[str, str | None]:
         """The request's operations as a store override update (None removes an override)."""

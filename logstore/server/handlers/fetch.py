@@ -1,5 +1,6 @@
 """Fetch, ListOffsets and OffsetForLeaderEpoch: the store's batches served as Kafka RecordBatch v2,
-with the long poll in the fetch purgatory, offsets looked up by time, and the end offset of the
+with the long poll in the fetch purgatory, offsets looked up by time (and ListOffsets v7's max
+timestamp, v8's earliest local and v9's latest tiered offsets, KIP-734 and KIP-1005), and the end offset of the
 (constant) leader epoch a consumer validates its position with.
 
 A fetch reads each partition in request order from ``Log.iter_batch_slices`` and converts whole
@@ -37,6 +38,11 @@ logger = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3  # KIP-734
+EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-1005
+LATEST_TIERED_TIMESTAMP = -5  # KIP-1005
+_SPECIAL_TIMESTAMP_VERSIONS = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED_TIMESTAMP: 9}
+"""The first ListOffsets version that knows each special timestamp; any other negative one is refused."""
 
 
 class DelayedFetchResponse(DelayedFetch):
@@ -191,8 +197,16 @@ class FetchHandler:
                         result["offset"] = log.log_end_offset
                     elif timestamp == EARLIEST_TIMESTAMP:
                         result["offset"] = log.log_start_offset
-                    elif timestamp < 0:
-                        result["error_code"] = errors.UNSUPPORTED_VERSION  # -3 and below need newer versions
+                    elif timestamp < 0 and context.api_version < _SPECIAL_TIMESTAMP_VERSIONS.get(timestamp, 1 << 15):
+                        result["error_code"] = errors.UNSUPPORTED_VERSION  # as Kafka: a version that lacks it
+                    elif timestamp == MAX_TIMESTAMP:
+                        found = log.max_timestamp_offset()
+                        if found is not None:
+                            result["timestamp"], result["offset"] = found
+                    elif timestamp == EARLIEST_LOCAL_TIMESTAMP:
+                        result["offset"] = log.log_start_offset  # no tiered storage: every segment is local
+                    elif timestamp == LATEST_TIERED_TIMESTAMP:
+                        result["leader_epoch"] = -1  # nothing is tiered: Kafka's (-1, -1) answer
                     else:
                         offset = log.offset_for_timestamp(timestamp)
                         if offset is not None:

@@ -38,6 +38,7 @@ GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1  # FindCoordinator's KeyType
 # What a Kafka broker without an authorizer reports as allowed on a group: READ (3), DELETE (6) and
 # DESCRIBE (8), the operations a group resource supports (AclEntry.supportedOperations).
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+CLASSIC_GROUP_TYPE = "classic"  # KIP-848: the one group type this coordinator runs (ListGroups v5)
 
 KIP_848_REFUSAL = {"throttle_time_ms": 0, "error_code": errors.UNSUPPORTED_VERSION,
                    "error_message": "the consumer group protocol of KIP-848 is not supported by this server; "
@@ -273,10 +274,15 @@ class GroupHandlers:
     # --- ListGroups, DescribeGroups, DeleteGroups ------------------------------------------------
 
     def list_groups(self, context: RequestContext, request: dict) -> None:
+        """v5+: every group is a ``classic`` one (KIP-848's type): a types filter without it lists none."""
+        types = {name.lower() for name in request.get("types_filter") or ()}
+        if types and CLASSIC_GROUP_TYPE not in types:
+            context.respond({"throttle_time_ms": 0, "error_code": errors.NONE, "groups": []})
+            return
         error, groups = self.coordinator.list_groups(request.get("states_filter") or ())
         context.respond({"throttle_time_ms": 0, "error_code": error, "groups": [
-            {"group_id": group.group_id, "protocol_type": group.protocol_type or "", "group_state": group.state}
-            for group in groups]})
+            {"group_id": group.group_id, "protocol_type": group.protocol_type or "", "group_state": group.state,
+             "group_type": CLASSIC_GROUP_TYPE} for group in groups]})
 
     def describe_groups(self, context: RequestContext, request: dict) -> None:
         with_operations = context.api_version >= 3 and request.get("include_authorized_operations", False)

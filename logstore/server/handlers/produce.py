@@ -5,7 +5,10 @@ InitProducerId, which hands idempotent producers their ids.
 Per partition of a request: the RecordBatch v2 bytes are decoded and validated (``wire_records``),
 each batch of an idempotent producer is checked against the producer's last batches
 (``producer_state``; a producer id this broker never handed out is UNKNOWN_PRODUCER_ID), and the
-records are appended as one append per batch (a Kafka batch stays atomic). ``acks=1`` is answered at once. ``acks=-1`` asks the store's group-commit flusher for an
+records are appended as one append per batch (a Kafka batch stays atomic), with the producer's codec
+(a topic with ``compression.type=producer`` stores it). A batch holding records the topic refuses (no
+key on a compacted topic, a timestamp outside ``message.timestamp.before/after.max.ms``) is refused
+whole, record by record, as Kafka's LogValidator does (KIP-467: ``record_errors``). ``acks=1`` is answered at once. ``acks=-1`` asks the store's group-commit flusher for an
 fsync and parks a ``DelayedProduceResponse`` in the store's produce purgatory, which the flusher
 completes once the recovery points cover every partition's last offset; after the request's
 ``timeout_ms`` the partitions not yet covered get REQUEST_TIMED_OUT (their records stay appended
@@ -21,6 +24,7 @@ import logging
 from ...errors import LogStoreError
 from ...log.log import Log
 from ...manager.topics import is_internal_topic
+from ...records.batching import timestamp_errors
 from ...timer.purgatory import DelayedOperation
 from ..network.request_context import RequestContext
 from ..protocol import errors
@@ -162,6 +166,10 @@ class ProduceHandler:
             # Kafka takes exactly one v2 batch per partition of a request; no client sends more.
             return _partition_response(partition, _for_version(errors.INVALID_RECORD, version),
                                        f"{len(batches)} record batches for one partition (one is allowed)"), log
+        refusal = _record_errors(log.config, topic, partition, batches[0][1], broker.clock.time_ms(), version)
+        if refusal is not None:
+            logger.info("produce to %s-%d refused: %s", topic, partition, refusal["error_message"])
+            return refusal, log
         first_offset = None
         last_offset = None
         log_append_time_ms = -1
@@ -221,6 +229,41 @@ class ProduceHandler:
                 producers.will_append(topic, partition, batch.producer_id, batch.producer_epoch, first_sequence,
                                       last_sequence, info.first_offset, info.last_offset)
             return info.first_offset, info.last_offset, info.log_append_time_ms
+
+
+def _record_errors(config, topic: str, partition: int, records, now_ms: int, version: int) -> dict | None:
+    """The answer refusing a batch record by record (KIP-467), as Kafka's LogValidator does: a
+    record without a key on a compacted topic (INVALID_RECORD), a CreateTime timestamp outside
+    ``message.timestamp.before/after.max.ms`` (INVALID_TIMESTAMP, which wins when both occur). Each
+    refused record gets a ``record_errors`` entry (its index in the batch and why); nothing of the
+    batch is appended. None when every record passes."""
+    bounds = config.timestamp_bounds_ms
+    if not config.compact and bounds is None:
+        return None
+    found: dict[int, tuple[int, str]] = {}
+    if config.compact:
+        message = f"Compacted topic cannot accept message without key in topic partition {topic}-{partition}."
+        for index, key in enumerate(records.keys):
+            if key is None:
+                found[index] = (errors.INVALID_RECORD, message)
+    if bounds is not None:
+        for index, message in timestamp_errors(records.timestamps, bounds, now_ms, topic):
+            found.setdefault(index, (errors.INVALID_TIMESTAMP, message))
+    if not found:
+        return None
+    record_errors = [{"batch_index": index, "batch_index_error_message": message}
+                     for index, (_code, message) in sorted(found.items())]
+    if any(code == errors.INVALID_TIMESTAMP for code, _message in found.values()):
+        code, summary = errors.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp"
+    else:
+        shown = ", ".join(f"RecordError(batchIndex={entry['batch_index']}, message='{entry['batch_index_error_message']}')"
+                          for entry in record_errors[:3])
+        code = errors.INVALID_RECORD
+        summary = (f"One or more records have been rejected due to {len(record_errors)} record errors in total, "
+                   f"and only showing the first three errors at most: [{shown}]")
+    response = _partition_response(partition, _for_version(code, version), summary)
+    response["record_errors"] = record_errors
+    return response
 
 
 def _for_version(error_code: int, version: int) -> int:

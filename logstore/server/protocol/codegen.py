@@ -205,8 +205,13 @@ def _decode_value(src: _Source, indent: int, f: Field, target: str, length: str 
     if f.is_array:
         _decode_array(src, indent, f, target, length)
     elif f.is_struct:
-        if is_nullable(f, src.version):
-            raise NotImplementedError(f"{src.label}: nullable struct {f.key}")
+        if is_nullable(f, src.version):  # an int8 marker: negative for null, else a struct follows
+            marker = src.var("k")
+            _flush_reads(src, indent, [("b", marker, False)])
+            src.emit(indent, f"if {marker} < 0:")
+            src.emit(indent + 1, f"{target} = None")
+            src.emit(indent, "else:")
+            indent += 1
         src.emit(indent, f"{target} = {_decode_struct(src, indent, f.fields)}")
     elif f.type in FIXED_FORMATS:
         _flush_reads(src, indent, [(FIXED_FORMATS[f.type], target, f.type == "uuid")])
@@ -330,12 +335,15 @@ def _encode_value(src: _Source, indent: int, f: Field, expr: str, buf: str, pend
         _flush_writes(src, indent, pending, buf)
         src.emit(indent, f"b = _records(out, b, {expr}, {src.compact(f)})")
         return
-    if f.is_struct and not f.is_array and is_nullable(f, src.version):
-        raise NotImplementedError(f"{src.label}: nullable struct {f.key}")
     value = src.var("w")
     src.emit(indent, f"{value} = {expr}")
     if f.is_struct and not f.is_array:
         _flush_writes(src, indent, pending, buf)
+        if is_nullable(f, src.version):  # an int8 marker: -1 null, 1 a struct follows
+            src.emit(indent, f"if {value} is None: {buf}.append(255)")
+            src.emit(indent, "else:")
+            indent += 1
+            src.emit(indent, f"{buf}.append(1)")
         _encode_struct(src, indent, f.fields, value, buf)
         return
     code = "h" if type_ == "string" else "i"

@@ -8,9 +8,10 @@ the same code from every API.
 
 from __future__ import annotations
 
-from ...errors import (CorruptDataError, InvalidConfigError, InvalidPartitionsError, InvalidRecordError,
-                       InvalidTopicError, LogFailedError, OffsetOutOfRangeError, ReadOnlyError, RecordTooLargeError,
-                       StorageError, StoreClosedError, TopicExistsError, UnknownTopicOrPartitionError)
+from ...errors import (CodecUnavailableError, CorruptDataError, InvalidConfigError, InvalidPartitionsError,
+                       InvalidRecordError, InvalidTimestampError, InvalidTopicError, LogFailedError,
+                       OffsetOutOfRangeError, ReadOnlyError, RecordTooLargeError, StorageError, StoreClosedError,
+                       TopicExistsError, UnknownTopicOrPartitionError)
 
 UNKNOWN_SERVER_ERROR = -1
 NONE = 0
@@ -71,8 +72,12 @@ def error_code_for(exc: BaseException) -> int:
         return OFFSET_OUT_OF_RANGE
     if isinstance(exc, RecordTooLargeError):
         return MESSAGE_TOO_LARGE
+    if isinstance(exc, InvalidTimestampError):
+        return INVALID_TIMESTAMP
     if isinstance(exc, InvalidRecordError):
         return INVALID_RECORD
+    if isinstance(exc, CodecUnavailableError):
+        return UNSUPPORTED_COMPRESSION_TYPE
     if isinstance(exc, InvalidTopicError):
         return INVALID_TOPIC_EXCEPTION
     if isinstance(exc, TopicExistsError):

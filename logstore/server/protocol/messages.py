@@ -202,7 +202,9 @@ FETCH = api(1, "Fetch", "4-11", "12+", request=[
 
 # --- ListOffsets (2) -----------------------------------------------------------------------------
 
-LIST_OFFSETS = api(2, "ListOffsets", "1-5", "6+", request=[
+# Timestamps: -1 latest, -2 earliest, -3 max timestamp (v7+, KIP-734), -4 earliest local (v8+,
+# KIP-1005), -5 latest tiered (v9+, KIP-1005); v6 is the first flexible version, v10 adds TimeoutMs.
+LIST_OFFSETS = api(2, "ListOffsets", "1-10", "6+", request=[
     f("ReplicaId", "int32", "0+"),
     f("IsolationLevel", "int8", "2+"),
     f("Topics", "[]ListOffsetsTopic", "0+", fields=[
@@ -213,6 +215,7 @@ LIST_OFFSETS = api(2, "ListOffsets", "1-5", "6+", request=[
             f("Timestamp", "int64", "0+"),
         ]),
     ]),
+    f("TimeoutMs", "int32", "10+"),
 ], response=[
     f("ThrottleTimeMs", "int32", "2+"),
     f("Topics", "[]ListOffsetsTopicResponse", "0+", fields=[

@@ -1,10 +1,12 @@
-"""The field tables of the admin APIs: topics, records, producer ids, configs, leader epochs.
+"""The field tables of the admin APIs: topics, records, producer ids, configs, leader epochs, and the
+cluster and topic descriptions of newer admin clients (DescribeCluster, DescribeTopicPartitions).
 
 Transcribed from Kafka's JSON message specs like ``messages`` (same names, versions, nullable
 versions, defaults and order; fields that exist only above our highest version are left out). The
 versions are the ones the server advertises (https://kafka.apache.org/protocol#protocol_api_keys):
 CreateTopics 0-4, DeleteTopics 0-3, DeleteRecords 0-1, InitProducerId 0-1, OffsetForLeaderEpoch 2-3,
-DescribeConfigs 0-2, CreatePartitions 0-3 (v2 flexible), IncrementalAlterConfigs 0-1 (v1 flexible).
+DescribeConfigs 0-2, CreatePartitions 0-3 (v2 flexible), IncrementalAlterConfigs 0-1 (v1 flexible),
+DescribeCluster 0-1 and DescribeTopicPartitions 0 (both flexible from v0).
 
 It imports only ``schema``; ``messages`` collects ``SPECS`` into the registry.
 """
@@ -203,6 +205,65 @@ INCREMENTAL_ALTER_CONFIGS = api(44, "IncrementalAlterConfigs", "0-1", "1+", requ
     ]),
 ])
 
+# --- DescribeCluster (60) ------------------------------------------------------------------------
+
+DESCRIBE_CLUSTER = api(60, "DescribeCluster", "0-1", "0+", request=[
+    f("IncludeClusterAuthorizedOperations", "bool", "0+"),
+    # v1+: 1 brokers, 2 controllers (a broker answers only 1).
+    f("EndpointType", "int8", "1+", default="1"),
+], response=[
+    f("ThrottleTimeMs", "int32", "0+"),
+    f("ErrorCode", "int16", "0+"),
+    f("ErrorMessage", "string", "0+", nullable="0+", default="null"),
+    f("EndpointType", "int8", "1+", default="1"),
+    f("ClusterId", "string", "0+"),
+    f("ControllerId", "int32", "0+", default="-1"),
+    f("Brokers", "[]DescribeClusterBroker", "0+", fields=[
+        f("BrokerId", "int32", "0+"),
+        f("Host", "string", "0+"),
+        f("Port", "int32", "0+"),
+        f("Rack", "string", "0+", nullable="0+", default="null"),
+    ]),
+    f("ClusterAuthorizedOperations", "int32", "0+", default="-2147483648"),
+])
+
+# --- DescribeTopicPartitions (75) ----------------------------------------------------------------
+
+DESCRIBE_TOPIC_PARTITIONS = api(75, "DescribeTopicPartitions", "0", "0+", request=[
+    f("Topics", "[]TopicRequest", "0+", fields=[
+        f("Name", "string", "0+"),
+    ]),
+    f("ResponsePartitionLimit", "int32", "0+", default="2000"),
+    f("Cursor", "Cursor", "0+", nullable="0+", default="null", fields=[
+        f("TopicName", "string", "0+"),
+        f("PartitionIndex", "int32", "0+"),
+    ]),
+], response=[
+    f("ThrottleTimeMs", "int32", "0+"),
+    f("Topics", "[]DescribeTopicPartitionsResponseTopic", "0+", fields=[
+        f("ErrorCode", "int16", "0+"),
+        f("Name", "string", "0+", nullable="0+"),
+        f("TopicId", "uuid", "0+"),
+        f("IsInternal", "bool", "0+", default="false"),
+        f("Partitions", "[]DescribeTopicPartitionsResponsePartition", "0+", fields=[
+            f("ErrorCode", "int16", "0+"),
+            f("PartitionIndex", "int32", "0+"),
+            f("LeaderId", "int32", "0+"),
+            f("LeaderEpoch", "int32", "0+", default="-1"),
+            f("ReplicaNodes", "[]int32", "0+"),
+            f("IsrNodes", "[]int32", "0+"),
+            f("EligibleLeaderReplicas", "[]int32", "0+", nullable="0+", default="null"),
+            f("LastKnownElr", "[]int32", "0+", nullable="0+", default="null"),
+            f("OfflineReplicas", "[]int32", "0+"),
+        ]),
+        f("TopicAuthorizedOperations", "int32", "0+", default="-2147483648"),
+    ]),
+    f("NextCursor", "Cursor", "0+", nullable="0+", default="null", fields=[
+        f("TopicName", "string", "0+"),
+        f("PartitionIndex", "int32", "0+"),
+    ]),
+])
+
 SPECS = (CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH,
-         DESCRIBE_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS)
+         DESCRIBE_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER, DESCRIBE_TOPIC_PARTITIONS)
 """The admin APIs, for the registry in ``messages``."""

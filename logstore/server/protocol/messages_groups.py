@@ -8,7 +8,8 @@ protocol's non-flexible versions that every client we test (docs/design.md §12)
 negotiates down to (JoinGroup 0-5, SyncGroup 0-3, Heartbeat 0-3, LeaveGroup 0-3, OffsetCommit 2-7,
 OffsetFetch 1-5, DescribeGroups 0-4), plus the flexible versions whose shape changed and which
 clients do send: FindCoordinator 0-4 (v4: batched keys, KIP-699; kafka-python 3.x sends it),
-ListGroups 0-4 (v4: the states filter; librdkafka and kafka-python send it), DeleteGroups 0-2 and
+ListGroups 0-5 (v4: the states filter; librdkafka and kafka-python send it; v5: the group types
+of KIP-848, every group here being ``classic``), DeleteGroups 0-2 and
 OffsetDelete 0. Member metadata and assignments are opaque ``bytes``: the coordinator stores and
 returns them as they came.
 
@@ -211,9 +212,11 @@ DESCRIBE_GROUPS = api(15, "DescribeGroups", "0-4", "5+", request=[
 
 # --- ListGroups (16) -----------------------------------------------------------------------------
 
-LIST_GROUPS = api(16, "ListGroups", "0-4", "3+", request=[
+LIST_GROUPS = api(16, "ListGroups", "0-5", "3+", request=[
     # v4+: the states to list (Empty, Stable...); empty means every group.
     f("StatesFilter", "[]string", "4+"),
+    # v5+ (KIP-848): the types to list (classic, consumer, share); empty means every group.
+    f("TypesFilter", "[]string", "5+"),
 ], response=[
     f("ThrottleTimeMs", "int32", "1+"),
     f("ErrorCode", "int16", "0+"),
@@ -221,6 +224,7 @@ LIST_GROUPS = api(16, "ListGroups", "0-4", "3+", request=[
         f("GroupId", "string", "0+"),
         f("ProtocolType", "string", "0+"),
         f("GroupState", "string", "4+"),
+        f("GroupType", "string", "5+"),
     ]),
 ])
 

@@ -478,6 +478,46 @@ def _alter_scram_refusal(request: dict) -> dict:
                                                for user in users]}
 
 
+def _describe_cluster(check: Check, version: int, request: dict) -> Verdict:
+    """DESCRIBE on the cluster, else the whole answer is 31; the authorized operations, when asked
+    for, are the principal's."""
+    if not check.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):
+        return Verdict(response={"throttle_time_ms": 0, "error_code": _CLUSTER_DENIED, "error_message": None,
+                                 "endpoint_type": request.get("endpoint_type", 1), "cluster_id": "",
+                                 "controller_id": -1, "brokers": [],
+                                 "cluster_authorized_operations": NOT_REQUESTED})
+    if not request.get("include_cluster_authorized_operations"):
+        return Verdict.ALLOWED
+
+    def fill(body: dict) -> dict:
+        if body.get("error_code") == errors.NONE:
+            body["cluster_authorized_operations"] = check.operations(CLUSTER, CLUSTER_NAME)
+        return body
+    return Verdict(request=request, amend=fill)
+
+
+def _describe_topic_partitions(check: Check, version: int, request: dict) -> Verdict:
+    """DESCRIBE on each topic: a named topic without it is answered 29 (no partitions), a listing of
+    every topic keeps only those with it; each listed topic's authorized operations are the
+    principal's."""
+    named = bool(request.get("topics"))
+
+    def amend(body: dict) -> dict:
+        kept = []
+        for topic in body.get("topics") or ():
+            name = topic["name"]
+            if check.allowed(DESCRIBE, TOPIC, name, report=named):
+                if topic.get("error_code") == errors.NONE:
+                    topic["topic_authorized_operations"] = check.operations(TOPIC, name)
+                kept.append(topic)
+            elif named:
+                kept.append({**topic, "error_code": errors.TOPIC_AUTHORIZATION_FAILED, "partitions": [],
+                             "topic_authorized_operations": NOT_REQUESTED})
+        body["topics"] = kept
+        return body
+    return Verdict(request=request, amend=amend)
+
+
 RULES: dict[int, Rule] = {
     0: _produce,
     1: _fetch,
@@ -496,6 +536,8 @@ RULES: dict[int, Rule] = {
     44: _configs(ALTER_CONFIGS, "responses", with_configs=False),
     50: _cluster_refusal(DESCRIBE, _describe_scram_refusal),
     51: _cluster_refusal(ALTER, _alter_scram_refusal),
+    60: _describe_cluster,
+    75: _describe_topic_partitions,
 }
 """API key -> rule, for the data, admin and security APIs (the group APIs' are ``GROUP_RULES``).
 ApiVersions (18), SaslHandshake (17) and SaslAuthenticate (36) need no right: they come before

@@ -110,7 +110,8 @@ def decode_produce_columns(data, *, max_message_bytes: int, max_decompressed_byt
         _check_produced_header(batch)
         keys, values, headers, timestamps, _offsets = _columns_of(buffer, position + HEADER_BYTES, end, batch, None,
                                                                   max_decompressed_bytes)
-        out.append((batch, RecordColumns(keys, values, headers, timestamps)))
+        # the producer's codec goes with the records: a topic with compression.type=producer keeps it
+        out.append((batch, RecordColumns(keys, values, headers, timestamps, batch.attributes & COMPRESSION_MASK)))
         position = end
     return out
 
