@@ -306,6 +306,7 @@ class KafkaServer:
         apis.register(API_KEYS["CreateTopics"], admin.create_topics)
         apis.register(API_KEYS["DeleteTopics"], admin.delete_topics)
         apis.register(API_KEYS["DescribeConfigs"], admin.describe_configs)
+        apis.register(API_KEYS["AlterConfigs"], admin.alter_configs)
         apis.register(API_KEYS["IncrementalAlterConfigs"], admin.incremental_alter_configs)
         apis.register(API_KEYS["DeleteRecords"], admin.delete_records)
         apis.register(API_KEYS["CreatePartitions"], admin.create_partitions)

@@ -250,3 +250,28 @@ def test_every_compression_type_is_a_topic_config(client, store, compression):
     _result, fetched = client.fetch("t", 0, 0)
     assert [(record.key, record.value, record.timestamp_ms) for record in fetched] == \
            [(record.key, record.value, record.timestamp_ms) for record in sent + sent[:2]]
+
+
+def test_alter_configs_replaces_every_dynamic_config_of_a_resource(client, store, server):
+    # KIP-133's AlterConfigs (librdkafka's admin test sends it): the configs given replace the
+    # resource's dynamic ones; those not given are removed. Before, the API was not served.
+    store.create_topic("altered", 1, {"retention.ms": "1000", "segment.bytes": "1048576"})
+    answer = client.call(33, 1, {"resources": [{"resource_type": 2, "resource_name": "altered",
+                                               "configs": [{"name": "cleanup.policy", "value": "compact"}]}],
+                                 "validate_only": False})
+    assert answer["responses"][0]["error_code"] == errors.NONE
+    assert store.topic_overrides("altered") == {"cleanup.policy": "compact"}
+    answer = client.call(33, 2, {"resources": [{"resource_type": 2, "resource_name": "altered",
+                                               "configs": [{"name": "no.such.config", "value": "1"}]}],
+                                 "validate_only": False})
+    assert answer["responses"][0]["error_code"] == errors.INVALID_CONFIG
+    assert store.topic_overrides("altered") == {"cleanup.policy": "compact"}  # refused: nothing changed
+    broker = str(server.node_id)
+    for configs in ([{"name": "sasl.kerberos.min.time.before.relogin", "value": "58000"}], []):
+        answer = client.call(33, 0, {"resources": [{"resource_type": 4, "resource_name": broker, "configs": configs}],
+                                     "validate_only": False})
+        assert answer["responses"][0]["error_code"] == errors.NONE
+        described = client.call(32, 1, {"resources": [{"resource_type": 4, "resource_name": broker,
+                                                      "configuration_keys": None}], "include_synonyms": False})
+        names = {entry["name"] for entry in described["results"][0]["configs"]}
+        assert ("sasl.kerberos.min.time.before.relogin" in names) == bool(configs)

@@ -294,6 +294,30 @@ class AdminHandler:
 
     # --- IncrementalAlterConfigs -----------------------------------------------------------------
 
+    def alter_configs(self, context: RequestContext, request: dict) -> None:
+        """AlterConfigs 0-2 (KIP-133, the older, non-incremental form): each resource's given configs
+        replace all of its dynamic ones, as in Kafka: a topic's overrides (or a broker's dynamic
+        configs) not given are removed, a null value removes that one. Answered as the same SETs and
+        DELETEs through IncrementalAlterConfigs, with its checks and errors."""
+        store = self.broker.store
+        resources = []
+        for resource in request.get("resources") or []:
+            kind, name = resource["resource_type"], resource["resource_name"]
+            given = {entry["name"]: entry.get("value") for entry in resource.get("configs") or []}
+            if kind == TOPIC_RESOURCE and name in store.topics():
+                current = dict(store.topic_overrides(name))
+            elif kind == BROKER_RESOURCE:
+                with self._dynamic_lock:
+                    current = dict(self._dynamic.get(name) or {})
+            else:
+                current = {}
+            configs = [{"name": key, "config_operation": SET if value is not None else DELETE, "value": value}
+                       for key, value in given.items()]
+            configs += [{"name": key, "config_operation": DELETE, "value": None}
+                        for key in current if key not in given and key != PLACEMENT_CONFIG]
+            resources.append({**resource, "configs": configs})
+        self.incremental_alter_configs(context, {**request, "resources": resources})
+
     def incremental_alter_configs(self, context: RequestContext, request: dict) -> None:
         store = self.broker.store
         validate_only = bool(request.get("validate_only", False))

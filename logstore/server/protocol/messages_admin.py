@@ -5,7 +5,8 @@ Transcribed from Kafka's JSON message specs like ``messages`` (same names, versi
 versions, defaults and order; fields that exist only above our highest version are left out). The
 versions are the ones the server advertises (https://kafka.apache.org/protocol#protocol_api_keys):
 CreateTopics 0-4, DeleteTopics 0-3, DeleteRecords 0-1, InitProducerId 0-1, OffsetForLeaderEpoch 2-3,
-DescribeConfigs 0-2, CreatePartitions 0-3 (v2 flexible), IncrementalAlterConfigs 0-1 (v1 flexible),
+DescribeConfigs 0-2, CreatePartitions 0-3 (v2 flexible), AlterConfigs 0-2 (v2 flexible),
+IncrementalAlterConfigs 0-1 (v1 flexible),
 DescribeCluster 0-1 and DescribeTopicPartitions 0 (both flexible from v0).
 
 It imports only ``schema``; ``messages`` collects ``SPECS`` into the registry.
@@ -183,6 +184,29 @@ CREATE_PARTITIONS = api(37, "CreatePartitions", "0-3", "2+", request=[
 
 # --- IncrementalAlterConfigs (44) ----------------------------------------------------------------
 
+# --- AlterConfigs (33) ---------------------------------------------------------------------------
+# KIP-133's non-incremental form: each resource's given configs replace all of its dynamic ones.
+
+ALTER_CONFIGS = api(33, "AlterConfigs", "0-2", "2+", request=[
+    f("Resources", "[]AlterConfigsResource", "0+", fields=[
+        f("ResourceType", "int8", "0+"),
+        f("ResourceName", "string", "0+"),
+        f("Configs", "[]AlterableConfig", "0+", fields=[
+            f("Name", "string", "0+"),
+            f("Value", "string", "0+", nullable="0+"),
+        ]),
+    ]),
+    f("ValidateOnly", "bool", "0+"),
+], response=[
+    f("ThrottleTimeMs", "int32", "0+"),
+    f("Responses", "[]AlterConfigsResourceResponse", "0+", fields=[
+        f("ErrorCode", "int16", "0+"),
+        f("ErrorMessage", "string", "0+", nullable="0+"),
+        f("ResourceType", "int8", "0+"),
+        f("ResourceName", "string", "0+"),
+    ]),
+])
+
 INCREMENTAL_ALTER_CONFIGS = api(44, "IncrementalAlterConfigs", "0-1", "1+", request=[
     f("Resources", "[]AlterConfigsResource", "0+", fields=[
         f("ResourceType", "int8", "0+"),
@@ -265,5 +289,6 @@ DESCRIBE_TOPIC_PARTITIONS = api(75, "DescribeTopicPartitions", "0", "0+", reques
 ])
 
 SPECS = (CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH,
-         DESCRIBE_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER, DESCRIBE_TOPIC_PARTITIONS)
+         DESCRIBE_CONFIGS, CREATE_PARTITIONS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER,
+         DESCRIBE_TOPIC_PARTITIONS)
 """The admin APIs, for the registry in ``messages``."""

@@ -417,7 +417,7 @@ def _config_resource(resource: dict) -> tuple[int, str, int] | None:
 
 
 def _configs(operation: int, response_key: str, with_configs: bool) -> Rule:
-    """DescribeConfigs (DESCRIBE_CONFIGS) and IncrementalAlterConfigs (ALTER_CONFIGS): each resource
+    """DescribeConfigs (DESCRIBE_CONFIGS), AlterConfigs and IncrementalAlterConfigs (ALTER_CONFIGS): each resource
     needs the operation on its topic (else 29) or, for the broker, on the cluster (else 31)."""
     def rule(check: Check, version: int, request: dict) -> Verdict:
         allowed, entries = [], []
@@ -533,6 +533,7 @@ RULES: dict[int, Rule] = {
     31: _cluster_refusal(ALTER, _delete_acls_refusal),
     32: _configs(DESCRIBE_CONFIGS, "results", with_configs=True),
     37: _create_partitions,
+    33: _configs(ALTER_CONFIGS, "responses", with_configs=False),
     44: _configs(ALTER_CONFIGS, "responses", with_configs=False),
     50: _cluster_refusal(DESCRIBE, _describe_scram_refusal),
     51: _cluster_refusal(ALTER, _alter_scram_refusal),
