@@ -139,12 +139,7 @@ def read_chunks(bootstrap_servers: str, topic: str, *, partition: int | None = N
                 if not follow and all(consumer.position(topic, p) >= ends[p] for p in partitions):
                     return
                 records = consumer.poll(_POLL_MS)
-                by_partition: dict[int, list[Record]] = {}
-                for record in records:
-                    by_partition.setdefault(record.partition, []).append(
-                        Record(record.key, record.value, record.headers, record.timestamp_ms, record.offset))
-                for p in sorted(by_partition):
-                    chunk = by_partition[p]
+                for p, chunk in _by_partition(records):
                     if remaining > 0:
                         chunk = chunk[:remaining]
                         remaining -= len(chunk)
@@ -163,9 +158,23 @@ def read_chunks(bootstrap_servers: str, topic: str, *, partition: int | None = N
                 except Exception as exc:
                     if not coordinator_unavailable(exc):
                         raise
-                    raise NetworkError(f"group {group}: the offsets after the records printed ("
-                                       f"{', '.join(f'{topic}-{p}: {o}' for p, o in sorted(uncommitted.items()))}) "
-                                       f"could not be committed, so they will be read again: {exc}") from exc
+                    raise _not_committed(group, topic, uncommitted, exc) from exc
+
+
+def _by_partition(records) -> list[tuple[int, list[Record]]]:
+    """A poll's consumer records as ``(partition, [Record])`` chunks, by partition."""
+    by_partition: dict[int, list[Record]] = {}
+    for record in records:
+        by_partition.setdefault(record.partition, []).append(
+            Record(record.key, record.value, record.headers, record.timestamp_ms, record.offset))
+    return sorted(by_partition.items())
+
+
+def _not_committed(group: str, topic: str, uncommitted: dict[int, int], exc: Exception) -> NetworkError:
+    """The error for offsets still not committed when reading ends: those records will be read again."""
+    return NetworkError(f"group {group}: the offsets after the records printed ("
+                        f"{', '.join(f'{topic}-{p}: {o}' for p, o in sorted(uncommitted.items()))}) "
+                        f"could not be committed, so they will be read again: {exc}")
 
 
 def _read_as_member(bootstrap_servers: str, topic: str, group: str, *, follow: bool, max_records: int | None,
@@ -205,12 +214,7 @@ def _read_as_member(bootstrap_servers: str, topic: str, group: str, *, follow: b
                     if not records and consumer.generation >= 0 and all(
                             consumer.position(topic, p) >= ends[p] for p in held):
                         return
-                by_partition: dict[int, list[Record]] = {}
-                for record in records:
-                    by_partition.setdefault(record.partition, []).append(
-                        Record(record.key, record.value, record.headers, record.timestamp_ms, record.offset))
-                for p in sorted(by_partition):
-                    chunk = by_partition[p]
+                for p, chunk in _by_partition(records):
                     if remaining > 0:
                         chunk = chunk[:remaining]
                         remaining -= len(chunk)
@@ -226,9 +230,7 @@ def _read_as_member(bootstrap_servers: str, topic: str, group: str, *, follow: b
                 try:
                     commit(last=True)
                 except Exception as exc:
-                    raise NetworkError(f"group {group}: the offsets after the records printed ("
-                                       f"{', '.join(f'{topic}-{p}: {o}' for p, o in sorted(uncommitted.items()))}) "
-                                       f"could not be committed, so they will be read again: {exc}") from exc
+                    raise _not_committed(group, topic, uncommitted, exc) from exc
 
 
 # --- offsets, deleting records, API versions -----------------------------------------------------
