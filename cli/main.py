@@ -64,6 +64,9 @@ READ_CHUNK_BYTES = 1 << 20
 READ_CHUNK_RECORDS = 1000
 OUTPUT_CHUNK_LINES = 1000
 FOLLOW_WAIT_MS = 1000
+THROUGH_HOST = {"append", "topics", "groups", "offsets", "delete-records", "api-versions"}
+"""The commands that go through the process hosting a store (``read --group`` readers share it so)
+while there is one: they all speak to a broker too, and the store's lock is the host's."""
 
 
 # click 8.2+ shows a group's help for a missing subcommand by raising this UsageError: keep it as is.
@@ -205,6 +208,9 @@ def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], b
         client_config = read_client_properties(command_config) if command_config else {}
     except NotARegularFileError as exc:
         raise click.BadParameter(str(exc), param_hint="'--command-config'") from exc
+    if not bootstrap and ctx.invoked_subcommand in THROUGH_HOST:
+        from logstore.client.store_host import hosted_address  # no server or client loaded for this
+        bootstrap = hosted_address(list(dirs))  # the store's lock is held by its host: go through it
     ctx.obj = StoreOptions(list(dirs), parse_assignments(list(settings)), given, bootstrap or None, client_config)
 
 
@@ -545,10 +551,12 @@ class StartOffset(click.ParamType):
                    "in jsonl output (use base64 for binary data); value output prints the bytes as stored.")
 @click.option("--group", "-g", metavar="GROUP",
               help="Read as consumer group GROUP: start at its committed offsets (the log start where it has "
-                   "none), then commit the offsets after the records printed. With --bootstrap-server and no "
-                   "--partition, as a member of the group (readers of one group split the partitions, as "
-                   "kafka-console-consumer's do); on a store, without joining it: it writes to "
-                   "__consumer_offsets, so it needs the store to itself, and is refused while the group has members.")
+                   "none), then commit the offsets after the records printed. Without --partition, as a member "
+                   "of the group: readers of one group split the partitions, as kafka-console-consumer's do (on "
+                   "a store, the first reader serves it to the others on a private Unix socket, and while it "
+                   "does, append, topics, groups and offsets commands go through it too). With --partition, "
+                   "without joining: on a store it needs the store to itself, and is refused while the group "
+                   "has members.")
 @click.pass_obj
 def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple[str, int] | None,
          from_beginning: bool, from_timestamp_ms: int | None, max_records: int | None, follow: bool,
@@ -569,11 +577,12 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple
         if offset is not None or from_end is not None or from_beginning or from_timestamp_ms is not None:
             raise click.UsageError("--group starts at the group's committed offsets: it takes no --offset, "
                                    "--from-beginning or --from-timestamp")
-        if follow and not options.bootstrap:
-            # Committing needs the store's lock, and while this process held it no other could append:
-            # a follower would wait for records that cannot come.
-            raise click.UsageError("--group cannot --follow: it holds the store's lock, so nothing else "
-                                   "could append while it waits")
+        if follow and not options.bootstrap and partition is not None:
+            # It commits without joining, so it holds the store's lock, and while it did nothing
+            # else could append: a follower would wait for records that cannot come.
+            raise click.UsageError("--group with --partition reads without joining the group and holds the "
+                                   "store's lock: it cannot --follow (without --partition the group's readers "
+                                   "share the store and can)")
     if follow and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         # Started with SIGINT ignored (a shell's `&` job): Ctrl-C or `kill -INT` must still end it
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -581,6 +590,16 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple
         return broker.read(options, topic, output_format, encoding, partition=partition, offset=offset,
                            from_timestamp_ms=from_timestamp_ms, from_end=from_end, follow=follow, group=group,
                            max_records=max_records)
+    if group is not None and partition is None and _can_host(follow):
+        from logstore.client.store_host import read_group_on_store  # loads the server: only when used
+        try:
+            with contextlib.closing(read_group_on_store(options.dirs, options.settings, topic, group, follow=follow,
+                                                        max_records=max_records)) as chunks:
+                for number, records in chunks:
+                    print_records(topic, number, records, output_format, encoding)
+        except KeyboardInterrupt:
+            pass  # the way to end --follow: not an error
+        return
     if group is not None:
         _read_as_group(options, topic, partition, group, remaining, output_format, encoding)
         return
@@ -613,6 +632,18 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple
                         remaining -= len(records)
         except KeyboardInterrupt:
             pass  # the way to end --follow: not an error
+
+
+def _can_host(follow: bool) -> bool:
+    """Whether this process can serve the store to the group's other readers (the server extra);
+    without it a reader reads alone without joining, and cannot follow."""
+    from logstore.server.extra import INSTALL_HINT, missing_extra
+    if not missing_extra():
+        return True
+    if follow:
+        raise click.ClickException(f"read --group --follow on a store serves it to the group's other readers, "
+                                   f"which needs the server extra: {INSTALL_HINT}")
+    return False
 
 
 def _read_as_group(options: StoreOptions, topic: str, partition: int | None, group: str, remaining: int,

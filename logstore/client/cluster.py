@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
 from ..clock import SYSTEM_CLOCK, Clock
+from ..server.network.socket_server import is_unix_socket_path
 from .connection import BrokerConnection, Response
 from .errors import BrokerResponseError, NetworkError
 
@@ -35,11 +36,18 @@ _JITTER = 0.2  # Kafka's CommonClientConfigs.RECONNECT_BACKOFF_JITTER
 
 def parse_bootstrap_servers(servers: str | list[str] | tuple[str, ...]) -> list[tuple[str, int]]:
     """``"host:port,host:port"`` (or a list of ``host:port``) as ``(host, port)`` pairs, in order.
-    IPv6 hosts are written in brackets (``[::1]:9092``)."""
+    IPv6 hosts are written in brackets (``[::1]:9092``); an absolute path is a logstore server's Unix
+    socket (port 0); a ``(host, port)`` pair is taken as it is."""
     items = servers.split(",") if isinstance(servers, str) else list(servers)
     addresses = []
     for item in items:
+        if isinstance(item, tuple) and len(item) == 2:  # already parsed (host, port)
+            addresses.append(item)
+            continue
         item = item.strip() if isinstance(item, str) else item
+        if isinstance(item, str) and is_unix_socket_path(item):
+            addresses.append((item, 0))
+            continue
         if not isinstance(item, str) or ":" not in item:
             raise ValueError(f"a bootstrap server is HOST:PORT, got {item!r}")
         host, _, port = item.rpartition(":")

@@ -37,6 +37,7 @@ from typing import NamedTuple
 from ..clock import SYSTEM_CLOCK, Clock
 from ..server.protocol.codec import API_KEYS, API_NAMES, ProtocolError, decode_response, encode_request
 from ..server.protocol.errors import UNSUPPORTED_VERSION
+from ..server.network.socket_server import is_unix_socket_path
 from ..server.protocol.messages import APIS
 from .errors import BrokerResponseError, NetworkError, NoCommonVersionError, RequestTimedOutError
 from .security import ClientSecurity
@@ -96,7 +97,12 @@ class BrokerConnection:
         self.close_reason: str | None = None  # why ``read_available`` found the connection closed
 
     def __repr__(self) -> str:
-        return f"BrokerConnection({self.host}:{self.port}, {'connected' if self.connected else 'closed'})"
+        return f"BrokerConnection({self.address}, {'connected' if self.connected else 'closed'})"
+
+    @property
+    def address(self) -> str:
+        """``host:port``, or a Unix socket's path."""
+        return self.host if is_unix_socket_path(self.host) else f"{self.host}:{self.port}"
 
     @property
     def connected(self) -> bool:
@@ -113,11 +119,22 @@ class BrokerConnection:
         """Open the connection and negotiate versions (ApiVersions)."""
         if self._sock is not None:
             return
+        unix = is_unix_socket_path(self.host)
         try:
-            sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout_ms / 1000)
+            if unix:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    sock.settimeout(self.connect_timeout_ms / 1000)
+                    sock.connect(self.host)
+                except BaseException:
+                    sock.close()
+                    raise
+            else:
+                sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout_ms / 1000)
         except OSError as exc:
-            raise NetworkError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            raise NetworkError(f"cannot connect to {self.address}: {exc}") from exc
+        if not unix:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self._tls:
             sock = self.security.wrap(sock, self.host)  # blocking, within the connect timeout
         sock.setblocking(False)
@@ -130,7 +147,7 @@ class BrokerConnection:
         if self.security is not None and self.security.uses_sasl:
             try:
                 self.security.authenticate(lambda api, version, body: self._request_at(API_KEYS[api], version, body),
-                                           self.versions, f"{self.host}:{self.port}")
+                                           self.versions, f"{self.address}")
             except BaseException:
                 self.close()
                 raise
@@ -161,7 +178,7 @@ class BrokerConnection:
             response = self._request_at(_API_VERSIONS, version, {})
         if response["error_code"]:
             self.close()
-            raise BrokerResponseError(f"{self.host}:{self.port} refused ApiVersions (error {response['error_code']})",
+            raise BrokerResponseError(f"{self.address} refused ApiVersions (error {response['error_code']})",
                                       response["error_code"], "ApiVersions")
         self.broker_versions = {entry["api_key"]: (entry["min_version"], entry["max_version"])
                                 for entry in response["api_keys"]}
@@ -181,7 +198,7 @@ class BrokerConnection:
         """The negotiated version of ``api`` (a name such as ``"Metadata"``, or an API key)."""
         key = self._api_key(api)
         if key not in self.versions:
-            raise NoCommonVersionError(f"{self.host}:{self.port} speaks no version of {API_NAMES.get(key, key)} that "
+            raise NoCommonVersionError(f"{self.address} speaks no version of {API_NAMES.get(key, key)} that "
                                        f"this client speaks (broker: {self.broker_versions.get(key)}, "
                                        f"client: {APIS[key].versions if key in APIS else None})")
         return self.versions[key]
@@ -230,7 +247,7 @@ class BrokerConnection:
         older than ``request_timeout_ms`` with nothing arrived closes the connection and raises
         ``RequestTimedOutError``; bytes that do not parse raise ``NetworkError``."""
         if self._sock is None:
-            raise NetworkError(f"not connected to {self.host}:{self.port}")
+            raise NetworkError(f"not connected to {self.address}")
         responses, self._completed = self._completed, []
         closed = None
         while True:
@@ -250,11 +267,11 @@ class BrokerConnection:
         responses.extend(self._cut_frames())
         if closed is not None:
             self.close()
-            self.close_reason = f"connection to {self.host}:{self.port} broken: {closed}"
+            self.close_reason = f"connection to {self.address} broken: {closed}"
         elif not responses and self._in_flight and self._clock.monotonic_ms() >= self.timeout_at_ms():
             head = self._in_flight[0]
             self.close()
-            raise RequestTimedOutError(f"{self.host}:{self.port} did not answer {API_NAMES.get(head.api_key)} "
+            raise RequestTimedOutError(f"{self.address} did not answer {API_NAMES.get(head.api_key)} "
                                        f"v{head.version} within {self.request_timeout_ms} ms")
         return responses
 
@@ -276,7 +293,7 @@ class BrokerConnection:
 
     def _send(self, api_key: int, version: int, body: dict, expect_response: bool = True) -> int:
         if self._sock is None:
-            raise NetworkError(f"not connected to {self.host}:{self.port}")
+            raise NetworkError(f"not connected to {self.address}")
         while len(self._in_flight) >= self.max_in_flight:
             self._completed.extend(self._receive(self.request_timeout_ms))
         correlation_id = self._next_correlation_id
@@ -304,7 +321,7 @@ class BrokerConnection:
                 remaining_ms = deadline_ms - self._clock.monotonic_ms()
                 if remaining_ms <= 0:
                     self.close()
-                    raise RequestTimedOutError(f"{self.host}:{self.port} took no bytes for {self.request_timeout_ms} ms")
+                    raise RequestTimedOutError(f"{self.address} took no bytes for {self.request_timeout_ms} ms")
                 self._selector.modify(self._sock, selectors.EVENT_WRITE)
                 try:
                     self._selector.select(remaining_ms / 1000)
@@ -316,7 +333,7 @@ class BrokerConnection:
         """Read until at least one response is complete (or ``timeout_ms`` passed with none); a
         request older than ``request_timeout_ms`` closes the connection."""
         if self._sock is None:
-            raise NetworkError(f"not connected to {self.host}:{self.port}")
+            raise NetworkError(f"not connected to {self.address}")
         deadline_ms = self._clock.monotonic_ms() + timeout_ms
         while True:
             responses = self._cut_frames()
@@ -326,7 +343,7 @@ class BrokerConnection:
             if self._in_flight and now_ms - self._in_flight[0].sent_ms >= self.request_timeout_ms:
                 head = self._in_flight[0]
                 self.close()
-                raise RequestTimedOutError(f"{self.host}:{self.port} did not answer {API_NAMES.get(head.api_key)} "
+                raise RequestTimedOutError(f"{self.address} did not answer {API_NAMES.get(head.api_key)} "
                                            f"v{head.version} within {self.request_timeout_ms} ms")
             if not self._in_flight:
                 return []
@@ -384,4 +401,4 @@ class BrokerConnection:
 
     def _broken(self, why: str) -> NetworkError:
         self.close()
-        return NetworkError(f"connection to {self.host}:{self.port} broken: {why}")
+        return NetworkError(f"connection to {self.address} broken: {why}")

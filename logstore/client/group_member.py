@@ -340,8 +340,7 @@ class GroupMember:
 
     def _find_coordinator_for_heartbeat(self) -> tuple[str, int] | None:
         # The main thread owns the network client: the heartbeat thread asks a fresh one.
-        network = NetworkClient([f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
-                                 for host, port in self._network.bootstrap], client_id=self._client_id,
+        network = NetworkClient(list(self._network.bootstrap), client_id=self._client_id,
                                 clock=self._clock, security=self._network.security)
         try:
             body = network.request_any("FindCoordinator", {"key": self.group_id, "key_type": 0,

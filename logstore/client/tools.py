@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from ..records.decoder import Record
 from ..server.protocol import errors as kafka_errors
@@ -79,17 +79,18 @@ def append_chunks(bootstrap_servers: str, topic: str, chunks: Iterable[tuple[int
 
 def read_chunks(bootstrap_servers: str, topic: str, *, partition: int | None = None, offset: int | None = None,
                 from_timestamp_ms: int | None = None, from_end: int | None = None, follow: bool = False,
-                group: str | None = None, max_records: int | None = None, client_config: dict | None = None
-                ) -> Iterator[tuple[int, list[Record]]]:
+                group: str | None = None, max_records: int | None = None, client_config: dict | None = None,
+                stop_when: Callable[[], bool] | None = None) -> Iterator[tuple[int, list[Record]]]:
     """``(partition, records)`` chunks of ``topic`` (or its ``partition``) from ``offset`` (needs
     ``partition``), the first record at or after ``from_timestamp_ms``, ``from_end`` offsets before
     each partition's end (not below its start), the group's committed offsets, or else the log
     start; up to the end found at the start, unless ``follow``. With
     ``group``, a chunk is committed when the caller comes back for the next one; close the
-    iterator (``contextlib.closing``) to learn of a commit that could not be made."""
+    iterator (``contextlib.closing``) to learn of a commit that could not be made. A group member
+    also ends (after committing what was taken) at the first turn ``stop_when()`` is true."""
     if group is not None and partition is None and offset is None and from_timestamp_ms is None and from_end is None:
         yield from _read_as_member(bootstrap_servers, topic, group, follow=follow, max_records=max_records,
-                                   client_config=client_config)
+                                   client_config=client_config, stop_when=stop_when)
         return
     remaining = max_records if max_records is not None else -1
     with BrokerGroupAdmin.connect(bootstrap_servers, client_id="logstore-cli",
@@ -178,7 +179,8 @@ def _not_committed(group: str, topic: str, uncommitted: dict[int, int], exc: Exc
 
 
 def _read_as_member(bootstrap_servers: str, topic: str, group: str, *, follow: bool, max_records: int | None,
-                    client_config: dict | None) -> Iterator[tuple[int, list[Record]]]:
+                    client_config: dict | None, stop_when: Callable[[], bool] | None = None
+                    ) -> Iterator[tuple[int, list[Record]]]:
     """``read_chunks`` as a member of ``group``: the partitions the group assigns, from its committed
     offsets (the log start where it has none). Without ``follow`` it stops once every partition it
     holds is read up to the end it had when the partition was assigned (or at once when the group
@@ -205,6 +207,8 @@ def _read_as_member(bootstrap_servers: str, topic: str, group: str, *, follow: b
         try:
             while remaining != 0:
                 commit(last=False)
+                if stop_when is not None and stop_when():
+                    return
                 records = consumer.poll(_POLL_MS)
                 held = sorted(p for t, p in consumer.assignment() if t == topic)
                 if not follow:

@@ -47,7 +47,7 @@ from .handlers.produce import ProduceHandler
 from .handlers.producer_state import ProducerStateManager
 from .handlers.security_admin import SecurityAdminHandler
 from .network.descriptors import DescriptorBudget
-from .network.socket_server import RAW_TOKEN_API_KEY, SocketServer
+from .network.socket_server import RAW_TOKEN_API_KEY, SocketServer, is_unix_socket_path
 from .protocol.messages import API_KEYS
 from .security.acl_store import AclStore
 from .security.acls import Authorizer
@@ -152,6 +152,10 @@ def broker_identity(log_dirs: Sequence[str], node_id: int | None) -> tuple[int, 
     return node_id, cluster_id
 
 
+def _address(host: str, port: int) -> str:
+    return host if is_unix_socket_path(host) else f"{host}:{port}"
+
+
 class KafkaServer:
     """Serves a store to Kafka clients. ``store_or_dirs`` is a writable ``LogManager`` (borrowed) or
     data dirs (the server opens and owns the store, with ``config``'s store settings). ``listen`` is
@@ -242,11 +246,13 @@ class KafkaServer:
         live_dirs = [path for path in store.log_dirs if path not in store.offline_dirs]
         if not live_dirs:
             raise StorageError("every data dir is offline: nothing to serve")
+        # Asked before broker_identity creates it: a server that ran here before left its journal.
+        served_before = os.path.exists(os.path.join(live_dirs[0], META_PROPERTIES))
         self.node_id, self.cluster_id = broker_identity(live_dirs, self.config.node_id)
         self._producers = ProducerStateManager(
             live_dirs[0], clock=self._clock, expiration_ms=self.config.producer_id_expiration_ms,
             check_interval_ms=self.config.producer_id_expiration_check_interval_ms)
-        self._producers.load(self._log_end_offset)
+        self._producers.load(self._log_end_offset, served_before=served_before)
         store.problems.extend(self._producers.problems)  # damaged journal lines: reported with the store's
         # Started (``__consumer_offsets`` created and replayed) before the server listens, so that no
         # group request finds it loading.
@@ -319,15 +325,15 @@ class KafkaServer:
             apis.authorization = RequestAuthorization(self.authorizer, on_denied=DenialLog(self._clock).denied)
         network.start()
         for listener, bound_port in zip(self.listeners, network.ports):
-            if listener.protocol == PLAINTEXT and not is_loopback(listener.host):
+            if listener.protocol == PLAINTEXT and not is_loopback(listener.host) and not is_unix_socket_path(listener.host):
                 logger.warning("listening on %s:%d without authentication or TLS (allow.plaintext.remote): anyone "
                                "who can reach it can read, write and delete every topic", listener.host, bound_port)
             elif (listener.protocol == SASL_PLAINTEXT and not is_loopback(listener.host)
                   and "PLAIN" in self.config.sasl_enabled_mechanisms):
                 logger.warning("SASL PLAIN on %s:%d without TLS: passwords cross the network in the clear; use "
                                "SASL_SSL or SCRAM", listener.host, bound_port)
-            logger.info("listening on %s://%s:%d (node %d, cluster %s)", listener.protocol, listener.host, bound_port,
-                        self.node_id, self.cluster_id)
+            logger.info("listening on %s://%s (node %d, cluster %s)", listener.protocol,
+                        _address(listener.host, bound_port), self.node_id, self.cluster_id)
 
     def _fatal(self, exc: BaseException) -> None:
         """A thread of the server died (the network layer logged it): stop everything, on a thread
@@ -380,10 +386,11 @@ class KafkaServer:
 
     @property
     def bootstrap_servers(self) -> str:
-        """``host:port`` for a client's ``bootstrap.servers``: the first listener's advertised address."""
+        """``host:port`` for a client's ``bootstrap.servers``: the first listener's advertised address
+        (a Unix socket listener's: its path)."""
         if self._network is None:
             raise RuntimeError("the server is not started")
-        return f"{self.host}:{self.port}"
+        return _address(self.host, self.port)
 
     def bootstrap_for(self, protocol: str) -> str:
         """``host:port`` of the listener with security protocol ``protocol`` (``KeyError`` naming it
@@ -393,7 +400,7 @@ class KafkaServer:
         if protocol not in self.endpoints:
             raise KeyError(f"no {protocol} listener (listeners: {', '.join(self.endpoints)})")
         host, port = self.endpoints[protocol]
-        return f"{host}:{port}"
+        return _address(host, port)
 
     def stop(self) -> None:
         """Stop answering and release what the server owns (see the module docstring). Idempotent."""

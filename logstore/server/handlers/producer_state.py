@@ -17,7 +17,7 @@ damaged line cannot lose the id reservation. Lines without a checksum (version 0
 are still read, and so are version 1 journals. A damaged line that is not a torn last line is ignored with a warning and recorded
 in ``problems``; as it may have been a ``P`` line, the next id then starts a block further on. A
 journal left with no intact ``P`` line, or missing although a server ran on the dir (its
-``__consumer_offsets`` partitions exist), is reported and the ids go on from a block derived from
+``meta.properties`` existed before this start), is reported and the ids go on from a block derived from
 the clock (microseconds since the epoch), which no id can have reached unless the store handed out
 more than one id per microsecond on average. A journal that does not end with its closing ``P`` line
 (a crash's tail, or a cut of whole lines: they cannot be told apart) is reported as "producer state
@@ -156,10 +156,11 @@ class ProducerStateManager:
 
     # --- start-up --------------------------------------------------------------------------------
 
-    def load(self, log_end_offset: Callable[[str, int], int | None]) -> None:
+    def load(self, log_end_offset: Callable[[str, int], int | None], *, served_before: bool | None = None) -> None:
         """Replay the journal, keeping the batches the logs hold (``log_end_offset(topic, partition)``
         gives a partition's end offset, None for a partition that no longer exists) and the producers
-        not expired, then rewrite it."""
+        not expired, then rewrite it. ``served_before``: whether a server ran on this dir before
+        (its identity file existed; it wrote the journal then); None guesses from the dir."""
         now = self._clock.time_ms()
         dropped = damaged = 0
         checksummed = reserved = False
@@ -212,7 +213,7 @@ class ProducerStateManager:
                 # retry of the last batches may be appended again. Said, never silent.
                 self._report(f"{self.path} does not end with its closing P line (the server stopped without "
                              "closing it, or the file was cut): producer state may be incomplete")
-        elif self._ran_before():
+        elif self._ran_before() if served_before is None else served_before:
             self._report(f"{self.path} is missing although a server used this data dir: producer state is lost "
                          "(retried batches may be appended twice) and producer ids restart from a block "
                          "derived from the clock")
@@ -265,7 +266,9 @@ class ProducerStateManager:
         self.problems.append(message)
 
     def _ran_before(self) -> bool:
-        """Whether a server ran on this dir: it creates ``__consumer_offsets`` at its first start."""
+        """Whether a server ran on this dir, guessed: it creates ``__consumer_offsets`` at its first
+        start (so does an in-process group consumer: ``KafkaServer`` says instead, from its identity
+        file)."""
         try:
             return any(name.startswith(OFFSETS_TOPIC_DIR_PREFIX) for name in os.listdir(self.dir_path))
         except OSError:

@@ -29,6 +29,10 @@ nothing else. A response may be held back (``RequestContext.respond(delay_ms=)``
 authentication) on a timer of this thread, and a connection may be closed once its last answer is
 sent (``then_close``). TLS sockets have no ``sendmsg``: their answers are joined and sent in
 64 KiB pieces, and what OpenSSL decrypted beyond a read is taken before the selector is asked again.
+
+A listener whose host is an absolute path is a Unix domain socket (``is_unix_socket_path``): the
+file is made 0600 before it listens and removed when the listeners close, so only its owner's
+processes connect (what ``logstore.client.store_host`` shares a store's local readers through).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import collections
 import errno
 import heapq
 import logging
+import os
 import queue
 import selectors
 import socket
@@ -47,6 +52,11 @@ from typing import Callable
 from ...clock import SYSTEM_CLOCK, Clock
 from ..protocol.codec import ProtocolError, decode_request_header
 from .request_context import _NO_RESPONSE, RAW_TOKEN_API_KEY, Connection, RequestContext
+
+def is_unix_socket_path(host: str) -> bool:
+    """Whether a listener's or a broker's host is a Unix domain socket's path (absolute), not a
+    host name: the server binds it, clients of this package connect to it (port 0)."""
+    return isinstance(host, str) and host.startswith("/")
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +117,7 @@ class SocketServer:
         self._name = name
         self._new_session = new_session
         self._listeners: dict[socket.socket, object] = {}  # listening socket -> its listener (None: plain)
+        self._unix_paths: list[str] = []  # the Unix socket files bound: removed when the listeners close
         self.ports: list[int] = []
         try:
             for listener in (listeners if listeners is not None else [None]):
@@ -115,6 +126,7 @@ class SocketServer:
         except OSError:
             for sock in self._listeners:
                 sock.close()
+            self._remove_unix_paths()
             raise
         self.host = host if listeners is None else listeners[0].host
         self.port: int = self.ports[0]
@@ -157,6 +169,8 @@ class SocketServer:
         self._started = False
 
     def _bind(self, host: str, port: int, listener) -> int:
+        if is_unix_socket_path(host):
+            return self._bind_unix(host, listener)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -169,6 +183,24 @@ class SocketServer:
             raise
         self._listeners[sock] = listener
         return sock.getsockname()[1]
+
+    def _bind_unix(self, path: str, listener) -> int:
+        """A Unix domain socket at ``path``, which must not exist: only its owner may connect (the
+        file is made 0600 before it listens), so it needs no authentication. Its port is 0."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(path)
+            # Before listen() nobody can connect; the directory should be private too (not umask:
+            # it is the whole process's, and the store's threads create files meanwhile).
+            os.chmod(path, 0o600)
+            sock.listen(128)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self._listeners[sock] = listener
+        self._unix_paths.append(path)
+        return 0
 
     # --- life cycle ------------------------------------------------------------------------------
 
@@ -313,6 +345,7 @@ class SocketServer:
                     self._watch_listeners(False)
                     for sock in [sock for sock in self._listeners if sock.fileno() >= 0]:
                         sock.close()
+                    self._remove_unix_paths()
                 else:
                     timeout_s = min(timeout_s, self._maybe_resume_accepting())
                 if self._starved:
@@ -324,6 +357,16 @@ class SocketServer:
             for connection in list(self._connections.values()):
                 self._close(connection, None)
             self._selector.close()
+
+    def _remove_unix_paths(self) -> None:
+        for path in self._unix_paths:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                logger.warning("could not remove the socket file %s: %s", path, exc)
+        self._unix_paths.clear()
 
     def _drain_wakeups(self) -> None:
         try:
@@ -399,9 +442,12 @@ class SocketServer:
                 logger.warning("accepting a connection failed: %s", exc)
                 return
             self._accept_backoff_ms = 0
-            peer = f"{address[0]}:{address[1]}"
             sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if sock.family == socket.AF_UNIX:
+                peer = f"localhost:{self._next_id + 1}"  # no address: the connection's number tells them apart
+            else:
+                peer = f"{address[0]}:{address[1]}"
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             context = getattr(listener, "ssl_context", None)
             if context is not None:
                 try:
@@ -481,6 +527,12 @@ class SocketServer:
             return
         except ssl.SSLEOFError:
             received = 0  # the client closed without TLS's close_notify: an end like any other
+        except ConnectionResetError:
+            # A client that closed with answers still unread (a consumer closed during its long poll):
+            # routine, so no warning (Kafka notes such a disconnection at debug level only).
+            logger.debug("the connection from %s was reset by the client", connection.peer)
+            self._close(connection, None)
+            return
         except OSError as exc:
             self._close(connection, f"read failed: {exc}")
             return
@@ -829,4 +881,4 @@ class SocketServer:
             pass
 
 
-__all__ = ["Connection", "RAW_TOKEN_API_KEY", "RequestContext", "SocketServer"]
+__all__ = ["Connection", "RAW_TOKEN_API_KEY", "RequestContext", "SocketServer", "is_unix_socket_path"]

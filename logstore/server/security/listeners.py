@@ -14,7 +14,10 @@ What it owns:
   the subject as an RFC 2253 string (``User:CN=alice,OU=test,O=example``), as Kafka's default
   principal builder makes it.
 
-It imports only the standard library and the store's errors.
+A listener whose address is an absolute path (``PLAINTEXT:///run/x.sock``) is a Unix domain socket:
+PLAINTEXT only, port 0, allowed like loopback (only the file's owner can connect).
+
+It imports only the standard library, the store's errors and the network's ``is_unix_socket_path``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
 from ...errors import InvalidConfigError
+from ..network.socket_server import is_unix_socket_path
 
 PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL = "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
 PROTOCOLS = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
@@ -186,6 +190,8 @@ class Listener:
         return self.protocol in (SASL_PLAINTEXT, SASL_SSL)
 
     def __str__(self) -> str:
+        if is_unix_socket_path(self.host):
+            return f"{self.protocol}://{self.host}"
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.protocol}://{host}:{self.port}"
 
@@ -201,6 +207,11 @@ def parse_listener(text: str, default_protocol: str = PLAINTEXT) -> Listener:
     protocol = protocol.upper()
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown security protocol {protocol!r} in listener {text!r} (one of {', '.join(PROTOCOLS)})")
+    address = text.split("://", 1)[1] if found else text
+    if is_unix_socket_path(address):
+        if protocol != PLAINTEXT:
+            raise ValueError(f"listener {text!r}: a Unix socket is PLAINTEXT (only its owner can connect to it)")
+        return Listener(protocol, address, 0)
     host, port = parse_host_port(text)
     return Listener(protocol, host, port)
 
@@ -232,7 +243,8 @@ def parse_listeners(listen: Iterable[str] | str, advertised: Iterable[str] | str
             raise ValueError(f"advertised listener {value!r} has no {target.protocol} listener to advertise")
         listeners[index] = replace(listeners[index], advertised_host=target.host, advertised_port=target.port)
     for index, listener in enumerate(listeners):
-        if listener.protocol == PLAINTEXT and not is_loopback(listener.host) and not allow_plaintext_remote:
+        if (listener.protocol == PLAINTEXT and not is_loopback(listener.host) and not is_unix_socket_path(listener.host)
+                and not allow_plaintext_remote):
             raise ValueError(f"{listener} accepts anyone who can reach it, without TLS or authentication: "
                              "pass --allow-plaintext-remote (allow.plaintext.remote=true) if that is meant, or "
                              "use SASL_SSL")
