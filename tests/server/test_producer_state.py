@@ -386,3 +386,24 @@ class ProducerStateMachine(RuleBasedStateMachine):
 
 ProducerStateMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
 TestProducerState = ProducerStateMachine.TestCase
+
+
+def test_a_server_says_the_journal_is_missing_only_when_a_server_ran_on_the_dir(tmp_path):
+    """An in-process group consumer creates ``__consumer_offsets`` without any server: a first server
+    on that store has no journal to miss. One removed after a server ran is reported."""
+    from logstore import LogManager, Record
+    from logstore.group.consumer import Consumer
+    from logstore.server import KafkaServer
+    path = str(tmp_path / "store")
+    with LogManager([path]) as store:
+        store.create_topic("t", 1)
+        store.append("t", [Record(None, b"v")], partition=0)
+        with Consumer(store, "g", ["t"], coordinator_config={"group.initial.rebalance.delay.ms": 0}) as consumer:
+            consumer.poll(100)
+            consumer.commit()
+        assert any(name.startswith("__consumer_offsets") for name in os.listdir(path))
+        with KafkaServer(store, listen="127.0.0.1:0"):
+            assert not [problem for problem in store.problems if "missing" in problem]
+    os.remove(os.path.join(path, JOURNAL_NAME))
+    with LogManager([path]) as store, KafkaServer(store, listen="127.0.0.1:0"):
+        assert any("is missing although a server used this data dir" in problem for problem in store.problems)
