@@ -109,6 +109,7 @@ def test_api_versions_prints_each_api_of_the_broker(server):
     assert text[0].startswith(f"{host}:{port} (id: ") and text[0].endswith(" rack: null) -> (") and text[-1] == ")"
     for key, (low, high) in SUPPORTED_VERSIONS.items():
         assert f"\t{APIS[key].name}({key}): {low} to {high} [usable: {high}]," in text, APIS[key].name
+    assert "\tDescribeGroups(15): 0 to 5 [usable: 5]," in text  # v5: the first flexible version
     unsupported = [key for key in APIS if key not in SUPPORTED_VERSIONS]
     for key in unsupported:
         assert f"\t{APIS[key].name}({key}): UNSUPPORTED," in text
