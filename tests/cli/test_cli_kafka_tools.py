@@ -341,6 +341,33 @@ def test_topics_describe_prints_kafkas_text_layout(tmp_path):
         "\tTopic: ev\tPartition: 2\tLeader: -\tReplicas: -\tIsr: -\n")
 
 
+def test_topics_describe_without_a_name_describes_every_topic(tmp_path):
+    """kafka-topics --describe without --topic: every topic by name, internal ones too unless
+    --exclude-internal (as `topics list`), in json (a list of what NAME prints) and text."""
+    path = make_store(tmp_path)
+    with LogManager([path]) as store:
+        store.create_topic("__consumer_offsets", 2)
+    every = json.loads(ok(run(path, "topics", "describe")).stdout)
+    assert [topic["topic"] for topic in every] == ["__consumer_offsets", "ev", "other"]
+    for described in every:
+        assert described == json.loads(ok(run(path, "topics", "describe", described["topic"])).stdout)
+    assert [p["log_end_offset"] for p in every[1]["partitions"]] == [10, 4, 0]
+    assert [topic["topic"] for topic in json.loads(ok(run(path, "topics", "describe", "--exclude-internal")).stdout)] \
+        == ["ev", "other"]
+    text = ok(run(path, "topics", "describe", "--format", "text", "--exclude-internal")).stdout
+    assert text == ok(run(path, "topics", "describe", "ev", "--format", "text")).stdout + \
+        ok(run(path, "topics", "describe", "other", "--format", "text")).stdout
+    assert text.splitlines()[4] == "Topic: other\tPartitionCount: 1\tReplicationFactor: 1\tConfigs: "
+    assert ok(run(path, "topics", "describe", "--format", "text")).stdout.startswith(
+        "Topic: __consumer_offsets\tPartitionCount: 2\t")
+    assert ok(run(path, "topics", "list", "--exclude-internal")).stdout == "ev\nother\n"
+    assert ok(run(path, "topics", "list")).stdout == "__consumer_offsets\nev\nother\n"
+    empty = str(tmp_path / "empty")
+    LogManager([empty]).close()
+    assert json.loads(ok(run(empty, "topics", "describe")).stdout) == []
+    assert ok(run(empty, "topics", "describe", "--format", "text")).stdout == ""
+
+
 # --- global options after the subcommand ---------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from logstore import Record
+from logstore.client.admin import BrokerGroupAdmin
 from logstore.cli.main import main
 from logstore.server.protocol.messages import APIS, SUPPORTED_VERSIONS
 
@@ -100,8 +101,11 @@ def test_max_timestamp_agrees_with_confluent_kafkas_admin(server):
     server.store.append("mxc", [Record(None, b"v", (), BASE_MS + stamp) for stamp in (30, 90, 10, 90)], partition=0)
     admin = AdminClient({"bootstrap.servers": server.bootstrap_servers})
     wanted = {confluent.TopicPartition("mxc", p): OffsetSpec.max_timestamp() for p in (0, 1)}
-    theirs = {tp.partition: future.result(timeout=30).offset
-              for tp, future in admin.list_offsets(wanted, request_timeout=30).items()}
+    try:
+        theirs = {tp.partition: future.result(timeout=30).offset
+                  for tp, future in admin.list_offsets(wanted, request_timeout=30).items()}
+    finally:
+        del admin  # destroyed now, not after the module's broker has stopped
     ours = json.loads(on(server, "offsets", "mxc", "--time", "max-timestamp", "--format", "json"))
     assert {row["partition"]: -1 if row["offset"] is None else row["offset"] for row in ours} == theirs == {0: 1, 1: -1}
 
@@ -155,6 +159,31 @@ def test_delete_records_over_the_broker(server):
         == [{"topic": "del", "partition": 0, "low_watermark": 5}, {"topic": "del", "partition": 1, "low_watermark": 5}]
     assert [json.loads(line) for line in on(server, "delete-records", "del", "-p", "0", "--before", "7", "--format",
                                              "jsonl").splitlines()] == [{"topic": "del", "partition": 0, "low_watermark": 7}]
+
+
+def test_topics_describe_without_a_name_over_the_broker(server):
+    """Every topic the broker has, as `topics list` lists them (internal ones unless
+    --exclude-internal), each as `topics describe NAME` describes it, in json and text."""
+    _topic(server, "dsc", 2, [3, 1])
+    server.store.alter_topic_config("dsc", {"retention.ms": "123456"})
+    with BrokerGroupAdmin.connect(server.bootstrap_servers) as groups:  # the first commit makes __consumer_offsets
+        groups.commit("dsc-group", {("dsc", 0): 1})
+    listed = on(server, "topics", "list").splitlines()
+    every = json.loads(on(server, "topics", "describe"))
+    assert [topic["topic"] for topic in every] == listed and {"dsc", "t", "orders"} <= set(listed)
+    for described in every:
+        assert described == json.loads(on(server, "topics", "describe", described["topic"])), described["topic"]
+    (dsc,) = [topic for topic in every if topic["topic"] == "dsc"]
+    assert dsc["overrides"] == {"retention.ms": "123456"}
+    assert [(p["partition"], p["log_start_offset"], p["log_end_offset"]) for p in dsc["partitions"]] == \
+        [(0, 0, 3), (1, 0, 1)]
+    assert "__consumer_offsets" in listed, listed
+    outside = [name for name in listed if not name.startswith("__")]
+    assert on(server, "topics", "list", "--exclude-internal").splitlines() == outside
+    assert [topic["topic"] for topic in json.loads(on(server, "topics", "describe", "--exclude-internal"))] == outside
+    text = on(server, "topics", "describe", "--exclude-internal", "--format", "text")
+    assert text == "".join(on(server, "topics", "describe", name, "--format", "text") for name in outside)
+    assert "Topic: dsc\tPartitionCount: 2\tReplicationFactor: 1\tConfigs: retention.ms=123456\n" in text
 
 
 def test_api_versions_prints_each_api_of_the_broker(server):
