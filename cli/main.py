@@ -38,11 +38,12 @@ from logstore.cleaner.stats import describe as describe_compaction
 from logstore.config import describe_keys, parse_assignments
 from logstore.log.retention import describe as describe_retention
 from logstore.log.waits import MAX_TIMEOUT_MS
-from logstore.manager.topics import MURMUR2, PLACEMENT_CONFIG, is_internal_topic
+from logstore.manager.topics import is_internal_topic
 from logstore.tools.check import log_size_bytes, verify_store
 from logstore.tools.demo import run_demo
 from logstore.client.security import NotARegularFileError, read_client_properties
 from logstore.tools.dump import dump_file
+from logstore.tools.topics import describe_topic, describe_topics, listed_topics
 
 from . import broker
 from .acls import acls
@@ -277,17 +278,23 @@ def topics_create(options: StoreOptions, name: str | None, topic_option: str | N
     click.echo(f"Created topic {name} with {partitions} partition{'s' if partitions != 1 else ''}.")
 
 
+_EXCLUDE_INTERNAL = click.option("--exclude-internal", is_flag=True,
+                                 help="Leave out internal topics (__consumer_offsets, __transaction_state), "
+                                      "which are included by default (kafka-topics' option).")
+
+
 @topics.command("list")
+@_EXCLUDE_INTERNAL
 @click.pass_obj
-def topics_list(options: StoreOptions) -> None:
-    """List the topics, one per line."""
+def topics_list(options: StoreOptions, exclude_internal: bool) -> None:
+    """List the topics, one per line (internal ones too, unless --exclude-internal)."""
     if options.bootstrap:
         with broker.admin(options) as admin:
             names = admin.topics()
     else:
         with options.open(read_only=True) as store:
             names = store.topics()
-    for name in names:
+    for name in listed_topics(names, exclude_internal):
         click.echo(name)
 
 
@@ -295,57 +302,37 @@ def topics_list(options: StoreOptions) -> None:
 @click.argument("name", required=False)
 @_TOPIC_OPTION
 @_IF_EXISTS
+@_EXCLUDE_INTERNAL
 @click.option("--format", "output_format", type=click.Choice(["json", "text"]), default="json", show_default=True,
-              help="json, or text: kafka-topics --describe's layout (a line for the topic with its overrides, "
-                   "then one per partition; on a store Leader, Replicas and Isr are -).")
+              help="json (without NAME: a list, one object per topic), or text: kafka-topics --describe's layout "
+                   "(per topic a line with its overrides, then one per partition; on a store Leader, Replicas and "
+                   "Isr are -).")
 @click.pass_obj
 def topics_describe(options: StoreOptions, name: str | None, topic_option: str | None, if_exists: bool,
-                    output_format: str) -> None:
-    """Describe topic NAME as JSON: its effective config (with logstore.key.placement, how its keys
-    map to partitions), its overrides, and per partition its directory, log start and end offsets,
-    size (sum of its .log files) and segment count. Against a broker: the effective config, the
-    overrides, and per partition its leader and offsets."""
-    name = one_topic(name, topic_option)
-    if if_exists and not _topic_exists(options, name):
+                    exclude_internal: bool, output_format: str) -> None:
+    """Describe topic NAME, or without NAME every topic (kafka-topics --describe without --topic;
+    internal ones too, unless --exclude-internal), as JSON: its effective config (with
+    logstore.key.placement, how its keys map to partitions), its overrides, and per partition its
+    directory, log start and end offsets, size (sum of its .log files) and segment count. Against
+    a broker: the effective config, the overrides, and per partition its leader and offsets."""
+    name = one_topic(name, topic_option, required=False)
+    if name is not None and if_exists and not _topic_exists(options, name):
         return
     if options.bootstrap:
         with broker.admin(options) as admin:
-            description = admin.describe_topic(name)
-        _echo_description(description, output_format)
-        return
-    with options.open(read_only=True) as store:
-        recovery_points = {key: offset for entry in store.status() for key, offset in entry.recovery_points.items()}
-        partitions = []
-        for partition in range(store.partitions(name)):
-            if (name, partition) in store.missing_partitions:
-                partitions.append({"partition": partition, "missing": True})
-                continue
-            damage = store.damaged_partitions.get((name, partition))
-            if damage is not None:
-                partitions.append({"partition": partition, "damaged": damage.description})
-                continue
-            log = store.get_log(name, partition)
-            partitions.append({
-                "partition": partition, "dir": log.dir_path, "log_dir": store.log_dir_of(name, partition),
-                "log_start_offset": log.log_start_offset, "log_end_offset": log.log_end_offset,
-                "size_bytes": log_size_bytes([log]), "segments": len(log.segments),
-                "recovery_point": recovery_points.get((name, partition))})
-        # The key placement shows as the read-only config a broker's DescribeConfigs gives, and as an
-        # override where it is not the default of new topics.
-        placement = {PLACEMENT_CONFIG: store.topic_placement(name)}
-        description = {"topic": name, "partition_count": len(partitions),
-                       "config": dict(sorted({**store.topic_config(name).to_properties(), **placement}.items())),
-                       "overrides": dict(sorted({**store.topic_overrides(name),
-                                                 **(placement if placement[PLACEMENT_CONFIG] != MURMUR2 else {})
-                                                 }.items())),
-                       "partitions": partitions}
-    _echo_description(description, output_format)
-
-
-def _echo_description(description: dict, output_format: str) -> None:
+            described = admin.describe_topics(exclude_internal) if name is None else admin.describe_topic(name)
+    else:
+        with options.open(read_only=True) as store:
+            described = describe_topics(store, exclude_internal) if name is None else describe_topic(store, name)
     if output_format == "json":
-        click.echo(json.dumps(description, indent=2))
+        click.echo(json.dumps(described, indent=2))
         return
+    for description in described if name is None else [described]:
+        _echo_description(description)
+
+
+def _echo_description(description: dict) -> None:
+    """One topic in kafka-topics --describe's layout."""
     name = description["topic"]
     configs = ",".join(f"{key}={value}" for key, value in sorted(description["overrides"].items()))
     lines = [f"Topic: {name}\tPartitionCount: {description['partition_count']}\tReplicationFactor: 1\t"

@@ -19,6 +19,8 @@ from logstore.tools.offsets import (MAX_OFFSET_JSON_BYTES, delete_records, parse
 from . import broker
 from .options import StoreOptions
 
+OUTPUT_FORMATS = ("text", "json", "jsonl")
+
 
 def _partition_list(text: str | None) -> list[int] | None:
     """Kafka's ``--partitions 0,2,5-7``."""
@@ -41,24 +43,31 @@ def _partition_list(text: str | None) -> list[int] | None:
 
 @click.command("offsets")
 @click.argument("topic", required=False)
-@click.option("--topic", "topic_option", metavar="TOPIC", help="The same as TOPIC (kafka-get-offsets' option).")
-@click.option("--time", "time_text", default="latest", show_default=True, metavar="earliest|latest|MS|ISO",
-              help="Which offset: the log start (earliest, -2), the log end (latest, -1), or the first record whose "
-                   "timestamp is at or after a time, in ms since the epoch or ISO 8601 (UTC unless it says).")
+@click.option("--topic", "topic_option", metavar="TOPIC",
+              help="The same as TOPIC (kafka-get-offsets' option). Either is a topic name or, as in kafka-get-offsets, "
+                   "a regular expression matching whole names ('orders-.*'); a topic of exactly that name wins.")
+@click.option("--time", "time_text", default="latest", show_default=True,
+              metavar="earliest|latest|max-timestamp|MS|ISO",
+              help="Which offset: the log start (earliest, -2), the log end (latest, -1), the first record with the "
+                   "largest timestamp (max-timestamp, -3: KIP-734), or the first record whose timestamp is at or "
+                   "after a time, in ms since the epoch or ISO 8601 (UTC unless it says).")
 @click.option("--partitions", "partitions_text", metavar="0,2,5-7", help="Only these partitions (default: all).")
 @click.option("--partition", "-p", "partition", type=click.IntRange(min=0), help="Only this partition.")
-@click.option("--exclude-internal-topics", is_flag=True, help="Without TOPIC: leave out internal topics.")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+@click.option("--exclude-internal-topics", is_flag=True,
+              help="Leave out internal topics (of every topic, or of those a regular expression matches).")
+@click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default="text", show_default=True,
               help="text: topic:partition:offset per line (kafka-get-offsets' layout; a partition with no record "
-                   "at or after --time is left out, as Kafka leaves it out); json: one object per partition, "
-                   "offset null for those.")
+                   "at or after --time is left out, as Kafka leaves it out); json: a list of "
+                   '{"topic", "partition", "offset"} objects, one per partition, offset null for those; jsonl: '
+                   "the same objects, one per line.")
 @click.pass_obj
 def offsets(options: StoreOptions, topic: str | None, topic_option: str | None, time_text: str,
             partitions_text: str | None, partition: int | None, exclude_internal_topics: bool,
             output_format: str) -> None:
-    """Print the offset --time names in each partition of TOPIC (default: every topic), like
-    Kafka's kafka-get-offsets (kcat -Q): the log end offset by default, the log start with
-    --time earliest, or the first offset whose record's timestamp is >= --time."""
+    """Print the offset --time names in each partition of TOPIC (a name or a regular expression;
+    default: every topic), like Kafka's kafka-get-offsets (kcat -Q): the log end offset by
+    default, the log start with --time earliest, the first record with the largest timestamp with
+    --time max-timestamp, or the first offset whose record's timestamp is >= --time."""
     name = one_topic(topic, topic_option, required=False)
     try:
         timestamp = parse_time(time_text)
@@ -67,15 +76,15 @@ def offsets(options: StoreOptions, topic: str | None, topic_option: str | None, 
     if partition is not None and partitions_text is not None:
         raise click.UsageError("give --partition or --partitions, not both")
     chosen = [partition] if partition is not None else _partition_list(partitions_text)
-    topics = None if name is None else [name]
     if options.bootstrap:
         with broker.admin(options) as admin:
-            rows = broker_partition_offsets(admin, topics, timestamp, chosen, exclude_internal_topics)
+            rows = broker_partition_offsets(admin, name, timestamp, chosen, exclude_internal_topics)
     else:
         with options.open(read_only=True) as store:
-            rows = partition_offsets(store, topics, timestamp, chosen, exclude_internal_topics)
-    if output_format == "json":
-        click.echo(json.dumps([{"topic": row.topic, "partition": row.partition, "offset": row.offset} for row in rows]))
+            rows = partition_offsets(store, name, timestamp, chosen, exclude_internal_topics)
+    if output_format != "text":
+        _echo_json([{"topic": row.topic, "partition": row.partition, "offset": row.offset} for row in rows],
+                   output_format)
         return
     for row in rows:
         if row.offset is not None:
@@ -92,9 +101,13 @@ def offsets(options: StoreOptions, topic: str | None, topic_option: str | None, 
 @click.option("--offset-json-file", type=click.File("rb"), metavar="FILE",
               help='kafka-delete-records\' file instead: {"partitions": [{"topic": T, "partition": P, '
                    '"offset": O}], "version": 1}.')
+@click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default="text", show_default=True,
+              help="text: kafka-delete-records' layout, a line per partition; json: a list of "
+                   '{"topic", "partition", "low_watermark"} objects, one per partition; jsonl: the same objects, '
+                   "one per line.")
 @click.pass_obj
 def delete_records_command(options: StoreOptions, topic: str | None, topic_option: str | None,
-                           partitions: tuple[int, ...], before: int | None, offset_json_file) -> None:
+                           partitions: tuple[int, ...], before: int | None, offset_json_file, output_format: str) -> None:
     """Delete the records of TOPIC's --partition below --before, like Kafka's kafka-delete-records:
     the log start offset moves up to it (readers can no longer read below it) and segments wholly
     below it are deleted. Prints each partition's new log start offset (low watermark). On a
@@ -115,6 +128,10 @@ def delete_records_command(options: StoreOptions, topic: str | None, topic_optio
     else:
         with options.open(read_only=False) as store:
             low_watermarks = delete_records(store, wanted)
+    if output_format != "text":
+        _echo_json([{"topic": name, "partition": p, "low_watermark": low}
+                    for (name, p), low in sorted(low_watermarks.items())], output_format)
+        return
     for (name, p), low in sorted(low_watermarks.items()):
         click.echo(f"partition: {name}-{p}\tlow_watermark: {low}")
 
@@ -143,6 +160,15 @@ def api_versions(options: StoreOptions, output_format: str) -> None:
         for row in b.apis:
             click.echo(f"\t{row.name}({row.api_key}): {_describe_row(row)},")
         click.echo(")")
+
+
+def _echo_json(rows: list[dict], output_format: str) -> None:
+    """``json``: one list; ``jsonl``: one object per line."""
+    if output_format == "json":
+        click.echo(json.dumps(rows))
+    else:
+        for row in rows:
+            click.echo(json.dumps(row))
 
 
 def _describe_row(row) -> str:

@@ -2,8 +2,9 @@
 (``BrokerGroupAdmin``), for the command line's ``--bootstrap-server`` and for ``mirror``.
 
 What it owns:
-- topics: list, partition counts, create (with config overrides), delete, describe (the effective
-  config, the overrides, and per partition its leader and log start and end offsets), alter
+- topics: list, partition counts, create (with config overrides), delete, describe one or every
+  topic (the effective config, the overrides, and per partition its leader and log start and end
+  offsets), alter
   (IncrementalAlterConfigs), grow (CreatePartitions), through the broker's admin APIs (Metadata,
   CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, IncrementalAlterConfigs, ListOffsets);
 - groups: ``BrokerGroupAdmin`` is ``logstore.group.admin.GroupAdmin`` with its primitives answered by
@@ -27,6 +28,7 @@ from ..group.admin import GroupAdmin
 from ..group.consumer import GroupRequestError
 from ..group.results import GroupOverview, GroupSummary, MemberSummary
 from ..server.protocol import errors as kafka_errors
+from ..tools.topics import listed_topics
 from .cluster import NetworkClient
 from .errors import BrokerResponseError, NetworkError
 from .fetcher import EARLIEST, high_watermarks, list_offsets
@@ -117,15 +119,25 @@ class BrokerAdmin:
 
     def topic_configs(self, name: str) -> tuple[dict[str, str | None], dict[str, str | None]]:
         """``(effective config, overrides)`` of topic ``name``, as DescribeConfigs gives them."""
+        return self._topics_configs([name])[name]
+
+    def _topics_configs(self, names: Sequence[str]) -> dict[str, tuple[dict[str, str | None], dict[str, str | None]]]:
+        """``topic_configs`` of each of ``names``, in one DescribeConfigs."""
         body = self.network.request_any("DescribeConfigs", {
-            "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": name, "configuration_keys": None}],
+            "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": name, "configuration_keys": None}
+                          for name in names],
             "include_synonyms": False})
-        result = body["results"][0]
-        _check(f"describing the configs of topic {name!r}", result["error_code"], result.get("error_message"))
-        config = {entry["name"]: entry["value"] for entry in result["configs"]}
-        overrides = {entry["name"]: entry["value"] for entry in result["configs"]
-                     if entry.get("config_source") == DYNAMIC_TOPIC_CONFIG}
-        return config, overrides
+        found = {}
+        for result in body["results"]:
+            name = result["resource_name"]
+            _check(f"describing the configs of topic {name!r}", result["error_code"], result.get("error_message"))
+            found[name] = ({entry["name"]: entry["value"] for entry in result["configs"]},
+                           {entry["name"]: entry["value"] for entry in result["configs"]
+                            if entry.get("config_source") == DYNAMIC_TOPIC_CONFIG})
+        missing = [name for name in names if name not in found]
+        if missing:
+            raise NetworkError(f"DescribeConfigs answered nothing for topic {missing[0]!r}")
+        return found
 
     def alter_topic_config(self, name: str, changes: Mapping[str, str | None]) -> None:
         """Set (a value) or remove (None) config overrides of topic ``name``."""
@@ -152,13 +164,30 @@ class BrokerAdmin:
 
     def describe_topic(self, name: str) -> dict:
         """What ``logstore topics describe`` prints for a topic on a broker."""
-        count = self.partitions(name)
-        leaders = self.network.metadata.leaders[name]
-        offsets = self.log_offsets(name, list(range(count)))
-        config, overrides = self.topic_configs(name)
-        return {"topic": name, "partition_count": count, "config": config, "overrides": overrides,
-                "partitions": [{"partition": p, "leader": leaders.get(p), "log_start_offset": offsets[p][0],
-                                "log_end_offset": offsets[p][1]} for p in range(count)]}
+        self.partitions(name)  # an unknown topic fails here, naming it
+        return self._describe([name])[0]
+
+    def describe_topics(self, exclude_internal: bool = False) -> list[dict]:
+        """``describe_topic`` of every topic, by name (``kafka-topics --describe`` without a topic),
+        leaving out internal ones when asked: one Metadata, the offsets of all partitions together,
+        one DescribeConfigs."""
+        metadata = self.network.refresh_metadata(None)
+        names = listed_topics(metadata.leaders, exclude_internal)
+        return self._describe(names) if names else []
+
+    def _describe(self, names: Sequence[str]) -> list[dict]:
+        """``describe_topic`` of each of ``names``, whose leaders the current metadata holds."""
+        leaders = {name: self.network.metadata.leaders[name] for name in names}
+        partitions = [(name, p) for name in names for p in sorted(leaders[name])]
+        starts = {tp: offset for tp, (offset, _) in
+                  list_offsets(self.network, {tp: EARLIEST for tp in partitions}).items()}
+        ends = high_watermarks(self.network, partitions, starts)
+        configs = self._topics_configs(names)
+        return [{"topic": name, "partition_count": len(leaders[name]), "config": configs[name][0],
+                 "overrides": configs[name][1],
+                 "partitions": [{"partition": p, "leader": leader, "log_start_offset": starts[(name, p)],
+                                 "log_end_offset": ends[(name, p)]} for p, leader in sorted(leaders[name].items())]}
+                for name in names]
 
 
 class BrokerGroupAdmin(GroupAdmin):

@@ -20,7 +20,8 @@ What it owns:
   made at the next turn, and one left when reading ends is reported (those records would be read
   again). ``from_end`` starts each partition that many offsets before its end (0: only new records);
 - ``partition_offsets``: ``logstore offsets`` (Kafka's ``kafka-get-offsets``): ListOffsets at a time,
-  the log start or the log end, per partition, as the store's ``logstore.tools.offsets`` gives them;
+  the log start, the log end or the largest timestamp, per partition of the topics a name or a
+  regular expression names, as the store's ``logstore.tools.offsets`` gives them;
 - ``delete_records``: DeleteRecords at each partition's leader (Kafka's ``kafka-delete-records``);
 - ``api_versions``: per broker, each API's version range and the version this client speaks with it
   (Kafka's ``kafka-broker-api-versions``), from the ApiVersions answer every connection starts with.
@@ -35,7 +36,8 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 from ..records.decoder import Record
 from ..server.protocol import errors as kafka_errors
 from ..server.protocol.messages import APIS
-from ..tools.offsets import PartitionOffset, check_deletable, select_partitions, topic_counts
+from ..tools.offsets import (MAX_TIMESTAMP, PartitionOffset, check_deletable, match_topics, select_partitions,
+                             topic_counts)
 from .admin import BrokerAdmin, BrokerGroupAdmin
 from .consumer import Consumer
 from .errors import BrokerResponseError, NetworkError
@@ -47,6 +49,7 @@ from .security import ClientSecurity
 logger = logging.getLogger(__name__)
 
 _POLL_MS = 500
+MAX_TIMESTAMP_VERSION = 7  # ListOffsets' first version that knows max-timestamp (KIP-734)
 
 
 @dataclass(frozen=True)
@@ -240,18 +243,37 @@ def _read_as_member(bootstrap_servers: str, topic: str, group: str, *, follow: b
 # --- offsets, deleting records, API versions -----------------------------------------------------
 
 
-def partition_offsets(admin: BrokerAdmin, topics: Sequence[str] | None, timestamp: int,
+def partition_offsets(admin: BrokerAdmin, topic: str | None, timestamp: int,
                       partitions: Sequence[int] | None = None, exclude_internal: bool = False) -> list[PartitionOffset]:
     """The offset ``timestamp`` (``logstore.tools.offsets.parse_time``: -2 the log start, -1 the
-    end, else a time in ms) names in each partition of ``topics`` (default: every topic), by
-    ListOffsets at each leader, as Kafka's ``kafka-get-offsets`` asks for it."""
-    names = admin.topics() if topics is None else list(topics)
-    counts = topic_counts(names, admin.partitions, exclude_internal)
+    end, -3 the first record with the largest timestamp, else a time in ms) names in each
+    partition of the topics ``topic`` names (a name or a regular expression,
+    ``logstore.tools.offsets.match_topics``; default: every topic), by ListOffsets at each leader,
+    as Kafka's ``kafka-get-offsets`` asks for it. -3 with a leader below ListOffsets v7 (Kafka 3.0)
+    raises ``BrokerResponseError`` UNSUPPORTED_VERSION before anything is asked."""
+    counts = topic_counts(match_topics(topic, admin.topics(), exclude_internal), admin.partitions)
     chosen = select_partitions(counts, partitions)
+    if timestamp == MAX_TIMESTAMP and chosen:
+        _require_max_timestamp(admin, chosen)
     found = list_offsets(admin.network, {tp: timestamp for tp in chosen}) if chosen else {}
-    # -1 answers a time after every record's timestamp
-    return [PartitionOffset(topic, p, None if found[(topic, p)][0] < 0 else found[(topic, p)][0])
-            for topic, p in chosen]
+    # -1 answers a time after every record's timestamp, and -3 in a partition without records
+    return [PartitionOffset(name, p, None if found[(name, p)][0] < 0 else found[(name, p)][0])
+            for name, p in chosen]
+
+
+def _require_max_timestamp(admin: BrokerAdmin, chosen: Sequence[tuple[str, int]]) -> None:
+    """Refuse max-timestamp with a leader below ListOffsets v7, as Kafka's admin client does: such
+    a broker does not know -3 and could take it for a time."""
+    network = admin.network
+    network.refresh_metadata(sorted({name for name, _ in chosen}))
+    for node_id in sorted({network.leader_for(name, p) for name, p in chosen}):
+        connection = network.connection(node_id)
+        version = connection.version_of("ListOffsets")
+        if version < MAX_TIMESTAMP_VERSION:
+            name = kafka_errors.NAMES[kafka_errors.UNSUPPORTED_VERSION]
+            raise BrokerResponseError(f"{connection.host}:{connection.port} speaks ListOffsets up to v{version}: "
+                                      f"max-timestamp needs v{MAX_TIMESTAMP_VERSION} (Kafka 3.0 or later): {name}",
+                                      kafka_errors.UNSUPPORTED_VERSION, name)
 
 
 def delete_records(admin: BrokerAdmin, wanted: Mapping[tuple[str, int], int], timeout_ms: int = 30_000

@@ -636,25 +636,50 @@ class Log:
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """``(timestamp, offset)`` of the first record with the largest timestamp in the log
         (Kafka's ListOffsets MAX_TIMESTAMP, KIP-734); None when the log holds no record. The
-        segments keep their largest timestamp and its batch (the time index), so one batch is read.
-        A segment's largest timestamp may lie below the log start offset (``delete_records``): its
-        first record at or above the log start offset is answered then, as Kafka's lookup does."""
-        best = None
-        for segment in self._local.segments:
+        segments keep their largest timestamp and its batch (the time index), so one batch is read
+        per segment that could hold the answer. Records below the log start offset
+        (``delete_records``) do not count: when a segment's largest timestamp is theirs, the rest
+        of that segment is scanned for its own largest (Kafka answers the offset of a record it
+        no longer serves there)."""
+        start = self.log_start_offset
+        segments = self._local.segments
+        best: tuple[int, int] | None = None
+        for index, segment in enumerate(segments):
             found = segment.max_timestamp_so_far
-            if found.timestamp_ms >= 0 and (best is None or found.timestamp_ms > best.timestamp_ms):
-                best = found
-        if best is None:
-            return None
-        start = max(best.offset, self.log_start_offset)  # (the time index holds a batch's last offset)
-        if start >= self.log_end_offset:
-            return None
-        for batch, _first, _stop in self.iter_batch_slices(start):
-            for record in batch.records():
-                if record.timestamp_ms == best.timestamp_ms and record.offset >= self.log_start_offset:
-                    return best.timestamp_ms, record.offset
+            stop = segments[index + 1].base_offset if index + 1 < len(segments) else self.log_end_offset
+            if found.timestamp_ms < 0 or stop <= start or (best is not None and found.timestamp_ms <= best[0]):
+                continue  # nothing here, nothing readable, or nothing larger than found already
+            located = None
+            if found.offset >= start:
+                located = self._first_record_at(found.timestamp_ms, found.offset, stop)
+            if located is None:  # that record is below the log start offset
+                located = self._largest_timestamp_in(start, stop)
+            if located is not None and (best is None or located[0] > best[0]):
+                best = located
+        return best
+
+    def _first_record_at(self, timestamp_ms: int, offset: int, stop: int) -> tuple[int, int] | None:
+        """``(timestamp_ms, offset)`` of the first record of the batch holding ``offset`` (the time
+        index names a batch by its last offset) with that timestamp, not below the log start
+        offset; None when it has none."""
+        for batch, _first, _last in self.iter_batch_slices(offset, stop):
+            for record in batch.iter_records():
+                if record.timestamp_ms == timestamp_ms and record.offset >= self.log_start_offset:
+                    return timestamp_ms, record.offset
             break
-        return best.timestamp_ms, start  # the record is gone below the log start offset
+        return None
+
+    def _largest_timestamp_in(self, offset: int, stop: int) -> tuple[int, int] | None:
+        """``(timestamp, offset)`` of the first record with the largest timestamp in [offset, stop):
+        a batch is decoded only when its header's largest timestamp beats the one found so far."""
+        best: tuple[int, int] | None = None
+        for batch, first, last in self.iter_batch_slices(offset, stop):
+            if batch.max_timestamp < 0 or (best is not None and batch.max_timestamp <= best[0]):
+                continue
+            for record in batch.records(first, last):
+                if record.timestamp_ms >= 0 and (best is None or record.timestamp_ms > best[0]):
+                    best = (record.timestamp_ms, record.offset)
+        return best
 
     # --- a read-only view ------------------------------------------------------------------------
 

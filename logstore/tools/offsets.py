@@ -2,11 +2,15 @@
 store's side of Kafka's ``kafka-get-offsets`` and ``kafka-delete-records``).
 
 What it owns:
-- ``parse_time``: the ``--time`` of ``kafka-get-offsets`` (``earliest``, ``latest``, ms since the
-  epoch, Kafka's -1/-2, or an ISO 8601 date and time) as ListOffsets' timestamp;
+- ``parse_time``: the ``--time`` of ``kafka-get-offsets`` (``earliest``, ``latest``,
+  ``max-timestamp``, ms since the epoch, Kafka's -1/-2/-3, or an ISO 8601 date and time) as
+  ListOffsets' timestamp;
+- ``match_topics``: ``kafka-get-offsets``' ``--topic``, a regular expression matching whole topic
+  names, where a topic of exactly that name wins;
 - ``partition_offsets``: per partition of the topics asked for, the offset ``--time`` names (the log
-  start, the log end, or the first record whose timestamp is at or after a time, None when none is),
-  as ``PartitionOffset`` rows in Kafka's order (topic, then partition);
+  start, the log end, the first record with the largest timestamp - KIP-734 -, or the first record
+  whose timestamp is at or after a time; None when there is no such record), as ``PartitionOffset``
+  rows in Kafka's order (topic, then partition);
 - ``parse_offset_json``: the ``--offset-json-file`` of ``kafka-delete-records``
   (``{"partitions": [{"topic", "partition", "offset"}], "version": 1}``) as ``{(topic, partition): offset}``;
 - ``delete_records``: each partition's records below an offset made unreadable (``Log.delete_records``:
@@ -20,6 +24,7 @@ Errors: a bad value raises ``ValueError`` naming it; an unknown topic or partiti
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable, Mapping, Sequence
@@ -28,15 +33,17 @@ from ..manager.log_manager import LogManager
 from ..manager.topics import is_internal_topic
 
 EARLIEST, LATEST = -2, -1  # Kafka's ListOffsets timestamps for the log start and end
-TIME_NAMES = {"earliest": EARLIEST, "latest": LATEST}
+MAX_TIMESTAMP = -3  # KIP-734: the record with the largest timestamp (ListOffsets v7+)
+TIME_NAMES = {"earliest": EARLIEST, "latest": LATEST, "max-timestamp": MAX_TIMESTAMP}
 HIGH_WATERMARK = -1  # delete-records' offset for "everything" (Kafka's)
 MAX_OFFSET_JSON_BYTES = 1 << 20  # an offset file is a short list: a bigger one is a mistake
+_LEGAL_TOPIC = re.compile(r"[A-Za-z0-9._-]+")  # the characters of Kafka's topic names
 
 
 @dataclass(frozen=True)
 class PartitionOffset:
-    """One row of ``logstore offsets``: None for a time after every record's timestamp (Kafka
-    answers -1 there)."""
+    """One row of ``logstore offsets``: None for a time after every record's timestamp, or for
+    max-timestamp in a partition without records (Kafka answers -1 there)."""
 
     topic: str
     partition: int
@@ -44,8 +51,9 @@ class PartitionOffset:
 
 
 def parse_time(text: str) -> int:
-    """``--time``: ``earliest`` (-2), ``latest`` (-1), ms since the epoch (-1 and -2 as Kafka's
-    tool takes them), or an ISO 8601 date and time (UTC unless it names its offset)."""
+    """``--time``: ``earliest`` (-2), ``latest`` (-1), ``max-timestamp`` (-3), ms since the epoch
+    (-1, -2 and -3 as Kafka's tool takes them), or an ISO 8601 date and time (UTC unless it names
+    its offset)."""
     word = text.strip().lower()
     if word in TIME_NAMES:
         return TIME_NAMES[word]
@@ -54,14 +62,15 @@ def parse_time(text: str) -> int:
     except ValueError:
         pass
     else:
-        if number < EARLIEST:
-            raise ValueError(f"--time {text!r}: a time in ms must be >= 0 (or -1 latest, -2 earliest)")
+        if number < MAX_TIMESTAMP:
+            raise ValueError(f"--time {text!r}: a time in ms must be >= 0 (or -1 latest, -2 earliest, "
+                             "-3 max-timestamp)")
         return number
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise ValueError(f"--time {text!r} is not earliest, latest, ms since the epoch or an ISO 8601 date "
-                         "(2024-05-01T12:00:00Z)") from None
+        raise ValueError(f"--time {text!r} is not earliest, latest, max-timestamp, ms since the epoch or an "
+                         "ISO 8601 date (2024-05-01T12:00:00Z)") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     millis = int(when.timestamp() * 1000)
@@ -84,20 +93,51 @@ def select_partitions(counts: Mapping[str, int], partitions: Sequence[int] | Non
     return chosen
 
 
-def topic_counts(topics: Iterable[str], partition_count, exclude_internal: bool = False) -> dict[str, int]:
-    """``{topic: partition count}`` through ``partition_count(topic)``, leaving out internal topics
-    when asked to."""
-    return {topic: partition_count(topic) for topic in topics if not (exclude_internal and is_internal_topic(topic))}
+def topic_counts(topics: Iterable[str], partition_count) -> dict[str, int]:
+    """``{topic: partition count}`` through ``partition_count(topic)``."""
+    return {topic: partition_count(topic) for topic in topics}
 
 
-def partition_offsets(store: LogManager, topics: Sequence[str] | None, timestamp: int,
+def match_topics(pattern: str | None, names: Sequence[str], exclude_internal: bool = False) -> list[str]:
+    """The topics ``kafka-get-offsets --topic PATTERN`` asks for, of the existing ``names``: every
+    one without a pattern; the topic named exactly ``pattern`` when there is one (a name wins over
+    the expression it also is); else those the regular expression matches whole, sorted. Internal
+    topics are left out when asked, except one named exactly. A pattern that matches nothing is
+    returned as the name it may be (the lookup then says that topic does not exist), unless it
+    cannot be a topic's name, which is an error naming it."""
+    if pattern is not None and pattern in names:
+        return [pattern]
+    if pattern is None:
+        chosen = list(names)
+    else:
+        try:
+            expression = re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"topic {pattern!r} does not exist, and it is not a regular expression either "
+                             f"({exc})") from None
+        chosen = [name for name in names if expression.fullmatch(name)]
+    chosen = sorted(name for name in chosen if not (exclude_internal and is_internal_topic(name)))
+    if pattern is not None and not chosen:
+        if _LEGAL_TOPIC.fullmatch(pattern):  # may be a name: the lookup reports the unknown topic
+            return [pattern]
+        raise ValueError(f"no topic matches the regular expression {pattern!r}")
+    return chosen
+
+
+def partition_offsets(store: LogManager, topic: str | None, timestamp: int,
                       partitions: Sequence[int] | None = None, exclude_internal: bool = False) -> list[PartitionOffset]:
-    """The offset ``timestamp`` (``parse_time``) names in each partition of ``topics`` (default:
-    every topic)."""
-    counts = topic_counts(store.topics() if topics is None else topics, store.partitions, exclude_internal)
+    """The offset ``timestamp`` (``parse_time``) names in each partition of the topics ``topic`` (a
+    name or a regular expression, ``match_topics``; default: every topic) names."""
+    counts = topic_counts(match_topics(topic, store.topics(), exclude_internal), store.partitions)
     rows = []
-    for topic, partition in select_partitions(counts, partitions):
-        rows.append(PartitionOffset(topic, partition, store.get_log(topic, partition).offset_for_timestamp(timestamp)))
+    for name, partition in select_partitions(counts, partitions):
+        log = store.get_log(name, partition)
+        if timestamp == MAX_TIMESTAMP:
+            found = log.max_timestamp_offset()
+            offset = None if found is None else found[1]
+        else:
+            offset = log.offset_for_timestamp(timestamp)
+        rows.append(PartitionOffset(name, partition, offset))
     return rows
 
 

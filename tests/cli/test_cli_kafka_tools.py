@@ -89,6 +89,69 @@ def test_offsets_prints_kafka_get_offsets_layout_for_each_time(tmp_path):
     assert ok(run(path, "offsets")).stdout == "ev:0:10\nev:1:4\nev:2:1\nother:0:1\n"
 
 
+def test_offsets_max_timestamp_is_the_first_record_with_the_largest_timestamp(tmp_path):
+    """--time max-timestamp (or -3, KIP-734): the earliest offset among the records with the
+    largest timestamp, across batches and segments, not below the log start; none in an empty
+    partition (left out of the text, null in JSON)."""
+    path = make_store(tmp_path)
+    with LogManager([path], config={"log.segment.bytes": 200}) as store:
+        store.create_topic("times", 2)
+        for stamp in (1000, 5000, 3000):  # offsets 0-2, one batch each
+            store.append("times", [Record(b"k", b"v", (), BASE_MS + stamp)], partition=0)
+        store.append("times", [Record(b"k", b"v", (), BASE_MS + s) for s in (2000, 5000, 5000)], partition=0)
+        store.append("times", [Record(b"k", b"v", (), BASE_MS + 4000) for _ in range(20)], partition=0)
+        assert len(store.get_log("times", 0).segments) > 2
+    for word in ("max-timestamp", "-3", "MAX-TIMESTAMP"):
+        assert ok(run(path, "offsets", "times", "--time", word)).stdout == "times:0:1\n", word
+    assert json.loads(ok(run(path, "offsets", "times", "--time", "-3", "--format", "json")).stdout) == [
+        {"topic": "times", "partition": 0, "offset": 1}, {"topic": "times", "partition": 1, "offset": None}]
+    # ev's partitions: the last record holds the largest timestamp; other's single record
+    assert ok(run(path, "offsets", "--time", "max-timestamp")).stdout == "ev:0:9\nev:1:3\nother:0:0\ntimes:0:1\n"
+    with LogManager([path]) as store:
+        store.get_log("times", 0).delete_records(2)  # offset 1 is gone: the same timestamp at 4 is next
+    assert ok(run(path, "offsets", "times", "--time", "-3")).stdout == "times:0:4\n"
+    with LogManager([path]) as store:
+        store.get_log("times", 0).delete_records(6)  # every 5000 is gone: the 4000s, the first at 6
+    assert ok(run(path, "offsets", "times", "--time", "-3")).stdout == "times:0:6\n"
+
+
+def test_offsets_topic_is_a_regular_expression_where_no_topic_has_that_name(tmp_path):
+    path = make_store(tmp_path)
+    with LogManager([path]) as store:
+        for name in ("e.v", "eXv", "__consumer_offsets"):
+            store.create_topic(name, 1)
+    assert ok(run(path, "offsets", "--topic", "e.*")).stdout == "e.v:0:0\neXv:0:0\nev:0:10\nev:1:4\nev:2:0\n"
+    assert ok(run(path, "offsets", "e.v")).stdout == "e.v:0:0\n"  # the topic of that name, not eXv too
+    assert ok(run(path, "offsets", "--topic", "e[X]v")).stdout == "eXv:0:0\n"
+    assert ok(run(path, "offsets", "--topic", "(ev|other)", "--time", "earliest")).stdout == \
+        "ev:0:0\nev:1:0\nev:2:0\nother:0:0\n"
+    # A whole-name match, as Kafka's Pattern.matches: "e" matches no topic (and may be a name)
+    error(run(path, "offsets", "--topic", "e"), "unknown topic 'e'")
+    error(run(path, "offsets", "--topic", "x.*"), "no topic matches", "x.*")
+    error(run(path, "offsets", "--topic", "(unclosed"), "(unclosed", "regular expression")
+    assert ok(run(path, "offsets", "--topic", "_.*")).stdout == "__consumer_offsets:0:0\n"
+    error(run(path, "offsets", "--topic", "_.*", "--exclude-internal-topics"), "no topic matches")
+    # A name given exactly is what was asked for, internal or not
+    assert ok(run(path, "offsets", "__consumer_offsets", "--exclude-internal-topics")).stdout == \
+        "__consumer_offsets:0:0\n"
+
+
+def test_offsets_and_delete_records_print_json_and_json_lines(tmp_path):
+    path = make_store(tmp_path)
+    rows = [{"topic": "ev", "partition": 0, "offset": 10}, {"topic": "ev", "partition": 1, "offset": 4},
+            {"topic": "ev", "partition": 2, "offset": 0}]
+    assert json.loads(ok(run(path, "offsets", "ev", "--format", "json")).stdout) == rows
+    assert [json.loads(line) for line in ok(run(path, "offsets", "ev", "--format", "jsonl")).stdout.splitlines()] \
+        == rows
+    deleted = ok(run(path, "delete-records", "ev", "-p", "1", "-p", "0", "--before", "3", "--format", "json")).stdout
+    assert json.loads(deleted) == [{"topic": "ev", "partition": 0, "low_watermark": 3},
+                                   {"topic": "ev", "partition": 1, "low_watermark": 3}]
+    deleted = ok(run(path, "delete-records", "ev", "-p", "0", "-p", "1", "--before", "-1", "--format", "jsonl")).stdout
+    assert [json.loads(line) for line in deleted.splitlines()] == [
+        {"topic": "ev", "partition": 0, "low_watermark": 10}, {"topic": "ev", "partition": 1, "low_watermark": 4}]
+    usage_error(run(path, "delete-records", "ev", "-p", "0", "--before", "1", "--format", "xml"), "--format")
+
+
 def test_offsets_leaves_out_internal_topics_when_asked(tmp_path):
     path = make_store(tmp_path)
     with LogManager([path]) as store:
@@ -276,6 +339,33 @@ def test_topics_describe_prints_kafkas_text_layout(tmp_path):
         "\tTopic: ev\tPartition: 0\tLeader: -\tReplicas: -\tIsr: -\n"
         "\tTopic: ev\tPartition: 1\tLeader: -\tReplicas: -\tIsr: -\n"
         "\tTopic: ev\tPartition: 2\tLeader: -\tReplicas: -\tIsr: -\n")
+
+
+def test_topics_describe_without_a_name_describes_every_topic(tmp_path):
+    """kafka-topics --describe without --topic: every topic by name, internal ones too unless
+    --exclude-internal (as `topics list`), in json (a list of what NAME prints) and text."""
+    path = make_store(tmp_path)
+    with LogManager([path]) as store:
+        store.create_topic("__consumer_offsets", 2)
+    every = json.loads(ok(run(path, "topics", "describe")).stdout)
+    assert [topic["topic"] for topic in every] == ["__consumer_offsets", "ev", "other"]
+    for described in every:
+        assert described == json.loads(ok(run(path, "topics", "describe", described["topic"])).stdout)
+    assert [p["log_end_offset"] for p in every[1]["partitions"]] == [10, 4, 0]
+    assert [topic["topic"] for topic in json.loads(ok(run(path, "topics", "describe", "--exclude-internal")).stdout)] \
+        == ["ev", "other"]
+    text = ok(run(path, "topics", "describe", "--format", "text", "--exclude-internal")).stdout
+    assert text == ok(run(path, "topics", "describe", "ev", "--format", "text")).stdout + \
+        ok(run(path, "topics", "describe", "other", "--format", "text")).stdout
+    assert text.splitlines()[4] == "Topic: other\tPartitionCount: 1\tReplicationFactor: 1\tConfigs: "
+    assert ok(run(path, "topics", "describe", "--format", "text")).stdout.startswith(
+        "Topic: __consumer_offsets\tPartitionCount: 2\t")
+    assert ok(run(path, "topics", "list", "--exclude-internal")).stdout == "ev\nother\n"
+    assert ok(run(path, "topics", "list")).stdout == "__consumer_offsets\nev\nother\n"
+    empty = str(tmp_path / "empty")
+    LogManager([empty]).close()
+    assert json.loads(ok(run(empty, "topics", "describe")).stdout) == []
+    assert ok(run(empty, "topics", "describe", "--format", "text")).stdout == ""
 
 
 # --- global options after the subcommand ---------------------------------------------------------

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from logstore import Record
+from logstore.client.admin import BrokerGroupAdmin
 from logstore.cli.main import main
 from logstore.server.protocol.messages import APIS, SUPPORTED_VERSIONS
 
@@ -73,6 +74,59 @@ def test_offsets_over_the_broker_answer_what_the_store_answers(server):
     assert result.exit_code == 1 and result.stderr.startswith("Error: ") and "nope" in result.stderr
 
 
+def test_offsets_max_timestamp_and_topic_patterns_over_the_broker(server):
+    """--time max-timestamp (-3, KIP-734) and --topic as a regular expression answer over the broker
+    what they answer on the store's dir; json and jsonl too."""
+    server.store.create_topic("mx", 3)
+    for stamps, partition in (((1000, 5000, 3000), 0), ((2000, 5000, 5000, 4000), 0), ((7,), 1)):
+        server.store.append("mx", [Record(None, b"v", (), BASE_MS + stamp) for stamp in stamps], partition=partition)
+    server.store.create_topic("mx.y", 1)
+    server.store.create_topic("mxzy", 1)
+    for args in (["mx", "--time", "max-timestamp"], ["--topic", "mx", "--time", "-3", "--format", "json"],
+                 ["--topic", "mx.*", "--format", "jsonl"], ["mx.y"], ["--topic", "m[x]z."], ["--time", "-3"]):
+        assert on(server, "offsets", *args) == on_dir(server, "offsets", *args), args
+    assert on(server, "offsets", "mx", "--time", "max-timestamp") == "mx:0:1\nmx:1:0\n"
+    assert on(server, "offsets", "--topic", "mx.*", "--time", "earliest") == \
+        "mx:0:0\nmx:1:0\nmx:2:0\nmx.y:0:0\nmxzy:0:0\n"
+    assert on(server, "offsets", "mx.y") == "mx.y:0:0\n"  # the topic of that name wins
+    result = cli("offsets", "--topic", "nomatch.*", "--bootstrap-server", server.bootstrap_servers)
+    assert result.exit_code == 1 and "no topic matches" in result.stderr
+
+
+def test_max_timestamp_agrees_with_confluent_kafkas_admin(server):
+    confluent = pytest.importorskip("confluent_kafka", reason="confluent-kafka (the clients extra) is not installed")
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    server.store.create_topic("mxc", 2)
+    server.store.append("mxc", [Record(None, b"v", (), BASE_MS + stamp) for stamp in (30, 90, 10, 90)], partition=0)
+    admin = AdminClient({"bootstrap.servers": server.bootstrap_servers})
+    wanted = {confluent.TopicPartition("mxc", p): OffsetSpec.max_timestamp() for p in (0, 1)}
+    try:
+        theirs = {tp.partition: future.result(timeout=30).offset
+                  for tp, future in admin.list_offsets(wanted, request_timeout=30).items()}
+    finally:
+        del admin  # destroyed now, not after the module's broker has stopped
+    ours = json.loads(on(server, "offsets", "mxc", "--time", "max-timestamp", "--format", "json"))
+    assert {row["partition"]: -1 if row["offset"] is None else row["offset"] for row in ours} == theirs == {0: 1, 1: -1}
+
+
+def test_max_timestamp_is_refused_below_list_offsets_v7(server):
+    """A broker that speaks ListOffsets below v7 does not know -3: refused before asking, as Kafka's
+    admin client refuses it."""
+    from logstore.client.admin import BrokerAdmin
+    from logstore.client.errors import BrokerResponseError
+    from logstore.client.tools import partition_offsets
+
+    with BrokerAdmin(server.bootstrap_servers) as admin:
+        admin.network.refresh_metadata(["t"])
+        connection = admin.network.connection(admin.network.leader_for("t", 0))
+        connection.versions[2] = 6  # as if the broker offered ListOffsets 1-6
+        with pytest.raises(BrokerResponseError, match="max-timestamp needs v7") as refused:
+            partition_offsets(admin, "t", -3)
+        assert refused.value.error_name == "UNSUPPORTED_VERSION"
+        assert [row.offset for row in partition_offsets(admin, "t", -2)] == [0, 0, 0]  # v6 does the rest
+
+
 @needs_kcat
 def test_offsets_by_time_agree_with_kcat(server):
     _topic(server, "offk", 2, [6, 3])
@@ -101,6 +155,35 @@ def test_delete_records_over_the_broker(server):
         assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1, (args, result.stderr)
         assert all(word in result.stderr for word in words), (args, result.stderr)
     assert server.store.get_log("del", 0).log_start_offset == 5
+    assert json.loads(on(server, "delete-records", "del", "-p", "0", "-p", "1", "--before", "5", "--format", "json")) \
+        == [{"topic": "del", "partition": 0, "low_watermark": 5}, {"topic": "del", "partition": 1, "low_watermark": 5}]
+    assert [json.loads(line) for line in on(server, "delete-records", "del", "-p", "0", "--before", "7", "--format",
+                                             "jsonl").splitlines()] == [{"topic": "del", "partition": 0, "low_watermark": 7}]
+
+
+def test_topics_describe_without_a_name_over_the_broker(server):
+    """Every topic the broker has, as `topics list` lists them (internal ones unless
+    --exclude-internal), each as `topics describe NAME` describes it, in json and text."""
+    _topic(server, "dsc", 2, [3, 1])
+    server.store.alter_topic_config("dsc", {"retention.ms": "123456"})
+    with BrokerGroupAdmin.connect(server.bootstrap_servers) as groups:  # the first commit makes __consumer_offsets
+        groups.commit("dsc-group", {("dsc", 0): 1})
+    listed = on(server, "topics", "list").splitlines()
+    every = json.loads(on(server, "topics", "describe"))
+    assert [topic["topic"] for topic in every] == listed and {"dsc", "t", "orders"} <= set(listed)
+    for described in every:
+        assert described == json.loads(on(server, "topics", "describe", described["topic"])), described["topic"]
+    (dsc,) = [topic for topic in every if topic["topic"] == "dsc"]
+    assert dsc["overrides"] == {"retention.ms": "123456"}
+    assert [(p["partition"], p["log_start_offset"], p["log_end_offset"]) for p in dsc["partitions"]] == \
+        [(0, 0, 3), (1, 0, 1)]
+    assert "__consumer_offsets" in listed, listed
+    outside = [name for name in listed if not name.startswith("__")]
+    assert on(server, "topics", "list", "--exclude-internal").splitlines() == outside
+    assert [topic["topic"] for topic in json.loads(on(server, "topics", "describe", "--exclude-internal"))] == outside
+    text = on(server, "topics", "describe", "--exclude-internal", "--format", "text")
+    assert text == "".join(on(server, "topics", "describe", name, "--format", "text") for name in outside)
+    assert "Topic: dsc\tPartitionCount: 2\tReplicationFactor: 1\tConfigs: retention.ms=123456\n" in text
 
 
 def test_api_versions_prints_each_api_of_the_broker(server):
@@ -109,6 +192,7 @@ def test_api_versions_prints_each_api_of_the_broker(server):
     assert text[0].startswith(f"{host}:{port} (id: ") and text[0].endswith(" rack: null) -> (") and text[-1] == ")"
     for key, (low, high) in SUPPORTED_VERSIONS.items():
         assert f"\t{APIS[key].name}({key}): {low} to {high} [usable: {high}]," in text, APIS[key].name
+    assert "\tDescribeGroups(15): 0 to 5 [usable: 5]," in text  # v5: the first flexible version
     unsupported = [key for key in APIS if key not in SUPPORTED_VERSIONS]
     for key in unsupported:
         assert f"\t{APIS[key].name}({key}): UNSUPPORTED," in text

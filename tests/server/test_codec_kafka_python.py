@@ -4,7 +4,7 @@ from Kafka's own JSON specs by other people's code.
 - Named requests that kafka-python sends at startup, on the data path (ApiVersions v4, Metadata v8,
   Produce v8, Fetch v11, ListOffsets v5, CreateTopics v4) and in a consumer group (FindCoordinator
   v4, JoinGroup v5, SyncGroup v3, Heartbeat v3, LeaveGroup v3, OffsetCommit v7, OffsetFetch v5,
-  ListGroups v4, DescribeGroups v4, DeleteGroups v2, OffsetDelete v0) are encoded by kafka-python
+  ListGroups v4, DescribeGroups v4 and v5, DeleteGroups v2, OffsetDelete v0) are encoded by kafka-python
   and read by our decoder; our responses to them are read by kafka-python's response classes.
 - Then every message at every version with a table, with values drawn from our tables: both codecs
   must produce the same bytes, and each must read the other's. (KIP-848's ConsumerGroupHeartbeat,
@@ -194,6 +194,7 @@ REQUESTS = [
     ("OffsetFetch", 1, {"group_id": "my-group", "topics": [{"name": "events", "partition_indexes": [0, 1]}]}),
     ("ListGroups", 4, {"states_filter": ["Stable", "Empty"]}),
     ("DescribeGroups", 4, {"groups": ["my-group"], "include_authorized_operations": True}),
+    ("DescribeGroups", 5, {"groups": ["my-group", "other"], "include_authorized_operations": False}),
     ("DeleteGroups", 2, {"groups_names": ["my-group", "gone"]}),
     ("OffsetDelete", 0, {"group_id": "my-group", "topics": [{"name": "events", "partitions": [
         {"partition_index": 0}]}]}),
@@ -263,6 +264,14 @@ RESPONSES = [
              {"member_id": "m-1", "group_instance_id": None, "client_id": "c", "client_host": "/127.0.0.1",
               "member_metadata": b"\x00\x01sub", "member_assignment": b"\x00\x01a"}],
          "authorized_operations": 328}]}),
+    ("DescribeGroups", 5, {"throttle_time_ms": 0, "groups": [
+        {"error_code": 0, "group_id": "my-group", "group_state": "Stable", "protocol_type": "consumer",
+         "protocol_data": "range", "members": [
+             {"member_id": "m-1", "group_instance_id": "i-1", "client_id": "c", "client_host": "/127.0.0.1",
+              "member_metadata": b"\x00\x01sub", "member_assignment": b"\x00\x01a"}],
+         "authorized_operations": -2147483648},
+        {"error_code": 0, "group_id": "gone", "group_state": "Dead", "protocol_type": "", "protocol_data": "",
+         "members": [], "authorized_operations": -2147483648}]}),
     ("DeleteGroups", 2, {"throttle_time_ms": 0, "results": [{"group_id": "my-group", "error_code": 0},
                                                             {"group_id": "gone", "error_code": 69}]}),
     ("OffsetDelete", 0, {"error_code": 0, "throttle_time_ms": 0, "topics": [{"name": "events", "partitions": [

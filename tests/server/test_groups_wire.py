@@ -18,6 +18,7 @@ import time
 import pytest
 
 from logstore import LogManager
+from logstore.client.connection import BrokerConnection
 from logstore.server.protocol import errors
 from logstore.server.server import KafkaServer
 from wire_client import WireClient
@@ -124,7 +125,7 @@ def test_the_group_apis_are_advertised_and_kip_848_is_not(connect):
     response = connect().call(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
     advertised = {entry["api_key"]: (entry["min_version"], entry["max_version"]) for entry in response["api_keys"]}
     assert {key: advertised.get(key) for key in (8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47)} == {
-        8: (2, 7), 9: (1, 5), 10: (0, 4), 11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 4), 16: (0, 5),
+        8: (2, 7), 9: (1, 5), 10: (0, 4), 11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 5), 16: (0, 5),
         42: (0, 2), 47: (0, 0)}
     assert CONSUMER_GROUP_HEARTBEAT not in advertised and CONSUMER_GROUP_DESCRIBE not in advertised
 
@@ -352,6 +353,39 @@ def test_describe_an_unknown_group(connect):
         "groups"]
     assert dead == {"error_code": 0, "group_id": "never-was", "group_state": "Dead", "protocol_type": "",
                     "protocol_data": "", "members": [], "authorized_operations": -2147483648}
+
+
+def test_describe_groups_at_every_version_through_our_client(server, connect, store):
+    """v0-v5 (v5: the first flexible version, v4's fields) as our client's connection sends them:
+    each version's fields, a Stable group's static member and assignment, and ApiVersions' range."""
+    client = connect()
+    store.create_topic("described")
+    joined = client.call(JOIN_GROUP, 5, join_body("described-g", topic="described", instance_id="static-1"))
+    assert joined["error_code"] == 0, joined
+    assert client.call(SYNC_GROUP, 3, {"group_id": "described-g", "generation_id": joined["generation_id"],
+                                       "member_id": joined["member_id"], "group_instance_id": "static-1",
+                                       "assignments": [{"member_id": joined["member_id"], "assignment": b"all"}]}
+                       )["error_code"] == 0
+    host, port = server.bootstrap_servers.rsplit(":", 1)
+    with BrokerConnection(host, int(port), client_id="describe-versions", request_timeout_ms=10_000) as connection:
+        assert connection.broker_versions[DESCRIBE_GROUPS] == (0, 5)
+        assert connection.version_of("DescribeGroups") == 5
+        for version in range(6):
+            body = connection.request("DescribeGroups", {"groups": ["described-g", "never-was"],
+                                                         "include_authorized_operations": True}, version=version)
+            stable, dead = body["groups"]
+            assert (stable["error_code"], stable["group_id"], stable["group_state"], stable["protocol_type"],
+                    stable["protocol_data"]) == (0, "described-g", "Stable", "consumer", "range"), version
+            (member,) = stable["members"]
+            assert (member["member_id"], member["client_id"], member["client_host"], member["member_assignment"]) \
+                == (joined["member_id"], "wire-test", "/127.0.0.1", b"all"), version
+            assert member["member_metadata"] == subscription("described"), version
+            assert member.get("group_instance_id") == ("static-1" if version >= 4 else None), version
+            assert ("throttle_time_ms" in body) == (version >= 1), version
+            for group in (stable, dead):  # READ, DELETE and DESCRIBE, asked for from v3
+                assert group.get("authorized_operations") == ((1 << 3) | (1 << 6) | (1 << 8) if version >= 3
+                                                              else None), version
+            assert (dead["error_code"], dead["group_state"], dead["members"]) == (0, "Dead", []), version
 
 
 def test_delete_groups(connect, store):

@@ -4,14 +4,13 @@ deletion; and the one KIP-848 API that has a table only so that it can be refuse
 Transcribed from Kafka's JSON message specs like ``messages`` (same names, versions, nullable
 versions, defaults and order; fields that exist only above our highest version are left out). The
 versions are the ones the server advertises once ``server.groups`` serves them: the classic
-protocol's non-flexible versions that every client we test (docs/design.md §12)
-negotiates down to (JoinGroup 0-5, SyncGroup 0-3, Heartbeat 0-3, LeaveGroup 0-3, OffsetCommit 2-7,
-OffsetFetch 1-5, DescribeGroups 0-4), plus the flexible versions whose shape changed and which
-clients do send: FindCoordinator 0-4 (v4: batched keys, KIP-699; kafka-python 3.x sends it),
-ListGroups 0-5 (v4: the states filter; librdkafka and kafka-python send it; v5: the group types
-of KIP-848, every group here being ``classic``), DeleteGroups 0-2 and
-OffsetDelete 0. Member metadata and assignments are opaque ``bytes``: the coordinator stores and
-returns them as they came.
+protocol's non-flexible versions that every client we test (docs/design.md §12) negotiates down to
+(JoinGroup 0-5, SyncGroup 0-3, Heartbeat 0-3, LeaveGroup 0-3, OffsetCommit 2-7, OffsetFetch 1-5),
+plus flexible versions: FindCoordinator 0-4 (v4: batched keys, KIP-699; kafka-python 3.x sends
+it), ListGroups 0-5 (v4: the states filter; librdkafka and kafka-python send it; v5: the group
+types of KIP-848, every group here being ``classic``), DescribeGroups 0-5 (v5: the first flexible
+version, with v4's fields), DeleteGroups 0-2 and OffsetDelete 0. Member metadata and assignments
+are opaque ``bytes``: the coordinator stores and returns them as they came.
 
 ``SPECS`` are served; ``UNSERVED`` (ConsumerGroupHeartbeat, KIP-848) is never advertised, and its
 table exists so that a client that sends it anyway is answered UNSUPPORTED_VERSION, as Kafka answers
@@ -186,7 +185,7 @@ SYNC_GROUP = api(14, "SyncGroup", "0-3", "4+", request=[
 
 # --- DescribeGroups (15) -------------------------------------------------------------------------
 
-DESCRIBE_GROUPS = api(15, "DescribeGroups", "0-4", "5+", request=[
+DESCRIBE_GROUPS = api(15, "DescribeGroups", "0-5", "5+", request=[
     f("Groups", "[]string", "0+"),
     f("IncludeAuthorizedOperations", "bool", "3+"),
 ], response=[
