@@ -8,7 +8,10 @@ nothing else could append while one waited. The first reader to open the store h
 ``StoreHost`` serves the open store on a Unix domain socket (``KafkaServer`` with a
 ``PLAINTEXT:///path`` listener, in a new 0700 directory, the socket file 0600: only this user's
 processes can connect, so it needs no password) and names the socket in the first data dir's
-``HOST_FILE`` (written atomically, 0600, with the host's pid; removed when the host ends).
+``HOST_FILE`` (written atomically, 0600, with the host's pid; removed when the host ends). The
+reader that hosts holds ``HOSTING_LOCK`` (an ``flock``) from before it opens the store until after
+it closed it, so the others know a host is on its way while it opens (recovers) the store, and a
+store locked by anything else (an application, ``logstore serve``) is told apart.
 ``hosted_address`` is how a process that finds the store locked learns where to go instead: the CLI
 sends the commands that also speak to a broker (append, topics, groups, offsets, read...) there.
 
@@ -29,9 +32,7 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Callable, Iterator, Mapping
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
 from ..errors import LockedError
 from ..fs import OS_FILE_SYSTEM, FileSystem
@@ -46,13 +47,23 @@ logger = logging.getLogger(__name__)
 HOST_FILE = "host.json"
 """In a store's first data dir while a process hosts it: ``{"pid": ..., "address": socket path}``."""
 
+HOSTING_LOCK = "host.lock"
+"""In a store's first data dir: ``flock``ed by the reader that hosts the store, from before it opens
+the store until after it closed it, so the other readers know a host is coming or there."""
+
 LOCKED_WAIT_S = 3.0
-"""How long a reader waits for a locked store to get a host (one starting up) before it gives up
-with the lock's error: the holder may be a command that will not host it (``logstore serve``)."""
+"""How long a would-be host waits for a store locked by a process that does not host it (an append
+that will soon be done; an application or ``logstore serve``, which will not) before it gives up
+with the lock's error."""
 
 TAKEOVER_WAIT_S = 60.0
-"""The same after the host it read through ended: another reader is opening the store (recovery may
-take a while) to host it."""
+"""How long a reader waits for the reader holding the hosting lock to begin serving (it is opening
+the store, and recovery may take a while) before it gives up."""
+
+HANDOVER_GRACE_S = 3.0
+"""How long an ending host goes on serving after it removed its host file, while the readers it
+serves notice (each looks every turn of its poll, 0.5 s), commit and leave the group: so they leave
+cleanly instead of finding the server gone."""
 
 _RETRY_S = 0.1
 
@@ -127,8 +138,9 @@ class StoreHost:
         return self
 
     def close(self) -> None:
-        """Remove the host file (if it still names this host), stop the server, remove the socket's
-        directory. Safe twice."""
+        """Remove the host file (if it still names this host), let the readers still connected
+        leave (up to ``HANDOVER_GRACE_S``), stop the server, remove the socket's directory. Safe
+        twice."""
         if self.address is not None:
             content = read_host_file(self.store.log_dirs)
             if content is not None and content["address"] == self.address:
@@ -137,6 +149,9 @@ class StoreHost:
                 except FileNotFoundError:
                     pass
             self.address = None
+            deadline = time.monotonic() + HANDOVER_GRACE_S
+            while self.server is not None and self.server.connection_count and time.monotonic() < deadline:
+                time.sleep(_RETRY_S)
         if self.server is not None:
             self.server.stop()
             self.server = None
@@ -167,58 +182,81 @@ def read_group_on_store(dirs: list[str], settings: Mapping[str, object], topic: 
     _checked, store_config = ServerConfig.split(settings)  # a bad server value fails before the store opens
     server_settings = {key: value for key, value in settings.items() if key not in store_config}
     remaining = max_records
-    locked_since: float | None = None
-    locked_wait_s = LOCKED_WAIT_S
+    waiting_since: float | None = None
+
+    def wait(bound_s: float, why: str) -> None:
+        """Sleep a little before trying again; past ``bound_s`` of waiting, raise ``LockedError``."""
+        nonlocal waiting_since
+        now = clock()
+        waiting_since = now if waiting_since is None else waiting_since
+        if now - waiting_since >= bound_s:
+            raise LockedError(why)
+        time.sleep(_RETRY_S)
+
     while remaining is None or remaining > 0:
-        try:
-            store = LogManager(dirs, config=store_config)
-        except LockedError:
-            address = hosted_address(dirs)
-            if address is None:
-                # Locked by a host starting up or one being taken over, or by another command:
-                # wait a while for a host, then give up with the lock's own message.
-                now = clock()
-                locked_since = now if locked_since is None else locked_since
-                if now - locked_since >= locked_wait_s:
-                    raise
-                time.sleep(_RETRY_S)
-                continue
-            locked_since = None
-            locked_wait_s = TAKEOVER_WAIT_S  # from now on a locked store is one being taken over
-            host_pid = (read_host_file(dirs) or {}).get("pid")
-
-            def host_ended(address=address, host_pid=host_pid) -> bool:
-                content = read_host_file(dirs)
-                return (content is None or content["address"] != address or content["pid"] != host_pid
-                        or not _pid_alive(host_pid))
-
+        address = hosted_address(dirs)
+        hosting = None if address is not None else _try_hosting_lock(dirs)
+        if hosting is not None:  # no other reader hosts the store or is about to: this one will
             try:
-                with BrokerAdmin(address, client_id="logstore-cli") as admin:
-                    admin.partitions(topic)  # an unknown topic fails here, naming it, as on a store
-                for partition, records in read_chunks(address, topic, group=group, follow=follow,
-                                                      max_records=remaining, stop_when=host_ended):
-                    if remaining is not None:
-                        remaining -= len(records)
-                    yield partition, records
-            except NetworkError:
-                if not host_ended():
-                    raise
-                logger.info("the store's host ended while reading; going on with the next one")
-                continue
-            if host_ended():
-                continue  # the host ended: go on with the next one (or become it)
+                try:
+                    store = LogManager(dirs, config=store_config)
+                except LockedError as exc:
+                    # Held by a process that does not host it (an application, `logstore serve`, an
+                    # append that will soon be done): wait a little for it, then say who holds it.
+                    wait(LOCKED_WAIT_S, str(exc))
+                    continue
+                waiting_since = None
+                with store:
+                    store.partitions(topic)  # an unknown topic fails here, naming it, before any hosting
+                    with StoreHost(store, server_settings) as host:
+                        for partition, records in read_chunks(host.address, topic, group=group, follow=follow,
+                                                              max_records=remaining):
+                            if remaining is not None:
+                                remaining -= len(records)
+                            yield partition, records
+                return
+            finally:
+                OS_FILE_SYSTEM.unlock(hosting)  # after the host file is removed and the store closed
+        if address is None:
+            # Another reader is opening the store to host it (recovery may take a while), or the
+            # host just ended and its successor is on its way.
+            holder = (read_host_file(dirs) or {}).get("pid")
+            wait(TAKEOVER_WAIT_S, f"data dir {dirs[0]} is being opened by another reader of the store"
+                                  f"{f' (process {holder})' if holder else ''}, which has not begun to serve it "
+                                  f"in {TAKEOVER_WAIT_S:.0f} s")
+            continue
+        waiting_since = None
+        host_pid = (read_host_file(dirs) or {}).get("pid")
+
+        def host_ended(address=address, host_pid=host_pid) -> bool:
+            content = read_host_file(dirs)
+            return (content is None or content["address"] != address or content["pid"] != host_pid
+                    or not _pid_alive(host_pid))
+
+        try:
+            with BrokerAdmin(address, client_id="logstore-cli") as admin:
+                admin.partitions(topic)  # an unknown topic fails here, naming it, as on a store
+            for partition, records in read_chunks(address, topic, group=group, follow=follow,
+                                                  max_records=remaining, stop_when=host_ended):
+                if remaining is not None:
+                    remaining -= len(records)
+                yield partition, records
+        except NetworkError:
+            if not host_ended():
+                raise
+            logger.info("the store's host ended while reading; going on with the next one")
+            continue
+        if not host_ended():
             return
-        else:
-            locked_since = None
-            with store:
-                store.partitions(topic)  # an unknown topic fails here, naming it, before any hosting
-                with StoreHost(store, server_settings) as host:
-                    for partition, records in read_chunks(host.address, topic, group=group, follow=follow,
-                                                          max_records=remaining):
-                        if remaining is not None:
-                            remaining -= len(records)
-                        yield partition, records
-            return
+        # The host ended: go on with the next one, or become it.
 
 
-__all__ = ["HOST_FILE", "StoreHost", "hosted_address", "read_group_on_store", "read_host_file"]
+def _try_hosting_lock(dirs: list[str]) -> int | None:
+    """The descriptor holding the store's hosting lock (``HOSTING_LOCK``, an ``flock``), or None
+    when another process holds it: a reader that hosts the store, or is opening it to. The kernel
+    drops it with its holder, so a host killed with SIGKILL is succeeded."""
+    os.makedirs(dirs[0], exist_ok=True)  # a new store: the writer would create it anyway
+    return OS_FILE_SYSTEM.try_lock(os.path.join(dirs[0], HOSTING_LOCK))
+
+
+__all__ = ["HOST_FILE", "HOSTING_LOCK", "StoreHost", "hosted_address", "read_group_on_store", "read_host_file"]

@@ -385,6 +385,11 @@ class KafkaServer:
         return list(self._network.ports)
 
     @property
+    def connection_count(self) -> int:
+        """The client connections open now (0 before start and after stop)."""
+        return 0 if self._network is None else self._network.connection_count
+
+    @property
     def bootstrap_servers(self) -> str:
         """``host:port`` for a client's ``bootstrap.servers``: the first listener's advertised address
         (a Unix socket listener's: its path)."""

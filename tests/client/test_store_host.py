@@ -220,3 +220,26 @@ def test_commands_go_through_the_host_and_name_no_topic_into_being(tmp_path):
         assert store.partitions("u") == 3 and "nope" not in store.topics()
         # The file reader needs no host: it opens the files read-only.
         assert cli("read", "t", "--format", "value").stdout.split() == ["one", "two"]
+
+
+def test_a_host_killed_with_sigkill_is_succeeded_by_the_next_reader(tmp_path):
+    store_dir = str(tmp_path / "store")
+    with LogManager([store_dir]) as store:
+        store.create_topic("split", 2)
+        for partition in range(2):
+            store.append("split", [Record(None, f"p{partition}-{i}".encode()) for i in range(3)], partition=partition)
+    killed = _reader(tmp_path, "a", "--follow")
+    try:
+        _wait(lambda: hosted_address([store_dir]) is not None, "the first reader hosts the store")
+    finally:
+        killed.kill()
+        killed.communicate(timeout=30)
+    assert read_host_file([store_dir])["pid"] == killed.pid  # left behind, naming a dead process
+    assert hosted_address([store_dir]) is None
+    # Another group, so that the killed reader's membership (kept until its session times out) is
+    # not waited for: the store itself is taken over at once.
+    result = subprocess.run([*CLI, "--dir", store_dir, *FAST, "read", "split", "--group", "H", "--format", "value"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert sorted(result.stdout.split()) == sorted(f"p{p}-{i}" for p in range(2) for i in range(3))
+    assert read_host_file([store_dir]) is None
