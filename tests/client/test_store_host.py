@@ -80,6 +80,17 @@ def test_a_host_file_names_a_live_host_only(tmp_path):
     assert hosted_address(dirs) is None  # alive, but no socket there
 
 
+def _store_with(tmp_path, *, partitions: int, records: int) -> str:
+    """A store whose topic ``split`` holds ``records`` values ``p<partition>-<i>`` per partition."""
+    store_dir = str(tmp_path / "store")
+    with LogManager([store_dir]) as store:
+        store.create_topic("split", partitions)
+        for partition in range(partitions):
+            store.append("split", [Record(None, f"p{partition}-{i}".encode()) for i in range(records)],
+                         partition=partition)
+    return store_dir
+
+
 def _reader(tmp_path, name: str, *extra: str) -> subprocess.Popen:
     out = open(tmp_path / name, "w")
     return subprocess.Popen([*CLI, "--dir", str(tmp_path / "store"), *FAST, "read", "split", "--group", "G",
@@ -165,11 +176,7 @@ def test_read_group_followers_on_a_store_split_it_and_one_takes_over_hosting(tmp
 
 
 def test_read_group_without_follow_reads_what_is_there_once_and_commits(tmp_path):
-    store_dir = str(tmp_path / "store")
-    with LogManager([store_dir]) as store:
-        store.create_topic("split", 3)
-        for partition in range(3):
-            store.append("split", [Record(None, f"p{partition}-{i}".encode()) for i in range(5)], partition=partition)
+    store_dir = _store_with(tmp_path, partitions=3, records=5)
     result = subprocess.run([*CLI, "--dir", store_dir, *FAST, "read", "split", "--group", "G", "--format", "value"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stderr == "", result.stderr
@@ -223,14 +230,13 @@ def test_commands_go_through_the_host_and_name_no_topic_into_being(tmp_path):
 
 
 def test_a_host_killed_with_sigkill_is_succeeded_by_the_next_reader(tmp_path):
-    store_dir = str(tmp_path / "store")
-    with LogManager([store_dir]) as store:
-        store.create_topic("split", 2)
-        for partition in range(2):
-            store.append("split", [Record(None, f"p{partition}-{i}".encode()) for i in range(3)], partition=partition)
+    store_dir = _store_with(tmp_path, partitions=2, records=3)
     killed = _reader(tmp_path, "a", "--follow")
     try:
         _wait(lambda: hosted_address([store_dir]) is not None, "the first reader hosts the store")
+        # Killed once it reads (not while it creates __consumer_offsets, which the next open would
+        # roll back, saying so on stderr).
+        _wait(lambda: len(_printed(tmp_path, "a")) == 6, "the first reader printed the records")
     finally:
         killed.kill()
         killed.communicate(timeout=30)

@@ -169,38 +169,29 @@ class SocketServer:
         self._started = False
 
     def _bind(self, host: str, port: int, listener) -> int:
-        if is_unix_socket_path(host):
-            return self._bind_unix(host, listener)
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        """Listen on ``host``:``port``, or on a Unix domain socket when ``host`` is a path (which must
+        not exist: only its owner may connect, the file made 0600 before it listens, so it needs no
+        authentication; its port is 0)."""
+        unix = is_unix_socket_path(host)
+        family = socket.AF_UNIX if unix else socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((host, port))
+            if unix:
+                sock.bind(host)
+                self._unix_paths.append(host)
+                # Before listen() nobody can connect; the directory should be private too (not
+                # umask: it is the whole process's, and the store's threads create files meanwhile).
+                os.chmod(host, 0o600)
+            else:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((host, port))
             sock.listen(128)
             sock.setblocking(False)
         except OSError:
             sock.close()
             raise
         self._listeners[sock] = listener
-        return sock.getsockname()[1]
-
-    def _bind_unix(self, path: str, listener) -> int:
-        """A Unix domain socket at ``path``, which must not exist: only its owner may connect (the
-        file is made 0600 before it listens), so it needs no authentication. Its port is 0."""
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.bind(path)
-            # Before listen() nobody can connect; the directory should be private too (not umask:
-            # it is the whole process's, and the store's threads create files meanwhile).
-            os.chmod(path, 0o600)
-            sock.listen(128)
-            sock.setblocking(False)
-        except OSError:
-            sock.close()
-            raise
-        self._listeners[sock] = listener
-        self._unix_paths.append(path)
-        return 0
+        return 0 if unix else sock.getsockname()[1]
 
     # --- life cycle ------------------------------------------------------------------------------
 
