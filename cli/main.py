@@ -190,7 +190,7 @@ def _one_line(exc: BaseException) -> str:
                    "sasl.mechanism, sasl.username, sasl.password... (Kafka tools' option): a regular file of at most "
                    f"1 MiB. Default: ${COMMAND_CONFIG_ENV}.")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the engine does (recovery, repairs) to stderr.")
-@click.version_option(__version__, prog_name="logstore")
+@click.version_option(__version__, prog_name="kafka-logstore")
 @click.pass_context
 def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], bootstrap: str | None,
          command_config: str | None, verbose: bool) -> None:
@@ -689,7 +689,7 @@ def retention(options: StoreOptions, topic: str | None, dry_run: bool) -> None:
 @click.option("--partition", "-p", type=click.IntRange(min=0), help="Compact only this partition (needs TOPIC).")
 @click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
               help="local: the store's cleaner. spark: Spark maps the keys (no dedupe-buffer limit, so one pass), "
-                   "then the same cleaner recopies and swaps (needs pip install 'logstore[spark]' and Java).")
+                   "then the same cleaner recopies and swaps (needs pip install 'kafka-logstore[spark]' and Java).")
 @click.option("--master", default=None, metavar="URL", help="Spark master for --engine spark (default local[*]).")
 @click.pass_obj
 def compact(options: StoreOptions, topic: str | None, partition: int | None, engine: str, master: str | None) -> None:

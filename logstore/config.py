@@ -118,7 +118,7 @@ COMPRESSION_TYPES = ("uncompressed", "producer", "gzip", "snappy", "lz4", "zstd"
 OPTIONAL_CODECS = ("snappy", "lz4", "zstd")
 """The codecs the standard library lacks: they come from ``COMPRESSION_MODULE`` when it is installed."""
 COMPRESSION_MODULE = "cramjam"
-COMPRESSION_INSTALL_HINT = "pip install 'logstore[compression]'"
+COMPRESSION_INSTALL_HINT = "pip install 'kafka-logstore[compression]'"
 
 
 def optional_codecs_available() -> bool:

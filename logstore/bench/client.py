@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass
 
 CLIENTS = ("logstore", "kafka-python", "confluent-kafka")
 MODULES = {"kafka-python": "kafka", "confluent-kafka": "confluent_kafka"}
-INSTALL_HINT = "pip install 'logstore[clients]'"
+INSTALL_HINT = "pip install 'kafka-logstore[clients]'"
 BASELINE = "kafka-python"
 GOAL = 1.5  # ours ÷ kafka-python, producer and consumer
 POOL = 1024  # distinct values; record i carries pool[i % POOL]

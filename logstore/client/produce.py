@@ -57,7 +57,7 @@ def compression_codec(name) -> int:
     codec = _CODECS_BY_NAME[name.lower()]
     if codec not in AVAILABLE_CODECS:
         raise ValueError(f"compression.type {name!r} is not available here: it needs the cramjam package "
-                         "(pip install 'logstore[server]')")
+                         "(pip install 'kafka-logstore[server]')")
     return codec
 
 

@@ -1,4 +1,4 @@
-"""The Kafka-protocol server (optional extra ``logstore[server]``): ``logstore serve``.
+"""The Kafka-protocol server (optional extra ``kafka-logstore[server]``): ``logstore serve``.
 
 It puts Kafka's request path in front of a store, so every Kafka client and tool can produce to it
 and consume from it. It is one more user of the engine's public API, like the CLI. Its rooms, bottom

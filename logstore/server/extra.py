@@ -1,4 +1,4 @@
-"""The server extra (``pip install 'logstore[server]'``): which of its modules are installed.
+"""The server extra (``pip install 'kafka-logstore[server]'``): which of its modules are installed.
 
 The server refuses to start without them (a pure-Python CRC-32C is a thousand times slower than
 ``google_crc32c``, and without ``cramjam`` snappy, lz4 and zstd batches could not be read). This
@@ -10,7 +10,7 @@ May import: the standard library only.
 import importlib.util
 
 EXTRA_MODULES = ("google_crc32c", "cramjam")
-INSTALL_HINT = "pip install 'logstore[server]'"
+INSTALL_HINT = "pip install 'kafka-logstore[server]'"
 
 
 def missing_extra() -> list[str]:

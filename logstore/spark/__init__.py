@@ -1,4 +1,4 @@
-"""logstore on Spark (the optional extra ``pip install 'logstore[spark]'``: pyspark and pyarrow).
+"""logstore on Spark (the optional extra ``pip install 'kafka-logstore[spark]'``: pyspark and pyarrow).
 
 * ``format("logstore")``: a PySpark Python Data Source with Spark's Kafka-source schema and options,
   for batch and Structured Streaming reads and writes (``logstore.spark.source``). The top-level
@@ -14,7 +14,7 @@ and ``compact`` do. Its benchmark (``logstore perf spark``) lives in the benchma
 
 from __future__ import annotations
 
-MISSING_EXTRA = ("logstore's Spark layer needs pyspark and pyarrow: pip install 'logstore[spark]' "
+MISSING_EXTRA = ("logstore's Spark layer needs pyspark and pyarrow: pip install 'kafka-logstore[spark]' "
                  "(pyarrow is not pulled in by pyspark itself)")
 
 

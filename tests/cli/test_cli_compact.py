@@ -135,6 +135,6 @@ def test_the_spark_engine_without_pyspark_is_one_clear_line(tmp_path, monkeypatc
     make_profiles(tmp_path)
     monkeypatch.setitem(sys.modules, "pyspark", None)  # as if the spark extra were not installed
     result = run(tmp_path, "compact", "--engine", "spark", "profiles")
-    one_line_error(result, "pip install 'logstore[spark]'")
+    one_line_error(result, "pip install 'kafka-logstore[spark]'")
     with LogManager([str(tmp_path)], read_only=True) as store:  # nothing was compacted
         assert sum(len(list(store.get_log("profiles", p).iter_records())) for p in range(2)) == 41

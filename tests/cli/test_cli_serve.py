@@ -62,7 +62,8 @@ def test_serve_errors_are_one_line(tmp_path, monkeypatch):
     import logstore.server
     monkeypatch.setattr(logstore.server, "missing_extra", lambda: ["cramjam"])
     result = runner.invoke(main, ["--dir", str(tmp_path / "d"), "serve"])
-    assert result.exit_code == 1 and result.output == "Error: logstore serve needs the server extra: pip install 'logstore[server]'\n"
+    assert result.exit_code == 1
+    assert result.output == "Error: logstore serve needs the server extra: pip install 'kafka-logstore[server]'\n"
 
 
 def test_a_store_in_use_cannot_be_served_twice(tmp_path):

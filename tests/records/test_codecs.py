@@ -89,7 +89,7 @@ def without_cramjam(monkeypatch):
 
 def test_without_the_library_a_topic_is_refused_naming_the_extra(without_cramjam):
     for name in ("snappy", "lz4", "zstd"):
-        with pytest.raises(InvalidConfigError, match=r"pip install 'logstore\[compression\]'"):
+        with pytest.raises(InvalidConfigError, match=r"pip install 'kafka-logstore\[compression\]'"):
             LogConfig.from_properties({"compression.type": name})
     LogConfig.from_properties({"compression.type": "gzip"})  # the standard library's
 
@@ -101,6 +101,6 @@ def test_without_the_library_a_stored_batch_is_unreadable_not_corrupt(monkeypatc
     monkeypatch.setattr(importlib, "import_module",
                         lambda name, *args: (_ for _ in ()).throw(ImportError(name)) if name == "cramjam"
                         else real_import(name, *args))
-    with pytest.raises(CodecUnavailableError, match=r"logstore\[compression\]") as raised:
+    with pytest.raises(CodecUnavailableError, match=r"kafka-logstore\[compression\]") as raised:
         RecordBatch.decode(data, 0)
     assert not isinstance(raised.value, CorruptRecordError)

@@ -14,7 +14,7 @@ compressed batch's records (everything after ``record_count``) are one compresse
 - **lz4**: the LZ4 *frame* format with independent blocks (Java's reader refuses linked blocks).
 - **zstd**: a zstd frame (level 3, Kafka's default).
 
-snappy, lz4 and zstd come from ``cramjam`` (the ``logstore[server]`` extra). Without it those codecs
+snappy, lz4 and zstd come from ``cramjam`` (the ``kafka-logstore[server]`` extra). Without it those codecs
 raise ``UnsupportedCompressionError`` (76); ``AVAILABLE_CODECS`` says what this process can do.
 
 **Decompression bombs.** A few kilobytes of zstd can expand to gigabytes. ``max_bytes`` bounds the
@@ -65,7 +65,7 @@ def _check_codec(codec: int) -> None:
         raise UnsupportedCompressionError(f"unknown compression codec {codec}")
     if codec not in AVAILABLE_CODECS:
         raise UnsupportedCompressionError(
-            f"{CODEC_NAMES[codec]} compression needs the cramjam package (pip install 'logstore[server]')")
+            f"{CODEC_NAMES[codec]} compression needs the cramjam package (pip install 'kafka-logstore[server]')")
 
 
 def compress(codec: int, data, level: int | None = None) -> bytes:

@@ -4,7 +4,7 @@ Kafka checksums bytes [21, end) of every v2 batch with CRC-32C (reflected polyno
 initial value and final XOR 0xFFFFFFFF; check value ``crc32c(b"123456789") == 0xE3069283``). The
 standard library has no CRC-32C, so this module owns the choice of implementation:
 
-- ``google_crc32c`` (Apache-2.0, part of the ``logstore[server]`` extra) when it is importable and
+- ``google_crc32c`` (Apache-2.0, part of the ``kafka-logstore[server]`` extra) when it is importable and
   compiled: hardware-accelerated C, ~20-30 GB/s on batch-sized buffers;
 - else a pure-Python slice-by-8 table fallback: correct, ~1000x slower (~20 MB/s). A server that
   falls back works, but checking a 1 MiB produce costs ~50 ms of CPU, so ``HARDWARE`` and
