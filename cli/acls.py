@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import click
 
-from logstore.server.security.acl_store import AclStore
-
 from . import broker
-from logstore.server.security.acls import (PATTERN_ANY, PATTERN_LITERAL, PATTERN_MATCH, PATTERN_PREFIXED, bindings_for,
-                                           filters_for)
 
-_ADD_PATTERNS = {"literal": PATTERN_LITERAL, "prefixed": PATTERN_PREFIXED}
-_FILTER_PATTERNS = {"any": PATTERN_ANY, "match": PATTERN_MATCH, **_ADD_PATTERNS}
+_ADD_PATTERNS = ("literal", "prefixed")
+_FILTER_PATTERNS = ("any", "match", *_ADD_PATTERNS)
+
+
+def _pattern_type(name: str) -> int:
+    """``--resource-pattern-type``'s value as Kafka's pattern type."""
+    from logstore.server.security.acls import PATTERN_ANY, PATTERN_LITERAL, PATTERN_MATCH, PATTERN_PREFIXED
+    return {"literal": PATTERN_LITERAL, "prefixed": PATTERN_PREFIXED, "any": PATTERN_ANY,
+            "match": PATTERN_MATCH}[name.lower()]
 
 
 def _acl_store(options) -> tuple:
+    from logstore.server.security.acl_store import AclStore
     return broker.security_store(options, AclStore)
 
 
@@ -28,7 +32,7 @@ def _print(bindings) -> None:
         click.echo("\t".join(binding.row()))
 
 
-def _options(patterns: dict[str, int], default: str, for_filter: bool):
+def _options(patterns: tuple[str, ...], default: str, for_filter: bool):
     """The options every subcommand takes (``for_filter``: omitted means any)."""
     omitted = "any" if for_filter else "*"
     decorators = [
@@ -67,7 +71,8 @@ def _options(patterns: dict[str, int], default: str, for_filter: bool):
 
 def _filters(pattern: str, given: dict):
     try:
-        return filters_for(pattern_type=_FILTER_PATTERNS[pattern.lower()], **given)
+        from logstore.server.security.acls import filters_for
+        return filters_for(pattern_type=_pattern_type(pattern), **given)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
 
@@ -83,7 +88,8 @@ def acls() -> None:
 def acls_add(options, pattern: str, **given) -> None:
     """Allow or deny principals operations on topics, groups, the cluster or transactional ids."""
     try:
-        bindings = bindings_for(pattern_type=_ADD_PATTERNS[pattern.lower()], **given)
+        from logstore.server.security.acls import bindings_for
+        bindings = bindings_for(pattern_type=_pattern_type(pattern), **given)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     store, acl_store = _acl_store(options)

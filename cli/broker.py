@@ -8,23 +8,21 @@ import contextlib
 import json
 import sys
 from itertools import groupby, islice
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import click
 
-from logstore.client.admin import BrokerAdmin
-from logstore.client.security import ClientSecurity
-from logstore.client.security_admin import BrokerSecurityAdmin
-from logstore.client.mirror import DEFAULT_GROUP, open_end
-from logstore.client.mirror import mirror as run_mirror
-from logstore.client.tools import append_chunks
-from logstore.client.tools import read_chunks
-
+from .lazy import DeferredCommand
 from .records_io import InputRecord, check_against_topic, print_records
+
+if TYPE_CHECKING:
+    from logstore.client.admin import BrokerAdmin
 
 
 def admin(options) -> BrokerAdmin:
     """The topics of the broker of ``--bootstrap-server``."""
+    from logstore.client.admin import BrokerAdmin
+    from logstore.client.security import ClientSecurity
     return BrokerAdmin(options.bootstrap, client_id="logstore-cli",
                        security=ClientSecurity.from_config(options.client_config))
 
@@ -33,6 +31,7 @@ def security_store(options, local) -> tuple:
     """(what to close, the users or ACLs): ``local(first data dir)`` with the store opened as a
     writer (its lock), or with ``--bootstrap-server`` the broker's through its admin APIs."""
     if options.bootstrap:
+        from logstore.client.security_admin import BrokerSecurityAdmin
         broker_admin = admin(options)
         return broker_admin, BrokerSecurityAdmin(broker_admin)
     store = options.open(read_only=False)
@@ -42,6 +41,8 @@ def security_store(options, local) -> tuple:
 def append(options, topic: str, entries: Sequence[InputRecord], batch_size: int, acks: str, timeout_ms: int) -> None:
     """``logstore append`` to a broker: the input checked against the topic's partition count
     first, then sent in chunks, one JSON line per partition of each chunk once acknowledged."""
+    from logstore.client.tools import append_chunks
+
     with admin(options) as topics:
         check_against_topic(entries, topic, topics.partitions(topic), lambda records: None)
     chunks = ((target, [entry.record for entry in chunk])
@@ -59,6 +60,8 @@ def append(options, topic: str, entries: Sequence[InputRecord], batch_size: int,
 def read(options, topic: str, output_format: str, encoding: str, **how) -> None:
     """``logstore read`` from a broker: each chunk printed as it comes; Ctrl-C ends a ``--follow``
     (the reader is closed here, so that a commit it could not make is reported, not lost)."""
+    from logstore.client.tools import read_chunks
+
     try:
         with contextlib.closing(read_chunks(options.bootstrap, topic, client_config=options.client_config,
                                             **how)) as chunks:
@@ -68,13 +71,17 @@ def read(options, topic: str, output_format: str, encoding: str, **how) -> None:
         pass  # the way to end --follow: not an error
 
 
-@click.command()
+def _mirror_group_option() -> list[click.Parameter]:
+    from logstore.client.mirror import DEFAULT_GROUP
+    return [click.Option(["--group"], default=DEFAULT_GROUP, show_default=True,
+                         help="The destination's consumer group that records how far the copy went.")]
+
+
+@click.command(cls=DeferredCommand, deferred_params=_mirror_group_option)
 @click.option("--from", "source", required=True, metavar="DIR|HOST:PORT",
               help="Where to copy from: a data dir, or a broker's HOST:PORT.")
 @click.option("--to", "destination", required=True, metavar="DIR|HOST:PORT",
               help="Where to copy to: a data dir (created if missing), or a broker's HOST:PORT.")
-@click.option("--group", default=DEFAULT_GROUP, show_default=True,
-              help="The destination's consumer group that records how far the copy went.")
 @click.argument("topics", nargs=-1)
 @click.pass_obj
 def mirror(options, source: str, destination: str, group: str, topics: tuple[str, ...]) -> None:
@@ -82,6 +89,9 @@ def mirror(options, source: str, destination: str, group: str, topics: tuple[str
     keys, values, headers and timestamps. Run it again after an interruption: it resumes where it
     stopped, and copies each record once. Prints a summary line per topic. A broker is reached with
     --command-config's settings (both ends, when both are brokers)."""
+    from logstore.client.mirror import mirror as run_mirror
+    from logstore.client.mirror import open_end
+
     source_end = open_end(source, writable=False, client_config=options.client_config)
     try:
         destination_end = open_end(destination, writable=True, client_config=options.client_config)

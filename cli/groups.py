@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import click
 
-from logstore.client.admin import BrokerGroupAdmin
-from logstore.client.security import ClientSecurity
-from logstore.group.admin import GroupAdmin, parse_datetime_ms, parse_topic_partitions
+if TYPE_CHECKING:
+    from logstore.group.admin import GroupAdmin
 
 SNAPSHOT_NOTE = ("Members are those of the group's last record in __consumer_offsets: a consumer that stopped "
                  "without leaving (killed, or a static member) stays listed until its session times out under a "
@@ -29,8 +28,11 @@ def open_admin(options, read_only: bool) -> GroupAdmin:
     """The store of the global options, with its group settings split out for the coordinator; or
     with ``--bootstrap-server``, the broker's groups (the same answers, from its coordinator)."""
     if options.bootstrap:
+        from logstore.client.admin import BrokerGroupAdmin
+        from logstore.client.security import ClientSecurity
         return BrokerGroupAdmin.connect(options.bootstrap, client_id="logstore-cli",
                                         security=ClientSecurity.from_config(options.client_config))
+    from logstore.group.admin import GroupAdmin
     return GroupAdmin.open(options.dirs, options.settings, read_only=read_only)
 
 
@@ -108,6 +110,8 @@ def groups_reset_offsets(options, group: str, topics: tuple[str, ...], to_earlie
     """Reset the committed offsets of GROUP: print the plan (topic, partition, current committed,
     new), and with --execute commit it. Refused while the group has members. Without --execute the
     store is opened read-only (works beside a process that holds it)."""
+    from logstore.group.admin import parse_datetime_ms, parse_topic_partitions
+
     chosen = [(mode, value) for mode, value, given in (
         ("to-earliest", None, to_earliest), ("to-latest", None, to_latest),
         ("to-offset", to_offset, to_offset is not None), ("to-datetime", to_datetime, to_datetime is not None),

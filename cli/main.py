@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import importlib
 import json
 import logging
 import os
@@ -31,28 +32,14 @@ from typing import Iterable, Iterator
 
 import click
 
-from logstore import LogStoreError, Record, __version__
-from logstore.client.errors import BrokerResponseError
-from logstore.errors import TopicExistsError
-from logstore.cleaner.stats import describe as describe_compaction
-from logstore.config import describe_keys, parse_assignments
-from logstore.log.retention import describe as describe_retention
-from logstore.log.waits import MAX_TIMEOUT_MS
-from logstore.manager.topics import is_internal_topic
-from logstore.tools.check import log_size_bytes, verify_store
-from logstore.tools.demo import run_demo
-from logstore.client.security import NotARegularFileError, read_client_properties
-from logstore.tools.dump import dump_file
-from logstore.tools.topics import describe_topic, describe_topics, listed_topics
+# What every command needs, and nothing more: each command imports what it uses (the engine, the
+# client, the server, a benchmark) inside its function, and the subcommands of other modules load
+# when asked for (cli/lazy.py), so `logstore --version` and `logstore --help` load none of them.
+from logstore import __version__
+from logstore.errors import LogStoreError
 
-from . import broker
-from .acls import acls
-from .groups import groups, open_admin
-from .offsets import api_versions, delete_records_command, offsets, one_topic
-from .options import COMMAND_CONFIG_ENV, StoreOptions
-from .perf import perf
-from .serve import serve
-from .users import users
+from .lazy import DeferredCommand
+from .options import COMMAND_CONFIG_ENV, StoreOptions, one_topic
 from .records_io import (ENCODINGS, INPUT_FORMATS, OUTPUT_FORMATS, InputRecord, RecordDefaults, check_against_topic,
                          decode_field, key_separator_of, parse_header_options, parse_input, print_records)
 
@@ -74,12 +61,31 @@ while there is one: they all speak to a broker too, and the store's lock is the 
 _HELP_ERRORS = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
+LAZY_COMMANDS = {"groups": ".groups:groups", "mirror": ".broker:mirror", "perf": ".perf:perf", "serve": ".serve:serve",
+                 "users": ".users:users", "acls": ".acls:acls", "offsets": ".offsets:offsets",
+                 "delete-records": ".offsets:delete_records_command", "api-versions": ".offsets:api_versions"}
+"""The subcommands defined in other modules of the command line, each imported when first asked for."""
+
+
 class LogstoreGroup(click.Group):
     """The root group. Its ``invoke`` runs every subcommand, so it is the one place where expected
     errors become a one-line ``click.ClickException`` (no traceback), and where click's usage errors
     (usage line, hint, then the error) become one line; ``make_context`` parses the root's own
     options outside ``invoke``, so it does the same. ``parse_args`` first moves the root's options
-    found after the subcommand in front of it."""
+    found after the subcommand in front of it. The subcommands of ``LAZY_COMMANDS`` are imported on
+    their first ``get_command``; ``list_commands`` names them without importing them (the completion
+    of a subcommand's name loads none)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(LAZY_COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in LAZY_COMMANDS:
+            module, attribute = LAZY_COMMANDS[cmd_name].split(":")
+            command = getattr(importlib.import_module(module, __package__), attribute)
+            self.add_command(command, cmd_name)
+        return command
 
     def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
         with _one_line_usage_errors():
@@ -200,23 +206,24 @@ def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], b
     Start with `logstore demo`, or: topics create NAME; append TOPIC VALUE; read TOPIC."""
     if verbose:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from logstore.config import parse_assignments
+
     given = bool(dirs)
     if not dirs:
         dirs = tuple(path for path in os.environ.get(DIRS_ENV, "").split(":") if path) or (DEFAULT_DIR,)
     if bootstrap and given:
         raise click.UsageError("give --dir or --bootstrap-server, not both")
-    try:
-        client_config = read_client_properties(command_config) if command_config else {}
-    except NotARegularFileError as exc:
-        raise click.BadParameter(str(exc), param_hint="'--command-config'") from exc
+    client_config = {}
+    if command_config:
+        from logstore.client.security import NotARegularFileError, read_client_properties
+        try:
+            client_config = read_client_properties(command_config)
+        except NotARegularFileError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--command-config'") from exc
     if not bootstrap and ctx.invoked_subcommand in THROUGH_HOST:
         from logstore.client.store_host import hosted_address  # no server or client loaded for this
         bootstrap = hosted_address(list(dirs))  # the store's lock is held by its host: go through it
     ctx.obj = StoreOptions(list(dirs), parse_assignments(list(settings)), given, bootstrap or None, client_config)
-
-
-for _command in (groups, broker.mirror, perf, serve, users, acls, offsets, delete_records_command, api_versions):
-    main.add_command(_command)
 
 
 # --- topics --------------------------------------------------------------------------------------
@@ -227,8 +234,11 @@ def topics() -> None:
     """Create, list, describe, alter and delete topics."""
 
 
-_CONFIG_HELP = "Topic configs (Kafka's names), for --config KEY=VALUE:\n\n" + "\n\n".join(
-    f"  {key} (default {default}): {doc}" for key, default, doc in describe_keys())
+def _config_help() -> str:
+    """The epilog of topics create and alter (built only to show their help)."""
+    from logstore.config import describe_keys
+    return "Topic configs (Kafka's names), for --config KEY=VALUE:\n\n" + "\n\n".join(
+        f"  {key} (default {default}): {doc}" for key, default, doc in describe_keys())
 
 
 _TOPIC_OPTION = click.option("--topic", "topic_option", metavar="NAME",
@@ -239,13 +249,14 @@ _IF_EXISTS = click.option("--if-exists", is_flag=True,
 
 def _topic_exists(options: StoreOptions, name: str) -> bool:
     if options.bootstrap:
+        from . import broker
         with broker.admin(options) as admin:
             return name in admin.topics()
     with options.open(read_only=True) as store:
         return name in store.topics()
 
 
-@topics.command("create", epilog=_CONFIG_HELP)
+@topics.command("create", cls=DeferredCommand, epilog=_config_help)
 @click.argument("name", required=False)
 @_TOPIC_OPTION
 @click.option("--partitions", default=1, show_default=True, type=click.IntRange(min=1), help="Number of partitions.")
@@ -257,6 +268,11 @@ def _topic_exists(options: StoreOptions, name: str) -> bool:
 def topics_create(options: StoreOptions, name: str | None, topic_option: str | None, partitions: int,
                   configs: tuple[str, ...], if_not_exists: bool, replication_factor: int | None) -> None:
     """Create topic NAME (or --topic NAME)."""
+    from logstore.client.errors import BrokerResponseError
+    from logstore.config import parse_assignments
+    from logstore.errors import TopicExistsError
+
+    from . import broker
     name = one_topic(name, topic_option)
     if replication_factor is not None and replication_factor != 1:
         raise click.BadParameter(f"{replication_factor}: logstore keeps one copy of each partition (it does not "
@@ -288,7 +304,10 @@ _EXCLUDE_INTERNAL = click.option("--exclude-internal", is_flag=True,
 @click.pass_obj
 def topics_list(options: StoreOptions, exclude_internal: bool) -> None:
     """List the topics, one per line (internal ones too, unless --exclude-internal)."""
+    from logstore.tools.topics import listed_topics
+
     if options.bootstrap:
+        from . import broker
         with broker.admin(options) as admin:
             names = admin.topics()
     else:
@@ -319,9 +338,11 @@ def topics_describe(options: StoreOptions, name: str | None, topic_option: str |
     if name is not None and if_exists and not _topic_exists(options, name):
         return
     if options.bootstrap:
+        from . import broker
         with broker.admin(options) as admin:
             described = admin.describe_topics(exclude_internal) if name is None else admin.describe_topic(name)
     else:
+        from logstore.tools.topics import describe_topic, describe_topics
         with options.open(read_only=True) as store:
             described = describe_topics(store, exclude_internal) if name is None else describe_topic(store, name)
     if output_format == "json":
@@ -350,7 +371,7 @@ def _echo_description(description: dict) -> None:
     _echo_lines(lines)
 
 
-@topics.command("alter", epilog=_CONFIG_HELP)
+@topics.command("alter", cls=DeferredCommand, epilog=_config_help)
 @click.argument("name", required=False)
 @_TOPIC_OPTION
 @_IF_EXISTS
@@ -365,6 +386,8 @@ def topics_alter(options: StoreOptions, name: str | None, topic_option: str | No
                  partitions: int | None, configs: tuple[str, ...], deletions: tuple[str, ...]) -> None:
     """Grow topic NAME (--partitions) and/or change its config overrides; prints the partition count and
     the overrides afterwards (JSON)."""
+    from logstore.config import parse_assignments
+
     name = one_topic(name, topic_option)
     if if_exists and not _topic_exists(options, name):
         return
@@ -376,6 +399,7 @@ def topics_alter(options: StoreOptions, name: str | None, topic_option: str | No
         raise click.UsageError(f"{both[0]} is both set and deleted")
     changes.update(dict.fromkeys(deletions))
     if options.bootstrap:
+        from . import broker
         with broker.admin(options) as admin:
             if partitions is not None:
                 admin.create_partitions(name, partitions)
@@ -411,9 +435,11 @@ def topics_delete(options: StoreOptions, name: str | None, topic_option: str | N
         if allow_internal:
             raise click.UsageError("--allow-internal applies to a local store (--dir): a broker refuses to delete "
                                    "an internal topic")
+        from . import broker
         with broker.admin(options) as admin:
             admin.delete_topic(name)
     else:
+        from logstore.manager.topics import is_internal_topic
         if is_internal_topic(name) and not allow_internal:
             raise click.ClickException(f"topic {name!r} is internal (the broker's own state: deleting "
                                        "__consumer_offsets loses every group's committed offsets); give "
@@ -426,7 +452,14 @@ def topics_delete(options: StoreOptions, name: str | None, topic_option: str | N
 # --- append and read -----------------------------------------------------------------------------
 
 
-@main.command()
+def _append_timeout_option() -> list[click.Parameter]:
+    from logstore.log.waits import MAX_TIMEOUT_MS
+    return [click.Option(["--timeout-ms"], type=click.IntRange(0, MAX_TIMEOUT_MS), default=30000, show_default=True,
+                         help="With --acks all: how long to wait for the fsync before failing (the records stay "
+                              "appended).")]
+
+
+@main.command(cls=DeferredCommand, deferred_params=_append_timeout_option)
 @click.argument("topic")
 @click.argument("value", required=False)
 @click.option("--partition", "-p", type=click.IntRange(min=0), help="Append to this partition (default: by key).")
@@ -449,8 +482,6 @@ def topics_delete(options: StoreOptions, name: str | None, topic_option: str | N
 @click.option("--acks", type=click.Choice(["1", "all"]), default="1", show_default=True,
               help="1: return once written to the OS (survives a crash of the process); all: once fsynced "
                    "(survives a power loss).")
-@click.option("--timeout-ms", type=click.IntRange(0, MAX_TIMEOUT_MS), default=30000, show_default=True,
-              help="With --acks all: how long to wait for the fsync before failing (the records stay appended).")
 @click.pass_obj
 def append(options: StoreOptions, topic: str, value: str | None, partition: int | None, key: str | None,
            headers: tuple[str, ...], timestamp_ms: int | None, tombstone: bool, input_format: str,
@@ -461,6 +492,8 @@ def append(options: StoreOptions, topic: str, value: str | None, partition: int 
     and checked before anything is appended. Prints one JSON line per append:
     {"topic", "partition", "first_offset", "last_offset", "record_count"}. With --acks all each
     line is printed only once the records are fsynced."""
+    from logstore.records.decoder import Record
+
     defaults = RecordDefaults(None if key is None else decode_field(key, encoding, "--key"),
                               parse_header_options(headers, encoding), timestamp_ms, partition)
     separator = key_separator_of(key_separator, properties)
@@ -479,6 +512,7 @@ def append(options: StoreOptions, topic: str, value: str | None, partition: int 
             click.echo(f"Reading records from stdin ({input_format}, one per line); end with Ctrl-D.", err=True)
         entries = parse_input(sys.stdin.buffer, input_format, encoding, defaults, separator)
     if options.bootstrap:
+        from . import broker
         broker.append(options, topic, entries, batch_size, acks, timeout_ms)
         return
     with options.open(read_only=False) as store:
@@ -574,6 +608,7 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple
         # Started with SIGINT ignored (a shell's `&` job): Ctrl-C or `kill -INT` must still end it
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if options.bootstrap:
+        from . import broker
         return broker.read(options, topic, output_format, encoding, partition=partition, offset=offset,
                            from_timestamp_ms=from_timestamp_ms, from_end=from_end, follow=follow, group=group,
                            max_records=max_records)
@@ -635,6 +670,7 @@ def _can_host(follow: bool) -> bool:
 
 def _read_as_group(options: StoreOptions, topic: str, partition: int | None, group: str, remaining: int,
                    output_format: str, encoding: str) -> None:
+    from .groups import open_admin
     with open_admin(options, read_only=False) as admin:
         starts = admin.start_positions(group, topic, None if partition is None else [partition])
         positions = {(topic, start.partition): start.offset for start in starts}
@@ -674,6 +710,8 @@ def retention(options: StoreOptions, topic: str | None, dry_run: bool) -> None:
     """Apply retention now to TOPIC (default: every topic): delete the oldest segments past
     retention.bytes or retention.ms, or below the log start offset, and print each one deleted
     (or, with --dry-run, that would be)."""
+    from logstore.log.retention import describe as describe_retention
+
     with options.open(read_only=dry_run) as store:
         results = store.cleanup_logs(topic, dry_run=dry_run)
         _echo_lines(line for result in results for line in describe_retention(result))
@@ -697,6 +735,8 @@ def compact(options: StoreOptions, topic: str | None, partition: int | None, eng
     key below each active segment, drop tombstones past delete.retention.ms, then apply retention.
     Honours every topic config except the dirty ratio. Takes the store's lock: stop the writer first.
     Prints one summary line per partition."""
+    from logstore.cleaner.stats import describe as describe_compaction
+
     if master is not None and engine != "spark":
         raise click.UsageError("--master is for --engine spark")
     stderr = sys.stderr
@@ -771,6 +811,8 @@ def check(ctx: click.Context) -> None:
     stray files, missing partitions (read-only). Exit code 0 when clean or with warnings only (e.g.
     files of an interrupted operation, which the next writable open completes), 1 when an error is
     found."""
+    from logstore.tools.check import log_size_bytes, verify_store
+
     with ctx.obj.open(read_only=True) as store:
         if sys.stderr.isatty():
             with click.progressbar(length=log_size_bytes(store.logs()), label="Checking", file=sys.stderr) as bar:
@@ -806,6 +848,8 @@ def repair(options: StoreOptions, topic: str, partition: int | None, yes: bool) 
 def dump(path: str, records: bool) -> None:
     """Print the content of one file: a segment's .log (batches: position, offsets, count,
     timestamps, size, CRC), .index or .timeindex (entries), or an offset checkpoint file."""
+    from logstore.tools.dump import dump_file
+
     _echo_lines(dump_file(path, records=records))
 
 
@@ -814,6 +858,8 @@ def dump(path: str, records: bool) -> None:
 def demo(options: StoreOptions) -> None:
     """A guided run on the store: create a topic, append keyed records, read them back, look up an
     offset by timestamp, show the files and check them. Safe to run again."""
+    from logstore.tools.demo import run_demo
+
     command = "logstore" + "".join(f" --dir {shlex.quote(path)}" for path in options.dirs if options.dirs_given)
     run_demo(options.dirs, click.echo, config=options.settings, command=command)
 

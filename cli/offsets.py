@@ -9,21 +9,14 @@ import json
 
 import click
 
-from logstore.client.tools import api_versions as broker_api_versions
-from logstore.client.tools import delete_records as broker_delete_records
-from logstore.client.tools import partition_offsets as broker_partition_offsets
-from logstore.manager.log_manager import MAX_PARTITIONS
-from logstore.tools.offsets import (MAX_OFFSET_JSON_BYTES, delete_records, parse_offset_json, parse_time,
-                                    partition_offsets)
-
-from . import broker
-from .options import StoreOptions
+from .options import StoreOptions, one_topic
 
 OUTPUT_FORMATS = ("text", "json", "jsonl")
 
 
 def _partition_list(text: str | None) -> list[int] | None:
     """Kafka's ``--partitions 0,2,5-7``."""
+    from logstore.manager.log_manager import MAX_PARTITIONS
     if text is None:
         return None
     numbers: list[int] = []
@@ -68,6 +61,8 @@ def offsets(options: StoreOptions, topic: str | None, topic_option: str | None, 
     default: every topic), like Kafka's kafka-get-offsets (kcat -Q): the log end offset by
     default, the log start with --time earliest, the first record with the largest timestamp with
     --time max-timestamp, or the first offset whose record's timestamp is >= --time."""
+    from logstore.tools.offsets import parse_time, partition_offsets
+
     name = one_topic(topic, topic_option, required=False)
     try:
         timestamp = parse_time(time_text)
@@ -77,6 +72,9 @@ def offsets(options: StoreOptions, topic: str | None, topic_option: str | None, 
         raise click.UsageError("give --partition or --partitions, not both")
     chosen = [partition] if partition is not None else _partition_list(partitions_text)
     if options.bootstrap:
+        from logstore.client.tools import partition_offsets as broker_partition_offsets
+
+        from . import broker
         with broker.admin(options) as admin:
             rows = broker_partition_offsets(admin, name, timestamp, chosen, exclude_internal_topics)
     else:
@@ -112,6 +110,8 @@ def delete_records_command(options: StoreOptions, topic: str | None, topic_optio
     the log start offset moves up to it (readers can no longer read below it) and segments wholly
     below it are deleted. Prints each partition's new log start offset (low watermark). On a
     store it takes the store's lock: stop the writer first, or delete through the broker."""
+    from logstore.tools.offsets import MAX_OFFSET_JSON_BYTES, delete_records, parse_offset_json
+
     name = one_topic(topic, topic_option, required=False)
     if offset_json_file is not None:
         if name is not None or partitions or before is not None:
@@ -123,6 +123,9 @@ def delete_records_command(options: StoreOptions, topic: str | None, topic_optio
             raise click.UsageError("give TOPIC, --partition P and --before OFFSET (or --offset-json-file FILE)")
         wanted = {(name, p): before for p in partitions}
     if options.bootstrap:
+        from logstore.client.tools import delete_records as broker_delete_records
+
+        from . import broker
         with broker.admin(options) as admin:
             low_watermarks = broker_delete_records(admin, wanted)
     else:
@@ -147,6 +150,9 @@ def api_versions(options: StoreOptions, output_format: str) -> None:
     if not options.bootstrap:
         raise click.UsageError("api-versions asks a broker: give --bootstrap-server HOST:PORT "
                                "(before or after the subcommand)")
+    from logstore.client.tools import api_versions as broker_api_versions
+
+    from . import broker
     with broker.admin(options) as admin:
         brokers = broker_api_versions(admin)
     if output_format == "json":
@@ -180,14 +186,3 @@ def _describe_row(row) -> str:
     if row.client is None:
         return f"{low} to {high} [unusable: unknown to this client]"
     return f"{low} to {high} [unusable: node too {'old' if high < row.client[0] else 'new'}]"
-
-
-def one_topic(name: str | None, topic_option: str | None, required: bool = True) -> str | None:
-    """The topic of ``NAME`` or ``--topic NAME`` (Kafka's tools take the option): one of them, or
-    both the same."""
-    if name is not None and topic_option is not None and name != topic_option:
-        raise click.UsageError(f"two topics given: {name!r} and --topic {topic_option!r}")
-    chosen = name if name is not None else topic_option
-    if chosen is None and required:
-        raise click.UsageError("Missing argument 'NAME' (or give --topic NAME)")
-    return chosen

@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import click
 
-from logstore.bench import core as bench
-from logstore.bench.serve_security import SASL_MECHANISMS, SECURITY_HELP
+from .lazy import DeferredCommand
+
+if TYPE_CHECKING:
+    from logstore.bench import core as bench
 
 
 def _size(_ctx, _param, value: str | None) -> int | None:
+    from logstore.bench import core as bench
     try:
         return None if value is None else bench.parse_size(value)
     except ValueError as exc:
@@ -24,6 +27,7 @@ def _size(_ctx, _param, value: str | None) -> int | None:
 
 
 def _sizes(_ctx, _param, value: str) -> list[int]:
+    from logstore.bench import core as bench
     try:
         return [bench.parse_size(part) for part in value.split(",") if part.strip()]
     except ValueError as exc:
@@ -95,6 +99,7 @@ def _progress(enabled: bool | None) -> bench.Progress | None:
 
 
 def _show(results: list, as_json: bool) -> None:
+    from logstore.bench import core as bench
     if as_json:
         click.echo(json.dumps({"results": [result.as_dict() for result in results]}, indent=2))
     else:
@@ -102,6 +107,7 @@ def _show(results: list, as_json: bool) -> None:
 
 
 def _run(function: Callable, *args, **kwargs) -> list:
+    from logstore.bench import core as bench
     try:
         return function(*args, **kwargs)
     except (bench.BenchmarkError, ValueError, OSError) as exc:
@@ -123,6 +129,8 @@ def perf() -> None:
 def append(records, key_bytes, value_bytes, batch_size, max_message_bytes, seed, compare, work_dir, keep,
            as_json, progress) -> None:
     """Time appending RECORDS records in batches, then one flush (records/s, MB/s)."""
+    from logstore.bench import core as bench
+
     workload = bench.Workload(records, key_bytes, value_bytes, batch_size, seed, max_message_bytes)
     _show(_run(bench.bench_log, workload, phases=("append",), engines=_engines(compare), work_dir=work_dir,
                keep=keep, progress=_progress(progress)), as_json)
@@ -138,6 +146,8 @@ def append(records, key_bytes, value_bytes, batch_size, max_message_bytes, seed,
 def read(records, key_bytes, value_bytes, batch_size, max_message_bytes, seed, compare, mode, lookups,
          work_dir, keep, as_json, progress) -> None:
     """Append RECORDS records (untimed), then time reading them back."""
+    from logstore.bench import core as bench
+
     workload = bench.Workload(records, key_bytes, value_bytes, batch_size, seed, max_message_bytes)
     phases = ("scan", "random") if mode == "both" else (mode,)
     _show(_run(bench.bench_log, workload, phases=phases, lookups=lookups, engines=_engines(compare),
@@ -154,6 +164,8 @@ def read(records, key_bytes, value_bytes, batch_size, max_message_bytes, seed, c
 @_common
 def open_(sizes, repeats, value_bytes, segment_bytes, work_dir, keep, as_json, progress) -> None:
     """Time opening cleanly closed stores of several sizes (open should scan no data)."""
+    from logstore.bench import core as bench
+
     _show(_run(bench.bench_open, sizes, repeats=repeats, value_bytes=value_bytes, segment_bytes=segment_bytes,
                work_dir=work_dir, keep=keep, progress=_progress(progress)), as_json)
 
@@ -179,6 +191,7 @@ def _thread_counts(_ctx, _param, value: str) -> tuple[int, ...]:
 
 
 def _run_paths(sizes_args: dict, rows, compare: str, work_dir, keep, progress) -> dict:
+    from logstore.bench import core as bench
     from logstore.bench import compact as perf_compact, durable as perf_durable, paths as bench_paths
     from logstore.bench import recovery as perf_recovery
     try:
@@ -248,6 +261,8 @@ def all_(records, lookups, large_records, large_value_bytes, sizes, repeats, see
          keep, as_json, progress) -> None:
     """The whole acceptance table in one run, with a pass/fail column against the targets; then the
     paths table (the paths users take, best of 3 interleaved runs, PASS/FAIL against its goals)."""
+    from logstore.bench import core as bench
+
     from logstore.bench import paths as bench_paths
     from logstore.bench.paths_report import render_paths
 
@@ -475,7 +490,14 @@ def _counts(_ctx, _param, value: str) -> list[int]:
         raise click.BadParameter(str(exc)) from None
 
 
-@perf.command("serve")
+def _serve_security_options() -> list[click.Parameter]:
+    from logstore.bench.serve_security import SASL_MECHANISMS, SECURITY_HELP
+    return [click.Option(["--security"], multiple=True, metavar="MODE", help=SECURITY_HELP),
+            click.Option(["--sasl-mechanism"], default="SCRAM-SHA-512", show_default=True,
+                         type=click.Choice(SASL_MECHANISMS))]
+
+
+@perf.command("serve", cls=DeferredCommand, deferred_params=_serve_security_options)
 @click.option("--sizes", default="200k,1m", show_default=True, callback=_counts,
               help="Records per confluent-kafka run (comma-separated; k and m suffixes).")
 @click.option("--value-bytes", default=100, show_default=True, type=click.IntRange(0))
@@ -486,9 +508,6 @@ def _counts(_ctx, _param, value: str) -> list[int]:
 @click.option("--latency-seconds", default=5.0, show_default=True, type=click.FloatRange(0.1))
 @click.option("--broker", "brokers", multiple=True, type=click.Choice(["logstore", "tansu"]),
               help="Brokers to run (repeatable; default both).")
-@click.option("--security", multiple=True, metavar="MODE",
-              help=SECURITY_HELP)
-@click.option("--sasl-mechanism", default="SCRAM-SHA-512", show_default=True, type=click.Choice(SASL_MECHANISMS))
 @click.option("--repeats", default=1, show_default=True, type=click.IntRange(1),
               help="Interleaved rounds of every workload and mode (the best of each is shown, every one in --json).")
 @click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
@@ -597,3 +616,28 @@ def groups(members, committers, seconds, fetch, against, no_wire, memory_groups,
     except (BenchmarkError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(json.dumps(result, indent=2) if as_json else render_groups(result))
+
+
+@perf.command("cli")
+@click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Runs of each command, interleaved (the median and the min are reported).")
+@click.option("--logstore", "program", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="The logstore program to time (default: the one installed beside this Python, else "
+                   "python -m logstore.cli), e.g. another install's, to compare the two.")
+@click.option("--serve/--no-serve", default=None,
+              help="Time logstore serve to its listening line (default: when the server extra is installed).")
+@click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
+              help="Parent dir of the temporary work dir, removed afterwards (default: the system temp dir).")
+@_output
+def cli_startup(repeats, program, serve, work_dir, as_json, progress) -> None:
+    """How long the command line takes to start: python -c pass, logstore --version, --help, topics list
+    (on a small store made here) and serve (to its listening line), each a new process, --repeats runs
+    interleaved; the median and min of each, also less python -c pass's, against the goals."""
+    from logstore.bench import cli_startup as bench_cli
+
+    try:
+        result = bench_cli.bench_cli(repeats=repeats, program=[program] if program else None, serve=serve,
+                                     work_dir=work_dir, say=_say(progress, "perf cli"))
+    except (bench_cli.CliBenchmarkError, ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(json.dumps(result, indent=2) if as_json else bench_cli.render_cli(result))

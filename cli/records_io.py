@@ -36,11 +36,14 @@ import binascii
 import json
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import click
 
-from logstore import LogStoreError, Record
+from logstore.errors import LogStoreError
+
+if TYPE_CHECKING:
+    from logstore.records.decoder import Record
 ENCODINGS = ("utf8", "base64")
 INPUT_FORMATS = ("text", "jsonl")
 OUTPUT_FORMATS = ("jsonl", "value")
@@ -98,6 +101,8 @@ def parse_input(lines: Iterable[bytes], input_format: str, encoding: str, defaul
     """Parse every line of ``lines`` (bytes, as read from stdin) into records; raises ``ValueError``
     naming the first bad line. Nothing is appended until all input parsed. ``key_separator``
     (text input only): each line is ``KEY<SEP>VALUE``."""
+    from logstore.records.decoder import Record  # the engine's record type, loaded by the commands that parse
+
     parsed = []
     for number, line in enumerate(lines, start=1):
         if line.endswith(b"\n"):
@@ -158,6 +163,8 @@ def key_separator_of(separator: str | None, properties: Iterable[str]) -> bytes 
 
 
 def _parse_jsonl(line: bytes, number: int, encoding: str, defaults: RecordDefaults) -> InputRecord:
+    from logstore.records.decoder import Record
+
     try:
         obj = json.loads(line)
     except UnicodeDecodeError:

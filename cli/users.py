@@ -10,17 +10,32 @@ import sys
 
 import click
 
-from logstore.client.security import read_password_line
-from logstore.server.security.credentials import CredentialStore
-from logstore.server.security.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
-
 from . import broker
-
-_MECHANISMS = click.Choice(sorted(MECHANISMS))
+from .lazy import DeferredCommand
 
 
 def _credentials(options) -> tuple:
+    from logstore.server.security.credentials import CredentialStore
     return broker.security_store(options, CredentialStore)
+
+
+def _mechanisms() -> list[str]:
+    from logstore.server.security.scram import MECHANISMS
+    return sorted(MECHANISMS)
+
+
+def _add_options() -> list[click.Parameter]:
+    from logstore.server.security.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS
+    return [click.Option(["--mechanism", "mechanisms"], multiple=True, type=click.Choice(_mechanisms()),
+                         help="A mechanism to give the user a credential for (repeatable; default: both)."),
+            click.Option(["--iterations"], type=click.IntRange(min=MIN_ITERATIONS, max=MAX_ITERATIONS),
+                         default=DEFAULT_ITERATIONS, show_default=True,
+                         help=f"PBKDF2 iterations ({MIN_ITERATIONS}..{MAX_ITERATIONS}, Kafka's bounds).")]
+
+
+def _delete_options() -> list[click.Parameter]:
+    return [click.Option(["--mechanism"], type=click.Choice(_mechanisms()),
+                         help="Only this mechanism's credential (default: all).")]
 
 
 @click.group()
@@ -28,16 +43,15 @@ def users() -> None:
     """Add, delete and list the users that authenticate with SCRAM (or PLAIN)."""
 
 
-@users.command("add")
+@users.command("add", cls=DeferredCommand, deferred_params=_add_options)
 @click.argument("user")
-@click.option("--mechanism", "mechanisms", multiple=True, type=_MECHANISMS,
-              help="A mechanism to give the user a credential for (repeatable; default: both).")
-@click.option("--iterations", type=click.IntRange(min=MIN_ITERATIONS, max=MAX_ITERATIONS), default=DEFAULT_ITERATIONS,
-              show_default=True, help=f"PBKDF2 iterations ({MIN_ITERATIONS}..{MAX_ITERATIONS}, Kafka's bounds).")
 @click.option("--password-stdin", is_flag=True, help="Read the password from the first line of stdin.")
 @click.pass_obj
 def users_add(options, user: str, mechanisms: tuple[str, ...], iterations: int, password_stdin: bool) -> None:
     """Add USER (or give it a new password). Only a salted, iterated credential is stored."""
+    from logstore.client.security import read_password_line
+    from logstore.server.security.scram import MECHANISMS
+
     if password_stdin:
         password = read_password_line(sys.stdin)
     else:
@@ -51,9 +65,8 @@ def users_add(options, user: str, mechanisms: tuple[str, ...], iterations: int, 
     click.echo(f"Added user {user} ({', '.join(mechanisms or sorted(MECHANISMS))}).")
 
 
-@users.command("delete")
+@users.command("delete", cls=DeferredCommand, deferred_params=_delete_options)
 @click.argument("user")
-@click.option("--mechanism", type=_MECHANISMS, help="Only this mechanism's credential (default: all).")
 @click.pass_obj
 def users_delete(options, user: str, mechanism: str | None) -> None:
     """Delete USER's credentials."""
@@ -70,6 +83,8 @@ def users_delete(options, user: str, mechanism: str | None) -> None:
 @click.pass_obj
 def users_list(options) -> None:
     """List the users: name, mechanism and iterations (no secrets)."""
+    from logstore.server.security.scram import MAX_ITERATIONS
+
     store, credentials = _credentials(options)
     with store:
         found = credentials.users()

@@ -477,7 +477,13 @@ def test_benchmarks_live_in_the_benchmark_layer():
 
 
 def test_importing_logstore_loads_no_tool_benchmark_spark_or_cli_module():
+    """``import logstore`` loads nothing but the package (its public names load on first use:
+    ``logstore --version`` must not pay for the engine); using the public API loads the engine,
+    and still none of what is built on it."""
     code = ("import sys, logstore; "
+            "loaded = sorted(m for m in sys.modules if m.startswith('logstore')); "
+            "assert loaded == ['logstore'], loaded; "
+            "from logstore import LogManager; "
             "bad = sorted(m for m in sys.modules if m.split('.')[:2] in (['logstore', 'tools'], ['logstore', 'bench'], "
             "['logstore', 'spark'], ['logstore', 'cli'], ['logstore', 'server']) or m.split('.')[0] in ('click', 'pyspark', 'pyarrow', 'sqlite3')); "
             "assert not bad, bad; "
@@ -505,6 +511,18 @@ def test_the_public_imports_still_work():
             "from logstore.server import KafkaServer, INSTALL_HINT, missing_extra; "
             "from logstore.server.server import KafkaServer as K; "
             "assert R is Record and L is Log and M is LogManager and S is Scheduler and K is KafkaServer")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    # Every name of the lazily loading packages (logstore, logstore.client) resolves, * included,
+    # dir() lists them, and a name that is not there is an AttributeError.
+    code = ("import logstore, logstore.client; from logstore import *; from logstore.client import *; "
+            "from logstore.client import Producer, Consumer, BrokerAdmin; "
+            "from logstore.client.producer import Producer as P; assert P is Producer; "
+            "assert LogManager is logstore.LogManager and TimerTask is logstore.TimerTask; "
+            "assert set(logstore.__all__) <= set(dir(logstore)) and set(logstore.client.__all__) <= set(dir(logstore.client)); "
+            "missing = [n for m in (logstore, logstore.client) for n in m.__all__ if getattr(m, n, None) is None]; "
+            "assert not missing, missing; "
+            "import pytest; pytest.raises(AttributeError, getattr, logstore, 'Nothing'); "
+            "pytest.raises(ImportError, exec, 'from logstore.client import Nothing')")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

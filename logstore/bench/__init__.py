@@ -7,6 +7,7 @@ timers), ``durable`` (durable appends and opening after a crash), ``recovery`` (
 after kill -9 against a clean open plus a scan of the tail), ``compact`` (compaction against
 SQLite), ``paths``, ``paths_process`` and ``paths_report`` (the paths users take, each against its
 baseline, judged against its goal) and ``child`` (a workload run in a fresh interpreter).
+The command line's: ``cli_startup`` (each command's start-up against the interpreter's own).
 The server's: ``serve`` (``logstore serve`` and Tansu side by side with real clients) and
 ``serve_security`` (the cost of TLS and SASL), ``groups`` (the group coordinator in-process and over
 the wire). The client's: ``client`` (our client against kafka-python and confluent-kafka). Spark's:

@@ -29,11 +29,37 @@ foundations and, in ``mirror`` only (a data dir as one end of a copy), ``manager
 a client of any broker needs.
 """
 
-from .admin import BrokerAdmin, BrokerGroupAdmin
-from .consumer import Consumer, ConsumerRecord
-from .errors import BrokerResponseError, NetworkError, NoOffsetForPartitionError, RequestTimedOutError
-from .produce import DeliveryTimeoutError
-from .producer import Producer
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what the names below are, for type checkers (at run time each loads on first use)
+    from .admin import BrokerAdmin, BrokerGroupAdmin
+    from .consumer import Consumer, ConsumerRecord
+    from .errors import BrokerResponseError, NetworkError, NoOffsetForPartitionError, RequestTimedOutError
+    from .produce import DeliveryTimeoutError
+    from .producer import Producer
+
+# Where each public name lives, loaded on first use (PEP 562): a module of this package that needs
+# none of them (``store_host.hosted_address``, ``security``) does not load the codec, the producer
+# and the consumer with the package.
+_MODULES = {"BrokerAdmin": ".admin", "BrokerGroupAdmin": ".admin", "Consumer": ".consumer", "ConsumerRecord": ".consumer",
+            **dict.fromkeys(("BrokerResponseError", "NetworkError", "NoOffsetForPartitionError",
+                             "RequestTimedOutError"), ".errors"),
+            "DeliveryTimeoutError": ".produce", "Producer": ".producer"}
+
+
+def __getattr__(name: str):
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # once loaded, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_MODULES))
+
 
 __all__ = ["BrokerAdmin", "BrokerGroupAdmin", "BrokerResponseError", "Consumer", "ConsumerRecord", "DeliveryTimeoutError",
            "NetworkError", "NoOffsetForPartitionError", "Producer", "RequestTimedOutError"]

@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
 from ..errors import LockedError
 from ..fs import OS_FILE_SYSTEM, FileSystem
-from ..manager.log_manager import LogManager
-from ..records.decoder import Record
 
 if TYPE_CHECKING:
+    from ..manager.log_manager import LogManager
+    from ..records.decoder import Record
     from ..server.server import KafkaServer
 
 logger = logging.getLogger(__name__)
@@ -199,6 +199,7 @@ def read_group_on_store(dirs: list[str], settings: Mapping[str, object], topic: 
         if hosting is not None:  # no other reader hosts the store or is about to: this one will
             try:
                 try:
+                    from ..manager.log_manager import LogManager  # the engine: only once this reader hosts
                     store = LogManager(dirs, config=store_config)
                 except LockedError as exc:
                     # Held by a process that does not host it (an application, `logstore serve`, an
