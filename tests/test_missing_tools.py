@@ -97,7 +97,7 @@ def test_an_unknown_required_tool_is_a_usage_error(monkeypatch):
 def test_the_skip_reasons_are_counted_per_tool_and_the_shards_lines_add_up():
     class Report:
         def __init__(self, reason):
-            self.longrepr = ("tests/x.py", 1, f"Skipped: {reason}")
+            self.longrepr = (__file__, 1, f"Skipped: {reason}")
     reports = [Report(external_tools.reason("kcat"))] * 3 + [Report(external_tools.reason("kafkajs")),
                                                              Report("some other reason")]
     line = external_tools.summary_line(reports)
