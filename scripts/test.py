@@ -12,7 +12,8 @@ order).
 Each shard runs in its own pytest with its own ``--basetemp`` (two sessions must not clean each
 other's temporary dirs) and without the cache plugin; extra arguments go to both. Each shard's
 output is kept in ``test-results/shard-N.log`` and printed when both are done, the first shard's
-first. The exit code is pytest's: 0 when both passed, 5 when neither collected a test, else the
+first, then one line that adds up what each shard skipped for a missing tool (kcat, node, ...: each
+pytest ends with its own such line, ``tests/conftest.py``). The exit code is pytest's: 0 when both passed, 5 when neither collected a test, else the
 first non-zero one.
 
 Usage: ``python scripts/test.py [PYTEST ARGS...]``
@@ -21,6 +22,7 @@ Usage: ``python scripts/test.py [PYTEST ARGS...]``
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -31,6 +33,21 @@ ROOT = Path(__file__).resolve().parents[1]
 FIRST_SHARD = ("tests/crash", "tests/fuzz", "tests/spark", "tests/log", "tests/cleaner", "tests/records",
                "tests/timer", "tests/tools")
 """The first shard's folders; everything else under tests/ is the second's."""
+MISSING_TOOLS = "skipped for missing tools: "
+"""How the line each pytest ends with starts (tests/conftest.py)."""
+
+
+def merged_missing_tools(outputs: list[str]) -> str:
+    """The shards' "skipped for missing tools" lines as one: each tool's counts added up."""
+    counts: dict[str, list] = {}
+    for output in outputs:
+        for line in output.splitlines():
+            if line.startswith(MISSING_TOOLS):
+                for tool, count, install in re.findall(r"(\S+) (\d+) \[([^\]]*)\]", line[len(MISSING_TOOLS):]):
+                    counts.setdefault(tool, [0, install])[0] += int(count)
+    if not counts:
+        return MISSING_TOOLS + "none"
+    return MISSING_TOOLS + ", ".join(f"{tool} {count} [{install}]" for tool, (count, install) in sorted(counts.items()))
 
 
 def shards() -> list[list[str]]:
@@ -61,14 +78,16 @@ def main(argv: list[str]) -> int:
         command = [sys.executable, "-P", "-m", "pytest", "-p", "no:cacheprovider", f"--basetemp={basetemp}", *paths, *argv]
         print(f"shard {number}: pytest {' '.join(paths)}", flush=True)
         runs.append((number, subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT), log))
-    codes = []
+    codes, outputs = [], []
     for number, process, log in runs:
         codes.append(process.wait())
         log.seek(0)
         print(f"\n===== shard {number} (exit {codes[-1]}) =====", flush=True)
-        sys.stdout.write(log.read())
+        outputs.append(log.read())
+        sys.stdout.write(outputs[-1])
         log.close()
     print(f"\n===== both shards done in {time.monotonic() - started:.0f} s: exit codes {codes} =====", flush=True)
+    print(f"both shards: {merged_missing_tools(outputs)}", flush=True)
     if all(code == 5 for code in codes):
         return 5
     failed = [code for code in codes if code not in (0, 5)]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 
 import pytest
@@ -19,9 +18,14 @@ from logstore.client.admin import BrokerGroupAdmin
 from logstore.cli.main import main
 from logstore.server.protocol.messages import APIS, SUPPORTED_VERSIONS
 
+import external_tools
+
 BASE_MS = 1_700_000_000_000
-KCAT = shutil.which("kcat")
-needs_kcat = pytest.mark.skipif(KCAT is None, reason="kcat is not installed")
+needs_kcat = pytest.mark.needs_tools("kcat")  # skips where kcat is missing (tests/external_tools.py)
+
+
+def _kcat() -> str:
+    return external_tools.require("kcat")
 
 
 def cli(*args, input=None):
@@ -52,7 +56,7 @@ def _topic(server, name: str, partitions: int, counts: list[int]) -> None:
 
 def _kcat_query(server, topic: str, partition: int, timestamp: int) -> int:
     # One partition per run: kcat 1.7 answers -1 for all when one -Q run names several of a topic
-    out = subprocess.run([KCAT, "-b", server.bootstrap_servers, "-Q", "-t", f"{topic}:{partition}:{timestamp}"],
+    out = subprocess.run([_kcat(), "-b", server.bootstrap_servers, "-Q", "-t", f"{topic}:{partition}:{timestamp}"],
                          capture_output=True, text=True, timeout=30, check=True).stdout.split()
     assert out[:3] == [topic, f"[{partition}]", "offset"], out
     return int(out[3])
@@ -217,7 +221,7 @@ def test_read_from_the_end_over_the_broker(server):
 def test_append_with_a_key_separator_reads_back_with_kcat(server):
     server.store.create_topic("keyed", 2)
     on(server, "append", "keyed", "-K", ":", input="a:1\nb:2:x\nc:\n")
-    out = subprocess.run([KCAT, "-b", server.bootstrap_servers, "-C", "-t", "keyed", "-o", "beginning", "-e", "-q",
+    out = subprocess.run([_kcat(), "-b", server.bootstrap_servers, "-C", "-t", "keyed", "-o", "beginning", "-e", "-q",
                           "-K", "|"], capture_output=True, text=True, timeout=30, check=True).stdout
     assert sorted(out.splitlines()) == ["a|1", "b|2:x", "c|"]
 

@@ -13,10 +13,13 @@ Servers: ``broker`` is one server for the whole session (every test uses its own
 started here is stopped by the fixture's finalizer.
 
 Clients: ``driver_factory(name)`` (and the ``driver`` fixture, parametrized indirectly) gives the
-driver of one client (``clients/``). A missing Python client or kcat fails: the test modules import
-``clients.registry``, which imports every client library, and ``find_kcat`` raises; only a missing
-``node`` skips the kafkajs tests. This module imports no client library at its top, so the server's
-own tests in this folder do not need the clients extra.
+driver of one client (``clients/``). A missing Python client fails: the test modules import
+``clients.registry``, which imports every client library. kcat and kafkajs (with node) are tools
+from outside Python (``external_tools``): a test parametrized with their name (any parameter whose
+value is "kcat" or "kafkajs") is marked ``needs_tools`` at collection, and ``driver_factory`` asks
+for them too, so where one is missing those tests skip, naming it and how to install it (or fail
+under ``LOGSTORE_REQUIRE_TOOLS``). This module imports no client library at its top, so the
+server's own tests in this folder do not need the clients extra.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ import glob
 import importlib.util
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -38,8 +40,8 @@ from pathlib import Path
 
 import pytest
 
+import external_tools
 from clients import WireRecord, as_wire
-from clients.kafkajs_driver import find_node
 
 BROKER_KIND = os.environ.get("LOGSTORE_TEST_BROKER", "logstore")
 if BROKER_KIND not in ("logstore", "tansu"):
@@ -364,11 +366,37 @@ def _librdkafka_for_kcat(tmp_path_factory):
     return str(directory)
 
 
+CLIENT_TOOLS = {"kcat": "kcat", "kafkajs": "kafkajs"}
+"""The clients that are tools from outside Python, and the tool each needs (``external_tools``)."""
+
+
+def _client_names(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for inner in value:
+            yield from _client_names(inner)
+
+
+def pytest_collection_modifyitems(items):
+    """A real-client test parametrized with kcat or kafkajs needs that tool: marked here, so it skips
+    before its fixtures start anything where the tool is missing."""
+    here = Path(__file__).parent
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or here not in Path(str(item.fspath)).parents:
+            continue
+        tools = sorted({CLIENT_TOOLS[name] for value in callspec.params.values() for name in _client_names(value)
+                        if name in CLIENT_TOOLS})
+        if tools:
+            item.add_marker(pytest.mark.needs_tools(*tools))
+
+
 @pytest.fixture(scope="session")
 def driver_factory(_librdkafka_for_kcat):
-    """name -> the client's driver (one per session). kafkajs skips when ``node`` is absent (unless
-    LOGSTORE_REQUIRE_NODE is set, as CI does) and fails when kafkajs itself is not installed; every
-    other missing client fails."""
+    """name -> the client's driver (one per session). kcat and kafkajs skip where the tool is missing
+    (``external_tools.require``: a failure under LOGSTORE_REQUIRE_TOOLS, as CI sets); a missing Python
+    client fails."""
     from clients.registry import DRIVER_CLASSES  # the client libraries: only client tests import them
     from clients.kafkajs_driver import KafkajsDriver
     from clients.kcat_driver import KcatDriver
@@ -376,13 +404,11 @@ def driver_factory(_librdkafka_for_kcat):
 
     def make(name: str):
         if name not in made:
+            if name in CLIENT_TOOLS:
+                external_tools.require(CLIENT_TOOLS[name])
             if name == "kcat":
                 made[name] = KcatDriver(_librdkafka_for_kcat)
             elif name == "kafkajs":
-                if find_node() is None:
-                    if os.environ.get("LOGSTORE_REQUIRE_NODE"):  # set by .ci/run, which installs node
-                        pytest.fail("node is not installed, and LOGSTORE_REQUIRE_NODE is set")
-                    pytest.skip("node is not installed (CI installs it): no kafkajs tests")
                 made[name] = KafkajsDriver()
             else:
                 made[name] = DRIVER_CLASSES[name]()
@@ -412,5 +438,6 @@ def pytest_report_header(config):
     with contextlib.suppress(Exception):
         from clients.kcat_driver import version
         lines.append(f"  {version()}")
-    lines.append(f"  node: {shutil.which('node') or 'absent'}")
+    for tool in ("kcat", "node", "kafkajs", "openssl"):
+        lines.append(f"  {tool}: {external_tools.find(tool) or external_tools.reason(tool)}")
     return lines

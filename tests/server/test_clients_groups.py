@@ -50,12 +50,12 @@ EVERY_CLIENT = ["kafka-python", "confluent-kafka", "aiokafka", "kafkajs"]
 def members(tmp_path, driver_factory):
     """``start(client, bootstrap, group, topic, name=..., **options)`` -> a running ``GroupMember``;
     every member is killed at the end of the test. kafkajs skips (or fails under
-    LOGSTORE_REQUIRE_NODE) without node, as the other client tests do."""
+    LOGSTORE_REQUIRE_TOOLS) without node or kafkajs, as the other client tests do."""
     started: list[GroupMember] = []
 
     def start(client, bootstrap, group, topic, *, name, **options):
         if client == "kafkajs":
-            driver_factory("kafkajs")  # skips or fails where node is missing
+            driver_factory("kafkajs")  # skips or fails where node or kafkajs is missing
         options.setdefault("session_timeout_ms", SESSION_MS)
         options.setdefault("heartbeat_interval_ms", HEARTBEAT_MS)
         member = GroupMember(client, bootstrap, group, topic, log_dir=tmp_path, name=name, **options)

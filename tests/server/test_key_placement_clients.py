@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import subprocess
 
 import pytest
@@ -29,6 +28,8 @@ from logstore.client.mirror import mirror as run_mirror
 from logstore.client.producer import Producer
 from logstore.manager.topics import PLACEMENT_CONFIG, partition_for_key
 from logstore.server import KafkaServer
+
+import external_tools
 
 pytestmark = pytest.mark.kafka_clients
 
@@ -120,9 +121,7 @@ def confluent(bootstrap: str, topic: str, path: str) -> None:
 
 
 def kcat(bootstrap: str, topic: str, path: str) -> None:
-    executable = shutil.which("kcat") or shutil.which("kafkacat")
-    if executable is None:
-        pytest.skip("kcat is not installed")
+    executable = external_tools.require("kcat")
     lines = b"".join(b"%s\t%s:%s\n" % (key, path.encode(), key) for key in KEYS)
     subprocess.run([executable, "-b", bootstrap, "-P", "-t", topic, "-K", "\t", "-X", "partitioner=murmur2_random",
                     "-X", "acks=all"], input=lines, check=True, timeout=60, capture_output=True)
@@ -140,21 +139,18 @@ producer.connect()
 
 
 def kafkajs(bootstrap: str, topic: str, path: str) -> None:
-    node = shutil.which("node")
-    if node is None:
-        if os.environ.get("LOGSTORE_REQUIRE_NODE"):
-            pytest.fail("node is not installed, and LOGSTORE_REQUIRE_NODE is set")
-        pytest.skip("node is not installed (CI installs it): no kafkajs")
-    if not os.path.exists(os.path.join(JS_DIR, "node_modules", "kafkajs")):
-        raise RuntimeError(f"kafkajs is not installed: run `npm ci` in {JS_DIR}")
+    node = external_tools.require("node")
+    external_tools.require("kafkajs")
     subprocess.run([node, "-e", KAFKAJS_SCRIPT, bootstrap, topic, path, json.dumps([key.decode() for key in KEYS])],
-                   cwd=JS_DIR, check=True, timeout=60, capture_output=True)
+                   cwd=JS_DIR, check=True, timeout=60, capture_output=True,
+                   env=dict(os.environ, NODE_PATH=str(external_tools.node_modules())))
 
 
 REAL_CLIENTS = {"kafka-python": kafka_python, "aiokafka": aiokafka, "confluent-kafka": confluent, "kcat": kcat,
                 "kafkajs": kafkajs}
 
 
+@pytest.mark.needs_tools("kcat", "kafkajs")
 def test_every_path_and_every_client_puts_a_key_in_one_partition(tmp_path):
     data, copy = str(tmp_path / "data"), str(tmp_path / "mirrored")
     with LogManager([data]) as store:

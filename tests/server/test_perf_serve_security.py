@@ -28,6 +28,7 @@ PER_MODE = (*RATES, "kafka-python new client to Metadata", "acks=all p50, 1 prod
             "acks=all produces in 0.3 s")
 
 
+@pytest.mark.needs_tools("openssl")  # perf serve makes its certificate with it
 def test_a_run_over_plaintext_ssl_and_sasl_ssl_gives_every_row_and_its_cost():
     arguments = ["serve", "--sizes", "2000", "--kafka-python-records", "500", "--latency-producers", "1",
                  "--latency-seconds", "0.3", "--broker", "logstore", "--repeats", "2", "--json"]

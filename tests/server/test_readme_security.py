@@ -33,6 +33,7 @@ def _logstore() -> str:
     return found
 
 
+@pytest.mark.needs_tools("openssl", "kcat")
 def test_the_worked_setup_and_every_clients_snippet_run(tmp_path):
     section = security_section()
     shell = re.findall(r"```sh\n(.*?)```", section, re.S)

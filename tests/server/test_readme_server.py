@@ -7,6 +7,8 @@ import os
 import re
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
@@ -35,6 +37,7 @@ def test_the_documented_settings_are_the_servers():
         assert f"`{key}`" in section, key
 
 
+@pytest.mark.needs_tools("kcat")
 def test_the_other_clients_snippets_run_against_a_server(tmp_path):
     """The confluent-kafka, aiokafka and kcat snippets, with the server's address for 127.0.0.1:9092."""
     import subprocess

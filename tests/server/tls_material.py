@@ -45,12 +45,12 @@ from the CA, a client that trusts the CA (or not) and presents a certificate (or
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import ssl
 import subprocess
 from pathlib import Path
 
-OPENSSL = shutil.which("openssl") or "/usr/bin/openssl"
+import external_tools
+
 TIMEOUT = 20.0
 """Seconds each openssl call may take (they take milliseconds; a loaded CI box gets slack)."""
 
@@ -146,8 +146,8 @@ def rfc2253(subject) -> str:
 
 
 def _openssl(*args: str, cwd: Path) -> None:
-    result = subprocess.run([OPENSSL, *args], cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT,
-                            stdin=subprocess.DEVNULL)
+    result = subprocess.run([external_tools.require("openssl"), *args], cwd=cwd, capture_output=True, text=True,
+                            timeout=TIMEOUT, stdin=subprocess.DEVNULL)
     if result.returncode != 0:
         raise RuntimeError(f"openssl {args[0]} failed ({result.returncode}): {result.stderr.strip()}")
 
@@ -182,8 +182,10 @@ def _expired(directory: Path, name: str, subject: str, ca: str) -> None:
 
 def make_tls_material(directory) -> TlsMaterial:
     """Write the whole set into ``directory`` (created if missing; existing files of the same names
-    are replaced) and return its paths. Raises ``RuntimeError`` if openssl fails,
-    ``subprocess.TimeoutExpired`` if it hangs."""
+    are replaced) and return its paths. Skips the test (or the fixture) where the openssl command is
+    missing (``external_tools``); raises ``RuntimeError`` if openssl fails, ``subprocess.TimeoutExpired``
+    if it hangs."""
+    external_tools.require("openssl")
     directory = Path(directory).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "openssl.cnf").write_text(_CONFIG.format(dir=directory))

@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from .kafkajs_driver import find_kafkajs, find_node
+from .kafkajs_driver import find_kafkajs, find_node, node_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_MEMBER = os.path.join(HERE, "group_member.py")
@@ -52,8 +52,6 @@ class GroupMember:
             if instance_id or assignor or group_protocol or extra_args:
                 raise ValueError("kafkajs has no static membership, assignor choice or group.protocol")
             node = find_node()
-            if node is None:
-                raise RuntimeError("node is not installed")
             find_kafkajs()
             options = {"brokers": [bootstrap], "group": group, "topic": topic, "client_id": name,
                        "session_timeout_ms": session_timeout_ms, "heartbeat_interval_ms": heartbeat_interval_ms,
@@ -77,7 +75,7 @@ class GroupMember:
         self._stderr = open(self.stderr_path, "wb")
         self.started_at = time.monotonic()
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                                        cwd=HERE)
+                                        cwd=HERE, env=node_env() if client == "kafkajs" else None)
         self._reader = threading.Thread(target=self._read, name=f"member-{name}", daemon=True)
         self._reader.start()
 

@@ -24,8 +24,10 @@
 
 const fs = require('fs')
 const path = require('path')
+// kafkajs from `npm ci` in js/, or from the node_modules dir LOGSTORE_TEST_NODE_MODULES names
+const NODE_MODULES = process.env.LOGSTORE_TEST_NODE_MODULES || path.join(__dirname, 'js', 'node_modules')
 const { Kafka, CompressionTypes, ConfigResourceTypes, logLevel, Partitioners } =
-  require(path.join(__dirname, 'js', 'node_modules', 'kafkajs'))
+  require(path.join(NODE_MODULES, 'kafkajs'))
 
 const fromB64 = v => (v === null || v === undefined ? null : Buffer.from(v, 'base64'))
 

@@ -8,8 +8,10 @@ clients and the store (``can_consume = False``). Its producer has only gzip with
 its admin client has no IncrementalAlterConfigs (kafkajs 2.2.4's alterConfigs sends AlterConfigs).
 Headers are a JavaScript object, so a header name repeated after another name cannot be sent.
 
-``find_node`` and ``find_kafkajs`` say what is missing: the tests skip only when ``node`` itself is
-absent (CI installs it), and fail when kafkajs is not installed.
+``find_node`` and ``find_kafkajs`` find node and kafkajs (in ``js/node_modules``, made by ``npm ci``
+there, or in the node_modules dir LOGSTORE_TEST_NODE_MODULES names, which the scripts are given too)
+and skip the test, naming what is missing and how to install it, where one is not there (a failure
+under LOGSTORE_REQUIRE_TOOLS, as CI sets: ``external_tools``).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import subprocess
+
+import external_tools
 
 from . import ClientError, ClientTimeout, Driver
 
@@ -27,16 +30,20 @@ SCRIPT = os.path.join(HERE, "kafkajs_driver.js")
 PACKAGE_DIR = os.path.join(HERE, "js")  # package.json + package-lock.json; node_modules by `npm ci`
 
 
-def find_node() -> str | None:
-    return shutil.which("node")
+def find_node() -> str:
+    """The node executable; skips the test where it is missing."""
+    return external_tools.require("node")
 
 
 def find_kafkajs() -> str:
-    """kafkajs's package.json; a clear error when ``npm ci`` was not run in ``clients/js``."""
-    package = os.path.join(PACKAGE_DIR, "node_modules", "kafkajs", "package.json")
-    if not os.path.exists(package):
-        raise RuntimeError(f"kafkajs is not installed: run `npm ci` in {PACKAGE_DIR} (.ci/run does)")
-    return package
+    """kafkajs's package.json; skips the test where ``npm ci`` was not run in ``clients/js`` (or node
+    is missing)."""
+    return external_tools.require("kafkajs")
+
+
+def node_env() -> dict:
+    """The environment the kafkajs scripts run in: they load kafkajs from LOGSTORE_TEST_NODE_MODULES."""
+    return dict(os.environ, LOGSTORE_TEST_NODE_MODULES=str(external_tools.node_modules()))
 
 
 def _b64(data: bytes | None) -> str | None:
@@ -53,10 +60,8 @@ class KafkajsDriver(Driver):
     null_header_values = False
 
     def __init__(self):
-        node = find_node()
-        if node is None:
-            raise RuntimeError("node is not installed")
-        self.node = node
+        self.node = find_node()
+        self.env = node_env()
         with open(find_kafkajs()) as f:
             self.version = json.load(f)["version"]
 
@@ -64,7 +69,7 @@ class KafkajsDriver(Driver):
         command = {"op": op, "brokers": [bootstrap], **fields}
         try:
             done = subprocess.run([self.node, SCRIPT], input=json.dumps(command).encode(), capture_output=True,
-                                  timeout=timeout_s)
+                                  timeout=timeout_s, env=self.env)
         except subprocess.TimeoutExpired as exc:
             raise ClientTimeout(f"kafkajs {op} took more than {timeout_s}s; stderr: {exc.stderr!r}") from exc
         lines = done.stdout.decode().strip().splitlines()

@@ -15,7 +15,9 @@
 
 const path = require('path')
 const readline = require('readline')
-const { Kafka, logLevel } = require(path.join(__dirname, 'js', 'node_modules', 'kafkajs'))
+// kafkajs from `npm ci` in js/, or from the node_modules dir LOGSTORE_TEST_NODE_MODULES names
+const NODE_MODULES = process.env.LOGSTORE_TEST_NODE_MODULES || path.join(__dirname, 'js', 'node_modules')
+const { Kafka, logLevel } = require(path.join(NODE_MODULES, 'kafkajs'))
 
 const options = JSON.parse(process.argv[2])
 const emit = (event, fields = {}) =>
@@ -39,7 +41,7 @@ async function main () {
     maxWaitTimeInMs: 200,
     retry: { retries: 5, initialRetryTime: 100, maxRetryTime: 1000 }
   })
-  const version = require(path.join(__dirname, 'js', 'node_modules', 'kafkajs', 'package.json')).version
+  const version = require(path.join(NODE_MODULES, 'kafkajs', 'package.json')).version
   emit('started', { pid: process.pid, client: 'kafkajs', version })
 
   let assignment = []

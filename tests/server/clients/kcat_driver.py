@@ -1,7 +1,8 @@
 """kcat (Debian's package: kcat 1.7.1 on librdkafka 2.0.2) behind the drivers' interface (see
 ``clients/__init__.py``), run as a subprocess with a time limit on every call.
 
-A missing kcat is an error (``find_kcat`` raises), never a skip. What kcat can express, from its
+Where kcat is missing ``find_kcat`` skips the test, naming it and its install command (a failure
+under LOGSTORE_REQUIRE_TOOLS, as CI sets: ``external_tools``). What kcat can express, from its
 source (edenhill/kcat ``kcat.c``, ``json.c``):
 
 - Produce reads stdin split by a message delimiter (``-D``) and a key delimiter (``-K``); both are
@@ -25,9 +26,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import threading
+
+import external_tools
 
 from . import EARLIEST, LATEST, ClientError, ClientTimeout, Deadline, Driver, WireRecord, parse_start
 
@@ -39,12 +41,9 @@ _REACHED_END = re.compile(rb"Reached end of topic .* at offset (-?\d+)")
 
 
 def find_kcat() -> str:
-    """The kcat executable; a clear error when it is missing (CI installs Debian's ``kcat``)."""
-    path = shutil.which("kcat")
-    if path is None:
-        raise RuntimeError("kcat is not installed: the real-client tests need it (apt-get install kcat; "
-                           ".ci/run installs it)")
-    return path
+    """The kcat executable; skips the test where it is missing (fails where it is required; CI
+    installs Debian's ``kcat``)."""
+    return external_tools.require("kcat")
 
 
 def _latin1(text: str | None) -> bytes | None:
@@ -243,6 +242,10 @@ class KcatDriver(Driver):
 
 
 def version() -> str:
-    """kcat's version line (it names its librdkafka)."""
-    done = subprocess.run([find_kcat(), "-V"], capture_output=True, timeout=10)
+    """kcat's version line (it names its librdkafka); RuntimeError where kcat is missing (this is
+    for the report header, not a test)."""
+    executable = external_tools.find("kcat")
+    if executable is None:
+        raise RuntimeError(external_tools.reason("kcat"))
+    done = subprocess.run([executable, "-V"], capture_output=True, timeout=10)
     return done.stdout.decode(errors="replace").strip().splitlines()[-1]

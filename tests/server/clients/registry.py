@@ -8,12 +8,12 @@ at module level, so the server's own tests in this folder do not depend on the c
 
 from __future__ import annotations
 
-import os
+import external_tools
 
 from .aiokafka_driver import AiokafkaDriver
 from .confluent_driver import ConfluentDriver
 from .kafka_python_driver import KafkaPythonDriver
-from .kafkajs_driver import KafkajsDriver, find_node
+from .kafkajs_driver import KafkajsDriver
 from .kcat_driver import KcatDriver
 
 DRIVER_CLASSES = {
@@ -28,7 +28,7 @@ ADMINS = [name for name, cls in DRIVER_CLASSES.items() if cls.admin]
 
 
 def runnable(names) -> list[str]:
-    """``names`` without kafkajs where it cannot run (no ``node``, and LOGSTORE_REQUIRE_NODE unset),
-    for tests that check every client in a loop: the others are still checked."""
-    skip_kafkajs = find_node() is None and not os.environ.get("LOGSTORE_REQUIRE_NODE")
-    return [name for name in names if not (name == "kafkajs" and skip_kafkajs)]
+    """``names`` without kcat or kafkajs where that tool is missing and not required
+    (``external_tools``), for tests that check every client in a loop: the others are still checked."""
+    return [name for name in names
+            if name not in ("kcat", "kafkajs") or external_tools.available(name) or external_tools.required(name)]

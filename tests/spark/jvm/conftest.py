@@ -1,37 +1,32 @@
 """One local Spark for every Spark test.
 
-The tests here skip, with the reason, only where pyspark, pyarrow or Java is missing; CI installs all
-three, so there they run. Settings keep a 2-core machine quick: local[2], two shuffle partitions, no
-UI, C1-only JIT (about 25 % faster start), UTC session time zone."""
+The tests here skip, with the reason and the install command, only where pyspark, pyarrow or Java is
+missing (``external_tools``: pyspark and pyarrow for the whole folder, whose modules import them;
+Java per test); CI installs all three and sets LOGSTORE_REQUIRE_TOOLS=all, so there they run and a
+missing piece fails. Settings keep a 2-core machine quick: local[2], two shuffle partitions, no UI,
+C1-only JIT (about 25 % faster start), UTC session time zone."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 
 import pytest
 
-# CI sets LOGSTORE_REQUIRE_SPARK=1: there a missing piece is a failure, never a quiet skip.
-_REQUIRED = os.environ.get("LOGSTORE_REQUIRE_SPARK") == "1"
-for _module in ("pyspark", "pyarrow"):
-    try:
-        __import__(_module)
-    except ImportError:
-        if _REQUIRED:
-            raise
-        pytest.skip(f"{_module} is not installed (pip install 'logstore[spark]')", allow_module_level=True)
-if shutil.which("java") is None:
-    if _REQUIRED:
-        raise RuntimeError("LOGSTORE_REQUIRE_SPARK=1 but there is no java on PATH")
-    pytest.skip("no Java on PATH: Spark needs a JRE (apt-get install openjdk-17-jre-headless)",
-                allow_module_level=True)
+import external_tools
+
+if not external_tools.available("pyspark"):
+    if external_tools.required("pyspark"):
+        raise RuntimeError(f"{external_tools.reason('pyspark')}, and LOGSTORE_REQUIRE_TOOLS (or "
+                           "LOGSTORE_REQUIRE_SPARK) requires it")
+    pytest.skip(external_tools.reason("pyspark"), allow_module_level=True)
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/spark/jvm/" in str(item.fspath).replace(os.sep, "/"):
             item.add_marker(pytest.mark.spark)
+            item.add_marker(pytest.mark.needs_tools("java"))
 
 
 @pytest.fixture(scope="session")
