@@ -11,6 +11,8 @@ command that installs it, and the run ends with one line counting them (``tests/
 - ``openssl``: the openssl command, which makes the TLS tests' certificates;
 - ``java``: a JRE, for the Spark tests;
 - ``pyspark``: pyspark and pyarrow (the ``spark`` extra);
+- ``twine``: twine, which checks the built wheel's metadata as PyPI would (not in an extra: it
+  brings many dependencies);
 - ``mount``: mounting a small tmpfs (root), for the full-disk test (not a tool: it has no install
   command, and its skip is not counted with the tools').
 
@@ -49,6 +51,7 @@ INSTALL = {
     "openssl": "apt-get install openssl",
     "java": "apt-get install openjdk-17-jre-headless",
     "pyspark": "pip install '.[spark]'",
+    "twine": "pip install twine",
 }
 """Each tool's install command, as the skip reason gives it (Debian's packages, as .ci/run uses)."""
 
@@ -76,6 +79,9 @@ def _find(name: str) -> str | None:
     if name == "pyspark":
         found = [importlib.util.find_spec(module) for module in ("pyspark", "pyarrow")]
         return None if None in found else found[0].origin
+    if name == "twine":
+        spec = importlib.util.find_spec("twine")
+        return None if spec is None else spec.origin
     raise ValueError(f"unknown tool {name!r}: one of {', '.join(INSTALL)}")
 
 

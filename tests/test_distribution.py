@@ -27,6 +27,7 @@ from logstore import config
 from logstore.bench import client as bench_client
 from logstore.server import extra as server_extra
 from logstore import spark as logstore_spark
+from external_tools import require
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())["project"]
@@ -180,8 +181,7 @@ def test_the_wheel_carries_the_name_the_command_cli_and_py_typed(wheel):
 
 
 def test_the_wheel_passes_twine_check(wheel):
-    if importlib.util.find_spec("twine") is None:
-        pytest.skip("twine is not installed (pip install twine): the wheel's metadata is not checked for PyPI")
+    require("twine")  # the wheel's metadata is checked as PyPI would
     done = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", str(wheel)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
