@@ -15,7 +15,8 @@ makes that a failure. The run ends with one line counting those skips per tool.
 ``python -m pytest`` from the repository root puts the root first on ``sys.path``, where the
 ``logstore/`` dir would shadow the installed package (which also holds ``logstore.cli``, from
 ``cli/``): the root is taken off ``sys.path`` again when ``logstore`` can be imported without it, so
-``python -m pytest``, ``python -P -m pytest`` and ``pytest`` test the same installed code.
+``python -m pytest``, ``python -P -m pytest`` and ``pytest`` test the same installed code; unless
+``PYTHONPATH`` names the root, which asks for the checkout's code (the planted mutants do).
 """
 
 import os
@@ -25,6 +26,9 @@ from pathlib import Path
 
 def _installed_logstore_first() -> None:
     root = Path(__file__).resolve().parents[1]
+    asked = {Path(entry).resolve() for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry}
+    if root in asked:
+        return  # put there on purpose (scripts/mutants.py tests a mutated copy of the checkout so)
     kept = [entry for entry in sys.path if Path(entry or os.curdir).resolve() != root]
     if len(kept) == len(sys.path) or "logstore" in sys.modules:
         return
