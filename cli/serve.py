@@ -37,10 +37,13 @@ import click
                    "SSL client is its certificate's subject, User:CN=...,OU=...")
 @click.option("--super-user", "super_users", multiple=True, metavar="PRINCIPAL",
               help="A principal allowed everything, e.g. User:admin (super.users; repeatable).")
+@click.option("--metrics-listen", metavar="[HOST:]PORT",
+              help="Serve Prometheus metrics (/metrics) and the probes (/healthz, /readyz) over HTTP on this "
+                   "address; a bare PORT binds 127.0.0.1. Default: off.")
 @click.pass_obj
 def serve(options, listen: tuple[str, ...], advertised_listener: tuple[str, ...], allow_plaintext_remote: bool,
           ssl_cert: str | None, ssl_key: str | None, ssl_ca: str | None, ssl_client_auth: str | None,
-          super_users: tuple[str, ...]) -> None:
+          super_users: tuple[str, ...], metrics_listen: str | None) -> None:
     """Serve the store to Kafka clients (kafka-python, confluent-kafka, aiokafka, kcat, kafkajs, ...)
     over Kafka's own protocol, until SIGTERM or SIGINT. Server settings (--set) use Kafka's broker
     names: auto.create.topics.enable, num.partitions, socket.request.max.bytes, max.connections,
@@ -78,7 +81,8 @@ def serve(options, listen: tuple[str, ...], advertised_listener: tuple[str, ...]
             settings[key] = value
     try:
         server = KafkaServer(options.dirs, listen=list(listen) or "127.0.0.1:9092",
-                             advertised_listener=list(advertised_listener) or None, config=settings)
+                             advertised_listener=list(advertised_listener) or None, config=settings,
+                             metrics_listen=metrics_listen)
         server.fail_stop_on_thread_death()
         with server:
             for index, (listener, port) in enumerate(zip(server.listeners, server.bound_ports)):
@@ -87,6 +91,8 @@ def serve(options, listen: tuple[str, ...], advertised_listener: tuple[str, ...]
                 click.echo(f"logstore serve: listening on {where}"
                            + (f" (node {server.node_id}, cluster {server.cluster_id})" if index == 0 else ""))
             click.echo(f"logstore serve: {server.descriptors}")
+            if server.metrics_address is not None:
+                click.echo(f"logstore serve: metrics on http://{server.metrics_address}/metrics")
             sys.stdout.flush()
             while not stop.wait(0.2) and server.failure is None:
                 pass

@@ -41,12 +41,13 @@ ALLOWED_FOUNDATIONS = {"records": {"errors", "config"}, "timer": {"errors", "clo
 """Layers that may use only some of the foundations."""
 
 SERVER_ROOMS = {"extra": 0, "protocol": 1, "wire_records": 1, "network": 2, "security": 3, "server_config": 4,
-                "handlers": 5, "server": 6, "__init__": 7}
+                "handlers": 5, "metrics": 6, "server": 7, "__init__": 8}
 """The server's rooms (subpackages, and its own modules), bottom up: a room imports only the rooms below
 it. ``extra`` (is the extra installed?) imports nothing; ``protocol`` (messages and the codec) and
 ``wire_records`` (record batches on the wire) sit side by side; ``network`` frames requests with the
 codec; ``security`` answers SASL through the network's request contexts; ``server_config`` reads the
-security settings; ``handlers`` serve the APIs; ``server`` (``KafkaServer``) assembles them all; the
+security settings; ``handlers`` serve the APIs; ``metrics`` renders what the rooms below count and
+serves it with the probes over HTTP; ``server`` (``KafkaServer``) assembles them all; the
 package's ``__init__`` loads ``KafkaServer`` lazily."""
 
 ALLOWED_BASES = {

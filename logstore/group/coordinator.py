@@ -72,6 +72,7 @@ class GroupCoordinator:
         self.sessions = MemberSessions(self)
         self._active = False
         self._retention_task = None
+        self.rebalances = 0  # rebalances started, ever (Kafka's group-rebalance-count); under ``lock``
 
     def _purgatory(self, name: str) -> DelayedOperationPurgatory:
         timer = SystemTimer(f"group-{name.lower()}", clock=self.clock, executor_thread=self.threaded)
@@ -377,6 +378,7 @@ class GroupCoordinator:
             operation = DelayedJoin(self, group, group.rebalance_timeout_ms())
         group.transition_to(PREPARING_REBALANCE, self._now())
         group.join_op = operation
+        self.rebalances += 1
         logger.info("group %s: rebalancing (generation %d): %s", group.group_id, group.generation_id, reason)
         self.rebalance_purgatory.try_complete_else_watch(operation, [join_key(group.group_id)])
 

@@ -356,6 +356,13 @@ class LogWaits:
                     self._flusher = GroupCommitFlusher(self._produce, f"{self.name}-group-commit")
         return self._flusher
 
+    def purgatory_sizes(self) -> dict[str, tuple[int, int]]:
+        """``{"Fetch": (watched, delayed), "Produce": ...}``: each purgatory's watch-list entries and
+        operations in its timer (Kafka's PurgatorySize and NumDelayedOperations); (0, 0) for one not
+        made yet (asking makes none)."""
+        return {name: (0, 0) if purgatory is None else (purgatory.watched(), purgatory.delayed())
+                for name, purgatory in (("Fetch", self._fetch), ("Produce", self._produce))}
+
     def wait_fsynced(self, log: WaitedLog, required_offset: int, timeout_ms: int) -> None:
         """Block until ``log``'s recovery point covers ``required_offset`` or ``timeout_ms`` passes,
         sharing the flusher's fsync with every other waiter (the caller checks the recovery point)."""

@@ -15,6 +15,8 @@ up (a room imports only the rooms below it; ``tests/test_layering.py`` pins the 
 - ``server_config``: the broker's settings with Kafka's names (what the rooms above read);
 - ``handlers``: every API mapped onto the store, one module per family (produce, fetch, admin,
   groups, security admin), the dispatcher and what handlers share;
+- ``metrics``: the metrics in Prometheus' text format and the ``/healthz`` and ``/readyz`` probes,
+  on an HTTP listener of their own (``logstore serve --metrics-listen``);
 - ``server``: ``KafkaServer``, which assembles the rooms over a store it owns or borrows.
 
 ``extra`` says whether the extra's libraries are installed, without loading any of the above.

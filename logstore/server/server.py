@@ -17,6 +17,11 @@ when the fsync it waits for is done), then the connections close, the producer s
 back, and an owned store's coordinator is shut down and the store closed. A borrowed store's
 coordinator keeps running (the application's in-process consumers may share it); it stops when
 that store closes (``LogManager.on_close``).
+
+With ``metrics_listen``, an HTTP listener of its own serves the metrics (Prometheus' text format)
+and the probes (``metrics``): it opens first thing in ``start()``, so ``/healthz`` answers while the
+store opens and ``/readyz`` says 503 until every listener accepts, and again from the moment
+``stop()`` begins; it closes last.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from .handlers.metadata import MetadataHandler
 from .handlers.produce import ProduceHandler
 from .handlers.producer_state import ProducerStateManager
 from .handlers.security_admin import SecurityAdminHandler
+from .metrics import BrokerMetrics, MetricSources, MetricsServer, parse_metrics_address
 from .network.descriptors import DescriptorBudget
 from .network.socket_server import RAW_TOKEN_API_KEY, SocketServer, is_unix_socket_path
 from .protocol.messages import API_KEYS
@@ -164,7 +170,8 @@ class KafkaServer:
     free one); ``advertised_listener`` the addresses clients are told to connect to, matched by
     protocol (default: the bound ones). ``config`` takes the server's settings
     (``server_config.SERVER_KEYS``, the ``ssl.*`` keys of the TLS listeners) and, for an owned store,
-    the store's.
+    the store's. ``metrics_listen`` (``[HOST:]PORT``, no host: 127.0.0.1; default: none) opens the
+    metrics and probes listener (``/metrics``, ``/healthz``, ``/readyz``).
 
     Use it as a context manager, or ``start()`` and ``stop()``::
 
@@ -174,7 +181,7 @@ class KafkaServer:
 
     def __init__(self, store_or_dirs: LogManager | Sequence[str] | str, *, listen: str | Sequence[str] = DEFAULT_LISTEN,
                  advertised_listener: str | Sequence[str] | None = None, config: Mapping[str, Any] | None = None,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, metrics_listen: str | None = None) -> None:
         if missing_extra():
             raise ImportError(f"the Kafka protocol server needs {', '.join(missing_extra())}: {INSTALL_HINT}")
         self.config, self._store_config = ServerConfig.split(config)
@@ -223,6 +230,16 @@ class KafkaServer:
         self._stop_lock = threading.Lock()
         self.failure: BaseException | None = None  # what killed a thread of the server (it then stops)
         self.descriptors: DescriptorBudget | None = None  # the descriptor limit and what it leaves
+        self._metrics_address: tuple[str, int] | None = None
+        if metrics_listen is not None:
+            try:
+                self._metrics_address = parse_metrics_address(metrics_listen)
+            except ValueError as exc:
+                raise InvalidConfigError(str(exc)) from None
+        self.metrics = BrokerMetrics(self._metric_sources)
+        self.metrics_server: MetricsServer | None = None
+        self._serving = False  # every listener accepts (set when start() is done)
+        self._stopping = False
 
     # --- life cycle ------------------------------------------------------------------------------
 
@@ -232,6 +249,10 @@ class KafkaServer:
             return self
         self._started = True
         try:
+            if self._metrics_address is not None:
+                host, port = self._metrics_address
+                self.metrics_server = MetricsServer(host, port, self.metrics.render, self.readiness,
+                                                    clock=self._clock).start()
             self._start()
         except BaseException:
             self.stop()
@@ -270,7 +291,10 @@ class KafkaServer:
                                             max_pending=self.config.sasl_max_pending_per_host),
             checks=PasswordChecks(self.config.sasl_password_check_threads, self.config.sasl_password_check_max_queued,
                                   name="logstore-server-password-check"))
-        self.descriptors = descriptors = DescriptorBudget.of(store.descriptors_needed(), len(self.listeners),
+        # The metrics listener counts as listeners: its socket and one connection per handler thread.
+        metrics_sockets = 0 if self.metrics_server is None else 1 + self.metrics_server.max_handlers
+        self.descriptors = descriptors = DescriptorBudget.of(store.descriptors_needed(),
+                                                             len(self.listeners) + metrics_sockets,
                                                              self.config.max_connections)
         if descriptors.warning:
             logger.warning("%s", descriptors.warning)
@@ -334,6 +358,7 @@ class KafkaServer:
                                "SASL_SSL or SCRAM", listener.host, bound_port)
             logger.info("listening on %s://%s (node %d, cluster %s)", listener.protocol,
                         _address(listener.host, bound_port), self.node_id, self.cluster_id)
+        self._serving = True
 
     def _fatal(self, exc: BaseException) -> None:
         """A thread of the server died (the network layer logged it): stop everything, on a thread
@@ -369,6 +394,34 @@ class KafkaServer:
             return self.store.get_log(topic, partition).log_end_offset
         except (UnknownTopicOrPartitionError, StorageError):
             return None  # deleted, or its dir offline: its producers' batches are not in a log we serve
+
+    def readiness(self) -> str | None:
+        """None when the server is ready (started, its store open and every listener accepting), else
+        why not, in one line (what ``/readyz`` answers 503 with)."""
+        if self.failure is not None:
+            return f"stopping: a thread of the server died ({type(self.failure).__name__}: {self.failure})"
+        if self._stopped.is_set():
+            return "stopped"
+        if self._stopping:
+            return "stopping"
+        if not self._started:
+            return "not started"
+        if not self._serving:
+            return "starting: opening the store and the listeners"
+        network = self._network
+        if network is None or not network.accepting:
+            return "the listeners are not accepting"
+        return None
+
+    @property
+    def metrics_address(self) -> str | None:
+        """``host:port`` of the metrics listener (the real port when 0 was asked for); None without one."""
+        return None if self.metrics_server is None else self.metrics_server.address
+
+    def _metric_sources(self) -> MetricSources:
+        return MetricSources(store=self.store, network=self._network,
+                             topic_metrics=None if self.broker is None else self.broker.topic_metrics,
+                             coordinator=self.coordinator, sasl=self.sasl)
 
     @property
     def bound_address(self) -> tuple[str, int]:
@@ -414,6 +467,7 @@ class KafkaServer:
                 self._stop()
 
     def _stop(self) -> None:
+        self._stopping = True  # /readyz: 503 from now on
         network = self._network
         if network is not None:
             network.stop_accepting()
@@ -434,6 +488,8 @@ class KafkaServer:
                 logger.error("writing the producer state back failed: %s", exc)
         if self.owns_store and self.store is not None:
             self.store.close()
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
         self._stopped.set()
         logger.info("stopped")
 

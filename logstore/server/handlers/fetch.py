@@ -85,6 +85,7 @@ class FetchHandler:
         max_wait_ms = request.get("max_wait_ms", 0)
         body, found_bytes, positions = self._read(wanted, max_bytes)
         if max_wait_ms <= 0 or found_bytes >= min_bytes or not positions or found_bytes < 0:
+            self._count_out(body)
             context.respond(body)
             return
         store = self.broker.store
@@ -94,7 +95,9 @@ class FetchHandler:
                 context.no_response()
                 return
             try:
-                context.respond(self._read(wanted, max_bytes)[0])
+                body = self._read(wanted, max_bytes)[0]
+                self._count_out(body)
+                context.respond(body)
             except Exception:
                 logger.exception("answering a parked fetch failed")
                 context.close("answering a parked fetch failed")
@@ -104,6 +107,14 @@ class FetchHandler:
         context.exclusive = True
         operation = DelayedFetchResponse(max_wait_ms, positions, max(min_bytes, 1), answer)
         store.waits.fetch.try_complete_else_watch(operation, [position.log.key for position in positions])
+
+    def _count_out(self, body: dict) -> None:
+        """Count the record bytes of an answer about to be sent, per topic (a read that is answered
+        later is read again then: only what is sent counts)."""
+        count = self.broker.topic_metrics.fetched
+        for entry in body["responses"]:
+            count(entry["topic"], sum(len(chunk) for partition in entry["partitions"]
+                                      if isinstance(partition["records"], list) for chunk in partition["records"]))
 
     def offset_for_leader_epoch(self, context: RequestContext, request: dict) -> None:
         """With a constant leader epoch, every epoch asked about ends at the log end offset."""

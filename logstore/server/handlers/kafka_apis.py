@@ -11,7 +11,8 @@ but is never served nor advertised can be given a fixed error answer instead (``
 ConsumerGroupHeartbeat gets UNSUPPORTED_VERSION, as from a Kafka with that protocol off).
 
 ``Broker`` is what every handler shares: the store, who this broker is (node id, cluster id, the
-advertised address), the server's settings, the producer state and the fetch cache.
+advertised address), the server's settings, the producer state, the fetch cache and the per-topic
+counts (``topic_metrics``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..protocol.codec import ProtocolError, api_versions_fallback_response, deco
 from ..protocol.messages import API_KEYS, API_NAMES, APIS, SUPPORTED_VERSIONS
 from ..server_config import ServerConfig
 from .producer_state import ProducerStateManager
+from .topic_metrics import BrokerTopicMetrics
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +54,7 @@ class Broker:
     fetch_cache: Any
     clock: Clock
     endpoints: dict = field(default_factory=dict)  # listener protocol -> advertised (host, port)
+    topic_metrics: BrokerTopicMetrics = field(default_factory=BrokerTopicMetrics)  # bytes/records in and out
     partition_locks: dict = field(default_factory=dict)
     _locks_guard: threading.Lock = field(default_factory=threading.Lock)
 

@@ -191,6 +191,7 @@ class ProduceHandler:
                 logger.warning("produce to %s-%d failed after appending from offset %d: %s", topic, partition,
                                first_offset, exc)
             return _partition_response(partition, _for_version(errors.error_code_for(exc), version), str(exc)), log
+        broker.topic_metrics.produced(topic, len(records), last_offset - first_offset + 1)
         result = _partition_response(partition, errors.NONE)
         result["base_offset"] = first_offset
         result["log_append_time_ms"] = log_append_time_ms

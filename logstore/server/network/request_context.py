@@ -103,7 +103,7 @@ class RequestContext:
         self.client_id: str | None = header.get("client_id")
         self.frame = frame
         self.body_offset = body_offset
-        self.received_ms = received_ms
+        self.received_ms = received_ms  # the server clock's monotonic ms when the frame was complete
         self._finished = False
         self.result = None  # the response chunks (or _NO_RESPONSE) once finished
         self.amend: Callable[[dict], dict] | None = None  # applied to the body by respond() (authorization)

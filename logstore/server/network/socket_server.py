@@ -30,6 +30,10 @@ authentication) on a timer of this thread, and a connection may be closed once i
 sent (``then_close``). TLS sockets have no ``sendmsg``: their answers are joined and sent in
 64 KiB pieces, and what OpenSSL decrypted beyond a read is taken before the selector is asked again.
 
+What it counts (read by the metrics endpoint, never reset): connections ``accepted``, ``refused``
+at ``max.connections`` and ``evicted`` for holding the request budget, ``accept_pauses``,
+``held_bytes_peak``, and per API the requests answered and their total times (``request_metrics``).
+
 A listener whose host is an absolute path is a Unix domain socket (``is_unix_socket_path``): the
 file is made 0600 before it listens and removed when the listeners close, so only its owner's
 processes connect (what ``logstore.client.store_host`` shares a store's local readers through).
@@ -52,6 +56,7 @@ from typing import Callable
 from ...clock import SYSTEM_CLOCK, Clock
 from ..protocol.codec import ProtocolError, decode_request_header
 from .request_context import _NO_RESPONSE, RAW_TOKEN_API_KEY, Connection, RequestContext
+from .request_metrics import RequestMetrics
 
 def is_unix_socket_path(host: str) -> bool:
     """Whether a listener's or a broker's host is a Unix domain socket's path (absolute), not a
@@ -145,6 +150,7 @@ class SocketServer:
         self._accepting = True
         self.accepted = 0
         self.refused = 0
+        self.request_metrics = RequestMetrics()  # per-API counts and total times (the network thread's)
         # queued.max.request.bytes: the request bytes all connections hold, the connections not read
         # while it is spent, and the one let through meanwhile so that a frame can always complete
         self.held_bytes = 0
@@ -236,6 +242,21 @@ class SocketServer:
     @property
     def connection_count(self) -> int:
         return len(self._connections)
+
+    @property
+    def accepting(self) -> bool:
+        """Started, listening and not stopping (nor stopped by a dead thread): new clients are
+        accepted (or wait in the backlog while ``max.connections`` is reached)."""
+        return self._started and self._accepting and not self._stopping and self.failure is None
+
+    def connections_by_listener(self) -> dict[str, int]:
+        """The connections open now per listener name (its protocol; ``PLAINTEXT`` for the plain
+        address of a server without listeners)."""
+        counts: dict[str, int] = {}
+        for connection in list(self._connections.values()):
+            name = getattr(connection.listener, "protocol", "PLAINTEXT")
+            counts[name] = counts.get(name, 0) + 1
+        return counts
 
     def busy_connections(self) -> int:
         """Connections with a request in flight (being handled, or parked in a purgatory)."""
@@ -721,15 +742,21 @@ class SocketServer:
         self._progress_ms = self._clock.monotonic_ms()  # a frame completed (see _relieve)
         connection.handling += len(frame)
         connection.requests += 1
-        context = RequestContext(self, connection, header, frame, body_offset, self._clock.time_ms())
+        context = RequestContext(self, connection, header, frame, body_offset, self._clock.monotonic_ms())
         connection.slots.append(context)
         self._requests.put(context)
 
     def _finish_completions(self) -> None:
         completions = self._completions
+        now_ms = None
         while completions:
             context, chunks, close_reason = completions.popleft()
             connection = context.connection
+            if chunks is not None or close_reason is not None:  # answered (or closed): its total time
+                if now_ms is None:
+                    now_ms = self._clock.monotonic_ms()
+                if context.api_key >= 0:  # not a bare SASL token (no request header, no API)
+                    self.request_metrics.record(context.api_key, now_ms - context.received_ms)
             if connection.closed:
                 continue
             if close_reason is not None:
