@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -148,7 +149,8 @@ def test_each_layer_overrides_the_ones_before_and_log_dirs_wins_over_log_dir():
 def _serve(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen([sys.executable, "-P", "-m", "logstore.cli", *args], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env)
-    line = process.stdout.readline()
+    ready, _, _ = select.select([process.stdout], [], [], 60)  # bounded: a server that never says it listens fails
+    line = process.stdout.readline() if ready else ""
     if not line.startswith("logstore serve: listening on "):
         process.kill()
         _out, err = process.communicate(timeout=30)
