@@ -100,3 +100,31 @@ def test_a_password_on_stdin_is_one_bounded_line(tmp_path):
     result = CliRunner().invoke(main, ["--dir", str(tmp_path / "data"), "users", "add", "bob", "--password-stdin"],
                                 input="x" * security.PASSWORD_MAX_CHARS + "\r\n")
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";',
+     ("org.apache.kafka.common.security.plain.PlainLoginModule", {"username": "alice", "password": "alice-secret"})),
+    # JAAS as Java's StreamTokenizer reads it: escapes in quotes, bare words, comments, any flag
+    ('org.apache.kafka.common.security.scram.ScramLoginModule optional /* a comment */ username=bob\n'
+     '  // another\n  password = "p\\"w\\\\d\\101" ;',
+     ("org.apache.kafka.common.security.scram.ScramLoginModule", {"username": "bob", "password": 'p"w\\dA'})),
+])
+def test_jaas_config_is_read_as_kafka_reads_it(text, expected):
+    assert security.parse_jaas_config(text) == expected
+
+
+@pytest.mark.parametrize("text, said", [
+    ('org.apache.kafka.common.security.plain.PlainLoginModule maybe username="a" password="secret";',
+     "flag must be one of required"),
+    ('org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="secret;',
+     "unclosed quote"),
+    ('org.apache.kafka.common.security.plain.PlainLoginModule required username="a" tokenauth="secret";',
+     "option 'tokenauth' is not read here"),
+    ('org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password "secret";',
+     "name=value pairs"),
+])
+def test_a_bad_jaas_config_is_refused_without_its_values(text, said):
+    with pytest.raises(ValueError, match=said) as caught:
+        security.parse_jaas_config(text)
+    assert "secret" not in str(caught.value)
