@@ -192,9 +192,10 @@ def _one_line(exc: BaseException) -> str:
               help=f"Talk to this Kafka-compatible broker (logstore serve, Kafka, Tansu...) instead of opening "
                    f"data dirs: for topics, append, read and groups. Default: ${BOOTSTRAP_ENV}.")
 @click.option("--command-config", metavar="FILE", envvar=COMMAND_CONFIG_ENV,
-              help="A properties file of client settings for --bootstrap-server: security.protocol, ssl.ca.location, "
-                   "sasl.mechanism, sasl.username, sasl.password... (Kafka tools' option): a regular file of at most "
-                   f"1 MiB. Default: ${COMMAND_CONFIG_ENV}.")
+              help="A properties file of client settings for --bootstrap-server (Kafka tools' option): "
+                   "security.protocol, sasl.mechanism, sasl.jaas.config (Kafka's Plain or Scram login module) or "
+                   "sasl.username and sasl.password, ssl.truststore.location (PEM) or ssl.ca.location... Java "
+                   f"properties syntax, a regular file of at most 1 MiB. Default: ${COMMAND_CONFIG_ENV}.")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the engine does (recovery, repairs) to stderr.")
 @click.version_option(__version__, prog_name="kafka-logstore")
 @click.pass_context
@@ -215,11 +216,11 @@ def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], b
         raise click.UsageError("give --dir or --bootstrap-server, not both")
     client_config = {}
     if command_config:
-        from logstore.client.security import NotARegularFileError, read_client_properties
+        from logstore.client.security import read_client_properties
         try:
             client_config = read_client_properties(command_config)
-        except NotARegularFileError as exc:
-            raise click.BadParameter(str(exc), param_hint="'--command-config'") from exc
+        except (ValueError, OSError) as exc:  # not a small regular file, or a bad key or value in it
+            raise click.BadParameter(_one_line(exc), param_hint="'--command-config'") from exc
     if not bootstrap and ctx.invoked_subcommand in THROUGH_HOST:
         from logstore.client.store_host import hosted_address  # no server or client loaded for this
         bootstrap = hosted_address(list(dirs))  # the store's lock is held by its host: go through it

@@ -1,7 +1,9 @@
 """``logstore serve``: the store served over Kafka's wire protocol (``logstore.server.KafkaServer``).
 
 Parses the options, starts the server, prints the one line scripts wait for (the bound address),
-and stops the server cleanly on SIGTERM or SIGINT. No logic lives here.
+and stops the server cleanly on SIGTERM or SIGINT. Settings come from a config file (``--config``),
+then the environment (``LOGSTORE_<KEY>``), then the command line (``--set``, then the options), each
+overriding the one before (``logstore.server.server_config``). No logic lives here.
 """
 
 from __future__ import annotations
@@ -16,6 +18,15 @@ import click
 
 
 @click.command()
+@click.option("--config", "config_file", metavar="FILE",
+              help="A properties file of settings with Kafka's names, as server.properties: listeners, "
+                   "advertised.listeners, log.dirs, log.retention.ms, ssl.keystore.location... (Java properties "
+                   "syntax; a regular file of at most 1 MiB). The environment's LOGSTORE_<KEY> variables (key "
+                   "upper-cased, dots as underscores: LOGSTORE_LOG_RETENTION_MS) override it, and the command line "
+                   "(--set, then the options below) overrides both. Every key: --print-config.")
+@click.option("--print-config", is_flag=True,
+              help="Print every setting serve reads (key, default, whether it changes at run time, its environment "
+                   "variable) as Markdown tables, and exit.")
 @click.option("--listen", multiple=True, metavar="[PROTOCOL://]HOST:PORT",
               help="A listener (repeatable): PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, then the address; port 0 "
                    "picks a free port. Default: PLAINTEXT://127.0.0.1:9092. A PLAINTEXT listener beyond loopback "
@@ -41,7 +52,7 @@ import click
               help="Serve Prometheus metrics (/metrics) and the probes (/healthz, /readyz) over HTTP on this "
                    "address; a bare PORT binds 127.0.0.1. Default: off.")
 @click.pass_obj
-def serve(options, listen: tuple[str, ...], advertised_listener: tuple[str, ...], allow_plaintext_remote: bool,
+def serve(options, config_file: str | None, print_config: bool, listen: tuple[str, ...], advertised_listener: tuple[str, ...], allow_plaintext_remote: bool,
           ssl_cert: str | None, ssl_key: str | None, ssl_ca: str | None, ssl_client_auth: str | None,
           super_users: tuple[str, ...], metrics_listen: str | None) -> None:
     """Serve the store to Kafka clients (kafka-python, confluent-kafka, aiokafka, kcat, kafkajs, ...)
@@ -54,13 +65,24 @@ def serve(options, listen: tuple[str, ...], advertised_listener: tuple[str, ...]
     offsets.topic.segment.bytes, offset.metadata.max.bytes; security: sasl.enabled.mechanisms,
     connection.failed.authentication.delay.ms, authorizer.enable, super.users,
     allow.everyone.if.no.acl.found, ssl.*; the rest go to the store. Users: `logstore users`; ACLs:
-    `logstore acls` (README "Securing the server")."""
+    `logstore acls` (README "Securing the server"). A config file, or LOGSTORE_<KEY> variables, may
+    give every one of them, and the options' own keys (README "Configuring the server")."""
+    if print_config:
+        from logstore.server.server_config import config_reference_markdown
+        click.echo(config_reference_markdown())
+        return
     from logstore.server import INSTALL_HINT, missing_extra
     if missing_extra():
         raise click.ClickException(f"logstore serve needs the server extra: {INSTALL_HINT}")
     from logstore.server.network.descriptors import raise_descriptor_limit
     from logstore.server.server import KafkaServer, use_one_malloc_arena
 
+    chosen = _settings(options, config_file, {
+        "listeners": list(listen) or None, "advertised.listeners": list(advertised_listener) or None,
+        "log.dirs": list(options.dirs) if options.dirs_given else None,
+        "allow.plaintext.remote": allow_plaintext_remote or None, "ssl.keystore.location": ssl_cert,
+        "ssl.key.location": ssl_key, "ssl.truststore.location": ssl_ca, "ssl.client.auth": ssl_client_auth,
+        "super.users": ";".join(super_users) or None})
     use_one_malloc_arena()  # this process is the server's: keep its RSS down
     raise_descriptor_limit()  # and its descriptors: the soft limit up to the hard one
 
@@ -72,16 +94,10 @@ def serve(options, listen: tuple[str, ...], advertised_listener: tuple[str, ...]
         stop.set()
 
     previous = {signum: signal.signal(signum, request_stop) for signum in (signal.SIGTERM, signal.SIGINT)}
-    settings = dict(options.settings)
-    for key, value in (("allow.plaintext.remote", allow_plaintext_remote or None), ("ssl.keystore.location", ssl_cert),
-                       ("ssl.key.location", ssl_key), ("ssl.truststore.location", ssl_ca),
-                       ("ssl.client.auth", ssl_client_auth), ("super.users", ";".join(super_users) or None),
-                       ("ssl.key.password", os.environ.get("LOGSTORE_SSL_KEY_PASSWORD"))):
-        if value is not None:
-            settings[key] = value
     try:
-        server = KafkaServer(options.dirs, listen=list(listen) or "127.0.0.1:9092",
-                             advertised_listener=list(advertised_listener) or None, config=settings,
+        server = KafkaServer(list(chosen.dirs), listen=list(chosen.listeners),
+                             advertised_listener=None if chosen.advertised_listeners is None
+                             else list(chosen.advertised_listeners), config=chosen.config,
                              metrics_listen=metrics_listen)
         server.fail_stop_on_thread_death()
         with server:
@@ -104,3 +120,39 @@ def serve(options, listen: tuple[str, ...], advertised_listener: tuple[str, ...]
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _settings(options, config_file: str | None, explicit: dict):
+    """The ``ServeSettings`` of the config file, the environment, ``--set`` and the explicit options
+    (None: not given), each checked before anything starts: a bad file, key or value is a one-line
+    usage error naming where it came from (exit 2). Warnings (a ``LOGSTORE_`` variable that names no
+    setting) go to stderr."""
+    from logstore.errors import InvalidConfigError
+    from logstore.properties import NotARegularFileError
+    from logstore.server.server_config import (ServeSettings, check_setting, environment_settings,
+                                               read_server_properties)
+    from_file = {}
+    if config_file is not None:
+        try:
+            from_file = read_server_properties(config_file)
+        except (InvalidConfigError, NotARegularFileError) as exc:
+            raise click.BadParameter(str(exc), param_hint="'--config'") from exc
+        except (OSError, ValueError) as exc:
+            raise click.BadParameter(f"{config_file}: {exc.strerror or exc}" if isinstance(exc, OSError)
+                                     else str(exc), param_hint="'--config'") from exc
+    try:
+        from_environment, warnings = environment_settings(os.environ)
+    except InvalidConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    for warning in warnings:
+        click.echo(f"logstore serve: warning: {warning}", err=True)
+    for key, value in options.settings.items():
+        try:
+            check_setting(key, value)
+        except InvalidConfigError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--set'") from exc
+    given = {key: value for key, value in explicit.items() if value is not None}
+    try:
+        return ServeSettings.merge([from_file, from_environment, options.settings, given])
+    except InvalidConfigError as exc:
+        raise click.UsageError(str(exc)) from exc

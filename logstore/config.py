@@ -341,6 +341,16 @@ def describe_keys() -> list[tuple[str, Any, str]]:
     return [(key.name, key.default, key.doc) for key in _KEYS]
 
 
+def describe_broker_keys() -> list[tuple[str, Any, str, str]]:
+    """(broker key, default, description, topic key) for every broker-level topic default
+    (``BROKER_SYNONYMS`` and Kafka's hour and minute forms), for docs."""
+    rows = [(key, TOPIC_KEYS[topic].default, TOPIC_KEYS[topic].doc, topic) for key, topic in BROKER_SYNONYMS.items()]
+    for key, (topic, unit_ms) in _BROKER_UNITS.items():
+        unit = "hours" if unit_ms == 3600 * 1000 else "minutes"
+        rows.append((key, None, f"{topic} in {unit}, when no finer form of it is given", topic))
+    return rows
+
+
 # --- store-wide (LogManager) settings ----------------------------------------------------------------
 
 _MANAGER_KEYS = [

@@ -1,7 +1,7 @@
 """The shape of the house (docs/design.md §2): layers, the server's rooms, whole classes, no cycles.
 
 The layers are subpackages and imports go only downward. The order, bottom up: the foundations
-(``errors``, ``clock``, ``fs``, ``config``, ``testing``) < ``records`` < ``timer`` < ``log`` <
+(``errors``, ``clock``, ``fs``, ``config``, ``properties``, ``testing``) < ``records`` < ``timer`` < ``log`` <
 ``cleaner`` < ``manager`` < ``tools`` < ``group`` < ``server`` < ``client`` and ``spark`` (side by
 side) < ``bench`` < ``cli``. Every import in every module is checked, lazy ones inside functions and
 type-only ones under ``TYPE_CHECKING`` included, so a change that imports upward fails here with the
@@ -34,7 +34,7 @@ CLI = Path(importlib.util.find_spec("logstore.cli").origin).parent
 """``logstore.cli``: inside the installed package, or the repository's ``cli/`` in an editable install."""
 REPOSITORY = Path(__file__).resolve().parents[1]
 
-FOUNDATIONS = {"errors", "clock", "fs", "config", "testing"}
+FOUNDATIONS = {"errors", "clock", "fs", "config", "properties", "testing"}
 RANKS = {"foundations": 0, "records": 1, "timer": 2, "log": 3, "cleaner": 4, "manager": 5, "tools": 6,
          "group": 7, "server": 8, "client": 9, "spark": 9, "bench": 10, "cli": 11}
 ALLOWED_FOUNDATIONS = {"records": {"errors", "config"}, "timer": {"errors", "clock"}}

@@ -10,7 +10,8 @@ What it owns:
 - ``ClientSecurity``: those settings checked (a missing file, an unknown mechanism, SASL without a
   user: ``ValueError`` naming the setting, never the password), with the ``SSLContext`` made once;
 - ``read_client_properties``: the properties file of ``logstore --command-config`` (Kafka tools'
-  option for the same thing), read only when it is a regular file of at most
+  option for the same thing), in librdkafka's names or the Java clients' (``sasl.jaas.config`` with
+  Kafka's Plain and Scram login modules, PEM trust and key stores: ``JAVA_CLIENT_KEYS``), read only when it is a regular file of at most
   ``CLIENT_PROPERTIES_MAX_BYTES`` (``read_regular_file``): a device such as /dev/zero would be read
   without end, a FIFO would wait for a writer; the certificate and key files it names must be regular
   files too; ``read_password_line``: a password from the first line of a stream (stdin), at most
@@ -24,13 +25,12 @@ The password is kept in memory for reconnections and appears in no ``repr`` and 
 
 from __future__ import annotations
 
-import os
 import socket
 import ssl
-import stat
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from ..properties import NotARegularFileError, read_properties_file, read_regular_file, regular_file_problem
 from ..server.security.scram import MECHANISMS, AuthenticationError, ScramClient
 from .errors import BrokerResponseError, NetworkError
 
@@ -46,16 +46,6 @@ CLIENT_PROPERTIES_MAX_BYTES = 1 << 20
 """The largest client properties file read (a few settings take a few hundred bytes)."""
 PASSWORD_MAX_CHARS = 4096
 """The longest password ``read_password_line`` takes (SCRAM has no limit; a line without end does)."""
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
-
-
-class NotARegularFileError(ValueError):
-    """A path given for a small file of settings names none: nothing there, or a directory, a
-    device, a FIFO or a socket."""
-
-
 class AuthenticationFailedError(BrokerResponseError):
     """The broker refused the credentials (SASL_AUTHENTICATION_FAILED), or the exchange broke."""
 
@@ -155,79 +145,170 @@ class ClientSecurity:
                                             "SASL_AUTHENTICATION_FAILED") from None
 
 
-def regular_file_problem(path: str) -> str | None:
-    """Why ``path`` is not a regular file (``"no such file"``, ``"a FIFO, not a regular file"``...),
-    or None when it is one. ``os.stat`` only: nothing is opened, so a FIFO does not block."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return "no such file"
-    except OSError as exc:
-        return exc.strerror or type(exc).__name__
-    return _not_regular(mode)
-
-
-def _not_regular(mode: int) -> str | None:
-    if stat.S_ISREG(mode):
-        return None
-    kind = next((name for test, name in _KINDS if test(mode)), "not a file")
-    return f"{kind}, not a regular file"
-
-
-def read_regular_file(path: str, max_bytes: int, what: str) -> bytes:
-    """The bytes of ``path``, a small file of settings named by the user (``what`` says which, in
-    errors). ``NotARegularFileError`` unless it is a regular file (checked before it is opened,
-    and again on the descriptor, opened with O_NONBLOCK so that a FIFO put there meanwhile does not
-    block); ``ValueError`` when it holds more than ``max_bytes``; ``OSError`` when it cannot be read."""
-    problem = regular_file_problem(path)
-    if problem is not None:
-        raise NotARegularFileError(f"{what} {path!r}: {problem}")
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _O_CLOEXEC)
-    try:
-        problem = _not_regular(os.fstat(fd).st_mode)
-        if problem is not None:
-            raise NotARegularFileError(f"{what} {path!r}: {problem}")
-        chunks, size = [], 0
-        while size <= max_bytes:
-            chunk = os.read(fd, max_bytes + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    finally:
-        os.close(fd)
-    if size > max_bytes:
-        raise ValueError(f"{what} {path!r} holds more than {max_bytes} bytes: not a file of settings")
-    return b"".join(chunks)
-
-
 def read_client_properties(path: str) -> dict[str, str]:
-    """The ``key=value`` lines of a client properties file (Kafka tools' ``--command-config``),
-    security settings only (``SECURITY_DEFAULTS``' keys): ``#`` and ``!`` comments and blank lines
-    skipped, whitespace around keys and values stripped. Only a regular file of at most
-    ``CLIENT_PROPERTIES_MAX_BYTES`` is read (``read_regular_file``: ``NotARegularFileError``
-    otherwise).
-    ``ValueError`` naming the file and line of a line that is not ``key=value`` (never its value:
-    it may be a password)."""
-    data = read_regular_file(path, CLIENT_PROPERTIES_MAX_BYTES, "the client properties file")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    """The security settings of a client properties file (Kafka tools' ``--command-config``), by
+    ``SECURITY_DEFAULTS``' names. The file is a Java properties file (``logstore.properties``:
+    ``key=value``, ``key: value``, comments, continued lines, escapes) of at most
+    ``CLIENT_PROPERTIES_MAX_BYTES`` (``read_regular_file``: ``NotARegularFileError`` otherwise). It
+    may use librdkafka's names or the Java clients' (``JAVA_CLIENT_KEYS``): ``sasl.jaas.config`` with
+    Kafka's ``PlainLoginModule`` or ``ScramLoginModule`` and its ``username`` and ``password``, and
+    PEM trust and key stores (``ssl.truststore.location`` with ``ssl.truststore.type=PEM``...).
+    ``ValueError`` naming the file and line of an unknown key or a bad value (never a value: it may
+    be a password)."""
     settings: dict[str, str] = {}
-    for number, line in enumerate(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), 1):
-        line = line.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        key, found, value = line.partition("=")
-        if not found or not key.strip():
-            raise ValueError(f"{path} line {number}: expected key=value")
-        if key.strip() not in SECURITY_DEFAULTS:
-            raise ValueError(f"{path} line {number}: {key.strip()!r} is not a security setting (known: "
-                             f"{', '.join(sorted(SECURITY_DEFAULTS))})")
-        settings[key.strip()] = value.strip()
+    lines: dict[str, int] = {}
+    for key, value, number in read_properties_file(path, CLIENT_PROPERTIES_MAX_BYTES, "the client properties file"):
+        if key not in SECURITY_DEFAULTS and key not in JAVA_CLIENT_KEYS:
+            raise ValueError(f"{path} line {number}: {key!r} is not a security setting (known: "
+                             f"{', '.join(sorted({*SECURITY_DEFAULTS, *JAVA_CLIENT_KEYS}))})")
+        settings[key], lines[key] = value.strip(), number
+    settings = _from_java_names(settings, lines, path)
     ClientSecurity.from_config(settings)  # a missing file or a bad value: refused now, named
     return settings
+
+
+JAVA_CLIENT_KEYS = {
+    "sasl.jaas.config": "the login module and its options: PlainLoginModule or ScramLoginModule, with "
+                        "username and password (sasl.username and sasl.password)",
+    "ssl.truststore.location": "the CA certificates (ssl.ca.location), with ssl.truststore.type=PEM",
+    "ssl.truststore.type": "PEM (the only type read)",
+    "ssl.keystore.location": "the client's certificate chain and key in one PEM file (ssl.certificate.location), "
+                             "with ssl.keystore.type=PEM",
+    "ssl.keystore.type": "PEM (the only type read)",
+}
+"""The Java clients' names a client properties file may use besides ``SECURITY_DEFAULTS``' (Kafka's
+tools read such files), with what each stands for."""
+LOGIN_MODULES = {"org.apache.kafka.common.security.plain.PlainLoginModule": ("PLAIN",),
+                 "org.apache.kafka.common.security.scram.ScramLoginModule": ("SCRAM-SHA-256", "SCRAM-SHA-512")}
+"""The JAAS login modules of ``sasl.jaas.config`` read, with the SASL mechanisms each serves."""
+_JAAS_FLAGS = ("required", "requisite", "sufficient", "optional")
+_RENAMED = {"ssl.truststore.location": "ssl.ca.location", "ssl.keystore.location": "ssl.certificate.location"}
+
+
+def _from_java_names(settings: dict[str, str], lines: Mapping[str, int], path: str) -> dict[str, str]:
+    """``settings`` with the Java clients' keys put as ``SECURITY_DEFAULTS``' (see
+    ``JAVA_CLIENT_KEYS``); ``ValueError`` naming the file and line of a key that cannot be."""
+    out = {key: value for key, value in settings.items() if key not in JAVA_CLIENT_KEYS}
+
+    def where(key: str) -> str:
+        return f"{path} line {lines[key]}"
+
+    def put(key: str, value: str, source: str) -> None:
+        if out.get(key) not in (None, value):
+            raise ValueError(f"{where(source)}: {source} and {key} (line {lines[key]}) disagree: give one of them")
+        out[key] = value
+
+    for store in ("ssl.truststore", "ssl.keystore"):
+        kind = settings.get(f"{store}.type")
+        if kind is not None and kind.upper() != "PEM":
+            raise ValueError(f"{where(store + '.type')}: {store}.type={kind}: only PEM files are read (openssl "
+                             f"converts a JKS or PKCS12 store to PEM)")
+        if f"{store}.location" in settings:
+            put(_RENAMED[f"{store}.location"], settings[f"{store}.location"], f"{store}.location")
+    if "sasl.jaas.config" in settings:
+        module, options = parse_jaas_config(settings["sasl.jaas.config"], where("sasl.jaas.config"))
+        mechanism = (out.get("sasl.mechanism") or out.get("sasl.mechanisms") or "").upper()
+        served = LOGIN_MODULES[module]
+        if not mechanism and len(served) == 1:
+            out["sasl.mechanism"] = mechanism = served[0]
+        if mechanism not in served:
+            raise ValueError(f"{where('sasl.jaas.config')}: {module.rsplit('.', 1)[1]} serves sasl.mechanism "
+                             f"{' or '.join(served)}, not {mechanism or 'none given'}")
+        for option, key in (("username", "sasl.username"), ("password", "sasl.password")):
+            if option not in options:
+                raise ValueError(f"{where('sasl.jaas.config')}: sasl.jaas.config has no {option}")
+            if out.get(key) not in (None, options[option]):
+                raise ValueError(f"{where('sasl.jaas.config')}: sasl.jaas.config and {key} disagree: give one "
+                                 "of them")
+            out[key] = options[option]
+    return out
+
+
+def parse_jaas_config(text: str, where: str = "sasl.jaas.config") -> tuple[str, dict[str, str]]:
+    """(login module, options) of a ``sasl.jaas.config`` value, JAAS syntax as Kafka reads it:
+    ``Module flag name="value" ...;``, one module of ``LOGIN_MODULES``, values quoted (with
+    backslash escapes) or bare words, ``//`` and ``/* */`` comments. ``ValueError`` starting with
+    ``where``, never quoting a value (a password)."""
+    tokens = _jaas_tokens(text, where)
+    if len(tokens) < 3 or tokens[-1] != (";", False):
+        raise ValueError(f"{where}: sasl.jaas.config must be one login module: "
+                         "'<LoginModule> required username=\"...\" password=\"...\";'")
+    (module, module_quoted), (flag, _), *body = tokens[:-1]
+    if module_quoted or module not in LOGIN_MODULES:
+        known = " or ".join(LOGIN_MODULES)
+        raise ValueError(f"{where}: login module {module if not module_quoted else '(a quoted name)'} is not "
+                         f"read here: {known}")
+    if flag.lower() not in _JAAS_FLAGS:
+        raise ValueError(f"{where}: the login module's flag must be one of {', '.join(_JAAS_FLAGS)}")
+    options: dict[str, str] = {}
+    if len(body) % 3:
+        raise ValueError(f"{where}: sasl.jaas.config options must be name=value pairs ended by one ';'")
+    for index in range(0, len(body), 3):
+        (name, name_quoted), equals, (value, _) = body[index:index + 3]
+        if name_quoted or equals != ("=", False) or value in ("=", ";"):
+            raise ValueError(f"{where}: sasl.jaas.config options must be name=value pairs ended by one ';'")
+        if name not in ("username", "password"):
+            raise ValueError(f"{where}: sasl.jaas.config option {name!r} is not read here (username, password)")
+        options[name] = value
+    return module, options
+
+
+def _jaas_tokens(text: str, where: str) -> list[tuple[str, bool]]:
+    """(token, quoted) of a JAAS text: words, quoted strings (escapes resolved), ``=`` and ``;``."""
+    tokens: list[tuple[str, bool]] = []
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char.isspace():
+            index += 1
+        elif text.startswith("//", index):
+            end = text.find("\n", index)
+            index = len(text) if end < 0 else end + 1
+        elif text.startswith("/*", index):
+            end = text.find("*/", index + 2)
+            if end < 0:
+                raise ValueError(f"{where}: sasl.jaas.config has an unclosed /* comment")
+            index = end + 2
+        elif char in "=;":
+            tokens.append((char, False))
+            index += 1
+        elif char == '"':
+            value, index = _jaas_quoted(text, index + 1, where)
+            tokens.append((value, True))
+        else:
+            start = index
+            while index < len(text) and not text[index].isspace() and text[index] not in '=;"':
+                index += 1
+            tokens.append((text[start:index], False))
+    return tokens
+
+
+_JAAS_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+
+
+def _jaas_quoted(text: str, index: int, where: str) -> tuple[str, int]:
+    """The quoted string starting at ``index`` (after its quote) and the index after its closing
+    quote; backslash escapes as Java's ``StreamTokenizer`` reads them."""
+    out: list[str] = []
+    while index < len(text):
+        char = text[index]
+        index += 1
+        if char == '"':
+            return "".join(out), index
+        if char == "\\" and index < len(text):
+            char = text[index]
+            index += 1
+            if char in "01234567":
+                digits = char
+                while len(digits) < (3 if digits[0] <= "3" else 2) and index < len(text) and text[index] in "01234567":
+                    digits += text[index]
+                    index += 1
+                out.append(chr(int(digits, 8)))
+            else:
+                out.append(_JAAS_ESCAPES.get(char, char))
+        else:
+            out.append(char)
+    raise ValueError(f"{where}: sasl.jaas.config has an unclosed quote")
 
 
 def read_password_line(stream) -> str:
@@ -262,6 +343,7 @@ def _ssl_context(settings: Mapping[str, Any], check_hostname: bool) -> ssl.SSLCo
     return context
 
 
-__all__ = ["AuthenticationFailedError", "CLIENT_PROPERTIES_MAX_BYTES", "ClientSecurity", "NotARegularFileError",
-           "PASSWORD_MAX_CHARS", "PROTOCOLS", "SASL_MECHANISMS", "SECURITY_DEFAULTS", "read_client_properties",
-           "read_password_line", "read_regular_file", "regular_file_problem"]
+__all__ = ["AuthenticationFailedError", "CLIENT_PROPERTIES_MAX_BYTES", "ClientSecurity", "JAVA_CLIENT_KEYS",
+           "LOGIN_MODULES", "NotARegularFileError", "PASSWORD_MAX_CHARS", "PROTOCOLS", "SASL_MECHANISMS",
+           "SECURITY_DEFAULTS", "parse_jaas_config", "read_client_properties", "read_password_line",
+           "read_regular_file", "regular_file_problem"]

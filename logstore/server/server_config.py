@@ -1,23 +1,36 @@
-"""The server's own settings, with Kafka's broker names and defaults, and how a settings dict is split
-between the server, its group coordinator and the store it opens.
+"""The server's own settings, with Kafka's broker names and defaults, how a settings dict is split
+between the server, its group coordinator and the store it opens, and where ``logstore serve`` takes
+them from.
 
 ``KafkaServer(..., config={...})`` and ``logstore --set KEY=VALUE serve`` take one dict: the keys
 below configure the server, the group coordinator's keys (``logstore.group.config.GROUP_KEYS``:
 ``group.initial.rebalance.delay.ms``, ``offsets.retention.minutes``...) go to the coordinator, every
 other key goes to ``LogManager`` (which refuses keys it does not know, so a typo fails the start
 instead of being ignored).
+
+``logstore serve`` takes the same keys from three places, each overriding the one before: a Java
+properties file (``--config FILE``, ``read_server_properties``: Kafka's ``server.properties`` names,
+with ``listeners``, ``advertised.listeners`` and ``log.dirs`` too: ``SERVE_KEYS``), the environment
+(``LOGSTORE_`` and the key upper-cased, dots as underscores, as Kafka's container images read
+``KAFKA_``: ``environment_settings``), and the command line (``--set``, then the explicit options).
+``check_setting`` refuses an unknown key or a bad value before anything starts, naming where it came
+from; ``serve_settings`` merges the layers; ``config_reference`` is the table of every key, its
+default and whether it can change at run time (docs/configuration.md is generated from it).
 """
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
-from ..config import boolean_setting, integer_setting
+from ..config import (INT_MAX, LONG_MAX, MANAGER_KEYS, LogConfig, ManagerConfig, boolean_setting, describe_broker_keys,
+                      describe_manager_keys, integer_setting)
 from ..errors import InvalidConfigError
-from ..group.config import GroupConfig
+from ..group.config import GROUP_KEYS, GroupConfig, describe_group_keys
+from ..properties import read_properties_file
 from .security.acls import check_principal
-from .security.listeners import TLS_KEYS, TlsSettings
+from .security.listeners import TLS_KEYS, TlsSettings, parse_listener
 
 
 def _mechanisms(key: str, value: Any) -> tuple[str, ...]:
@@ -186,3 +199,233 @@ class ServerConfig:
 def describe_server_keys() -> list[tuple[str, Any, str]]:
     """(key, default, description) for every server setting."""
     return [(key, default, doc) for key, (_field, default, _parse, doc) in SERVER_KEYS.items()]
+
+
+# --- where `logstore serve` takes its settings from -----------------------------------------------
+
+DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
+DEFAULT_LOG_DIRS = "./logstore-data"
+SERVER_PROPERTIES_MAX_BYTES = 1 << 20
+"""The largest config file read (Kafka's whole server.properties is 7 KiB)."""
+ENV_PREFIX = "LOGSTORE_"
+OTHER_VARIABLES = frozenset({"LOGSTORE_DIRS", "LOGSTORE_BOOTSTRAP_SERVER", "LOGSTORE_COMMAND_CONFIG"})
+"""The command line's own variables, which are not settings (``LOGSTORE_DIRS`` is read as ``log.dirs``
+by ``serve_settings``, colon-separated, after ``LOGSTORE_LOG_DIRS``)."""
+
+
+def _list_of(parse_one):
+    def parse(key: str, value: Any) -> tuple[str, ...]:
+        items = [item.strip() for item in (value.split(",") if isinstance(value, str) else value)]
+        items = [item for item in items if item]
+        if not items:
+            raise InvalidConfigError(f"{key} takes a comma-separated list, got {value!r}")
+        for item in items:
+            try:
+                parse_one(item)
+            except (TypeError, ValueError) as exc:
+                raise InvalidConfigError(f"{key}: {exc}") from None
+        return tuple(items)
+    return parse
+
+
+def _pem_only(key: str, value: Any) -> str:
+    if not isinstance(value, str) or value.strip().upper() != "PEM":
+        raise InvalidConfigError(f"{key} takes PEM (the only store type read; openssl converts JKS or PKCS12 to "
+                                 f"PEM), got {value!r}")
+    return "PEM"
+
+
+def _text(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidConfigError(f"{key} takes a path, got {value!r}")
+    return value.strip()
+
+
+# key -> (default, parser, description): the keys `logstore serve` reads besides the server's, the
+# coordinator's and the store's; they are the command's own options, not KafkaServer's settings.
+SERVE_KEYS: dict[str, tuple[Any, Any, str]] = {
+    "listeners": (DEFAULT_LISTENERS, _list_of(parse_listener),
+                  "the listeners, PROTOCOL://HOST:PORT separated by commas (PLAINTEXT, SSL, SASL_PLAINTEXT, "
+                  "SASL_SSL; one per protocol; port 0 picks a free port) (--listen)"),
+    "advertised.listeners": (None, _list_of(parse_listener),
+                             "the address clients are told to connect to, per listener protocol (default: the "
+                             "bound one) (--advertised-listener)"),
+    "log.dirs": (DEFAULT_LOG_DIRS, _list_of(str), "the store's data dirs, separated by commas (--dir)"),
+    "log.dir": (None, _text, "one data dir, when log.dirs is not given"),
+    "ssl.keystore.type": ("PEM", _pem_only, "the type of ssl.keystore.location: PEM only"),
+    "ssl.truststore.type": ("PEM", _pem_only, "the type of ssl.truststore.location: PEM only"),
+}
+
+# key -> (default, description) of the TLS listeners' settings (read by TlsSettings.from_config)
+TLS_KEY_DOCS: dict[str, tuple[Any, str]] = {
+    "ssl.keystore.location": (None, "the TLS listeners' PEM certificate chain, with the key unless "
+                                    "ssl.key.location (--ssl-cert)"),
+    "ssl.key.location": (None, "the certificate's private key, in a PEM file of its own (--ssl-key)"),
+    "ssl.key.password": (None, "the private key's password (never shown by DescribeConfigs; keep it out of "
+                               "the command line: the file or $LOGSTORE_SSL_KEY_PASSWORD)"),
+    "ssl.truststore.location": (None, "PEM CAs that client certificates must chain to (--ssl-ca)"),
+    "ssl.client.auth": ("none", "ask TLS clients for a certificate: none, requested or required "
+                                "(--ssl-client-auth)"),
+    "ssl.enabled.protocols": ("TLSv1.2,TLSv1.3", "the TLS versions accepted: TLSv1.2 and TLSv1.3 "
+                                                 "(the lowest given is the minimum)"),
+}
+_BROKER_KEYS = {key: (default, doc, topic) for key, default, doc, topic in describe_broker_keys()}
+
+
+def known_keys() -> frozenset[str]:
+    """Every key ``logstore serve`` reads from a file, the environment or ``--set``."""
+    return frozenset({*SERVE_KEYS, *SERVER_KEYS, "broker.id", *TLS_KEYS, *GROUP_KEYS, *_BROKER_KEYS, *MANAGER_KEYS})
+
+
+def check_setting(key: str, value: Any) -> None:
+    """``InvalidConfigError`` naming ``key`` when it is not a setting ``logstore serve`` reads, or
+    ``value`` is not one it takes; the same parsers as the server, coordinator and store use."""
+    if key in SERVE_KEYS:
+        SERVE_KEYS[key][1](key, value)
+    elif key in SERVER_KEYS or key == "broker.id":
+        SERVER_KEYS["node.id" if key == "broker.id" else key][2](key, value)
+    elif key in GROUP_KEYS:
+        GROUP_KEYS[key][2](key, value)
+    elif key in TLS_KEYS:
+        if key.endswith(".location"):
+            _text(key, value)
+        TlsSettings.from_config({key: value})
+    elif key in _BROKER_KEYS:
+        LogConfig.from_broker_properties({key: value})
+    elif key in MANAGER_KEYS:
+        ManagerConfig.from_broker_properties({key: value})
+    else:
+        close = difflib.get_close_matches(key, known_keys(), n=1)
+        raise InvalidConfigError(f"unknown setting {key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+
+
+def read_server_properties(path: str) -> dict[str, str]:
+    """The settings of the config file ``path`` (``--config``), a Java properties file of Kafka's key
+    names; ``InvalidConfigError`` naming the file and line of an unknown key or a bad value (never the
+    value of a password), ``NotARegularFileError``/``ValueError`` when it is no small regular file."""
+    settings: dict[str, str] = {}
+    for key, value, line in read_properties_file(path, SERVER_PROPERTIES_MAX_BYTES, "the config file"):
+        try:
+            check_setting(key, value)
+        except InvalidConfigError as exc:
+            raise InvalidConfigError(f"{path} line {line}: {exc}") from None
+        settings[key] = value.strip()
+    return settings
+
+
+def env_variable(key: str) -> str:
+    """The environment variable of setting ``key``: ``log.retention.ms`` -> ``LOGSTORE_LOG_RETENTION_MS``."""
+    return ENV_PREFIX + key.upper().replace(".", "_").replace("-", "_")
+
+
+def environment_settings(environ: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """(the settings of ``environ``'s ``LOGSTORE_<KEY>`` variables, one warning per ``LOGSTORE_``
+    variable that looks like a setting and names none). A variable looks like a setting when its first
+    word is the first word of one (``LOGSTORE_LOG_RETENTION_MSS``: ``log``); the others
+    (``LOGSTORE_REQUIRE_TOOLS``, the command line's own) are not read. Only warned, not refused: an
+    environment carries variables its server's operator did not set, and Kafka's images pass unknown
+    ones on for the broker to warn about. ``InvalidConfigError`` naming the variable for a bad value."""
+    by_variable = {env_variable(key): key for key in known_keys()}
+    families = {key.split(".")[0].upper() for key in known_keys()}
+    settings: dict[str, str] = {}
+    warnings: list[str] = []
+    for variable in sorted(environ):
+        if not variable.startswith(ENV_PREFIX) or variable in OTHER_VARIABLES:
+            continue
+        key = by_variable.get(variable)
+        if key is None:
+            if variable[len(ENV_PREFIX):].split("_")[0] in families:
+                close = difflib.get_close_matches(variable, by_variable, n=1)
+                warnings.append(f"${variable} is not a setting: ignored" + (f" (did you mean ${close[0]}?)"
+                                                                            if close else ""))
+            continue
+        try:
+            check_setting(key, environ[variable])
+        except InvalidConfigError as exc:
+            raise InvalidConfigError(f"${variable}: {exc}") from None
+        settings[key] = environ[variable].strip()
+    if "log.dirs" not in settings and "log.dir" not in settings and environ.get("LOGSTORE_DIRS"):
+        dirs = [path for path in environ["LOGSTORE_DIRS"].split(":") if path]
+        if dirs:
+            settings["log.dirs"] = ",".join(dirs)
+    return settings, warnings
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """What ``logstore serve`` starts: the data dirs, the listeners, the advertised ones (None: the
+    bound ones) and the settings dict given to ``KafkaServer``."""
+
+    dirs: tuple[str, ...]
+    listeners: tuple[str, ...]
+    advertised_listeners: tuple[str, ...] | None
+    config: dict[str, str]
+
+    @classmethod
+    def merge(cls, layers: Iterable[Mapping[str, Any]]) -> "ServeSettings":
+        """The settings of ``layers``, each overriding the ones before (file, environment, ``--set``,
+        explicit options); in each, ``log.dirs`` wins over ``log.dir`` (Kafka's rule)."""
+        merged: dict[str, Any] = {}
+        for layer in layers:
+            layer = dict(layer)
+            if "log.dir" in layer:
+                single = layer.pop("log.dir")
+                layer.setdefault("log.dirs", single)
+            merged.update(layer)
+        dirs = SERVE_KEYS["log.dirs"][1]("log.dirs", merged.pop("log.dirs", DEFAULT_LOG_DIRS))
+        listeners = SERVE_KEYS["listeners"][1]("listeners", merged.pop("listeners", DEFAULT_LISTENERS))
+        advertised = merged.pop("advertised.listeners", None)
+        for key in ("ssl.keystore.type", "ssl.truststore.type"):
+            merged.pop(key, None)  # checked: PEM, the only kind the TLS settings read
+        return cls(dirs, listeners, None if advertised is None else
+                   SERVE_KEYS["advertised.listeners"][1]("advertised.listeners", advertised), merged)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return ("," if all(item.isupper() for item in value) else ";").join(value)
+    if value == float("inf"):
+        return "unlimited"
+    if value == LONG_MAX:
+        return "9223372036854775807 (no limit)"
+    if value == INT_MAX:
+        return "2147483647 (no limit)"
+    return str(value)
+
+
+def config_reference() -> list[tuple[str, list[tuple[str, str, str, str]]]]:
+    """The reference of every key ``logstore serve`` reads, in sections: (title, rows of (key,
+    default, whether and how it changes at run time, description)). Nothing changes in a running
+    server: IncrementalAlterConfigs of the broker refuses these keys ("Cannot update these configs
+    dynamically"); a topic default has a topic config that ``topics alter`` changes for one topic."""
+    fixed = "no"
+    sections = [
+        ("Listeners and data dirs (`logstore serve`'s own)",
+         [(key, _shown(default), fixed, doc) for key, (default, _parse, doc) in SERVE_KEYS.items()]),
+        ("Server", [(key, _shown(default), fixed, doc) for key, (_f, default, _p, doc) in SERVER_KEYS.items()]
+         + [("broker.id", "", fixed, "Kafka's older name for node.id")]),
+        ("TLS listeners", [(key, _shown(default), fixed, doc) for key, (default, doc) in TLS_KEY_DOCS.items()]),
+        ("Consumer groups", [(key, _shown(default), fixed, doc) for key, default, doc in describe_group_keys()]),
+        ("Topic defaults (the store)", [(key, _shown(default), f"per topic: {topic}", doc)
+                                        for key, (default, doc, topic) in _BROKER_KEYS.items()]),
+        ("Store-wide jobs (the store)", [(key, _shown(default), fixed, doc)
+                                         for key, default, doc in describe_manager_keys()]),
+    ]
+    return sections
+
+
+def config_reference_markdown() -> str:
+    """``config_reference`` as the Markdown tables of docs/configuration.md (``logstore serve
+    --print-config`` prints it)."""
+    out: list[str] = []
+    for title, rows in config_reference():
+        out += [f"### {title}", "", "| Key | Default | Changes at run time | Environment variable | Description |",
+                "| --- | --- | --- | --- | --- |"]
+        out += [f"| `{key}` | {f'`{default}`' if default else ''} | {dynamic} | `{env_variable(key)}` | "
+                f"{doc.replace('|', '/')} |" for key, default, dynamic, doc in rows]
+        out.append("")
+    return "\n".join(out)

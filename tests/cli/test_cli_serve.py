@@ -49,8 +49,9 @@ def test_serve_prints_its_address_serves_and_stops_cleanly(tmp_path, stop_signal
 
 def test_serve_errors_are_one_line(tmp_path, monkeypatch):
     runner = CliRunner()
+    # a bad listener or setting is a usage error (exit 2), refused before anything starts
     result = runner.invoke(main, ["--dir", str(tmp_path / "d"), "serve", "--listen", "nohost:notaport"])
-    assert result.exit_code == 1 and result.output.count("\n") == 1 and "HOST:PORT" in result.output
+    assert result.exit_code == 2 and result.output.count("\n") == 1 and "HOST:PORT" in result.output
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -58,7 +59,7 @@ def test_serve_errors_are_one_line(tmp_path, monkeypatch):
         result = runner.invoke(main, ["--dir", str(tmp_path / "d"), "serve", "--listen", f"127.0.0.1:{port}"])
         assert result.exit_code == 1 and result.output.count("\n") == 1 and "in use" in result.output
     result = runner.invoke(main, ["--dir", str(tmp_path / "d"), "--set", "no.such=1", "serve", "--listen", "127.0.0.1:0"])
-    assert result.exit_code == 1 and "unknown store setting 'no.such'" in result.output
+    assert result.exit_code == 2 and "Invalid value for '--set': unknown setting 'no.such'" in result.output
     import logstore.server
     monkeypatch.setattr(logstore.server, "missing_extra", lambda: ["cramjam"])
     result = runner.invoke(main, ["--dir", str(tmp_path / "d"), "serve"])

@@ -1,5 +1,6 @@
 """The command line against a secured server: ``logstore --bootstrap-server HOST:PORT
---command-config FILE`` (security.protocol, ssl.ca.location, sasl.*) for users, ACLs, topics, append
+--command-config FILE`` (security.protocol, ssl.ca.location, sasl.*, or the Java clients'
+sasl.jaas.config and PEM truststore as Kafka's tools read them) for users, ACLs, topics, append
 and read over SASL_SSL with SCRAM; refusals as one line; and ``logstore serve``'s safe default
 against a PLAINTEXT listener beyond loopback."""
 
@@ -97,8 +98,68 @@ def test_bad_client_settings_are_one_line_errors_naming_the_setting(secured, tmp
     typo = tmp_path / "typo.properties"
     typo.write_text("security.protocol=SASL_SSL\nsasl.pasword=x\n")
     result = run("--bootstrap-server", server.bootstrap_servers, "--command-config", str(typo), "topics", "list")
-    assert result.exit_code != 0 and "'sasl.pasword' is not a security setting" in result.output
+    assert result.exit_code == 2 and "typo.properties line 2: 'sasl.pasword' is not a security setting" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+# Client properties files as Kafka's docs show them (the Java clients' names): sasl.jaas.config with
+# the Plain or Scram login module, a PEM truststore, ':' and '=' separators, continued lines, escapes.
+KAFKA_DOCS_SCRAM = """# kafka-topics.sh --command-config client.properties
+security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-256
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\
+    username="admin" \\
+    password="admin-secret";
+ssl.truststore.type=PEM
+ssl.truststore.location={ca}
+"""
+KAFKA_DOCS_PLAIN = """! the same with ':' separators and escapes
+security.protocol: SASL_SSL
+sasl.mechanism: PLAIN
+sasl.jaas.config: org.apache.kafka.common.security.plain.PlainLoginModule required username\\="\\u0061dmin" \\
+                  password="admin\\u002dsecret";
+ssl.truststore.location : {ca}
+ssl.truststore.type : PEM
+"""
+
+
+@pytest.mark.parametrize("text", [KAFKA_DOCS_SCRAM, KAFKA_DOCS_PLAIN], ids=["scram", "plain"])
+def test_a_kafka_tools_client_properties_file_reaches_the_sasl_server(secured, tmp_path, text):
+    server, material, _props = secured
+    path = tmp_path / "client.properties"
+    path.write_text(text.format(ca=material.ca_cert))
+    result = run("--bootstrap-server", server.bootstrap_servers, "--command-config", str(path), "topics", "create",
+                 f"java-{tmp_path.name}")
+    assert result.exit_code == 0, result.output
+    result = run("--bootstrap-server", server.bootstrap_servers, "--command-config", str(path), "topics", "list")
+    assert result.exit_code == 0 and f"java-{tmp_path.name}" in result.output.split(), result.output
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text(text.format(ca=material.ca_cert).replace("secret", "guess"))
+    result = run("--bootstrap-server", server.bootstrap_servers, "--command-config", str(wrong), "topics", "list")
+    assert result.exit_code == 1 and "refused the credentials of 'admin'" in result.output, result.output
+    assert "guess" not in result.output
+
+
+@pytest.mark.parametrize("lines, said", [
+    ("sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+     "line 3: login module org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule is not read here"),
+    ("sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"a\" "
+     "password=\"hidden\";", "line 3: ScramLoginModule serves sasl.mechanism SCRAM-SHA-256 or SCRAM-SHA-512, "
+     "not PLAIN"),
+    ("sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"a\" "
+     "password=\"hidden\"", "line 3: sasl.jaas.config must be one login module"),
+    ("sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"a\";",
+     "line 3: sasl.jaas.config has no password"),
+    ("ssl.truststore.type=JKS", "line 3: ssl.truststore.type=JKS: only PEM files are read"),
+    ("sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"a\" "
+     "password=\"hidden\";\nsasl.username=b", "line 3: sasl.jaas.config and sasl.username disagree"),
+])
+def test_a_bad_java_client_setting_is_one_line_naming_the_file_and_line(tmp_path, lines, said):
+    path = tmp_path / "client.properties"
+    path.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n{lines}\n")
+    result = run("--bootstrap-server", "127.0.0.1:1", "--command-config", str(path), "topics", "list")
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert f"{path} {said}" in result.output and "hidden" not in result.output
 
 
 def test_serve_refuses_a_remote_plaintext_listener_without_the_flag(tmp_path):
