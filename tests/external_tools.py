@@ -10,6 +10,7 @@ command that installs it, and the run ends with one line counting them (``tests/
   node_modules dir ``LOGSTORE_TEST_NODE_MODULES`` names; it needs ``node`` too;
 - ``openssl``: the openssl command, which makes the TLS tests' certificates;
 - ``java``: a JRE, for the Spark tests;
+- ``javac``: a JDK, to check our properties reader against ``java.util.Properties``;
 - ``pyspark``: pyspark and pyarrow (the ``spark`` extra);
 - ``twine``: twine, which checks the built wheel's metadata as PyPI would (not in an extra: it
   brings many dependencies);
@@ -50,6 +51,7 @@ INSTALL = {
     "kafkajs": "(cd tests/server/clients/js && npm ci)",
     "openssl": "apt-get install openssl",
     "java": "apt-get install openjdk-17-jre-headless",
+    "javac": "apt-get install openjdk-17-jdk-headless",
     "pyspark": "pip install '.[spark]'",
     "twine": "pip install twine",
 }
@@ -71,7 +73,7 @@ def node_modules() -> Path:
 
 def _find(name: str) -> str | None:
     """Where ``name`` is (a path), or None when this machine lacks it."""
-    if name in ("kcat", "node", "openssl", "java"):
+    if name in ("kcat", "node", "openssl", "java", "javac"):
         return shutil.which(name)
     if name == "kafkajs":
         package = node_modules() / "kafkajs" / "package.json"
@@ -93,7 +95,7 @@ def find(name: str) -> str | None:
 
 def reason(name: str) -> str:
     """The skip reason for a missing ``name``: the tool and the command that installs it."""
-    word = "not found" if name in ("kcat", "node", "openssl", "java") else "not installed"
+    word = "not found" if name in ("kcat", "node", "openssl", "java", "javac") else "not installed"
     return f"{name} {word}: {INSTALL[name]}"
 
 

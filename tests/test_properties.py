@@ -5,11 +5,11 @@ the same files, the same keys and values), and the safe read of a user's file.""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 
 import pytest
 
+from external_tools import require
 from logstore.properties import NotARegularFileError, parse_properties, read_properties_file
 
 # Each case: file text -> {key: value} as java.util.Properties.load gives it.
@@ -109,8 +109,7 @@ def _unhex(text: str) -> str:
 def test_the_same_files_read_the_same_in_java(tmp_path):
     """java.util.Properties.load (the reader Kafka's broker and tools use) on every case: the same
     keys and values. ``java Dump.java`` compiles the source itself, which needs a JDK."""
-    if shutil.which("javac") is None:
-        pytest.skip("a JRE without its compiler cannot run a Java source file (apt-get install openjdk-17-jdk-headless)")
+    require("javac")  # a JRE without its compiler cannot run a Java source file
     (tmp_path / "Dump.java").write_text(_JAVA_DUMP)
     paths = []
     for number, text in enumerate(CASES):
