@@ -970,7 +970,7 @@ def test_bad_topic_cleaner_settings_are_rejected(tmp_path, config):
 
 # --- 10. cleaner threads ----------------------------------------------------------------------------------
 
-def _wait_for(condition, seconds: float = 15.0) -> None:
+def _wait_for(condition, seconds: float = 60.0) -> None:  # bounded; generous for a loaded 2-core machine
     deadline = time.monotonic() + seconds
     while not condition():
         assert time.monotonic() < deadline, "the cleaner thread did not get there in time"
