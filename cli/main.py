@@ -40,8 +40,8 @@ from logstore.errors import LogStoreError
 
 from .lazy import DeferredCommand
 from .options import COMMAND_CONFIG_ENV, StoreOptions, one_topic
-from .records_io import (ENCODINGS, INPUT_FORMATS, OUTPUT_FORMATS, InputRecord, RecordDefaults, check_against_topic,
-                         decode_field, key_separator_of, parse_header_options, parse_input, print_records)
+from .records_io import (ENCODINGS, INPUT_FORMATS, OUTPUT_FORMATS, InputRecord, RecordDefaults, argument_bytes,
+                         check_against_topic, key_separator_of, parse_header_options, parse_input, print_records)
 
 logger = logging.getLogger(__name__)
 
@@ -213,6 +213,12 @@ def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], b
         dirs = tuple(path for path in os.environ.get(DIRS_ENV, "").split(":") if path) or (DEFAULT_DIR,)
     if bootstrap and given:
         raise click.UsageError("give --dir or --bootstrap-server, not both")
+    if bootstrap:
+        from logstore.client.cluster import parse_bootstrap_servers  # the client is what it is for
+        try:
+            parse_bootstrap_servers(bootstrap)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--bootstrap-server'") from None
     client_config = {}
     if command_config:
         from logstore.client.security import NotARegularFileError, read_client_properties
@@ -494,7 +500,7 @@ def append(options: StoreOptions, topic: str, value: str | None, partition: int 
     line is printed only once the records are fsynced."""
     from logstore.records.decoder import Record
 
-    defaults = RecordDefaults(None if key is None else decode_field(key, encoding, "--key"),
+    defaults = RecordDefaults(None if key is None else argument_bytes(key, encoding, "'--key'"),
                               parse_header_options(headers, encoding), timestamp_ms, partition)
     separator = key_separator_of(key_separator, properties)
     if separator is not None and (value is not None or tombstone or input_format != "text" or key is not None):
@@ -505,7 +511,7 @@ def append(options: StoreOptions, topic: str, value: str | None, partition: int 
             raise click.UsageError("give VALUE or --tombstone, not both")
         if input_format != "text":
             raise click.UsageError("--input-format applies to stdin; it cannot be used with VALUE or --tombstone")
-        record_value = None if tombstone else decode_field(value, encoding, "VALUE")
+        record_value = None if tombstone else argument_bytes(value, encoding, "'VALUE'")
         entries = [InputRecord(0, partition, Record(defaults.key, record_value, defaults.headers, timestamp_ms))]
     else:
         if sys.stdin.isatty():
