@@ -253,6 +253,18 @@ _IF_EXISTS = click.option("--if-exists", is_flag=True,
                           help="Do nothing (exit 0) when the topic does not exist (kafka-topics' option).")
 
 
+@contextlib.contextmanager
+def _usage_errors_of_arguments() -> Iterator[None]:
+    """A topic name or a ``--config`` the store refuses as malformed is a usage error (exit code 2)."""
+    from logstore.errors import InvalidConfigError, InvalidTopicError
+    try:
+        yield
+    except InvalidTopicError as exc:
+        raise click.BadParameter(str(exc), param_hint="'NAME'") from None
+    except InvalidConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--config'") from None
+
+
 def _topic_exists(options: StoreOptions, name: str) -> bool:
     if options.bootstrap:
         from . import broker
@@ -290,7 +302,7 @@ def topics_create(options: StoreOptions, name: str | None, topic_option: str | N
             with broker.admin(options) as admin:
                 admin.create_topic(name, partitions, overrides)
         else:
-            with options.open(read_only=False) as store:
+            with options.open(read_only=False) as store, _usage_errors_of_arguments():
                 store.create_topic(name, partitions=partitions, config=overrides)
     except (TopicExistsError, BrokerResponseError) as exc:
         if not if_not_exists or getattr(exc, "error_name", "TOPIC_ALREADY_EXISTS") != "TOPIC_ALREADY_EXISTS":
@@ -417,7 +429,8 @@ def topics_alter(options: StoreOptions, name: str | None, topic_option: str | No
             if partitions is not None:
                 store.create_partitions(name, partitions)
             if changes:
-                store.alter_topic_config(name, changes)
+                with _usage_errors_of_arguments():
+                    store.alter_topic_config(name, changes)
             count, overrides = store.partitions(name), store.topic_overrides(name)
     click.echo(json.dumps({"topic": name, "partitions": count, "overrides": overrides}))
 
