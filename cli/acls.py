@@ -22,9 +22,9 @@ def _pattern_type(name: str) -> int:
             "match": PATTERN_MATCH}[name.lower()]
 
 
-def _acl_store(options) -> tuple:
+def _acl_store(options, read_only: bool = False) -> tuple:
     from logstore.server.security.acl_store import AclStore
-    return broker.security_store(options, AclStore)
+    return broker.security_store(options, AclStore, read_only)
 
 
 def _print(bindings) -> None:
@@ -124,7 +124,7 @@ def acls_list(options, pattern: str, **given) -> None:
     """List the ACLs the options match (all by default): resource type, pattern, name, principal,
     host, operation, permission."""
     filters = _filters(pattern, given)
-    store, acl_store = _acl_store(options)
+    store, acl_store = _acl_store(options, read_only=True)
     with store:
         found = [binding for binding in acl_store.bindings() if any(f.matches(binding) for f in filters)]
     if not found:

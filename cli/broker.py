@@ -27,14 +27,16 @@ def admin(options) -> BrokerAdmin:
                        security=ClientSecurity.from_config(options.client_config))
 
 
-def security_store(options, local) -> tuple:
+def security_store(options, local, read_only: bool = False) -> tuple:
     """(what to close, the users or ACLs): ``local(first data dir)`` with the store opened as a
-    writer (its lock), or with ``--bootstrap-server`` the broker's through its admin APIs."""
+    writer (its lock), or read-only to list them (beside a running server: its files are replaced
+    whole, so a reader needs no lock); or with ``--bootstrap-server`` the broker's through its admin
+    APIs."""
     if options.bootstrap:
         from logstore.client.security_admin import BrokerSecurityAdmin
         broker_admin = admin(options)
         return broker_admin, BrokerSecurityAdmin(broker_admin)
-    store = options.open(read_only=False)
+    store = options.open(read_only=read_only)
     return store, local(options.dirs[0])
 
 
@@ -89,23 +91,38 @@ def mirror(options, source: str, destination: str, group: str, topics: tuple[str
     keys, values, headers and timestamps. Run it again after an interruption: it resumes where it
     stopped, and copies each record once. Prints a summary line per topic. A broker is reached with
     --command-config's settings (both ends, when both are brokers)."""
+    from logstore.client.mirror import check_end, open_end
     from logstore.client.mirror import mirror as run_mirror
-    from logstore.client.mirror import open_end
 
+    for where, hint, writable in ((source, "'--from'", False), (destination, "'--to'", True)):
+        try:
+            check_end(where, writable=writable)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint=hint) from None
     source_end = open_end(source, writable=False, client_config=options.client_config)
     try:
         destination_end = open_end(destination, writable=True, client_config=options.client_config)
-        try:
-            with click.progressbar(length=1, label="mirroring", file=sys.stderr,
-                                   show_pos=True) as bar:
-                def progress(done: int, total: int) -> None:
+        with contextlib.ExitStack() as progress_bar:
+            bar = None
+
+            def progress(done: int, total: int) -> None:
+                # Shown on a terminal only, and from the first chunk on: an error before the copy
+                # starts is then the one line printed.
+                nonlocal bar
+                if bar is None and sys.stderr.isatty():
+                    bar = progress_bar.enter_context(click.progressbar(length=max(total, 1), label="mirroring",
+                                                                       file=sys.stderr, show_pos=True))
+                if bar is not None:
                     bar.length = max(total, 1)
                     bar.update(done - bar.pos)
 
+            try:
                 copied = run_mirror(source_end, destination_end, list(topics) or None, group=group,
                                     progress=progress)
-        finally:
-            destination_end.close()
+            except BaseException:
+                destination_end.discard()  # a store it created and copied nothing to goes too
+                raise
+        destination_end.close()
     finally:
         source_end.close()
     for topic, count in copied.items():

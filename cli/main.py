@@ -40,8 +40,8 @@ from logstore.errors import LogStoreError
 
 from .lazy import DeferredCommand
 from .options import COMMAND_CONFIG_ENV, StoreOptions, one_topic
-from .records_io import (ENCODINGS, INPUT_FORMATS, OUTPUT_FORMATS, InputRecord, RecordDefaults, check_against_topic,
-                         decode_field, key_separator_of, parse_header_options, parse_input, print_records)
+from .records_io import (ENCODINGS, INPUT_FORMATS, OUTPUT_FORMATS, InputRecord, RecordDefaults, argument_bytes,
+                         check_against_topic, key_separator_of, parse_header_options, parse_input, print_records)
 
 logger = logging.getLogger(__name__)
 
@@ -214,6 +214,12 @@ def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], b
         dirs = tuple(path for path in os.environ.get(DIRS_ENV, "").split(":") if path) or (DEFAULT_DIR,)
     if bootstrap and given:
         raise click.UsageError("give --dir or --bootstrap-server, not both")
+    if bootstrap:
+        from logstore.client.cluster import parse_bootstrap_servers  # the client is what it is for
+        try:
+            parse_bootstrap_servers(bootstrap)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--bootstrap-server'") from None
     client_config = {}
     if command_config:
         from logstore.client.security import read_client_properties
@@ -246,6 +252,18 @@ _TOPIC_OPTION = click.option("--topic", "topic_option", metavar="NAME",
                              help="The same as NAME (kafka-topics' option).")
 _IF_EXISTS = click.option("--if-exists", is_flag=True,
                           help="Do nothing (exit 0) when the topic does not exist (kafka-topics' option).")
+
+
+@contextlib.contextmanager
+def _usage_errors_of_arguments() -> Iterator[None]:
+    """A topic name or a ``--config`` the store refuses as malformed is a usage error (exit code 2)."""
+    from logstore.errors import InvalidConfigError, InvalidTopicError
+    try:
+        yield
+    except InvalidTopicError as exc:
+        raise click.BadParameter(str(exc), param_hint="'NAME'") from None
+    except InvalidConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--config'") from None
 
 
 def _topic_exists(options: StoreOptions, name: str) -> bool:
@@ -285,7 +303,7 @@ def topics_create(options: StoreOptions, name: str | None, topic_option: str | N
             with broker.admin(options) as admin:
                 admin.create_topic(name, partitions, overrides)
         else:
-            with options.open(read_only=False) as store:
+            with options.open(read_only=False) as store, _usage_errors_of_arguments():
                 store.create_topic(name, partitions=partitions, config=overrides)
     except (TopicExistsError, BrokerResponseError) as exc:
         if not if_not_exists or getattr(exc, "error_name", "TOPIC_ALREADY_EXISTS") != "TOPIC_ALREADY_EXISTS":
@@ -412,7 +430,8 @@ def topics_alter(options: StoreOptions, name: str | None, topic_option: str | No
             if partitions is not None:
                 store.create_partitions(name, partitions)
             if changes:
-                store.alter_topic_config(name, changes)
+                with _usage_errors_of_arguments():
+                    store.alter_topic_config(name, changes)
             count, overrides = store.partitions(name), store.topic_overrides(name)
     click.echo(json.dumps({"topic": name, "partitions": count, "overrides": overrides}))
 
@@ -495,7 +514,7 @@ def append(options: StoreOptions, topic: str, value: str | None, partition: int 
     line is printed only once the records are fsynced."""
     from logstore.records.decoder import Record
 
-    defaults = RecordDefaults(None if key is None else decode_field(key, encoding, "--key"),
+    defaults = RecordDefaults(None if key is None else argument_bytes(key, encoding, "'--key'"),
                               parse_header_options(headers, encoding), timestamp_ms, partition)
     separator = key_separator_of(key_separator, properties)
     if separator is not None and (value is not None or tombstone or input_format != "text" or key is not None):
@@ -506,7 +525,7 @@ def append(options: StoreOptions, topic: str, value: str | None, partition: int 
             raise click.UsageError("give VALUE or --tombstone, not both")
         if input_format != "text":
             raise click.UsageError("--input-format applies to stdin; it cannot be used with VALUE or --tombstone")
-        record_value = None if tombstone else decode_field(value, encoding, "VALUE")
+        record_value = None if tombstone else argument_bytes(value, encoding, "'VALUE'")
         entries = [InputRecord(0, partition, Record(defaults.key, record_value, defaults.headers, timestamp_ms))]
     else:
         if sys.stdin.isatty():

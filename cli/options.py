@@ -26,7 +26,16 @@ class StoreOptions:
     client_config: dict[str, str] = field(default_factory=dict, repr=False)  # may hold a password
 
     def open(self, read_only: bool) -> LogManager:
-        from logstore.manager.log_manager import LogManager  # only for the commands that open the store
+        """The store of ``--dir``; a ``--set`` the store does not take (an unknown key, a bad value)
+        is a usage error."""
+        from logstore.config import LogConfig, ManagerConfig  # only for the commands that open the store
+        from logstore.errors import InvalidConfigError
+        from logstore.manager.log_manager import LogManager
+        try:
+            LogConfig.from_broker_properties(self.settings)
+            ManagerConfig.from_broker_properties(self.settings)
+        except InvalidConfigError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--set'") from None
         return LogManager(self.dirs, config=self.settings, read_only=read_only)
 
 

@@ -85,14 +85,24 @@ def decode_field(text: str, encoding: str, what: str, strict: bool = False) -> b
         raise ValueError(f"{what} is not encodable as UTF-8: {text[:40]!r}") from None
 
 
+def argument_bytes(text: str, encoding: str, param_hint: str) -> bytes:
+    """The bytes of a key, value or header value given on the command line in ``encoding``; a
+    value that is not in it (bad base64) is a usage error (``click.BadParameter``, exit code 2)."""
+    try:
+        return decode_field(text, encoding, "the value")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=param_hint) from None
+
+
 def parse_header_options(pairs: Iterable[str], encoding: str) -> tuple[tuple[str, bytes], ...]:
-    """``--header NAME=VALUE`` options as record headers (the value in ``encoding``)."""
+    """``--header NAME=VALUE`` options as record headers (the value in ``encoding``); a malformed
+    one is a usage error (``click.BadParameter``)."""
     headers = []
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name:
-            raise ValueError(f"expected --header NAME=VALUE, got {pair!r}")
-        headers.append((name, decode_field(value, encoding, f"header {name!r}")))
+            raise click.BadParameter(f"expected NAME=VALUE, got {pair!r}", param_hint="'--header'")
+        headers.append((name, argument_bytes(value, encoding, f"'--header' {name!r}")))
     return tuple(headers)
 
 

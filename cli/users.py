@@ -1,11 +1,13 @@
 """``logstore users``: the SCRAM users of the store (``logstore.server.security.credentials``): add, delete,
 list. Passwords are read from a prompt or from stdin, never from the command line (shell history,
-``ps``). The store is opened as a writer, so it takes the store's lock; with ``--bootstrap-server``
+``ps``). The store is opened as a writer to change them, so it takes the store's lock (``list`` reads it
+read-only, beside a running server too); with ``--bootstrap-server``
 a broker's users are changed through Kafka's admin APIs (AlterUserScramCredentials: the password is
 salted and iterated here, never sent). No logic lives here."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -14,9 +16,9 @@ from . import broker
 from .lazy import DeferredCommand
 
 
-def _credentials(options) -> tuple:
+def _credentials(options, read_only: bool = False) -> tuple:
     from logstore.server.security.credentials import CredentialStore
-    return broker.security_store(options, CredentialStore)
+    return broker.security_store(options, CredentialStore, read_only)
 
 
 def _mechanisms() -> list[str]:
@@ -38,6 +40,16 @@ def _delete_options() -> list[click.Parameter]:
                          help="Only this mechanism's credential (default: all).")]
 
 
+def _can_prompt_hidden() -> bool:
+    """Whether a password prompt can hide what is typed, as ``getpass`` decides: a controlling
+    terminal, or stdin a terminal (without either, getpass warns and echoes)."""
+    try:
+        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY))
+        return True
+    except OSError:
+        return sys.stdin.isatty()
+
+
 @click.group()
 def users() -> None:
     """Add, delete and list the users that authenticate with SCRAM (or PLAIN)."""
@@ -54,6 +66,9 @@ def users_add(options, user: str, mechanisms: tuple[str, ...], iterations: int, 
 
     if password_stdin:
         password = read_password_line(sys.stdin)
+    elif not _can_prompt_hidden():
+        raise click.UsageError("no terminal to ask for the password (it would be echoed): give it on stdin with "
+                               "--password-stdin")
     else:
         password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
     if not password:
@@ -85,7 +100,7 @@ def users_list(options) -> None:
     """List the users: name, mechanism and iterations (no secrets)."""
     from logstore.server.security.scram import MAX_ITERATIONS
 
-    store, credentials = _credentials(options)
+    store, credentials = _credentials(options, read_only=True)
     with store:
         found = credentials.users()
     if not found:

@@ -5,7 +5,8 @@ What it owns:
 - the two ends: a data dir (``StoreEnd``: the store read-only as a source, a writer as a
   destination) or a Kafka-compatible broker (``BrokerEnd``: a consumer as a source, a producer as a
   destination); ``open_end`` tells them apart (an existing directory is a store, ``HOST:PORT`` a
-  broker, anything else a new store);
+  broker, any other path a new store, but a bare host such as ``localhost`` is refused:
+  ``check_end``); a failed mirror ``discard``s the store it created when no record reached it;
 - the copy: each source partition to the same partition of the destination topic (created with the
   source's partition count, overrides and key placement; an existing one must have the same
   partition count and placement, so a key written to either topic later lands where its mirrored
@@ -25,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from typing import Callable, Iterator
 
 from ..errors import RequestError
@@ -48,6 +50,7 @@ class StoreEnd:
 
     def __init__(self, path: str, *, writable: bool) -> None:
         self.name = path
+        self.created = writable and not os.path.lexists(path)  # a dir this end makes: removed if left empty
         self.store = LogManager([path], read_only=not writable)
         self.groups = GroupAdmin(self.store) if writable else None
 
@@ -55,6 +58,15 @@ class StoreEnd:
         if self.groups is not None:
             self.groups.close()
         self.store.close()
+
+    def discard(self) -> None:
+        """Close after a failed mirror; the dir goes too when this end created it and it holds no
+        record yet (a mirror that failed before copying leaves nothing behind; one that copied some
+        is kept, to resume)."""
+        empty = self.created and all(log.log_end_offset == 0 for log in self.store.logs())
+        self.close()
+        if empty:
+            shutil.rmtree(self.name)
 
     def topics(self) -> list[str]:
         return [name for name in self.store.topics() if name not in INTERNAL_TOPICS]
@@ -110,6 +122,10 @@ class BrokerEnd:
         finally:
             self.groups.close()
             self.admin.close()
+
+    def discard(self) -> None:
+        """Close after a failed mirror (a broker's topics stay as they are)."""
+        self.close()
 
     def topics(self) -> list[str]:
         return [name for name in self.admin.topics() if name not in INTERNAL_TOPICS]
@@ -169,15 +185,32 @@ def _placement_config(placement: str) -> dict[str, str]:
     return {} if placement == MURMUR2 else {PLACEMENT_CONFIG: placement}
 
 
+_BARE_HOST = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*)$")
+
+
+def check_end(where: str, *, writable: bool) -> None:
+    """Refuse (``ValueError``) an end that is no existing directory and looks like a host without
+    its port (``localhost``, ``kafka1.example.com``): a destination would otherwise become a new
+    store of that name. A new store's dir is named as a path (``./localhost``) instead. A source
+    must be an existing directory or ``HOST:PORT``."""
+    if os.path.isdir(where) or _BROKER.match(where):
+        return
+    if _BARE_HOST.match(where) and not os.path.lexists(where):
+        raise ValueError(f"{where!r} looks like a host without its port and is no existing directory: give "
+                         f"HOST:PORT for a broker, or a path (./{where}) for a data dir")
+    if not writable:
+        raise ValueError(f"{where!r} is neither a data dir nor HOST:PORT of a broker")
+
+
 def open_end(where: str, *, writable: bool, client_config: dict | None = None) -> StoreEnd | BrokerEnd:
-    """A store when ``where`` is an existing directory (or, for a destination, not ``HOST:PORT``),
-    else the broker at ``where`` (reached with ``client_config``'s security settings)."""
+    """A store when ``where`` is an existing directory (or, for a destination, a path that is not
+    ``HOST:PORT``), else the broker at ``where`` (reached with ``client_config``'s security
+    settings); ``check_end`` refuses a host without its port."""
+    check_end(where, writable=writable)
     if os.path.isdir(where):
         return StoreEnd(where, writable=writable)
     if _BROKER.match(where):
         return BrokerEnd(where, client_config)
-    if not writable:
-        raise ValueError(f"{where!r} is neither a data dir nor HOST:PORT of a broker")
     return StoreEnd(where, writable=True)
 
 

@@ -47,6 +47,7 @@ A ``LogManager`` holds one. It owns the open logs (``logs``) and which dir holds
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -129,14 +130,20 @@ class LogDirs:
 
     def open(self) -> None:
         """Create (a writer), lock and take the clean-shutdown marker of every dir. A dir that cannot
-        be opened goes offline; raises ``StorageError`` when none can."""
+        be opened goes offline; raises ``StorageError`` when none can (then nothing is logged: the
+        error says it all)."""
+        failed: dict[str, str] = {}
         for dir_path in self.paths:
             if self.read_only:
                 if not self._fs.is_dir(dir_path):
-                    raise StorageError(f"data dir {dir_path} does not exist")
+                    raise StorageError(self._not_a_dir(dir_path) or f"data dir {dir_path} does not exist")
                 # Only reported by status(): a read-only view recovers nothing either way.
                 self._take_marker(dir_path, remove=False)
                 self.live.append(dir_path)
+                continue
+            not_a_dir = self._not_a_dir(dir_path)
+            if not_a_dir is not None:
+                failed[dir_path] = not_a_dir
                 continue
             try:
                 self._fs.make_dirs(dir_path)
@@ -146,11 +153,22 @@ class LogDirs:
                 if is_resource_shortage(exc):
                     raise ResourceShortageError(f"cannot open data dir {dir_path}: {exc} (raise the descriptor "
                                                 "limit, ulimit -n)") from exc
-                self.mark_offline(dir_path, f"cannot open data dir {dir_path}: {exc.strerror or exc}")
+                failed[dir_path] = f"cannot open data dir {dir_path}: {exc.strerror or exc}"
                 continue
             self.live.append(dir_path)
         if not self.live:
-            raise StorageError("no data dir could be opened: " + "; ".join(self.offline.values()))
+            for fd in [self._locks.pop(dir_path) for dir_path in failed if dir_path in self._locks]:
+                with contextlib.suppress(OSError):
+                    self._fs.unlock(fd)  # the error below is what counts
+            raise StorageError("no data dir could be opened: " + "; ".join(failed.values()))
+        for dir_path, reason in failed.items():
+            self.mark_offline(dir_path, reason)
+
+    def _not_a_dir(self, dir_path: str) -> str | None:
+        """Why ``dir_path`` cannot be a data dir though it exists (a file, say), or None."""
+        if self._fs.exists(dir_path) and not self._fs.is_dir(dir_path):
+            return f"data dir {dir_path} is not a directory (a file of that name exists)"
+        return None
 
     def _take_marker(self, dir_path: str, *, remove: bool) -> None:
         marker = take_clean_shutdown_marker(self._fs, dir_path, remove=remove)

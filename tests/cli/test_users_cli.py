@@ -35,7 +35,9 @@ def test_add_list_authenticate_and_delete(tmp_path):
     assert cli(tmp_path, "users", "list").output.splitlines() == ["alice\tSCRAM-SHA-256\t4096"]
 
 
-def test_prompted_password_and_one_line_errors(tmp_path):
+def test_prompted_password_and_one_line_errors(tmp_path, monkeypatch):
+    from logstore.cli import users
+    monkeypatch.setattr(users, "_can_prompt_hidden", lambda: True)  # CliRunner answers click's hidden prompt
     result = cli(tmp_path, "users", "add", "bob", "--mechanism", "SCRAM-SHA-256", input="pw\npw\n")
     assert result.exit_code == 0 and "Added user bob (SCRAM-SHA-256)." in result.output
     result = cli(tmp_path, "users", "delete", "nobody")
