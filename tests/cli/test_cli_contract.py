@@ -20,7 +20,7 @@ def run(*args: str, input: str = "", cwd=None) -> subprocess.CompletedProcess:
     """``logstore ARGS`` in a new session (no controlling terminal), stdin from ``input``, warnings on."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("LOGSTORE_")}
     env["PYTHONWARNINGS"] = "default"
-    return subprocess.run([sys.executable, "-m", "logstore.cli", *args], input=input, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-P", "-m", "logstore.cli", *args], input=input, capture_output=True, text=True,
                           env=env, cwd=cwd, timeout=60, start_new_session=True)
 
 
@@ -87,7 +87,7 @@ def test_users_add_without_a_terminal_refuses_in_one_line(store):
 def test_users_and_acls_list_beside_the_process_holding_the_store(store):
     assert run("--dir", str(store / "d"), "users", "add", "bob", "--password-stdin", "--iterations", "4096",
                input="pw\n").returncode == 0
-    holder = subprocess.Popen([sys.executable, "-c", "import sys\nfrom logstore import LogManager\n"
+    holder = subprocess.Popen([sys.executable, "-P", "-c", "import sys\nfrom logstore import LogManager\n"
                                f"store = LogManager([{str(store / 'd')!r}])\nprint('open', flush=True)\n"
                                "sys.stdin.read()\nstore.close()"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
