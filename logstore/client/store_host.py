@@ -31,9 +31,9 @@ import logging
 import os
 import shutil
 import tempfile
-import time
-from typing import TYPE_CHECKING, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping
 
+from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import LockedError
 from ..fs import OS_FILE_SYSTEM, FileSystem
 
@@ -65,7 +65,7 @@ HANDOVER_GRACE_S = 3.0
 serves notice (each looks every turn of its poll, 0.5 s), commit and leave the group: so they leave
 cleanly instead of finding the server gone."""
 
-_RETRY_S = 0.1
+_RETRY_MS = 100
 
 
 def _host_file(dirs: list[str]) -> str:
@@ -111,13 +111,14 @@ class StoreHost:
     (``group.initial.rebalance.delay.ms``...). Use it as a context manager."""
 
     def __init__(self, store: LogManager, server_config: Mapping[str, object] | None = None, *,
-                 fs: FileSystem = OS_FILE_SYSTEM) -> None:
+                 fs: FileSystem = OS_FILE_SYSTEM, clock: Clock = SYSTEM_CLOCK) -> None:
         if store.read_only:
             raise ValueError("a store host needs a writable store; this one was opened read_only")
         self.store = store
         # Local commands never create a topic by naming it: neither do they through the host.
         self._server_config = {"auto.create.topics.enable": "false", **dict(server_config or {})}
         self._fs = fs
+        self._clock = clock
         self._dir: str | None = None
         self.server: KafkaServer | None = None
         self.address: str | None = None
@@ -149,9 +150,9 @@ class StoreHost:
                 except FileNotFoundError:
                     pass
             self.address = None
-            deadline = time.monotonic() + HANDOVER_GRACE_S
-            while self.server is not None and self.server.connection_count and time.monotonic() < deadline:
-                time.sleep(_RETRY_S)
+            deadline_ms = self._clock.monotonic_ms() + int(HANDOVER_GRACE_S * 1000)
+            while self.server is not None and self.server.connection_count and self._clock.monotonic_ms() < deadline_ms:
+                self._clock.sleep_ms(_RETRY_MS)
         if self.server is not None:
             self.server.stop()
             self.server = None
@@ -168,7 +169,7 @@ class StoreHost:
 
 def read_group_on_store(dirs: list[str], settings: Mapping[str, object], topic: str, group: str, *,
                         follow: bool, max_records: int | None,
-                        clock: Callable[[], float] = time.monotonic) -> Iterator[tuple[int, list[Record]]]:
+                        clock: Clock = SYSTEM_CLOCK) -> Iterator[tuple[int, list[Record]]]:
     """``(partition, records)`` chunks of ``topic`` read as a member of ``group`` on the store at
     ``dirs`` (``settings``: the store's, the server's and the coordinator's, by Kafka name), hosting
     the store when it is free and reading through its host when another process hosts it; a host
@@ -187,11 +188,11 @@ def read_group_on_store(dirs: list[str], settings: Mapping[str, object], topic: 
     def wait(bound_s: float, why: str) -> None:
         """Sleep a little before trying again; past ``bound_s`` of waiting, raise ``LockedError``."""
         nonlocal waiting_since
-        now = clock()
+        now = clock.monotonic_ms() / 1000
         waiting_since = now if waiting_since is None else waiting_since
         if now - waiting_since >= bound_s:
             raise LockedError(why)
-        time.sleep(_RETRY_S)
+        clock.sleep_ms(_RETRY_MS)
 
     while remaining is None or remaining > 0:
         address = hosted_address(dirs)
@@ -209,7 +210,7 @@ def read_group_on_store(dirs: list[str], settings: Mapping[str, object], topic: 
                 waiting_since = None
                 with store:
                     store.partitions(topic)  # an unknown topic fails here, naming it, before any hosting
-                    with StoreHost(store, server_settings) as host:
+                    with StoreHost(store, server_settings, clock=clock) as host:
                         for partition, records in read_chunks(host.address, topic, group=group, follow=follow,
                                                               max_records=remaining):
                             if remaining is not None:
