@@ -14,6 +14,8 @@ command that installs it, and the run ends with one line counting them (``tests/
 - ``pyspark``: pyspark and pyarrow (the ``spark`` extra);
 - ``twine``: twine, which checks the built wheel's metadata as PyPI would (not in an extra: it
   brings many dependencies);
+- ``mkdocs``: MkDocs with the theme and plugins of the documentation site (the ``docs`` extra), which
+  ``tests/test_docs_site.py`` builds;
 - ``mount``: mounting a small tmpfs (root), for the full-disk test (not a tool: it has no install
   command, and its skip is not counted with the tools').
 
@@ -54,8 +56,12 @@ INSTALL = {
     "javac": "apt-get install openjdk-17-jdk-headless",
     "pyspark": "pip install '.[spark]'",
     "twine": "pip install twine",
+    "mkdocs": "pip install 'kafka-logstore[docs]'",
 }
 """Each tool's install command, as the skip reason gives it (Debian's packages, as .ci/run uses)."""
+
+DOCS_MODULES = ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python", "mkdocs_click")
+"""The modules of the ``docs`` extra that mkdocs.yml uses."""
 
 REQUIREMENTS = (*INSTALL, "mount")
 """Every name ``LOGSTORE_REQUIRE_TOOLS`` takes (besides ``all``)."""
@@ -71,6 +77,15 @@ def node_modules() -> Path:
     return Path(os.environ.get("LOGSTORE_TEST_NODE_MODULES") or JS_DIR / "node_modules")
 
 
+def _spec(module: str):
+    """``module``'s spec, or None when it is missing (its parent package too: for a dotted name
+    ``find_spec`` imports the parent, and raises when that is missing)."""
+    try:
+        return importlib.util.find_spec(module)
+    except ModuleNotFoundError:
+        return None
+
+
 def _find(name: str) -> str | None:
     """Where ``name`` is (a path), or None when this machine lacks it."""
     if name in ("kcat", "node", "openssl", "java", "javac"):
@@ -84,6 +99,9 @@ def _find(name: str) -> str | None:
     if name == "twine":
         spec = importlib.util.find_spec("twine")
         return None if spec is None else spec.origin
+    if name == "mkdocs":  # what mkdocs.yml uses: the theme, the plugins and the extension
+        found = [_spec(module) for module in DOCS_MODULES]
+        return None if None in found else found[0].origin
     raise ValueError(f"unknown tool {name!r}: one of {', '.join(INSTALL)}")
 
 

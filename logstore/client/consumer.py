@@ -60,6 +60,38 @@ DEFAULTS: dict[str, Any] = {
     "partition.assignment.strategy": ["range", "roundrobin"], "request.timeout.ms": 30_000,
     "retry.backoff.ms": 100, "retry.backoff.max.ms": 1000, "default.api.timeout.ms": 60_000,
     "metadata.max.age.ms": 300_000, **SECURITY_DEFAULTS}
+SETTING_DOCS: dict[str, str] = {
+    "bootstrap.servers": "the brokers to start from, HOST:PORT separated by commas (required)",
+    "client.id": "the name the consumer gives in every request (the broker's logs and group listings show it)",
+    "group.id": "the consumer group that subscribe joins and whose offsets commit writes",
+    "group.instance.id": "a static member's id (Kafka's static membership): it rejoins as the same member",
+    "auto.offset.reset": "where a partition without a committed offset starts: earliest, latest, or none "
+                         "(NoOffsetForPartitionError)",
+    "enable.auto.commit": "commit the positions from poll every auto.commit.interval.ms, and at close",
+    "auto.commit.interval.ms": "how often poll commits when enable.auto.commit is on",
+    "fetch.min.bytes": "the broker holds a Fetch until it has this many bytes or fetch.max.wait.ms passed",
+    "fetch.max.bytes": "the most record bytes one Fetch answer carries",
+    "max.partition.fetch.bytes": "the most record bytes of one partition in one Fetch answer",
+    "fetch.max.wait.ms": "how long the broker holds a Fetch waiting for fetch.min.bytes",
+    "max.poll.records": "the most records one poll returns",
+    "isolation.level": "read_uncommitted, or read_committed: up to the last stable offset, without the "
+                       "records of aborted transactions",
+    "session.timeout.ms": "a member that sends no heartbeat for this long is removed from its group",
+    "heartbeat.interval.ms": "how often the heartbeat thread sends one (below session.timeout.ms)",
+    "max.poll.interval.ms": "the rebalance timeout given at JoinGroup: how long a rebalance waits for the "
+                            "members to rejoin",
+    "partition.assignment.strategy": "the assignors offered to the group, in order of preference: range, "
+                                     "roundrobin",
+    "request.timeout.ms": "how long a request waits for its answer before it fails",
+    "retry.backoff.ms": "the first wait before a group request that failed is tried again",
+    "retry.backoff.max.ms": "the longest such wait (it doubles per failure in a row)",
+    "default.api.timeout.ms": "how long a call to the group coordinator that is given no timeout may take "
+                              "(commit, committed)",
+    "metadata.max.age.ms": "how often the group's leader asks for the subscribed topics' partition counts "
+                           "(a change rebalances the group)",
+}
+"""What each consumer setting of ``DEFAULTS`` does (the security ones: ``security.SETTING_DOCS``);
+the documentation's settings reference is generated from it."""
 _ISOLATION = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
 _PROMPT_ROUNDS = 5  # join rounds in a row without back-off (the coordinator holds a JoinGroup: no busy loop)
 

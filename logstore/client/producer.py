@@ -51,7 +51,7 @@ from .produce import DeliveryTimeoutError, compression_codec
 from .security import SECURITY_DEFAULTS, ClientSecurity
 from .sender import Sender
 
-__all__ = ["DEFAULTS", "DeliveryTimeoutError", "Producer", "producer_config"]
+__all__ = ["DEFAULTS", "DeliveryTimeoutError", "Producer", "SETTING_DOCS", "producer_config"]
 
 DEFAULTS: dict[str, Any] = {
     "bootstrap.servers": None, "client.id": "logstore", "acks": "all", "linger.ms": 5, "batch.size": 16384,
@@ -59,6 +59,33 @@ DEFAULTS: dict[str, Any] = {
     "request.timeout.ms": 30_000, "delivery.timeout.ms": 120_000, "max.in.flight.requests.per.connection": 5,
     "enable.idempotence": None, "compression.type": "none", "reconnect.backoff.ms": 50,
     "reconnect.backoff.max.ms": 1000, "metadata.max.age.ms": 300_000, **SECURITY_DEFAULTS}
+SETTING_DOCS: dict[str, str] = {
+    "bootstrap.servers": "the brokers to start from, HOST:PORT separated by commas (required)",
+    "client.id": "the name the producer gives in every request (the broker's logs show it)",
+    "acks": "what a broker answers a Produce after: all (-1, the default), 1 or 0 (no answer waited for)",
+    "linger.ms": "how long a batch waits for more records before it is sent",
+    "batch.size": "bytes of records at which a partition's batch is sent without waiting for linger.ms",
+    "buffer.memory": "bytes of records held waiting to be sent; send waits up to max.block.ms while it is full",
+    "max.block.ms": "how long send waits for room in buffer.memory (or for metadata) before it fails",
+    "retries": "how often a batch that failed with a retriable error is sent again, within delivery.timeout.ms",
+    "retry.backoff.ms": "the wait before a failed batch is sent again",
+    "request.timeout.ms": "how long a request waits for its answer before it fails (and may be retried)",
+    "delivery.timeout.ms": "a record not acknowledged this long after its batch was made fails with "
+                           "DeliveryTimeoutError (at least linger.ms + request.timeout.ms)",
+    "max.in.flight.requests.per.connection": "Produce requests waiting for their answer per connection (at "
+                                             "most 5 with idempotence)",
+    "enable.idempotence": "sequence numbers per partition, so the broker stores a retried batch once and in "
+                          "order (default: on when acks=all and at most 5 requests are in flight)",
+    "compression.type": "the codec of the batches sent: none, gzip, and snappy, lz4 and zstd with the "
+                        "server extra",
+    "reconnect.backoff.ms": "the wait before connecting again to a broker whose connection failed, doubled per "
+                            "failure in a row",
+    "reconnect.backoff.max.ms": "the longest wait between two connection attempts to a broker",
+    "metadata.max.age.ms": "partition counts older than this are asked for again (records go to partitions a "
+                           "topic gained)",
+}
+"""What each producer setting of ``DEFAULTS`` does (the security ones: ``security.SETTING_DOCS``);
+the documentation's settings reference is generated from it."""
 _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
 _MAX_IN_FLIGHT_IDEMPOTENT = 5  # Kafka's limit: the broker keeps the last 5 batches of a producer
 logger = logging.getLogger(__name__)

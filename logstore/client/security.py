@@ -41,6 +41,21 @@ SECURITY_DEFAULTS: dict[str, Any] = {
     "ssl.key.location": None, "ssl.key.password": None, "ssl.endpoint.identification.algorithm": "https",
     "sasl.mechanism": None, "sasl.mechanisms": None, "sasl.username": None, "sasl.password": None}
 """The security settings every client takes (merged into the producer's and consumer's defaults)."""
+SETTING_DOCS: dict[str, str] = {
+    "security.protocol": "how the brokers are reached: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+    "ssl.ca.location": "PEM CAs the broker's certificate must chain to (default: the system's CAs)",
+    "ssl.certificate.location": "the client's PEM certificate, for a broker that asks for one",
+    "ssl.key.location": "the certificate's private key, when it is in a PEM file of its own",
+    "ssl.key.password": "the private key's password",
+    "ssl.endpoint.identification.algorithm": "https: the broker's certificate must name the host connected "
+                                             "to; none: it need not",
+    "sasl.mechanism": "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default PLAIN on a SASL protocol)",
+    "sasl.mechanisms": "librdkafka's spelling of sasl.mechanism",
+    "sasl.username": "the SASL user",
+    "sasl.password": "the SASL user's password (shown in no repr and no error)",
+}
+"""What each setting of ``SECURITY_DEFAULTS`` does; the documentation's settings reference is
+generated from it."""
 SASL_AUTHENTICATION_FAILED = 58
 CLIENT_PROPERTIES_MAX_BYTES = 1 << 20
 """The largest client properties file read (a few settings take a few hundred bytes)."""
@@ -345,5 +360,5 @@ def _ssl_context(settings: Mapping[str, Any], check_hostname: bool) -> ssl.SSLCo
 
 __all__ = ["AuthenticationFailedError", "CLIENT_PROPERTIES_MAX_BYTES", "ClientSecurity", "JAVA_CLIENT_KEYS",
            "LOGIN_MODULES", "NotARegularFileError", "PASSWORD_MAX_CHARS", "PROTOCOLS", "SASL_MECHANISMS",
-           "SECURITY_DEFAULTS", "parse_jaas_config", "read_client_properties", "read_password_line",
+           "SECURITY_DEFAULTS", "SETTING_DOCS", "parse_jaas_config", "read_client_properties", "read_password_line",
            "read_regular_file", "regular_file_problem"]
