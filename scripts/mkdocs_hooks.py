@@ -5,7 +5,8 @@ that are generated from the code when the site is built, so that they cannot dri
   only when first asked for (``cli.main.LAZY_COMMANDS``), and mkdocs-click documents a group's
   already loaded commands only; every subcommand is asked for once here, so docs/reference/cli.md
   documents all of them, each with its options (a ``DeferredCommand`` builds its deferred options
-  when mkdocs-click asks for its parameters).
+  when mkdocs-click asks for its parameters); a command's epilog, which mkdocs-click leaves out,
+  joins its help there (``topics create``'s list of topic configs).
 - ``on_page_markdown``: the ``<!-- settings: NAME -->`` marks of docs/reference/settings.md become
   the tables of the code's settings (``settings_markdown``): the store's (``logstore.config``), the
   server's (``logstore.server.server_config``), the group coordinator's (``logstore.group.config``)
@@ -35,10 +36,20 @@ def on_config(config: Any) -> Any:
     import click
 
     from logstore.cli.main import main
-    context = click.Context(main, info_name="logstore")
-    for name in main.list_commands(context):
-        if main.get_command(context, name) is None:
-            raise RuntimeError(f"logstore {name}: listed by the command line but not found")
+
+    def load(command: click.Command, context: click.Context) -> None:
+        epilog = command.epilog() if callable(command.epilog) else command.epilog
+        if epilog:  # mkdocs-click shows the help without its epilog: here, in this process only
+            command.help = f"{command.help or ''}\n\n{epilog}"
+            command.epilog = None
+        if isinstance(command, click.Group):
+            for name in command.list_commands(context):
+                subcommand = command.get_command(context, name)
+                if subcommand is None:
+                    raise RuntimeError(f"{context.command_path} {name}: listed by the command line but not found")
+                load(subcommand, click.Context(subcommand, info_name=name, parent=context))
+
+    load(main, click.Context(main, info_name="logstore"))
     return config
 
 

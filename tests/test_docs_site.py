@@ -81,7 +81,7 @@ def test_the_site_builds_strictly(site):
         assert (site / name / "index.html").is_file(), name
 
 
-def test_the_cli_reference_has_every_command_and_every_option(site):
+def test_the_cli_reference_has_every_command_with_its_help_and_every_option(site):
     by_id = sections(page(site, "reference/cli"))
     missing = []
     tree = command_tree()
@@ -97,9 +97,13 @@ def test_the_cli_reference_has_every_command_and_every_option(site):
                 shown = max(param.opts, key=len)
                 if shown not in text:
                     missing.append(f"{' '.join(path)}: option {shown}")
+        plain = " ".join(re.sub(r"<[^>]+>", "", text).split())
         first_line = (command.help or command.short_help or "").strip().splitlines()[0].replace("`", "")
-        if " ".join(first_line.split()[:6]) not in " ".join(re.sub(r"<[^>]+>", "", text).split()):
+        if " ".join(first_line.split()[:6]) not in plain:
             missing.append(f"{' '.join(path)}: its help")
+        epilog = command.epilog() if callable(command.epilog) else command.epilog
+        if epilog and not all(" ".join(line.split()) in plain for line in epilog.splitlines()):
+            missing.append(f"{' '.join(path)}: its epilog")
     assert not missing, "missing from docs/reference/cli.md:\n" + "\n".join(missing)
 
 
