@@ -61,6 +61,8 @@ def unit(key: str) -> str:
     """The unit of a setting, from Kafka's naming (``.ms``, ``.bytes``, ``.minutes``...)."""
     if key.endswith(".ms"):
         return "ms"
+    if key.endswith("replication.factor"):
+        return "replicas"
     for suffix, name in ((".minutes", "minutes"), (".hours", "hours"), (".bytes.per.second", "bytes/s"),
                          (".ratio", "fraction"), (".factor", "fraction"), (".threads", "threads"),
                          (".threads.per.data.dir", "threads"),
@@ -69,8 +71,8 @@ def unit(key: str) -> str:
             return name
     if key.endswith((".bytes", "buffer.size", "receive.size", "batch.size", "buffer.memory")):
         return "bytes"
-    if key.endswith(("num.partitions", "topic.num.partitions", "replication.factor")):
-        return "partitions" if "partitions" in key else "replicas"
+    if key.endswith(("num.partitions", "partition.size.limit")):
+        return "partitions"
     if key in ("group.max.size",):
         return "members"
     if key.endswith(("max.connections", "per.host", "max.queued", "per.connection", "retries")):

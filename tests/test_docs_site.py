@@ -168,6 +168,8 @@ def test_every_settings_table_of_the_hooks_is_on_the_settings_page():
     assert sorted(marks) == sorted(hooks.SECTIONS)
     assert hooks.unit("log.retention.ms") == "ms" and hooks.unit("segment.bytes") == "bytes"
     assert hooks.unit("offsets.retention.minutes") == "minutes" and hooks.unit("group.max.size") == "members"
+    assert hooks.unit("default.replication.factor") == "replicas"
+    assert hooks.unit("log.cleaner.io.buffer.load.factor") == "fraction"
 
 
 @pytest.mark.parametrize("module", ["producer", "consumer"])
