@@ -38,7 +38,7 @@ def test_the_server_builds_the_dockerfile_with_a_named_volume_and_a_readyz_healt
 
 def test_the_client_waits_for_the_server_to_be_healthy_and_runs_the_same_image():
     assert CLIENT["depends_on"]["logstore"]["condition"] == "service_healthy"
-    assert CLIENT["image"] == SERVER["image"]
+    assert CLIENT["image"] == SERVER["image"] and CLIENT["build"] == SERVER["build"]
     assert CLIENT["environment"]["LOGSTORE_BOOTSTRAP_SERVER"] == f"logstore:{KAFKA_PORT}"
     assert CLIENT["healthcheck"] == {"disable": True}
 
