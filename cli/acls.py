@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from . import broker
+from .options import echo_json, format_option
 
 _ADD_PATTERNS = ("literal", "prefixed")
 _FILTER_PATTERNS = ("any", "match", *_ADD_PATTERNS)
@@ -30,6 +31,15 @@ def _acl_store(options, read_only: bool = False) -> tuple:
 def _print(bindings) -> None:
     for binding in bindings:
         click.echo("\t".join(binding.row()))
+
+
+def _acls_json(**lists) -> None:
+    from logstore.client.tools import acl_documents
+    echo_json({name: acl_documents(bindings) for name, bindings in lists.items()})
+
+
+_ACL_JSON = ('{"resource_type", "pattern_type", "resource_name", "principal", "host", "operation", "permission"} '
+             "objects, every value a string in Kafka's words (Topic, Literal, Read, Allow...)")
 
 
 def _options(patterns: tuple[str, ...], default: str, for_filter: bool):
@@ -84,8 +94,10 @@ def acls() -> None:
 
 @acls.command("add")
 @_options(_ADD_PATTERNS, "literal", for_filter=False)
+@format_option('{"added": [ACL], "present": [ACL]} (present: those there already), each ACL ' + _ACL_JSON + ".",
+               help_text="a tab-separated line per ACL added, then a count")
 @click.pass_obj
-def acls_add(options, pattern: str, **given) -> None:
+def acls_add(options, pattern: str, output_format: str, **given) -> None:
     """Allow or deny principals operations on topics, groups, the cluster or transactional ids."""
     try:
         from logstore.server.security.acls import bindings_for
@@ -95,6 +107,9 @@ def acls_add(options, pattern: str, **given) -> None:
     store, acl_store = _acl_store(options)
     with store:
         added = acl_store.add(bindings)
+    if output_format == "json":
+        _acls_json(added=added, present=[binding for binding in bindings if binding not in added])
+        return
     _print(added)
     present = len(bindings) - len(added)
     click.echo(f"Added {len(added)} ACL{'s' if len(added) != 1 else ''}"
@@ -104,8 +119,10 @@ def acls_add(options, pattern: str, **given) -> None:
 @acls.command("remove")
 @_options(_FILTER_PATTERNS, "any", for_filter=True)
 @click.option("--force", is_flag=True, help="Remove every ACL when no option narrows the filter.")
+@format_option('{"removed": [ACL]}, each ACL ' + _ACL_JSON + ".",
+               help_text="a tab-separated line per ACL removed, then a count")
 @click.pass_obj
-def acls_remove(options, pattern: str, force: bool, **given) -> None:
+def acls_remove(options, pattern: str, force: bool, output_format: str, **given) -> None:
     """Remove the ACLs that the options match (an omitted option matches anything)."""
     if not force and not any(given.values()) and pattern == "any":
         raise click.UsageError("this removes every ACL: narrow it with options, or give --force")
@@ -113,20 +130,29 @@ def acls_remove(options, pattern: str, force: bool, **given) -> None:
     store, acl_store = _acl_store(options)
     with store:
         removed = acl_store.remove(filters)
+    if output_format == "json":
+        _acls_json(removed=removed)
+        return
     _print(removed)
     click.echo(f"Removed {len(removed)} ACL{'s' if len(removed) != 1 else ''}.")
 
 
 @acls.command("list")
 @_options(_FILTER_PATTERNS, "any", for_filter=True)
+@format_option('{"acls": [ACL]}, each ACL ' + _ACL_JSON + ".",
+               help_text="a tab-separated line per ACL: resource type, pattern, name, principal, host, operation, "
+                         "permission")
 @click.pass_obj
-def acls_list(options, pattern: str, **given) -> None:
+def acls_list(options, pattern: str, output_format: str, **given) -> None:
     """List the ACLs the options match (all by default): resource type, pattern, name, principal,
     host, operation, permission."""
     filters = _filters(pattern, given)
     store, acl_store = _acl_store(options, read_only=True)
     with store:
         found = [binding for binding in acl_store.bindings() if any(f.matches(binding) for f in filters)]
+    if output_format == "json":
+        _acls_json(acls=found)
+        return
     if not found:
         click.echo("No ACLs.")
     _print(found)

@@ -5,14 +5,14 @@ what they return in the store commands' formats. No logic lives here."""
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from itertools import groupby, islice
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import click
 
 from .lazy import DeferredCommand
+from .options import echo_json, format_option
 from .records_io import InputRecord, check_against_topic, print_records
 
 if TYPE_CHECKING:
@@ -40,9 +40,11 @@ def security_store(options, local, read_only: bool = False) -> tuple:
     return store, local(options.dirs[0])
 
 
-def append(options, topic: str, entries: Sequence[InputRecord], batch_size: int, acks: str, timeout_ms: int) -> None:
+def append(options, topic: str, entries: Sequence[InputRecord], batch_size: int, acks: str, timeout_ms: int,
+           on_appended: Callable[[int, object], None]) -> None:
     """``logstore append`` to a broker: the input checked against the topic's partition count
-    first, then sent in chunks, one JSON line per partition of each chunk once acknowledged."""
+    first, then sent in chunks, ``on_appended(partition, info)`` per partition of each chunk once
+    acknowledged (it prints)."""
     from logstore.client.tools import append_chunks
 
     with admin(options) as topics:
@@ -53,10 +55,7 @@ def append(options, topic: str, entries: Sequence[InputRecord], batch_size: int,
     for appended in append_chunks(options.bootstrap, topic, chunks, acks=acks, timeout_ms=timeout_ms,
                                   client_config=options.client_config):
         for partition, info in sorted(appended.items()):
-            click.echo(json.dumps({"topic": topic, "partition": partition, "first_offset": info.first_offset,
-                                   "last_offset": info.last_offset, "record_count": info.record_count}))
-    if not entries:
-        click.echo("No records given: nothing appended.", err=True)
+            on_appended(partition, info)
 
 
 def read(options, topic: str, output_format: str, encoding: str, **how) -> None:
@@ -85,8 +84,10 @@ def _mirror_group_option() -> list[click.Parameter]:
 @click.option("--to", "destination", required=True, metavar="DIR|HOST:PORT",
               help="Where to copy to: a data dir (created if missing), or a broker's HOST:PORT.")
 @click.argument("topics", nargs=-1)
+@format_option('{"topics": [{"topic", "records"}], "records"} (records: copied by this run, per topic and in '
+               "all). Progress goes to stderr.", help_text="a summary line per topic")
 @click.pass_obj
-def mirror(options, source: str, destination: str, group: str, topics: tuple[str, ...]) -> None:
+def mirror(options, source: str, destination: str, group: str, topics: tuple[str, ...], output_format: str) -> None:
     """Copy TOPICS (default: all but internal ones) with their partition counts, config overrides,
     keys, values, headers and timestamps. Run it again after an interruption: it resumes where it
     stopped, and copies each record once. Prints a summary line per topic. A broker is reached with
@@ -125,5 +126,9 @@ def mirror(options, source: str, destination: str, group: str, topics: tuple[str
         destination_end.close()
     finally:
         source_end.close()
+    if output_format == "json":
+        echo_json({"topics": [{"topic": topic, "records": count} for topic, count in copied.items()],
+                   "records": sum(copied.values())})
+        return
     for topic, count in copied.items():
         click.echo(f"{topic}: copied {count} record{'s' if count != 1 else ''}")

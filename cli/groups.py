@@ -11,10 +11,11 @@ coordinator, the rest to the store.
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import click
+
+from .options import JSON_ALIAS, chosen_format, echo_json, format_option
 
 if TYPE_CHECKING:
     from logstore.group.admin import GroupAdmin
@@ -42,14 +43,16 @@ def groups() -> None:
 
 
 @groups.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@format_option('a list of {"group_id", "protocol_type", "state"} (protocol_type "" when the group has none).',
+               help_text="a table")
+@JSON_ALIAS
 @click.pass_obj
-def groups_list(options, as_json: bool) -> None:
+def groups_list(options, output_format: str, as_json: bool) -> None:
     """List the groups: group id, protocol type and state (read-only)."""
     with open_admin(options, read_only=True) as admin:
         found = admin.list_groups()
-    if as_json:
-        click.echo(json.dumps([dataclasses.asdict(group) for group in found]))
+    if chosen_format(output_format, as_json) == "json":
+        echo_json([dataclasses.asdict(group) for group in found])
     elif found:
         _echo_table(("GROUP", "PROTOCOL-TYPE", "STATE"),
                     [(group.group_id, group.protocol_type or "-", group.state) for group in found])
@@ -59,16 +62,22 @@ def groups_list(options, as_json: bool) -> None:
 
 @groups.command("describe")
 @click.argument("group")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+@format_option('{"group_id", "state", "protocol_type", "protocol_name", "generation_id", "leader_id", "members": '
+               '[{"member_id", "group_instance_id", "client_id", "client_host", "partitions" ([topic, partition] '
+               'pairs), "assignment_bytes"}], "partitions": '
+               '[{"topic", "partition", "committed_offset", "log_end_offset", "lag", "member_id"}]} (null where '
+               "unknown; partitions of a member null when its assignment is not the consumer protocol's).",
+               help_text="tables")
+@JSON_ALIAS
 @click.pass_obj
-def groups_describe(options, group: str, as_json: bool) -> None:
+def groups_describe(options, group: str, output_format: str, as_json: bool) -> None:
     """Describe GROUP (read-only): state, generation and protocol; its members with their client
     id, host and partitions; and per partition it has committed or is assigned, the committed
     offset, the log end offset and the lag."""
     with open_admin(options, read_only=True) as admin:
         described = admin.describe_group(group)
-    if as_json:
-        click.echo(json.dumps(dataclasses.asdict(described), indent=2))
+    if chosen_format(output_format, as_json) == "json":
+        echo_json(dataclasses.asdict(described))
         return
     protocol = "/".join(part for part in (described.protocol_type, described.protocol_name) if part) or "-"
     count = len(described.members)
@@ -104,9 +113,13 @@ def groups_describe(options, group: str, as_json: bool) -> None:
 @click.option("--shift-by", type=int, metavar="N",
               help="By N from the committed offset (negative: back), moved into [log start, log end].")
 @click.option("--execute", is_flag=True, help="Commit the new offsets (without it: only print the plan).")
+@format_option('{"group", "executed", "offsets": [{"topic", "partition", "current_offset", "new_offset"}]} '
+               "(current_offset null where the group has committed none; executed false for a dry run).",
+               help_text="the plan as a table, then what was done")
 @click.pass_obj
 def groups_reset_offsets(options, group: str, topics: tuple[str, ...], to_earliest: bool, to_latest: bool,
-                         to_offset: int | None, to_datetime: str | None, shift_by: int | None, execute: bool) -> None:
+                         to_offset: int | None, to_datetime: str | None, shift_by: int | None, execute: bool,
+                         output_format: str) -> None:
     """Reset the committed offsets of GROUP: print the plan (topic, partition, current committed,
     new), and with --execute commit it. Refused while the group has members. Without --execute the
     store is opened read-only (works beside a process that holds it)."""
@@ -131,12 +144,17 @@ def groups_reset_offsets(options, group: str, topics: tuple[str, ...], to_earlie
             wanted[topic] = sorted(set(wanted.get(topic) or ()) | set(partitions))
     with open_admin(options, read_only=not execute) as admin:
         plan = admin.plan_reset(group, wanted, mode, value)
-        _echo_table(("TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"),
-                    [(entry.topic, entry.partition, _or_dash(entry.current_offset), entry.new_offset)
-                     for entry in plan])
+        if output_format == "text":
+            _echo_table(("TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"),
+                        [(entry.topic, entry.partition, _or_dash(entry.current_offset), entry.new_offset)
+                         for entry in plan])
         if execute:
             admin.execute_reset(group, plan)
-    if execute:
+    if output_format == "json":
+        echo_json({"group": group, "executed": execute, "offsets": [
+            {"topic": entry.topic, "partition": entry.partition, "current_offset": entry.current_offset,
+             "new_offset": entry.new_offset} for entry in plan]})
+    elif execute:
         click.echo(f"Committed {len(plan)} offset{'s' if len(plan) != 1 else ''} for group {group}.")
     else:
         click.echo("Dry run: nothing committed (add --execute to commit these offsets).")
@@ -144,24 +162,32 @@ def groups_reset_offsets(options, group: str, topics: tuple[str, ...], to_earlie
 
 @groups.command("delete")
 @click.argument("group")
+@format_option('{"group", "deleted"} (deleted: true).', help_text="one line")
 @click.pass_obj
-def groups_delete(options, group: str) -> None:
+def groups_delete(options, group: str, output_format: str) -> None:
     """Delete GROUP and its committed offsets (refused while it has members)."""
     with open_admin(options, read_only=False) as admin:
         admin.delete_group(group)
-    click.echo(f"Deleted group {group}.")
+    if output_format == "json":
+        echo_json({"group": group, "deleted": True})
+    else:
+        click.echo(f"Deleted group {group}.")
 
 
 @groups.command("remove-members")
 @click.argument("group")
 @click.option("--member", "members", multiple=True, metavar="MEMBER-ID",
               help="A member to remove (repeatable; default: every member).")
+@format_option('{"group", "removed": [member ids]}.', help_text="one line")
 @click.pass_obj
-def groups_remove_members(options, group: str, members: tuple[str, ...]) -> None:
+def groups_remove_members(options, group: str, members: tuple[str, ...], output_format: str) -> None:
     """Remove members of GROUP from a stopped store: consumers that stopped without leaving (killed,
     or static ones) stay members until a running coordinator times their sessions out."""
     with open_admin(options, read_only=False) as admin:
         removed = admin.remove_members(group, members)
+    if output_format == "json":
+        echo_json({"group": group, "removed": [str(member) for member in removed]})
+        return
     click.echo(f"Removed {len(removed)} member{'s' if len(removed) != 1 else ''} from group {group}.")
 
 

@@ -39,7 +39,8 @@ from logstore import __version__
 from logstore.errors import LogStoreError
 
 from .lazy import DeferredCommand
-from .options import COMMAND_CONFIG_ENV, StoreOptions, one_topic
+from .options import (COMMAND_CONFIG_ENV, JSON_ALIAS, StoreOptions, chosen_format, echo_json, format_option,
+                      one_topic)
 from .records_io import (ENCODINGS, INPUT_FORMATS, OUTPUT_FORMATS, InputRecord, RecordDefaults, argument_bytes,
                          check_against_topic, key_separator_of, parse_header_options, parse_input, print_records)
 
@@ -283,9 +284,12 @@ def _topic_exists(options: StoreOptions, name: str) -> bool:
 @click.option("--if-not-exists", is_flag=True, help="Do nothing (exit 0) when the topic exists already.")
 @click.option("--replication-factor", type=int, metavar="1",
               help="Accepted as 1 only (kafka-topics' option): logstore keeps one copy of each partition.")
+@format_option('{"topic", "partitions", "created"}: created false (partitions null) when it existed '
+               "already and --if-not-exists was given.", help_text="one line saying what was done")
 @click.pass_obj
 def topics_create(options: StoreOptions, name: str | None, topic_option: str | None, partitions: int,
-                  configs: tuple[str, ...], if_not_exists: bool, replication_factor: int | None) -> None:
+                  configs: tuple[str, ...], if_not_exists: bool, replication_factor: int | None,
+                  output_format: str) -> None:
     """Create topic NAME (or --topic NAME)."""
     from logstore.client.errors import BrokerResponseError
     from logstore.config import parse_assignments
@@ -308,9 +312,15 @@ def topics_create(options: StoreOptions, name: str | None, topic_option: str | N
     except (TopicExistsError, BrokerResponseError) as exc:
         if not if_not_exists or getattr(exc, "error_name", "TOPIC_ALREADY_EXISTS") != "TOPIC_ALREADY_EXISTS":
             raise
-        click.echo(f"Topic {name} exists already: nothing created.")
+        if output_format == "json":
+            echo_json({"topic": name, "partitions": None, "created": False})
+        else:
+            click.echo(f"Topic {name} exists already: nothing created.")
         return
-    click.echo(f"Created topic {name} with {partitions} partition{'s' if partitions != 1 else ''}.")
+    if output_format == "json":
+        echo_json({"topic": name, "partitions": partitions, "created": True})
+    else:
+        click.echo(f"Created topic {name} with {partitions} partition{'s' if partitions != 1 else ''}.")
 
 
 _EXCLUDE_INTERNAL = click.option("--exclude-internal", is_flag=True,
@@ -320,8 +330,9 @@ _EXCLUDE_INTERNAL = click.option("--exclude-internal", is_flag=True,
 
 @topics.command("list")
 @_EXCLUDE_INTERNAL
+@format_option("a list of topic names (strings), sorted.", help_text="one name per line")
 @click.pass_obj
-def topics_list(options: StoreOptions, exclude_internal: bool) -> None:
+def topics_list(options: StoreOptions, exclude_internal: bool, output_format: str) -> None:
     """List the topics, one per line (internal ones too, unless --exclude-internal)."""
     from logstore.tools.topics import listed_topics
 
@@ -332,8 +343,10 @@ def topics_list(options: StoreOptions, exclude_internal: bool) -> None:
     else:
         with options.open(read_only=True) as store:
             names = store.topics()
-    for name in listed_topics(names, exclude_internal):
-        click.echo(name)
+    if output_format == "json":
+        echo_json(listed_topics(names, exclude_internal))
+        return
+    _echo_lines(listed_topics(names, exclude_internal))
 
 
 @topics.command("describe")
@@ -341,10 +354,15 @@ def topics_list(options: StoreOptions, exclude_internal: bool) -> None:
 @_TOPIC_OPTION
 @_IF_EXISTS
 @_EXCLUDE_INTERNAL
-@click.option("--format", "output_format", type=click.Choice(["json", "text"]), default="json", show_default=True,
-              help="json (without NAME: a list, one object per topic), or text: kafka-topics --describe's layout "
-                   "(per topic a line with its overrides, then one per partition; on a store Leader, Replicas and "
-                   "Isr are -).")
+@format_option('{"topic", "partition_count", "config", "overrides", "partitions"} (without NAME: a list of '
+               "them, one per topic). config and overrides map Kafka's config names to their values as strings "
+               '(as DescribeConfigs gives them); each partition is {"partition", "leader", "log_start_offset", '
+               '"log_end_offset", "dir", "log_dir", "size_bytes", "segments", "recovery_point", "missing", '
+               '"damaged"}, null where unknown: leader over a broker only, dir to recovery_point on a store only; '
+               "missing is true and damaged a description for a partition that cannot be read. The same fields "
+               "and types on a store and over a broker.", default="json",
+               help_text="kafka-topics --describe's layout (per topic a line with its overrides, then one per "
+                         "partition; on a store Leader, Replicas and Isr are -)")
 @click.pass_obj
 def topics_describe(options: StoreOptions, name: str | None, topic_option: str | None, if_exists: bool,
                     exclude_internal: bool, output_format: str) -> None:
@@ -365,26 +383,26 @@ def topics_describe(options: StoreOptions, name: str | None, topic_option: str |
         with options.open(read_only=True) as store:
             described = describe_topics(store, exclude_internal) if name is None else describe_topic(store, name)
     if output_format == "json":
-        click.echo(json.dumps(described, indent=2))
+        echo_json(described)
         return
     for description in described if name is None else [described]:
-        _echo_description(description)
+        _echo_description(description, on_broker=bool(options.bootstrap))
 
 
-def _echo_description(description: dict) -> None:
+def _echo_description(description: dict, on_broker: bool) -> None:
     """One topic in kafka-topics --describe's layout."""
     name = description["topic"]
     configs = ",".join(f"{key}={value}" for key, value in sorted(description["overrides"].items()))
     lines = [f"Topic: {name}\tPartitionCount: {description['partition_count']}\tReplicationFactor: 1\t"
              f"Configs: {configs}"]
     for partition in description["partitions"]:
-        if "leader" in partition:  # a broker's: the leader is the one replica
+        if on_broker:  # a broker's: the leader is the one replica
             leader = "none" if partition["leader"] is None or partition["leader"] < 0 else partition["leader"]
             replicas = "" if leader == "none" else leader
         else:
             leader = replicas = "-"
         problem = "\tMissing: true" if partition.get("missing") else (
-            f"\tDamaged: {partition['damaged']}" if "damaged" in partition else "")
+            f"\tDamaged: {partition['damaged']}" if partition.get("damaged") is not None else "")
         lines.append(f"\tTopic: {name}\tPartition: {partition['partition']}\tLeader: {leader}\t"
                      f"Replicas: {replicas}\tIsr: {replicas}{problem}")
     _echo_lines(lines)
@@ -400,11 +418,14 @@ def _echo_description(description: dict) -> None:
 @click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="Set a config override (repeatable).")
 @click.option("--delete-config", "deletions", multiple=True, metavar="KEY",
               help="Remove an override, restoring the default (repeatable).")
+@format_option('{"topic", "partitions", "overrides"}: the partition count and the config overrides (strings) '
+               "afterwards.", default="json", help_text="one line with the partition count and the overrides")
 @click.pass_obj
 def topics_alter(options: StoreOptions, name: str | None, topic_option: str | None, if_exists: bool,
-                 partitions: int | None, configs: tuple[str, ...], deletions: tuple[str, ...]) -> None:
+                 partitions: int | None, configs: tuple[str, ...], deletions: tuple[str, ...],
+                 output_format: str) -> None:
     """Grow topic NAME (--partitions) and/or change its config overrides; prints the partition count and
-    the overrides afterwards (JSON)."""
+    the overrides afterwards (JSON by default)."""
     from logstore.config import parse_assignments
 
     name = one_topic(name, topic_option)
@@ -433,7 +454,12 @@ def topics_alter(options: StoreOptions, name: str | None, topic_option: str | No
                 with _usage_errors_of_arguments():
                     store.alter_topic_config(name, changes)
             count, overrides = store.partitions(name), store.topic_overrides(name)
-    click.echo(json.dumps({"topic": name, "partitions": count, "overrides": overrides}))
+    overrides = {key: None if value is None else str(value) for key, value in sorted(overrides.items())}
+    if output_format == "json":
+        click.echo(json.dumps({"topic": name, "partitions": count, "overrides": overrides}))
+    else:
+        click.echo(f"Topic {name}: {count} partition{'s' if count != 1 else ''}, overrides: "
+                   + (",".join(f"{key}={value}" for key, value in overrides.items()) or "none"))
 
 
 @topics.command("delete")
@@ -443,13 +469,17 @@ def topics_alter(options: StoreOptions, name: str | None, topic_option: str | No
 @click.option("--allow-internal", is_flag=True,
               help="Delete an internal topic too (__consumer_offsets: every group's committed offsets are lost). "
                    "A local store (--dir) only: a broker never deletes one.")
+@format_option('{"topic", "deleted"}: deleted false when --if-exists found no such topic.',
+               help_text="one line saying what was done")
 @click.pass_obj
 def topics_delete(options: StoreOptions, name: str | None, topic_option: str | None, if_exists: bool,
-                  allow_internal: bool) -> None:
+                  allow_internal: bool, output_format: str) -> None:
     """Delete topic NAME and all its data. An internal topic (__consumer_offsets, __transaction_state)
     is refused unless --allow-internal is given."""
     name = one_topic(name, topic_option)
     if if_exists and not _topic_exists(options, name):
+        if output_format == "json":
+            echo_json({"topic": name, "deleted": False})
         return
     if options.bootstrap:
         if allow_internal:
@@ -466,7 +496,10 @@ def topics_delete(options: StoreOptions, name: str | None, topic_option: str | N
                                        "--allow-internal to delete it anyway")
         with options.open(read_only=False) as store:
             store.delete_topic(name, allow_internal=allow_internal)
-    click.echo(f"Deleted topic {name}.")
+    if output_format == "json":
+        echo_json({"topic": name, "deleted": True})
+    else:
+        click.echo(f"Deleted topic {name}.")
 
 
 # --- append and read -----------------------------------------------------------------------------
@@ -502,14 +535,18 @@ def _append_timeout_option() -> list[click.Parameter]:
 @click.option("--acks", type=click.Choice(["1", "all"]), default="1", show_default=True,
               help="1: return once written to the OS (survives a crash of the process); all: once fsynced "
                    "(survives a power loss).")
+@format_option('a list of the jsonl objects, printed once everything is appended.',
+               choices=("jsonl", "json", "text"), default="jsonl",
+               help_text='a line per append, "TOPIC-PARTITION: offsets FIRST..LAST (N records)"; jsonl: a JSON '
+                         'object per append, {"topic", "partition", "first_offset", "last_offset", "record_count"}')
 @click.pass_obj
 def append(options: StoreOptions, topic: str, value: str | None, partition: int | None, key: str | None,
            headers: tuple[str, ...], timestamp_ms: int | None, tombstone: bool, input_format: str,
            key_separator: str | None, properties: tuple[str, ...], encoding: str, batch_size: int, acks: str,
-           timeout_ms: int) -> None:
+           output_format: str, timeout_ms: int) -> None:
     """Append VALUE to TOPIC, or, without VALUE, one record per line of stdin (see
     --input-format; jsonl fields: key, value, headers, timestamp, partition). All input is parsed
-    and checked before anything is appended. Prints one JSON line per append:
+    and checked before anything is appended. Prints one JSON line per append (--format):
     {"topic", "partition", "first_offset", "last_offset", "record_count"}. With --acks all each
     line is printed only once the records are fsynced."""
     from logstore.records.decoder import Record
@@ -531,10 +568,19 @@ def append(options: StoreOptions, topic: str, value: str | None, partition: int 
         if sys.stdin.isatty():
             click.echo(f"Reading records from stdin ({input_format}, one per line); end with Ctrl-D.", err=True)
         entries = parse_input(sys.stdin.buffer, input_format, encoding, defaults, separator)
+    output = AppendedOutput(topic, output_format)
     if options.bootstrap:
         from . import broker
-        broker.append(options, topic, entries, batch_size, acks, timeout_ms)
-        return
+        broker.append(options, topic, entries, batch_size, acks, timeout_ms, output.add)
+    else:
+        _append_to_store(options, topic, entries, batch_size, acks, timeout_ms, output)
+    output.finish()
+    if not entries:
+        click.echo("No records given: nothing appended.", err=True)
+
+
+def _append_to_store(options: StoreOptions, topic: str, entries: list[InputRecord], batch_size: int, acks: str,
+                     timeout_ms: int, output: AppendedOutput) -> None:
     with options.open(read_only=False) as store:
         check_against_topic(entries, topic, store.partitions(topic),
                             lambda records: store.validate_append(topic, records))
@@ -544,11 +590,32 @@ def append(options: StoreOptions, topic: str, value: str | None, partition: int 
                 appended = store.append(topic, chunk, partition=target, acks=1 if acks == "1" else "all",
                                         timeout_ms=timeout_ms)
                 for appended_partition, info in sorted(appended.items()):
-                    click.echo(json.dumps({"topic": topic, "partition": appended_partition,
-                                           "first_offset": info.first_offset, "last_offset": info.last_offset,
-                                           "record_count": info.record_count}))
-    if not entries:
-        click.echo("No records given: nothing appended.", err=True)
+                    output.add(appended_partition, info)
+
+
+class AppendedOutput:
+    """What ``append`` prints for each append acknowledged, in its ``--format``: a line (text) or
+    a JSON object (jsonl) at once, or (json) one list when ``finish`` is called."""
+
+    def __init__(self, topic: str, output_format: str) -> None:
+        self.topic = topic
+        self.output_format = output_format
+        self.rows: list[dict] = []
+
+    def add(self, partition: int, info) -> None:
+        row = {"topic": self.topic, "partition": partition, "first_offset": info.first_offset,
+               "last_offset": info.last_offset, "record_count": info.record_count}
+        if self.output_format == "jsonl":
+            click.echo(json.dumps(row))
+        elif self.output_format == "text":
+            click.echo(f"{self.topic}-{partition}: offsets {info.first_offset}..{info.last_offset} "
+                       f"({info.record_count} record{'s' if info.record_count != 1 else ''})")
+        else:
+            self.rows.append(row)
+
+    def finish(self) -> None:
+        if self.output_format == "json":
+            echo_json(self.rows)
 
 
 class StartOffset(click.ParamType):
@@ -725,8 +792,12 @@ def _print_from(topic: str, log, positions: dict[tuple[str, int], int], remainin
 @main.command()
 @click.argument("topic", required=False)
 @click.option("--dry-run", is_flag=True, help="Only print what would be deleted (read-only: works while the store is in use).")
+@format_option('{"dry_run", "segments", "size_bytes", "partitions": [{"topic", "partition", "log_start_offset", '
+               '"deleted": [{"base_offset", "next_offset", "size_bytes", "largest_timestamp_ms", "reason"}]}]} '
+               "(segments and size_bytes: the totals deleted, or with --dry-run that would be).",
+               help_text="a line per segment deleted, then a summary line")
 @click.pass_obj
-def retention(options: StoreOptions, topic: str | None, dry_run: bool) -> None:
+def retention(options: StoreOptions, topic: str | None, dry_run: bool, output_format: str) -> None:
     """Apply retention now to TOPIC (default: every topic): delete the oldest segments past
     retention.bytes or retention.ms, or below the log start offset, and print each one deleted
     (or, with --dry-run, that would be)."""
@@ -734,6 +805,10 @@ def retention(options: StoreOptions, topic: str | None, dry_run: bool) -> None:
 
     with options.open(read_only=dry_run) as store:
         results = store.cleanup_logs(topic, dry_run=dry_run)
+        if output_format == "json":
+            from logstore.tools.reports import retention_document
+            echo_json(retention_document(results, dry_run))
+            return
         _echo_lines(line for result in results for line in describe_retention(result))
         segments = sum(len(result.deleted) for result in results)
         size_bytes = sum(result.deleted_bytes for result in results)
@@ -749,8 +824,14 @@ def retention(options: StoreOptions, topic: str | None, dry_run: bool) -> None:
               help="local: the store's cleaner. spark: Spark maps the keys (no dedupe-buffer limit, so one pass), "
                    "then the same cleaner recopies and swaps (needs pip install 'kafka-logstore[spark]' and Java).")
 @click.option("--master", default=None, metavar="URL", help="Spark master for --engine spark (default local[*]).")
+@format_option('{"engine", "compacted", "partitions": [{"topic", "partition", "compacted", "size_bytes_before", '
+               '"size_bytes_after", "records_kept", "records_dropped", "tombstones_removed", "passes", '
+               '"duration_ms", "end_offset"}]} (compacted: how many partitions were; the counts are null for a '
+               "partition with nothing to compact). Progress goes to stderr.",
+               help_text="a summary line per partition, then a total line")
 @click.pass_obj
-def compact(options: StoreOptions, topic: str | None, partition: int | None, engine: str, master: str | None) -> None:
+def compact(options: StoreOptions, topic: str | None, partition: int | None, engine: str, master: str | None,
+            output_format: str) -> None:
     """Compact TOPIC (default: every compacted topic) to completion now: keep the latest record per
     key below each active segment, drop tombstones past delete.retention.ms, then apply retention.
     Honours every topic config except the dirty ratio. Takes the store's lock: stop the writer first.
@@ -781,6 +862,10 @@ def compact(options: StoreOptions, topic: str | None, partition: int | None, eng
                     results = store.compact(topic, partition, progress=lambda key, size: bar.update(size))
             else:
                 results = store.compact(topic, partition)
+    if output_format == "json":
+        from logstore.tools.reports import compaction_document
+        echo_json(compaction_document(results, engine))
+        return
     for (name, number), stats in results.items():
         click.echo(describe_compaction(stats, f"{name}-{number}"))
     compacted = sum(stats is not None for stats in results.values())
@@ -789,16 +874,20 @@ def compact(options: StoreOptions, topic: str | None, partition: int | None, eng
 
 
 @main.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@format_option('{"dirs": [{"path", "online", "offline_reason", "partitions", "size_bytes", "clean_shutdown", '
+               '"logs": [{"topic", "partition", "recovery_point", "log_end_offset", "damaged"}]}], "problems": '
+               "[strings]} (damaged: null, or what is wrong).", help_text="a line per data dir and per partition")
+@JSON_ALIAS
 @click.pass_obj
-def status(options: StoreOptions, as_json: bool) -> None:
+def status(options: StoreOptions, output_format: str, as_json: bool) -> None:
     """Show each data dir (read-only): online or offline, partitions, bytes, whether the last
     shutdown was clean, and per partition the recovery point and log end offset."""
     with options.open(read_only=True) as store:
         dirs = store.status()
         problems = list(store.problems)
-    if as_json:
-        click.echo(json.dumps({"dirs": [_dir_json(entry) for entry in dirs], "problems": problems}, indent=2))
+    if chosen_format(output_format, as_json) == "json":
+        from logstore.tools.reports import status_document
+        echo_json(status_document(dirs, problems))
         return
     for entry in dirs:
         state = "online" if entry.online else f"OFFLINE ({entry.offline_reason})"
@@ -812,21 +901,15 @@ def status(options: StoreOptions, as_json: bool) -> None:
     _echo_lines(f"problem: {problem}" for problem in problems)
 
 
-def _dir_json(entry) -> dict:
-    return {"path": entry.path, "online": entry.online, "offline_reason": entry.offline_reason,
-            "partitions": entry.partitions, "size_bytes": entry.size_bytes, "clean_shutdown": entry.clean_shutdown,
-            "logs": [{"topic": name, "partition": number, "recovery_point": entry.recovery_points.get((name, number)),
-                      "log_end_offset": end, **({"damaged": entry.damaged[(name, number)]}
-                                                if (name, number) in entry.damaged else {})}
-                     for (name, number), end in sorted(entry.log_end_offsets.items())]}
-
-
 # --- files ---------------------------------------------------------------------------------------
 
 
 @main.command()
+@format_option('{"ok", "partitions", "segments", "batches", "records", "bytes_checked", "errors", "warnings", '
+               '"problems": [{"severity", "path", "message"}]} (errors, warnings: counts; the exit code is the '
+               "same). Progress goes to stderr.", help_text="a line per problem, then OK or DAMAGED and a summary")
 @click.pass_context
-def check(ctx: click.Context) -> None:
+def check(ctx: click.Context, output_format: str) -> None:
     """Verify every segment of every partition: batch CRCs, offsets, index entries, checkpoints,
     stray files, missing partitions (read-only). Exit code 0 when clean or with warnings only (e.g.
     files of an interrupted operation, which the next writable open completes), 1 when an error is
@@ -839,8 +922,12 @@ def check(ctx: click.Context) -> None:
                 report = verify_store(store, on_progress=bar.update)
         else:
             report = verify_store(store)
-    _echo_lines(str(problem) for problem in report.problems)
-    click.echo(("OK: " if report.ok else "DAMAGED: ") + report.summary())
+    if output_format == "json":
+        from logstore.tools.reports import check_document
+        echo_json(check_document(report))
+    else:
+        _echo_lines(str(problem) for problem in report.problems)
+        click.echo(("OK: " if report.ok else "DAMAGED: ") + report.summary())
     ctx.exit(0 if report.ok else 1)
 
 
@@ -849,14 +936,22 @@ def check(ctx: click.Context) -> None:
 @click.option("--partition", "-p", type=click.IntRange(min=0),
               help="Repair only this partition (default: every partition of TOPIC).")
 @click.option("--yes", is_flag=True, help="Cut the damage. Without it, only print what would be cut.")
+@format_option('{"done", "partitions": [{"topic", "partition", "damaged", "reason", "cut_offset", '
+               '"removed_first_offset", "removed_end_offset", "removed_records", "removed_bytes", "removed_files", '
+               '"log_start_offset"}]} (done: false without --yes, what would be cut; reason and cut_offset null '
+               "where nothing is damaged).", help_text="a line per partition")
 @click.pass_obj
-def repair(options: StoreOptions, topic: str, partition: int | None, yes: bool) -> None:
+def repair(options: StoreOptions, topic: str, partition: int | None, yes: bool, output_format: str) -> None:
     """Verify every segment of TOPIC (or one partition) and cut each log at its first damage, as
     recovery cuts a torn tail: a damaged partition (see `logstore check`, `logstore status`) is
     readable and writable again afterwards. Prints per partition the bytes, records and offsets
     removed. Without --yes nothing changes. Takes the store's lock: stop the writer first."""
     with options.open(read_only=False) as store:
         plans = store.repair(topic, partition, dry_run=not yes)
+    if output_format == "json":
+        from logstore.tools.reports import repair_document
+        echo_json(repair_document(plans, done=yes))
+        return
     _echo_lines(plan.describe(done=yes) for plan in plans)
     if not yes and any(plan.changes for plan in plans):
         click.echo("Nothing was changed: run again with --yes to cut.")
@@ -865,9 +960,20 @@ def repair(options: StoreOptions, topic: str, partition: int | None, yes: bool) 
 @main.command()
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @click.option("--records", is_flag=True, help="Also print every record of a .log file.")
-def dump(path: str, records: bool) -> None:
+@format_option('{"path", "kind", "base_offset", "size_bytes"} and, for a .log, "batches" (each {"position", '
+               '"status", "base_offset", "last_offset", "count", "base_timestamp_ms", "max_timestamp_ms", '
+               '"size_bytes", "compression", "timestamp_type", "crc", "error"}, with --records a "records" list of '
+               '{"offset", "timestamp_ms", "key", "value", "headers"}, bytes as base64) and "tail" (null, or the torn '
+               'or unreadable end); for an index, "entries" and "trailing_bytes"; for a checkpoint, "version", '
+               '"entries" ({"topic", "partition", "offset"}), "damaged_copies" and "error".',
+               help_text="kafka-dump-log-like lines")
+def dump(path: str, records: bool, output_format: str) -> None:
     """Print the content of one file: a segment's .log (batches: position, offsets, count,
     timestamps, size, CRC), .index or .timeindex (entries), or an offset checkpoint file."""
+    if output_format == "json":
+        from logstore.tools.dump import dump_document
+        echo_json(dump_document(path, records=records))
+        return
     from logstore.tools.dump import dump_file
 
     _echo_lines(dump_file(path, records=records))

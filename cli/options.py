@@ -1,10 +1,13 @@
 """The global options of the command line, as every subcommand receives them (``click``'s ``obj``),
-and ``one_topic`` (a topic given as ``NAME`` or ``--topic NAME``). No logic lives here."""
+``one_topic`` (a topic given as ``NAME`` or ``--topic NAME``), and the one spelling of machine-readable
+output: ``format_option`` (``--format text|json``, ``jsonl`` where rows stream), ``JSON_ALIAS`` (the
+hidden, deprecated ``--json`` of the commands that had it) and ``echo_json``. No logic lives here."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
@@ -48,3 +51,27 @@ def one_topic(name: str | None, topic_option: str | None, required: bool = True)
     if chosen is None and required:
         raise click.UsageError("Missing argument 'NAME' (or give --topic NAME)")
     return chosen
+
+
+def format_option(help_json: str, choices: tuple[str, ...] = ("text", "json"), default: str = "text",
+                  help_text: str = "the human layout") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--format`` (parameter ``output_format``): ``text`` (``help_text``), ``json`` (one JSON
+    document on stdout, ``help_json`` says its shape), and ``jsonl`` where it is among ``choices``."""
+    return click.option("--format", "output_format", type=click.Choice(choices), default=default, show_default=True,
+                        help=f"text: {help_text}; json: one JSON document, {help_json}")
+
+
+JSON_ALIAS = click.option("--json", "as_json", is_flag=True, hidden=True,
+                          help="Deprecated spelling of --format json (kept for scripts).")
+"""The ``--json`` flag of the commands that had one before ``--format``: hidden (help and docs show
+one spelling), still honoured; ``chosen_format`` merges it."""
+
+
+def chosen_format(output_format: str, as_json: bool) -> str:
+    """``--format``'s value, or ``json`` when the deprecated ``--json`` was given."""
+    return "json" if as_json else output_format
+
+
+def echo_json(document: object) -> None:
+    """One JSON document on stdout (indented: read by people too)."""
+    click.echo(json.dumps(document, indent=2))

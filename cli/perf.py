@@ -6,6 +6,7 @@ when it is a terminal. The workloads, the SQLite baseline and the targets live i
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from typing import TYPE_CHECKING, Callable
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Callable
 import click
 
 from .lazy import DeferredCommand
+from .options import JSON_ALIAS, chosen_format, format_option
 
 if TYPE_CHECKING:
     from logstore.bench import core as bench
@@ -43,17 +45,24 @@ def _max_message_bytes(_ctx, _param, value: str) -> int | None:
 
 
 def _output(command: Callable) -> Callable:
-    """--json and --progress, shared by every perf command."""
-    command = click.option("--progress/--no-progress", default=None,
-                           help="Progress on stderr (default: when stderr is a terminal).")(command)
-    return click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")(command)
+    """--format (and its hidden, deprecated alias --json) and --progress, shared by every perf
+    command; the command receives ``as_json``."""
+    @functools.wraps(command)
+    def run(*args, output_format: str, as_json: bool, **kwargs):
+        return command(*args, as_json=chosen_format(output_format, as_json) == "json", **kwargs)
+
+    run = click.option("--progress/--no-progress", default=None,
+                       help="Progress on stderr (default: when stderr is a terminal).")(run)
+    run = JSON_ALIAS(run)
+    return format_option("the results with their settings (what a benchmark record keeps).",
+                         help_text="a table")(run)
 
 
 def _common(command: Callable) -> Callable:
     options = [
         click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
                      help="Parent dir of the temporary work dir (default: the system temp dir)."),
-        click.option("--keep", is_flag=True, help="Keep the work dir (its paths are in --json output)."),
+        click.option("--keep", is_flag=True, help="Keep the work dir (its paths are in --format json output)."),
     ]
     command = _output(command)
     for option in reversed(options):
@@ -509,7 +518,7 @@ def _serve_security_options() -> list[click.Parameter]:
 @click.option("--broker", "brokers", multiple=True, type=click.Choice(["logstore", "tansu"]),
               help="Brokers to run (repeatable; default both).")
 @click.option("--repeats", default=1, show_default=True, type=click.IntRange(1),
-              help="Interleaved rounds of every workload and mode (the best of each is shown, every one in --json).")
+              help="Interleaved rounds of every workload and mode (the best of each is shown, every one in --format json).")
 @click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
               help="Parent dir of the temporary work dir (default: the system temp dir).")
 @_output

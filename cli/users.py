@@ -14,6 +14,7 @@ import click
 
 from . import broker
 from .lazy import DeferredCommand
+from .options import echo_json, format_option
 
 
 def _credentials(options, read_only: bool = False) -> tuple:
@@ -58,8 +59,10 @@ def users() -> None:
 @users.command("add", cls=DeferredCommand, deferred_params=_add_options)
 @click.argument("user")
 @click.option("--password-stdin", is_flag=True, help="Read the password from the first line of stdin.")
+@format_option('{"user", "mechanisms": [strings], "iterations"}.', help_text="one line")
 @click.pass_obj
-def users_add(options, user: str, mechanisms: tuple[str, ...], iterations: int, password_stdin: bool) -> None:
+def users_add(options, user: str, mechanisms: tuple[str, ...], iterations: int, password_stdin: bool,
+              output_format: str) -> None:
     """Add USER (or give it a new password). Only a salted, iterated credential is stored."""
     from logstore.client.security import read_password_line
     from logstore.server.security.scram import MECHANISMS
@@ -77,13 +80,17 @@ def users_add(options, user: str, mechanisms: tuple[str, ...], iterations: int, 
     with store:
         for mechanism in mechanisms or sorted(MECHANISMS):
             credentials.set(user, mechanism, password, iterations)
+    if output_format == "json":
+        echo_json({"user": user, "mechanisms": list(mechanisms or sorted(MECHANISMS)), "iterations": iterations})
+        return
     click.echo(f"Added user {user} ({', '.join(mechanisms or sorted(MECHANISMS))}).")
 
 
 @users.command("delete", cls=DeferredCommand, deferred_params=_delete_options)
 @click.argument("user")
+@format_option('{"user", "deleted"} (deleted: how many credentials).', help_text="one line")
 @click.pass_obj
-def users_delete(options, user: str, mechanism: str | None) -> None:
+def users_delete(options, user: str, mechanism: str | None, output_format: str) -> None:
     """Delete USER's credentials."""
     store, credentials = _credentials(options)
     with store:
@@ -91,18 +98,27 @@ def users_delete(options, user: str, mechanism: str | None) -> None:
             count = credentials.delete(user, mechanism)
         except KeyError as exc:
             raise click.ClickException(exc.args[0]) from None
+    if output_format == "json":
+        echo_json({"user": user, "deleted": count})
+        return
     click.echo(f"Deleted {count} credential{'s' if count != 1 else ''} of user {user}.")
 
 
 @users.command("list")
+@format_option('a list of {"user", "mechanism", "iterations", "usable"} (usable: false for a credential of more '
+               "iterations than a login accepts).", help_text="a tab-separated line per credential")
 @click.pass_obj
-def users_list(options) -> None:
+def users_list(options, output_format: str) -> None:
     """List the users: name, mechanism and iterations (no secrets)."""
     from logstore.server.security.scram import MAX_ITERATIONS
 
     store, credentials = _credentials(options, read_only=True)
     with store:
         found = credentials.users()
+    if output_format == "json":
+        from logstore.client.tools import user_documents
+        echo_json(user_documents(found, MAX_ITERATIONS))
+        return
     if not found:
         click.echo("No users.")
     for user, mechanism, iterations in found:

@@ -324,6 +324,16 @@ def parse_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
     return parsed
 
 
+def config_string(value: Any) -> str | None:
+    """A config value as Kafka shows it (DescribeConfigs, kafka-configs): a string, booleans in
+    lower case; None stays None (no value)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def parse_assignments(pairs: list[str]) -> dict[str, str]:
     """Parse ``KEY=VALUE`` strings (CLI ``--config``/``--set``) into a dict; raises on a malformed
     pair."""

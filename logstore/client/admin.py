@@ -28,7 +28,7 @@ from ..group.admin import GroupAdmin
 from ..group.consumer import GroupRequestError
 from ..group.results import GroupOverview, GroupSummary, MemberSummary
 from ..server.protocol import errors as kafka_errors
-from ..tools.topics import listed_topics
+from ..tools.topics import listed_topics, partition_description, topic_description
 from .cluster import NetworkClient
 from .errors import BrokerResponseError, NetworkError
 from .fetcher import EARLIEST, high_watermarks, list_offsets
@@ -183,11 +183,10 @@ class BrokerAdmin:
                   list_offsets(self.network, {tp: EARLIEST for tp in partitions}).items()}
         ends = high_watermarks(self.network, partitions, starts)
         configs = self._topics_configs(names)
-        return [{"topic": name, "partition_count": len(leaders[name]), "config": configs[name][0],
-                 "overrides": configs[name][1],
-                 "partitions": [{"partition": p, "leader": leader, "log_start_offset": starts[(name, p)],
-                                 "log_end_offset": ends[(name, p)]} for p, leader in sorted(leaders[name].items())]}
-                for name in names]
+        return [topic_description(name, configs[name][0], configs[name][1], [
+            partition_description(p, leader=None if leader is None or leader < 0 else leader,
+                                  log_start_offset=starts[(name, p)], log_end_offset=ends[(name, p)])
+            for p, leader in sorted(leaders[name].items())]) for name in names]
 
 
 class BrokerGroupAdmin(GroupAdmin):

@@ -24,7 +24,9 @@ What it owns:
   regular expression names, as the store's ``logstore.tools.offsets`` gives them;
 - ``delete_records``: DeleteRecords at each partition's leader (Kafka's ``kafka-delete-records``);
 - ``api_versions``: per broker, each API's version range and the version this client speaks with it
-  (Kafka's ``kafka-broker-api-versions``), from the ApiVersions answer every connection starts with.
+  (Kafka's ``kafka-broker-api-versions``), from the ApiVersions answer every connection starts with;
+- ``acl_documents``, ``user_documents``: ACLs and SCRAM users as ``logstore acls``/``users --format
+  json`` print them, the same whether they come from a store's files or a broker's admin APIs.
 """
 
 from __future__ import annotations
@@ -352,3 +354,22 @@ def api_versions(admin: BrokerAdmin) -> list[BrokerApiVersions]:
                                       spec.versions if spec else None, connection.versions.get(key)))
         brokers.append(BrokerApiVersions(broker["node_id"], broker["host"], broker["port"], broker.get("rack"), rows))
     return brokers
+
+
+ACL_FIELDS = ("resource_type", "pattern_type", "resource_name", "principal", "host", "operation", "permission")
+"""The fields of an ACL in JSON, Kafka's names for the values (``AclBinding.row``'s order)."""
+
+
+def acl_documents(bindings: Iterable) -> list[dict[str, str]]:
+    """Each ``AclBinding`` as ``{"resource_type", "pattern_type", "resource_name", "principal",
+    "host", "operation", "permission"}``, every value a string in Kafka's words (Topic, LITERAL,
+    Read, ALLOW...)."""
+    return [dict(zip(ACL_FIELDS, binding.row())) for binding in bindings]
+
+
+def user_documents(users: Iterable[tuple[str, str, int]], max_iterations: int) -> list[dict]:
+    """Each SCRAM credential ``(user, mechanism, iterations)`` as ``{"user", "mechanism",
+    "iterations", "usable"}``; ``usable`` is false for one of more than ``max_iterations``
+    iterations, which a login refuses."""
+    return [{"user": user, "mechanism": mechanism, "iterations": iterations, "usable": iterations <= max_iterations}
+            for user, mechanism, iterations in users]

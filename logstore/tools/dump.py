@@ -10,6 +10,7 @@ Owns:
 - ``read_index_file``: the entries of a ``.index`` or ``.timeindex`` file with absolute offsets.
 - ``dump_file``: human-readable lines for a ``.log`` (optionally every record), ``.index``,
   ``.timeindex`` or offset checkpoint file. The file type comes from the file name.
+- ``dump_document``: the same as one JSON-ready document (``logstore dump --format json``).
 
 It only reads. Files renamed with a status suffix (``.deleted``, ``.cleaned``, ``.swap``) are dumped
 like the file they stand for.
@@ -17,6 +18,7 @@ like the file they stand for.
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 from dataclasses import dataclass
@@ -258,3 +260,68 @@ def _dump_checkpoint(path: str, fs: FileSystem) -> Iterator[str]:
         yield f"damaged copy: {damage} (the intact copy is shown; rewritten at the next checkpoint)"
     for (topic, partition), offset in sorted(entries.items()):
         yield f"topic: {topic} partition: {partition} offset: {offset}"
+
+
+# --- as one JSON document ------------------------------------------------------------------------
+
+
+def dump_document(path: str, records: bool = False, fs: FileSystem = OS_FILE_SYSTEM) -> dict:
+    """What ``dump_file`` shows, as one JSON-ready document (``logstore dump --format json``):
+    ``{"path", "kind", "base_offset", "size_bytes", ...}`` and by kind: a log's ``"batches"``
+    (each ``{"position", "status", "base_offset", "last_offset", "count", "base_timestamp_ms",
+    "max_timestamp_ms", "size_bytes", "compression", "timestamp_type", "crc", "error"}``, with
+    ``records`` a ``"records"`` list of ``{"offset", "timestamp_ms", "key", "value", "headers"}``,
+    keys, values and header values base64, null for null) and ``"tail"`` (null, or ``{"status",
+    "position", "size_bytes", "error"}``); an index's ``"entries"`` (``{"offset", "position"}`` or
+    ``{"timestamp_ms", "offset"}``) and ``"trailing_bytes"``; a checkpoint's ``"version"``,
+    ``"entries"`` (``{"topic", "partition", "offset"}``), ``"damaged_copies"`` and ``"error"``
+    (null, or why it cannot be read)."""
+    if fs.exists(path) and not fs.is_file(path):
+        raise ValueError(f"{path} is not a regular file (a directory, FIFO, socket or device): "
+                         "only the store's own files can be dumped")
+    kind = file_kind(path)
+    document: dict = {"path": path, "kind": kind, "base_offset": base_offset_of(path), "size_bytes": fs.path_size(path)}
+    if kind == LOG_FILE:
+        batches, tail = [], None
+        for entry in scan_log_file(path, fs=fs):
+            if entry.status == BATCH_TORN or entry.header is None:
+                tail = {"status": entry.status, "position": entry.position, "size_bytes": entry.size_bytes,
+                        "error": entry.error or None}
+                break
+            batches.append(_batch_json(entry, records))
+        document.update(batches=batches, tail=tail)
+    elif kind == CHECKPOINT_FILE:
+        try:
+            contents = parse_checkpoint(fs.read_file(path), path)
+        except CorruptCheckpointError as exc:
+            document.update(version=None, entries=[], damaged_copies=[], error=str(exc))
+        else:
+            document.update(version=contents.version, entries=[
+                {"topic": topic, "partition": partition, "offset": offset}
+                for (topic, partition), offset in sorted(contents.entries.items())],
+                damaged_copies=[str(damage) for damage in contents.damaged_copies], error=None)
+    else:
+        entries, partial_bytes = read_index_file(path, kind, document["base_offset"] or 0, fs)
+        names = ("offset", "position") if kind == OFFSET_INDEX_FILE else ("timestamp_ms", "offset")
+        document.update(entries=[dict(zip(names, entry)) for entry in entries], trailing_bytes=partial_bytes)
+    return document
+
+
+def _batch_json(entry: BatchEntry, records: bool) -> dict:
+    header = entry.header
+    row = {"position": entry.position, "status": entry.status, "base_offset": header.base_offset,
+           "last_offset": header.last_offset, "count": header.record_count, "base_timestamp_ms": header.base_timestamp,
+           "max_timestamp_ms": header.max_timestamp, "size_bytes": header.size_bytes,
+           "compression": CODEC_NAMES.get(header.attributes & COMPRESSION_MASK, "unknown"),
+           "timestamp_type": "LogAppendTime" if header.attributes & TIMESTAMP_TYPE_LOG_APPEND else "CreateTime",
+           "crc": header.crc, "error": entry.error or None}
+    if records:
+        row["records"] = [{"offset": record.offset, "timestamp_ms": record.timestamp_ms, "key": _base64(record.key),
+                           "value": _base64(record.value),
+                           "headers": [{"key": key, "value": _base64(value)} for key, value in record.headers]}
+                          for record in entry.batch.records()] if entry.ok else None
+    return row
+
+
+def _base64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(bytes(data)).decode("ascii")

@@ -80,9 +80,9 @@ def test_topics_create_list_describe(tmp_path):
     # Every topic key, and the topic's key placement (read-only; Kafka's murmur2 for a new topic).
     assert set(described["config"]) == {key for key, _default, _doc in describe_keys()} | {"logstore.key.placement"}
     assert described["config"]["logstore.key.placement"] == "murmur2"
-    assert described["config"]["retention.ms"] == 1000
+    assert described["config"]["retention.ms"] == "1000"  # config values are strings, as a broker gives them
     assert described["config"]["cleanup.policy"] == "compact"
-    assert described["config"]["segment.bytes"] == 1 << 30  # a default
+    assert described["config"]["segment.bytes"] == str(1 << 30)  # a default
     assert [p["partition"] for p in described["partitions"]] == [0, 1, 2]
     for partition in described["partitions"]:
         assert partition["dir"] == str(path / f"orders-{partition['partition']}")
@@ -108,11 +108,11 @@ def test_topics_alter_sets_and_deletes_overrides(store):
     result = ok(run(store, "topics", "alter", "t", "--config", "retention.ms=5000", "--config", "segment.bytes=1000"))
     assert json.loads(result.stdout)["overrides"] == {"retention.ms": "5000", "segment.bytes": "1000"}
     config = json.loads(ok(run(store, "topics", "describe", "t")).stdout)["config"]
-    assert (config["retention.ms"], config["segment.bytes"]) == (5000, 1000)
+    assert (config["retention.ms"], config["segment.bytes"]) == ("5000", "1000")
     ok(run(store, "topics", "alter", "t", "--delete-config", "retention.ms"))
     described = json.loads(ok(run(store, "topics", "describe", "t")).stdout)
     assert described["overrides"] == {"segment.bytes": "1000"}
-    assert described["config"]["retention.ms"] == 7 * 24 * 3600 * 1000  # back to the default
+    assert described["config"]["retention.ms"] == str(7 * 24 * 3600 * 1000)  # back to the default
 
 
 def test_topics_alter_partitions_grows_a_topic_and_keeps_its_records(store):
@@ -145,8 +145,8 @@ def test_store_wide_setting_with_broker_name(tmp_path):
     path = tmp_path / "data"
     ok(run(path, "--set", "log.segment.bytes=2048", "topics", "create", "t"))
     config = json.loads(ok(run(path, "--set", "log.segment.bytes=2048", "topics", "describe", "t")).stdout)["config"]
-    assert config["segment.bytes"] == 2048
-    assert json.loads(ok(run(path, "topics", "describe", "t")).stdout)["config"]["segment.bytes"] == 1 << 30
+    assert config["segment.bytes"] == "2048"
+    assert json.loads(ok(run(path, "topics", "describe", "t")).stdout)["config"]["segment.bytes"] == str(1 << 30)
 
 
 def test_dirs_from_environment_spread_partitions(tmp_path):

@@ -64,7 +64,8 @@ def test_status_text_and_json(tmp_path):
     data = json.loads(ok(run(path, "status", "--json")).stdout)
     (entry,) = data["dirs"]
     assert entry["online"] and entry["clean_shutdown"] and entry["partitions"] == 1
-    assert entry["logs"] == [{"topic": "ev", "partition": 0, "recovery_point": 200, "log_end_offset": 200}]
+    assert entry["logs"] == [{"topic": "ev", "partition": 0, "recovery_point": 200, "log_end_offset": 200,
+                             "damaged": None}]
     described = json.loads(ok(run(path, "topics", "describe", "ev")).stdout)
     assert described["partitions"][0]["recovery_point"] == 200
 

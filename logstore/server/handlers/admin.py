@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from ...config import BROKER_SYNONYMS, MANAGER_KEYS, TOPIC_KEYS, LogConfig, parse_overrides
+from ...config import BROKER_SYNONYMS, MANAGER_KEYS, TOPIC_KEYS, LogConfig, config_string, parse_overrides
 from ...errors import InvalidTopicError, LogStoreError, RequestError
 from ...manager.log_manager import MAX_PARTITIONS
 from ...manager.topics import MURMUR2, PLACEMENT_CONFIG, check_placement, is_internal_topic, validate_topic_name
@@ -49,15 +49,6 @@ CONFIG_SOURCE_STATIC_BROKER = 4
 CONFIG_SOURCE_DEFAULT = 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _LIST_KEYS = {"cleanup.policy"}  # the topic keys whose values are lists (APPEND and SUBTRACT apply)
-
-
-def config_string(value) -> str | None:
-    """A config value as Kafka prints it (booleans in lower case)."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 MAX_DYNAMIC_BROKER_CONFIGS = 1000
