@@ -40,8 +40,9 @@ from logstore.errors import LogStoreError
 
 from .lazy import DeferredCommand
 from .options import COMMAND_CONFIG_ENV, StoreOptions, one_topic
-from .records_io import (ENCODINGS, INPUT_FORMATS, OUTPUT_FORMATS, InputRecord, RecordDefaults, argument_bytes,
-                         check_against_topic, key_separator_of, parse_header_options, parse_input, print_records)
+from .records_io import (ENCODINGS, INPUT_FORMATS, OUTPUT_FORMATS, InputRecord, RecordDefaults, RecordStyle,
+                         argument_bytes, check_against_topic, key_separator_of, parse_header_options, parse_input,
+                         print_records)
 
 logger = logging.getLogger(__name__)
 
@@ -574,6 +575,26 @@ class StartOffset(click.ParamType):
         return ("from_end", -number) if number < 0 else ("at", number)
 
 
+class IsoDateTime(click.ParamType):
+    """An ISO 8601 date or date and time (``logstore.clock.parse_iso_ms``: without an offset, the
+    machine's local time), converted to ms since the epoch; anything else is a usage error naming
+    the value."""
+
+    name = "ISO"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        from logstore.clock import parse_iso_ms
+        try:
+            return parse_iso_ms(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+TIMESTAMP_STYLES = ("ms", "iso")
+
+
 @main.command()
 @click.argument("topic")
 @click.option("--partition", "-p", type=click.IntRange(min=0), help="Read only this partition (default: all).")
@@ -583,13 +604,26 @@ class StartOffset(click.ParamType):
 @click.option("--from-beginning", is_flag=True, help="Start at the log start offset (the default).")
 @click.option("--from-timestamp", "from_timestamp_ms", type=click.IntRange(min=0), metavar="MS",
               help="Start at the first record whose timestamp is >= MS (ms since the epoch).")
+@click.option("--from-datetime", "from_datetime_ms", type=IsoDateTime(),
+              help="Start each partition at its first record whose timestamp is at or after this time (its log "
+                   "end if none is), as --from-timestamp does: an ISO 8601 date (2026-11-29: its midnight) or "
+                   "date and time (2026-11-29T13:05, 2026-11-29T13:05:01.123Z, 2026-11-29T14:05:01+01:00). Without "
+                   "Z or an offset it is this machine's local time, as kafka-consumer-groups reads --to-datetime "
+                   "(TZ= sets the zone).")
 @click.option("--max-records", type=click.IntRange(min=1), help="Stop after this many records in all.")
 @click.option("--follow", "-f", is_flag=True,
               help="Keep printing new records as they are appended (by any process) until interrupted (Ctrl-C).")
-@click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default="jsonl", show_default=True)
+@click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default="jsonl", show_default=True,
+              help="jsonl: one JSON object per record (topic, partition, offset, timestamp, key, value, headers); "
+                   "value: the value only, one per line (with --timestamps, after its timestamp and a tab).")
 @click.option("--encoding", type=click.Choice(ENCODINGS), default="utf8", show_default=True,
               help="How keys, values and header values are printed. utf8 refuses bytes that are not UTF-8 "
                    "in jsonl output (use base64 for binary data); value output prints the bytes as stored.")
+@click.option("--timestamps", type=click.Choice(TIMESTAMP_STYLES), default=None,
+              help="How record timestamps are printed: ms (ms since the epoch, jsonl's default) or iso (ISO 8601 "
+                   "in UTC with milliseconds, 2026-11-29T13:05:01.123Z; jsonl's timestamp becomes that string). "
+                   "With --format value, a timestamp column (then a tab) comes before each value only when this "
+                   "is given.")
 @click.option("--group", "-g", metavar="GROUP",
               help="Read as consumer group GROUP: start at its committed offsets (the log start where it has "
                    "none), then commit the offsets after the records printed. Without --partition, as a member "
@@ -600,13 +634,17 @@ class StartOffset(click.ParamType):
                    "has members.")
 @click.pass_obj
 def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple[str, int] | None,
-         from_beginning: bool, from_timestamp_ms: int | None, max_records: int | None, follow: bool,
-         output_format: str, encoding: str, group: str | None) -> None:
+         from_beginning: bool, from_timestamp_ms: int | None, from_datetime_ms: int | None,
+         max_records: int | None, follow: bool, output_format: str, encoding: str, timestamps: str | None,
+         group: str | None) -> None:
     """Print the records of TOPIC (read-only: works while another process writes). With --follow,
     then wait for new records and print them as they arrive, like tail -f (no polling: the store's
     files are watched). With --group, continue where the group's last read stopped."""
-    if sum((offset is not None, from_beginning, from_timestamp_ms is not None)) > 1:
-        raise click.UsageError("give at most one of --offset, --from-beginning, --from-timestamp")
+    if sum((offset is not None, from_beginning, from_timestamp_ms is not None, from_datetime_ms is not None)) > 1:
+        raise click.UsageError("give at most one of --offset, --from-beginning, --from-timestamp, --from-datetime")
+    if from_datetime_ms is not None:
+        from_timestamp_ms = from_datetime_ms
+    style = RecordStyle(output_format, encoding, timestamps)
     from_end = offset[1] if offset is not None and offset[0] == "from_end" else None
     if offset is not None and offset[0] == "beginning":
         offset, from_beginning = None, True
@@ -617,7 +655,7 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple
     if group is not None:
         if offset is not None or from_end is not None or from_beginning or from_timestamp_ms is not None:
             raise click.UsageError("--group starts at the group's committed offsets: it takes no --offset, "
-                                   "--from-beginning or --from-timestamp")
+                                   "--from-beginning, --from-timestamp or --from-datetime")
         if follow and not options.bootstrap and partition is not None:
             # It commits without joining, so it holds the store's lock, and while it did nothing
             # else could append: a follower would wait for records that cannot come.
@@ -629,7 +667,7 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if options.bootstrap:
         from . import broker
-        return broker.read(options, topic, output_format, encoding, partition=partition, offset=offset,
+        return broker.read(options, topic, style, partition=partition, offset=offset,
                            from_timestamp_ms=from_timestamp_ms, from_end=from_end, follow=follow, group=group,
                            max_records=max_records)
     if group is not None and partition is None and _can_host(follow):
@@ -638,12 +676,12 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple
             with contextlib.closing(read_group_on_store(options.dirs, options.settings, topic, group, follow=follow,
                                                         max_records=max_records)) as chunks:
                 for number, records in chunks:
-                    print_records(topic, number, records, output_format, encoding)
+                    print_records(topic, number, records, style)
         except KeyboardInterrupt:
             pass  # the way to end --follow: not an error
         return
     if group is not None:
-        _read_as_group(options, topic, partition, group, remaining, output_format, encoding)
+        _read_as_group(options, topic, partition, group, remaining, style)
         return
     with options.open(read_only=True) as store:
         partitions = [partition] if partition is not None else range(store.partitions(topic))
@@ -662,14 +700,14 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple
         positions = {}
         for log, start in starts:
             positions[(topic, log.partition)] = start
-            remaining = _print_from(topic, log, positions, remaining, output_format, encoding)
+            remaining = _print_from(topic, log, positions, remaining, style)
         try:
             while follow and remaining > 0:
                 for (_, number), records in sorted(store.fetch(positions, max_bytes=READ_CHUNK_BYTES,
                                                                max_wait_ms=FOLLOW_WAIT_MS).items()):
                     records = records[:remaining]
                     if records:
-                        print_records(topic, number, records, output_format, encoding)
+                        print_records(topic, number, records, style)
                         positions[(topic, number)] = records[-1].offset + 1
                         remaining -= len(records)
         except KeyboardInterrupt:
@@ -689,7 +727,7 @@ def _can_host(follow: bool) -> bool:
 
 
 def _read_as_group(options: StoreOptions, topic: str, partition: int | None, group: str, remaining: int,
-                   output_format: str, encoding: str) -> None:
+                   style: RecordStyle) -> None:
     from .groups import open_admin
     with open_admin(options, read_only=False) as admin:
         starts = admin.start_positions(group, topic, None if partition is None else [partition])
@@ -697,15 +735,14 @@ def _read_as_group(options: StoreOptions, topic: str, partition: int | None, gro
         try:
             for start in starts:
                 remaining = _print_from(topic, admin.store.get_log(topic, start.partition), positions, remaining,
-                                        output_format, encoding)
+                                        style)
         finally:
             # What reached stdout is committed, even when a later record could not be printed.
             admin.commit(group, {(topic, start.partition): positions[(topic, start.partition)]
                                  for start in starts if positions[(topic, start.partition)] != start.offset})
 
 
-def _print_from(topic: str, log, positions: dict[tuple[str, int], int], remaining: int, output_format: str,
-                encoding: str) -> int:
+def _print_from(topic: str, log, positions: dict[tuple[str, int], int], remaining: int, style: RecordStyle) -> int:
     """Print ``log``'s records from ``positions[(topic, partition)]`` on, at most ``remaining``,
     moving the position past each chunk once printed; returns what remains of ``remaining``."""
     key = (topic, log.partition)
@@ -713,7 +750,7 @@ def _print_from(topic: str, log, positions: dict[tuple[str, int], int], remainin
         records = log.read(positions[key], READ_CHUNK_BYTES, min(remaining, READ_CHUNK_RECORDS))
         if not records:
             break
-        print_records(topic, log.partition, records, output_format, encoding)
+        print_records(topic, log.partition, records, style)
         positions[key] = records[-1].offset + 1
         remaining -= len(records)
     return remaining
@@ -865,12 +902,15 @@ def repair(options: StoreOptions, topic: str, partition: int | None, yes: bool) 
 @main.command()
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @click.option("--records", is_flag=True, help="Also print every record of a .log file.")
-def dump(path: str, records: bool) -> None:
+@click.option("--timestamps", type=click.Choice(TIMESTAMP_STYLES), default="ms", show_default=True,
+              help="How timestamps are printed: ms (base_timestamp_ms: N, ms since the epoch) or iso "
+                   "(base_timestamp: 2026-11-29T13:05:01.123Z, ISO 8601 in UTC with milliseconds).")
+def dump(path: str, records: bool, timestamps: str) -> None:
     """Print the content of one file: a segment's .log (batches: position, offsets, count,
     timestamps, size, CRC), .index or .timeindex (entries), or an offset checkpoint file."""
     from logstore.tools.dump import dump_file
 
-    _echo_lines(dump_file(path, records=records))
+    _echo_lines(dump_file(path, records=records, timestamps=timestamps))
 
 
 @main.command()
