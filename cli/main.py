@@ -206,8 +206,8 @@ def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], b
     logs on local disk.
 
     Start with `logstore demo`, or: topics create NAME; append TOPIC VALUE; read TOPIC."""
-    if verbose:
-        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if ctx.invoked_subcommand != "serve":  # a server logs as servers do: its own setup, with timestamps
+        configure_logging(verbose)
     from logstore.config import parse_assignments
 
     given = bool(dirs)
@@ -232,6 +232,64 @@ def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], b
         from logstore.client.store_host import hosted_address  # no server or client loaded for this
         bootstrap = hosted_address(list(dirs))  # the store's lock is held by its host: go through it
     ctx.obj = StoreOptions(list(dirs), parse_assignments(list(settings)), given, bootstrap or None, client_config)
+
+
+# --- logging -------------------------------------------------------------------------------------
+
+
+LOG_PREFIX = "logstore"
+MAX_REMEMBERED_WARNINGS = 1000
+"""How many distinct warning lines ``OneLineWarnings`` remembers to say each once (then it starts over)."""
+
+
+class OneLineWarnings(logging.Handler):
+    """What a library module logs at WARNING and above, as a user of the command line sees it:
+    ``logstore: warning: <message>`` on one line of stderr (the current ``sys.stderr``), never a
+    traceback (the exception's own text is added to the line when the message does not carry it),
+    and each distinct line once per run (a client retrying against a broker that went away repeats
+    the same warning at every heartbeat or poll: the first says it)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self._said: set[str] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+            if record.exc_info and record.exc_info[1] is not None:
+                cause = _one_line(record.exc_info[1])
+                if cause not in text:
+                    text = f"{text}: {cause}"
+            line = f"{LOG_PREFIX}: {record.levelname.lower()}: {' '.join(text.split())}"
+            if line in self._said:
+                return
+            if len(self._said) >= MAX_REMEMBERED_WARNINGS:
+                self._said.clear()
+            self._said.add(line)
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001 - stderr closed or broken: nowhere left to say anything
+            pass
+
+
+def configure_logging(verbose: bool) -> None:
+    """Where log records and Python warnings go for one command. With ``-v``: every record at INFO
+    and above, with its logger's name and any traceback, and Python warnings through logging too.
+    Without: records at WARNING and above through ``OneLineWarnings`` (one line each, no traceback,
+    instead of Python's last-resort handler, which prints the bare message and a traceback), and
+    Python warnings (``warnings.warn``) not shown at all."""
+    import warnings
+
+    root = logging.getLogger()
+    for handler in [handler for handler in root.handlers if isinstance(handler, OneLineWarnings)]:
+        root.removeHandler(handler)  # a command run before in this process (tests, CliRunner)
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        logging.captureWarnings(True)
+        return
+    if not root.handlers:  # else the embedding program (a test's capture) has chosen already
+        root.addHandler(OneLineWarnings())
+    warnings.simplefilter("ignore")
 
 
 # --- topics --------------------------------------------------------------------------------------
