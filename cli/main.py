@@ -14,6 +14,11 @@ The global options (``--dir``, ``--set``, ``--bootstrap-server``, ``--command-co
 also come after the subcommand, as Kafka's tools take ``--bootstrap-server``: ``LogstoreGroup``
 moves them before it unless that subcommand has an option of the same name (``perf``'s ``--dir``).
 ``logstore check`` exits 1 when it finds damage.
+
+Logging (``configure_logging``, at the start of every command but ``serve``, which logs as a server
+with timestamps): without ``-v`` what the libraries log at WARNING and above is one line each on
+stderr, ``logstore: warning: MESSAGE`` (``OneLineWarnings``: no traceback, a repeat once), and Python
+warnings are not shown; with ``-v``, INFO and above with logger names, tracebacks and warnings.
 """
 
 from __future__ import annotations
@@ -197,7 +202,10 @@ def _one_line(exc: BaseException) -> str:
                    "security.protocol, sasl.mechanism, sasl.jaas.config (Kafka's Plain or Scram login module) or "
                    "sasl.username and sasl.password, ssl.truststore.location (PEM) or ssl.ca.location... Java "
                    f"properties syntax, a regular file of at most 1 MiB. Default: ${COMMAND_CONFIG_ENV}.")
-@click.option("-v", "--verbose", is_flag=True, help="Log what the engine does (recovery, repairs) to stderr.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Log what the engine and the client do (recovery, repairs, reconnects) to stderr, with tracebacks "
+                   "and Python warnings. Without it only warnings and errors are logged, one line each (logstore: "
+                   "warning: MESSAGE; a repeat once).")
 @click.version_option(__version__, prog_name="kafka-logstore")
 @click.pass_context
 def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], bootstrap: str | None,

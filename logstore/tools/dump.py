@@ -234,7 +234,8 @@ def _batch_line(entry: BatchEntry, timestamps: str = "ms") -> str:
 
 def _record_line(record: Record, timestamps: str = "ms") -> str:
     headers = ", ".join(f"{key}={_show(value)}" for key, value in record.headers)
-    return (f"| offset: {record.offset} {_stamp('timestamp', record.timestamp_ms, timestamps)} key: {_show(record.key)} "
+    return (f"| offset: {record.offset} {_stamp('timestamp', record.timestamp_ms, timestamps)} "
+            f"key: {_show(record.key)} "
             f"value: {_show(record.value)} headers: [{headers}]")
 
 

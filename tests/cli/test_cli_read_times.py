@@ -125,11 +125,13 @@ def test_other_bad_times_are_usage_errors(store):
 
 
 def test_timestamps_iso_in_jsonl_and_value_output(store):
-    lines = [json.loads(line) for line in ok(run("--dir", store, "read", "t", "-p", "0", "--timestamps", "iso")).splitlines()]
+    printed = ok(run("--dir", store, "read", "t", "-p", "0", "--timestamps", "iso"))
+    lines = [json.loads(line) for line in printed.splitlines()]
     assert [line["timestamp"] for line in lines] == [BASE_ISO, "2026-11-29T13:05:02.000Z", "2026-11-29T13:05:04.000Z"]
     as_ms = [json.loads(line) for line in ok(run("--dir", store, "read", "t", "-p", "0")).splitlines()]
     assert [line["timestamp"] for line in as_ms] == [BASE_MS, BASE_MS + 2000, BASE_MS + 4000]  # the default: ms
-    assert ok(run("--dir", store, "read", "t", "-p", "0", "--timestamps", "ms")) == ok(run("--dir", store, "read", "t", "-p", "0"))
+    assert ok(run("--dir", store, "read", "t", "-p", "0", "--timestamps", "ms")) == \
+        ok(run("--dir", store, "read", "t", "-p", "0"))
     # value: a timestamp column only when asked for
     assert ok(run("--dir", store, "read", "t", "-p", "1", "--format", "value")) == "s1\ns3\n"
     assert ok(run("--dir", store, "read", "t", "-p", "1", "--format", "value", "--timestamps", "iso")) == \
