@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-OneLineWarnings = None
+from logstore.cli.main import OneLineWarnings
 
 
 def cli(*args: str, input: str = "") -> subprocess.CompletedProcess:
