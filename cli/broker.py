@@ -13,7 +13,7 @@ import click
 
 from .lazy import DeferredCommand
 from .options import echo_json, format_option
-from .records_io import InputRecord, check_against_topic, print_records
+from .records_io import InputRecord, RecordStyle, check_against_topic, print_records
 
 if TYPE_CHECKING:
     from logstore.client.admin import BrokerAdmin
@@ -58,7 +58,7 @@ def append(options, topic: str, entries: Sequence[InputRecord], batch_size: int,
             on_appended(partition, info)
 
 
-def read(options, topic: str, output_format: str, encoding: str, **how) -> None:
+def read(options, topic: str, style: RecordStyle, **how) -> None:
     """``logstore read`` from a broker: each chunk printed as it comes; Ctrl-C ends a ``--follow``
     (the reader is closed here, so that a commit it could not make is reported, not lost)."""
     from logstore.client.tools import read_chunks
@@ -67,7 +67,7 @@ def read(options, topic: str, output_format: str, encoding: str, **how) -> None:
         with contextlib.closing(read_chunks(options.bootstrap, topic, client_config=options.client_config,
                                             **how)) as chunks:
             for partition, records in chunks:
-                print_records(topic, partition, records, output_format, encoding)
+                print_records(topic, partition, records, style)
     except KeyboardInterrupt:
         pass  # the way to end --follow: not an error
 

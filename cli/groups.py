@@ -108,8 +108,9 @@ def groups_describe(options, group: str, output_format: str, as_json: bool) -> N
 @click.option("--to-offset", type=click.IntRange(min=0), metavar="N",
               help="To offset N (moved into [log start, log end]).")
 @click.option("--to-datetime", metavar="ISO",
-              help="To the first record at or after this time, e.g. 2024-05-01T12:00:00.000+00:00 (no zone: "
-                   "local time); the log end if there is none.")
+              help="To the first record at or after this time (ISO 8601, as read --from-datetime takes it: "
+                   "2024-05-01, 2024-05-01T12:00:00.000Z, ...+02:00; no offset: this machine's local time, as "
+                   "kafka-consumer-groups reads it); the log end if there is none.")
 @click.option("--shift-by", type=int, metavar="N",
               help="By N from the committed offset (negative: back), moved into [log start, log end].")
 @click.option("--execute", is_flag=True, help="Commit the new offsets (without it: only print the plan).")
@@ -134,7 +135,10 @@ def groups_reset_offsets(options, group: str, topics: tuple[str, ...], to_earlie
                                "--shift-by")
     (mode, value), = chosen
     if mode == "to-datetime":
-        value = parse_datetime_ms(value)
+        try:
+            value = parse_datetime_ms(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--to-datetime'") from None
     wanted: dict[str, list[int] | None] = {}
     for spec in topics:
         topic, partitions = parse_topic_partitions(spec)

@@ -14,6 +14,11 @@ The global options (``--dir``, ``--set``, ``--bootstrap-server``, ``--command-co
 also come after the subcommand, as Kafka's tools take ``--bootstrap-server``: ``LogstoreGroup``
 moves them before it unless that subcommand has an option of the same name (``perf``'s ``--dir``).
 ``logstore check`` exits 1 when it finds damage.
+
+Logging (``configure_logging``, at the start of every command but ``serve``, which logs as a server
+with timestamps): without ``-v`` what the libraries log at WARNING and above is one line each on
+stderr, ``logstore: warning: MESSAGE`` (``OneLineWarnings``: no traceback, a repeat once), and Python
+warnings are not shown; with ``-v``, INFO and above with logger names, tracebacks and warnings.
 """
 
 from __future__ import annotations
@@ -41,8 +46,9 @@ from logstore.errors import LogStoreError
 from .lazy import DeferredCommand
 from .options import (COMMAND_CONFIG_ENV, JSON_ALIAS, StoreOptions, chosen_format, echo_json, format_option,
                       one_topic)
-from .records_io import (ENCODINGS, INPUT_FORMATS, OUTPUT_FORMATS, InputRecord, RecordDefaults, argument_bytes,
-                         check_against_topic, key_separator_of, parse_header_options, parse_input, print_records)
+from .records_io import (ENCODINGS, INPUT_FORMATS, OUTPUT_FORMATS, InputRecord, RecordDefaults, RecordStyle,
+                         argument_bytes, check_against_topic, key_separator_of, parse_header_options, parse_input,
+                         print_records)
 
 logger = logging.getLogger(__name__)
 
@@ -197,7 +203,10 @@ def _one_line(exc: BaseException) -> str:
                    "security.protocol, sasl.mechanism, sasl.jaas.config (Kafka's Plain or Scram login module) or "
                    "sasl.username and sasl.password, ssl.truststore.location (PEM) or ssl.ca.location... Java "
                    f"properties syntax, a regular file of at most 1 MiB. Default: ${COMMAND_CONFIG_ENV}.")
-@click.option("-v", "--verbose", is_flag=True, help="Log what the engine does (recovery, repairs) to stderr.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Log what the engine and the client do (recovery, repairs, reconnects) to stderr, with tracebacks "
+                   "and Python warnings. Without it only warnings and errors are logged, one line each (logstore: "
+                   "warning: MESSAGE; a repeat once).")
 @click.version_option(__version__, prog_name="kafka-logstore")
 @click.pass_context
 def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], bootstrap: str | None,
@@ -206,8 +215,8 @@ def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], b
     logs on local disk.
 
     Start with `logstore demo`, or: topics create NAME; append TOPIC VALUE; read TOPIC."""
-    if verbose:
-        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if ctx.invoked_subcommand != "serve":  # a server logs as servers do: its own setup, with timestamps
+        configure_logging(verbose)
     from logstore.config import parse_assignments
 
     given = bool(dirs)
@@ -232,6 +241,64 @@ def main(ctx: click.Context, dirs: tuple[str, ...], settings: tuple[str, ...], b
         from logstore.client.store_host import hosted_address  # no server or client loaded for this
         bootstrap = hosted_address(list(dirs))  # the store's lock is held by its host: go through it
     ctx.obj = StoreOptions(list(dirs), parse_assignments(list(settings)), given, bootstrap or None, client_config)
+
+
+# --- logging -------------------------------------------------------------------------------------
+
+
+LOG_PREFIX = "logstore"
+MAX_REMEMBERED_WARNINGS = 1000
+"""How many distinct warning lines ``OneLineWarnings`` remembers to say each once (then it starts over)."""
+
+
+class OneLineWarnings(logging.Handler):
+    """What a library module logs at WARNING and above, as a user of the command line sees it:
+    ``logstore: warning: <message>`` on one line of stderr (the current ``sys.stderr``), never a
+    traceback (the exception's own text is added to the line when the message does not carry it),
+    and each distinct line once per run (a client retrying against a broker that went away repeats
+    the same warning at every heartbeat or poll: the first says it)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self._said: set[str] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+            if record.exc_info and record.exc_info[1] is not None:
+                cause = _one_line(record.exc_info[1])
+                if cause not in text:
+                    text = f"{text}: {cause}"
+            line = f"{LOG_PREFIX}: {record.levelname.lower()}: {' '.join(text.split())}"
+            if line in self._said:
+                return
+            if len(self._said) >= MAX_REMEMBERED_WARNINGS:
+                self._said.clear()
+            self._said.add(line)
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001 - stderr closed or broken: nowhere left to say anything
+            pass
+
+
+def configure_logging(verbose: bool) -> None:
+    """Where log records and Python warnings go for one command. With ``-v``: every record at INFO
+    and above, with its logger's name and any traceback, and Python warnings through logging too.
+    Without: records at WARNING and above through ``OneLineWarnings`` (one line each, no traceback,
+    instead of Python's last-resort handler, which prints the bare message and a traceback), and
+    Python warnings (``warnings.warn``) not shown at all."""
+    import warnings
+
+    root = logging.getLogger()
+    for handler in [handler for handler in root.handlers if isinstance(handler, OneLineWarnings)]:
+        root.removeHandler(handler)  # a command run before in this process (tests, CliRunner)
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        logging.captureWarnings(True)
+        return
+    if not root.handlers:  # else the embedding program (a test's capture) has chosen already
+        root.addHandler(OneLineWarnings())
+    warnings.simplefilter("ignore")
 
 
 # --- topics --------------------------------------------------------------------------------------
@@ -641,6 +708,26 @@ class StartOffset(click.ParamType):
         return ("from_end", -number) if number < 0 else ("at", number)
 
 
+class IsoDateTime(click.ParamType):
+    """An ISO 8601 date or date and time (``logstore.clock.parse_iso_ms``: without an offset, the
+    machine's local time), converted to ms since the epoch; anything else is a usage error naming
+    the value."""
+
+    name = "ISO"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        from logstore.clock import parse_iso_ms
+        try:
+            return parse_iso_ms(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+TIMESTAMP_STYLES = ("ms", "iso")
+
+
 @main.command()
 @click.argument("topic")
 @click.option("--partition", "-p", type=click.IntRange(min=0), help="Read only this partition (default: all).")
@@ -650,13 +737,26 @@ class StartOffset(click.ParamType):
 @click.option("--from-beginning", is_flag=True, help="Start at the log start offset (the default).")
 @click.option("--from-timestamp", "from_timestamp_ms", type=click.IntRange(min=0), metavar="MS",
               help="Start at the first record whose timestamp is >= MS (ms since the epoch).")
+@click.option("--from-datetime", "from_datetime_ms", type=IsoDateTime(),
+              help="Start each partition at its first record whose timestamp is at or after this time (its log "
+                   "end if none is), as --from-timestamp does: an ISO 8601 date (2026-11-29: its midnight) or "
+                   "date and time (2026-11-29T13:05, 2026-11-29T13:05:01.123Z, 2026-11-29T14:05:01+01:00). Without "
+                   "Z or an offset it is this machine's local time, as kafka-consumer-groups reads --to-datetime "
+                   "(TZ= sets the zone).")
 @click.option("--max-records", type=click.IntRange(min=1), help="Stop after this many records in all.")
 @click.option("--follow", "-f", is_flag=True,
               help="Keep printing new records as they are appended (by any process) until interrupted (Ctrl-C).")
-@click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default="jsonl", show_default=True)
+@click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default="jsonl", show_default=True,
+              help="jsonl: one JSON object per record (topic, partition, offset, timestamp, key, value, headers); "
+                   "value: the value only, one per line (with --timestamps, after its timestamp and a tab).")
 @click.option("--encoding", type=click.Choice(ENCODINGS), default="utf8", show_default=True,
               help="How keys, values and header values are printed. utf8 refuses bytes that are not UTF-8 "
                    "in jsonl output (use base64 for binary data); value output prints the bytes as stored.")
+@click.option("--timestamps", type=click.Choice(TIMESTAMP_STYLES), default=None,
+              help="How record timestamps are printed: ms (ms since the epoch, jsonl's default) or iso (ISO 8601 "
+                   "in UTC with milliseconds, 2026-11-29T13:05:01.123Z; jsonl's timestamp becomes that string). "
+                   "With --format value, a timestamp column (then a tab) comes before each value only when this "
+                   "is given.")
 @click.option("--group", "-g", metavar="GROUP",
               help="Read as consumer group GROUP: start at its committed offsets (the log start where it has "
                    "none), then commit the offsets after the records printed. Without --partition, as a member "
@@ -667,13 +767,17 @@ class StartOffset(click.ParamType):
                    "has members.")
 @click.pass_obj
 def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple[str, int] | None,
-         from_beginning: bool, from_timestamp_ms: int | None, max_records: int | None, follow: bool,
-         output_format: str, encoding: str, group: str | None) -> None:
+         from_beginning: bool, from_timestamp_ms: int | None, from_datetime_ms: int | None,
+         max_records: int | None, follow: bool, output_format: str, encoding: str, timestamps: str | None,
+         group: str | None) -> None:
     """Print the records of TOPIC (read-only: works while another process writes). With --follow,
     then wait for new records and print them as they arrive, like tail -f (no polling: the store's
     files are watched). With --group, continue where the group's last read stopped."""
-    if sum((offset is not None, from_beginning, from_timestamp_ms is not None)) > 1:
-        raise click.UsageError("give at most one of --offset, --from-beginning, --from-timestamp")
+    if sum((offset is not None, from_beginning, from_timestamp_ms is not None, from_datetime_ms is not None)) > 1:
+        raise click.UsageError("give at most one of --offset, --from-beginning, --from-timestamp, --from-datetime")
+    if from_datetime_ms is not None:
+        from_timestamp_ms = from_datetime_ms
+    style = RecordStyle(output_format, encoding, timestamps)
     from_end = offset[1] if offset is not None and offset[0] == "from_end" else None
     if offset is not None and offset[0] == "beginning":
         offset, from_beginning = None, True
@@ -684,7 +788,7 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple
     if group is not None:
         if offset is not None or from_end is not None or from_beginning or from_timestamp_ms is not None:
             raise click.UsageError("--group starts at the group's committed offsets: it takes no --offset, "
-                                   "--from-beginning or --from-timestamp")
+                                   "--from-beginning, --from-timestamp or --from-datetime")
         if follow and not options.bootstrap and partition is not None:
             # It commits without joining, so it holds the store's lock, and while it did nothing
             # else could append: a follower would wait for records that cannot come.
@@ -696,7 +800,7 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if options.bootstrap:
         from . import broker
-        return broker.read(options, topic, output_format, encoding, partition=partition, offset=offset,
+        return broker.read(options, topic, style, partition=partition, offset=offset,
                            from_timestamp_ms=from_timestamp_ms, from_end=from_end, follow=follow, group=group,
                            max_records=max_records)
     if group is not None and partition is None and _can_host(follow):
@@ -705,12 +809,12 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple
             with contextlib.closing(read_group_on_store(options.dirs, options.settings, topic, group, follow=follow,
                                                         max_records=max_records)) as chunks:
                 for number, records in chunks:
-                    print_records(topic, number, records, output_format, encoding)
+                    print_records(topic, number, records, style)
         except KeyboardInterrupt:
             pass  # the way to end --follow: not an error
         return
     if group is not None:
-        _read_as_group(options, topic, partition, group, remaining, output_format, encoding)
+        _read_as_group(options, topic, partition, group, remaining, style)
         return
     with options.open(read_only=True) as store:
         partitions = [partition] if partition is not None else range(store.partitions(topic))
@@ -729,14 +833,14 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple
         positions = {}
         for log, start in starts:
             positions[(topic, log.partition)] = start
-            remaining = _print_from(topic, log, positions, remaining, output_format, encoding)
+            remaining = _print_from(topic, log, positions, remaining, style)
         try:
             while follow and remaining > 0:
                 for (_, number), records in sorted(store.fetch(positions, max_bytes=READ_CHUNK_BYTES,
                                                                max_wait_ms=FOLLOW_WAIT_MS).items()):
                     records = records[:remaining]
                     if records:
-                        print_records(topic, number, records, output_format, encoding)
+                        print_records(topic, number, records, style)
                         positions[(topic, number)] = records[-1].offset + 1
                         remaining -= len(records)
         except KeyboardInterrupt:
@@ -756,7 +860,7 @@ def _can_host(follow: bool) -> bool:
 
 
 def _read_as_group(options: StoreOptions, topic: str, partition: int | None, group: str, remaining: int,
-                   output_format: str, encoding: str) -> None:
+                   style: RecordStyle) -> None:
     from .groups import open_admin
     with open_admin(options, read_only=False) as admin:
         starts = admin.start_positions(group, topic, None if partition is None else [partition])
@@ -764,15 +868,14 @@ def _read_as_group(options: StoreOptions, topic: str, partition: int | None, gro
         try:
             for start in starts:
                 remaining = _print_from(topic, admin.store.get_log(topic, start.partition), positions, remaining,
-                                        output_format, encoding)
+                                        style)
         finally:
             # What reached stdout is committed, even when a later record could not be printed.
             admin.commit(group, {(topic, start.partition): positions[(topic, start.partition)]
                                  for start in starts if positions[(topic, start.partition)] != start.offset})
 
 
-def _print_from(topic: str, log, positions: dict[tuple[str, int], int], remaining: int, output_format: str,
-                encoding: str) -> int:
+def _print_from(topic: str, log, positions: dict[tuple[str, int], int], remaining: int, style: RecordStyle) -> int:
     """Print ``log``'s records from ``positions[(topic, partition)]`` on, at most ``remaining``,
     moving the position past each chunk once printed; returns what remains of ``remaining``."""
     key = (topic, log.partition)
@@ -780,7 +883,7 @@ def _print_from(topic: str, log, positions: dict[tuple[str, int], int], remainin
         records = log.read(positions[key], READ_CHUNK_BYTES, min(remaining, READ_CHUNK_RECORDS))
         if not records:
             break
-        print_records(topic, log.partition, records, output_format, encoding)
+        print_records(topic, log.partition, records, style)
         positions[key] = records[-1].offset + 1
         remaining -= len(records)
     return remaining
@@ -967,7 +1070,10 @@ def repair(options: StoreOptions, topic: str, partition: int | None, yes: bool, 
                'or unreadable end); for an index, "entries" and "trailing_bytes"; for a checkpoint, "version", '
                '"entries" ({"topic", "partition", "offset"}), "damaged_copies" and "error".',
                help_text="kafka-dump-log-like lines")
-def dump(path: str, records: bool, output_format: str) -> None:
+@click.option("--timestamps", type=click.Choice(TIMESTAMP_STYLES), default="ms", show_default=True,
+              help="How timestamps are printed: ms (base_timestamp_ms: N, ms since the epoch) or iso "
+                   "(base_timestamp: 2026-11-29T13:05:01.123Z, ISO 8601 in UTC with milliseconds).")
+def dump(path: str, records: bool, output_format: str, timestamps: str) -> None:
     """Print the content of one file: a segment's .log (batches: position, offsets, count,
     timestamps, size, CRC), .index or .timeindex (entries), or an offset checkpoint file."""
     if output_format == "json":
@@ -976,7 +1082,7 @@ def dump(path: str, records: bool, output_format: str) -> None:
         return
     from logstore.tools.dump import dump_file
 
-    _echo_lines(dump_file(path, records=records))
+    _echo_lines(dump_file(path, records=records, timestamps=timestamps))
 
 
 @main.command()

@@ -43,7 +43,8 @@ def _partition_list(text: str | None) -> list[int] | None:
               metavar="earliest|latest|max-timestamp|MS|ISO",
               help="Which offset: the log start (earliest, -2), the log end (latest, -1), the first record with the "
                    "largest timestamp (max-timestamp, -3: KIP-734), or the first record whose timestamp is at or "
-                   "after a time, in ms since the epoch or ISO 8601 (UTC unless it says).")
+                   "after a time, in ms since the epoch or ISO 8601 (2026-11-29, 2026-11-29T13:05:01.123Z, "
+                   "...+01:00; without an offset: this machine's local time, as read --from-datetime).")
 @click.option("--partitions", "partitions_text", metavar="0,2,5-7", help="Only these partitions (default: all).")
 @click.option("--partition", "-p", "partition", type=click.IntRange(min=0), help="Only this partition.")
 @click.option("--exclude-internal-topics", is_flag=True,

@@ -24,7 +24,11 @@ Output (``read``):
   header value that is not valid UTF-8 is an error that suggests ``--encoding base64`` (never a
   silent replacement).
 - ``value``: the value only, one per line: its bytes as stored (``utf8``) or base64; ``null`` for a
-  tombstone.
+  tombstone. With ``--timestamps`` given, each line starts with the record's timestamp and a tab.
+
+``--timestamps`` (``RecordStyle.timestamps``): ``ms`` (ms since the epoch, jsonl's default) or ``iso``
+(ISO 8601 UTC with milliseconds, ``2026-11-29T13:05:01.123Z``: a string in jsonl; a record without a
+timestamp, -1, is null in jsonl and ``-`` in the value column).
 
 Every parse error is a ``ValueError`` whose message names the line number.
 """
@@ -243,27 +247,55 @@ def _kind(value: Any) -> str:
 # --- output --------------------------------------------------------------------------------------
 
 
-def format_jsonl(topic: str, partition: int, record: Record, encoding: str) -> bytes:
+@dataclass(frozen=True)
+class RecordStyle:
+    """How ``read`` prints records: ``output_format`` (jsonl or value), ``encoding`` of keys, values
+    and header values, and ``timestamps`` (None: not asked, ms in jsonl and no column in value;
+    ``ms``; ``iso``)."""
+
+    output_format: str = "jsonl"
+    encoding: str = "utf8"
+    timestamps: str | None = None
+
+
+def shown_timestamp(timestamp_ms: int, timestamps: str | None) -> int | str | None:
+    """A record's timestamp as ``--timestamps`` shows it: the number, or ISO 8601 UTC text (None
+    for a record without one, -1)."""
+    if timestamps != "iso":
+        return timestamp_ms
+    if timestamp_ms < 0:
+        return None
+    from logstore.clock import format_iso_ms
+    return format_iso_ms(timestamp_ms)
+
+
+def format_jsonl(topic: str, partition: int, record: Record, encoding: str, timestamps: str | None = None) -> bytes:
     """One JSON line for ``record`` (with its newline)."""
     where = f"record at offset {record.offset} of {topic}-{partition}"
     headers: Any = [[name, _encode_field(value, encoding, where, f"header {name!r}")]
                     for name, value in record.headers]
     if len({name for name, _value in headers}) == len(headers):
         headers = dict(headers)
-    obj = {"topic": topic, "partition": partition, "offset": record.offset, "timestamp": record.timestamp_ms,
+    obj = {"topic": topic, "partition": partition, "offset": record.offset,
+           "timestamp": shown_timestamp(record.timestamp_ms, timestamps),
            "key": _encode_field(record.key, encoding, where, "key"),
            "value": _encode_field(record.value, encoding, where, "value"), "headers": headers}
     return json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n"
 
 
-def format_value(record: Record, encoding: str) -> bytes:
+def format_value(record: Record, encoding: str, timestamps: str | None = None) -> bytes:
     """The value of ``record`` on a line of its own: raw bytes (utf8) or base64; ``null`` for a
-    tombstone."""
+    tombstone. With ``timestamps`` (ms or iso), after the record's timestamp and a tab."""
     if record.value is None:
-        return b"null\n"
-    if encoding == "base64":
-        return base64.b64encode(record.value) + b"\n"
-    return record.value + b"\n"
+        line = b"null\n"
+    elif encoding == "base64":
+        line = base64.b64encode(record.value) + b"\n"
+    else:
+        line = record.value + b"\n"
+    if timestamps is None:
+        return line
+    shown = shown_timestamp(record.timestamp_ms, timestamps)
+    return ("-" if shown is None else str(shown)).encode("ascii") + b"\t" + line
 
 
 def _encode_field(data: bytes | None, encoding: str, where: str, what: str) -> str | None:
@@ -307,11 +339,11 @@ def _where(entry: InputRecord) -> str:
     return f"line {entry.line_number}" if entry.line_number else "the record"
 
 
-def print_records(topic: str, partition: int, records: list[Record], output_format: str, encoding: str) -> None:
-    """Print ``records`` of ``topic``/``partition`` in ``output_format`` (one write, then a flush)."""
-    if output_format == "jsonl":
-        lines = [format_jsonl(topic, partition, record, encoding) for record in records]
+def print_records(topic: str, partition: int, records: list[Record], style: RecordStyle) -> None:
+    """Print ``records`` of ``topic``/``partition`` as ``style`` says (one write, then a flush)."""
+    if style.output_format == "jsonl":
+        lines = [format_jsonl(topic, partition, record, style.encoding, style.timestamps) for record in records]
     else:
-        lines = [format_value(record, encoding) for record in records]
+        lines = [format_value(record, style.encoding, style.timestamps) for record in records]
     click.echo(b"".join(lines), nl=False)
     sys.stdout.flush()

@@ -27,10 +27,10 @@ planning work; every write needs the store to itself.
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..clock import parse_iso_ms
 from ..errors import LogStoreError, RequestError, UnknownTopicOrPartitionError
 from ..manager.log_manager import LogManager
 from . import errors
@@ -124,15 +124,10 @@ def parse_topic_partitions(spec: str) -> tuple[str, list[int] | None]:
 
 
 def parse_datetime_ms(text: str) -> int:
-    """An ISO 8601 date and time (``2024-05-01T12:00:00``, ``...T12:00:00.250+02:00``, ``...Z``) in
-    ms since the epoch. Without a zone it is local time, as Kafka's tool reads it."""
-    try:
-        moment = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"not an ISO 8601 date and time (e.g. 2024-05-01T12:00:00.000+00:00): {text!r}") from None
-    if moment.tzinfo is None:
-        moment = moment.astimezone()  # the machine's zone, DST included
-    return int(moment.timestamp() * 1000)
+    """An ISO 8601 date, or date and time (``2024-05-01T12:00:00``, ``...T12:00:00.250+02:00``,
+    ``...Z``) in ms since the epoch (``logstore.clock.parse_iso_ms``). Without a zone it is local
+    time, as Kafka's tool reads it."""
+    return parse_iso_ms(text)
 
 
 class GroupAdmin:

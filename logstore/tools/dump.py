@@ -9,7 +9,9 @@ Owns:
   bytes end inside a batch: an interrupted append, which recovery cuts; shown, never raised).
 - ``read_index_file``: the entries of a ``.index`` or ``.timeindex`` file with absolute offsets.
 - ``dump_file``: human-readable lines for a ``.log`` (optionally every record), ``.index``,
-  ``.timeindex`` or offset checkpoint file. The file type comes from the file name.
+  ``.timeindex`` or offset checkpoint file. The file type comes from the file name. Timestamps are
+  ``NAME_ms: N`` (ms since the epoch), or with ``timestamps="iso"`` ``NAME: 2026-11-29T13:05:01.123Z``
+  (UTC, ``logstore.clock.format_iso_ms``).
 - ``dump_document``: the same as one JSON-ready document (``logstore dump --format json``).
 
 It only reads. Files renamed with a status suffix (``.deleted``, ``.cleaned``, ``.swap``) are dumped
@@ -24,6 +26,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterator
 
+from ..clock import format_iso_ms
 from ..errors import CorruptCheckpointError, CorruptRecordError
 from ..fs import OS_FILE_SYSTEM, FileSystem
 from ..log.checkpoint import (CLEANER_OFFSET_CHECKPOINT, DAMAGED_SUFFIX, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
@@ -160,22 +163,36 @@ def read_index_file(path: str, kind: str, base_offset: int, fs: FileSystem = OS_
 # --- dumping -------------------------------------------------------------------------------------
 
 
-def dump_file(path: str, records: bool = False, fs: FileSystem = OS_FILE_SYSTEM) -> Iterator[str]:
+def dump_file(path: str, records: bool = False, fs: FileSystem = OS_FILE_SYSTEM,
+              timestamps: str = "ms") -> Iterator[str]:
     """Human-readable lines describing the file at ``path`` (its kind comes from its name). With
-    ``records``, a ``.log`` dump also shows every record of every valid batch."""
+    ``records``, a ``.log`` dump also shows every record of every valid batch. ``timestamps``:
+    ``ms`` (``timestamp_ms: N``) or ``iso`` (``timestamp: ISO 8601 UTC``)."""
+    if timestamps not in TIMESTAMP_STYLES:
+        raise ValueError(f"timestamps must be one of {', '.join(TIMESTAMP_STYLES)}, got {timestamps!r}")
     if fs.exists(path) and not fs.is_file(path):  # a FIFO would block the read forever
         raise ValueError(f"{path} is not a regular file (a directory, FIFO, socket or device): "
                          "only the store's own files can be dumped")
     kind = file_kind(path)
     if kind == LOG_FILE:
-        yield from _dump_log(path, records, fs)
+        yield from _dump_log(path, records, fs, timestamps)
     elif kind == CHECKPOINT_FILE:
         yield from _dump_checkpoint(path, fs)
     else:
-        yield from _dump_index(path, kind, fs)
+        yield from _dump_index(path, kind, fs, timestamps)
 
 
-def _dump_log(path: str, records: bool, fs: FileSystem) -> Iterator[str]:
+TIMESTAMP_STYLES = ("ms", "iso")
+
+
+def _stamp(name: str, timestamp_ms: int, timestamps: str) -> str:
+    """``NAME_ms: N``, or ``NAME: ISO`` (a negative one, no timestamp, stays a number)."""
+    if timestamps == "iso" and timestamp_ms >= 0:
+        return f"{name}: {format_iso_ms(timestamp_ms)}"
+    return f"{name}_ms: {timestamp_ms}"
+
+
+def _dump_log(path: str, records: bool, fs: FileSystem, timestamps: str) -> Iterator[str]:
     size_bytes = fs.path_size(path)
     base = base_offset_of(path)
     yield f"Dumping {path}: log segment, base offset {base if base is not None else 'unknown'}, {size_bytes} bytes"
@@ -186,11 +203,11 @@ def _dump_log(path: str, records: bool, fs: FileSystem) -> Iterator[str]:
             tail = entry
             break
         batches += 1
-        yield _batch_line(entry)
+        yield _batch_line(entry, timestamps)
         if entry.ok:
             record_count += entry.header.record_count
             if records:
-                yield from (_record_line(record) for record in entry.batch.records())
+                yield from (_record_line(record, timestamps) for record in entry.batch.records())
         else:
             corrupt += 1
     summary = f"Summary: {batches} batches ({corrupt} corrupt), {record_count} records in valid batches"
@@ -206,20 +223,21 @@ def _dump_log(path: str, records: bool, fs: FileSystem) -> Iterator[str]:
         yield summary + f", {tail.size_bytes} unreadable bytes from position {tail.position}"
 
 
-def _batch_line(entry: BatchEntry) -> str:
+def _batch_line(entry: BatchEntry, timestamps: str = "ms") -> str:
     header = entry.header
     compression = CODEC_NAMES.get(header.attributes & COMPRESSION_MASK, "unknown")
     timestamp_type = "LogAppendTime" if header.attributes & TIMESTAMP_TYPE_LOG_APPEND else "CreateTime"
     crc = "ok" if entry.ok else f"BAD ({entry.error})"
     return (f"position: {entry.position} base_offset: {header.base_offset} last_offset: {header.last_offset} "
-            f"count: {header.record_count} base_timestamp_ms: {header.base_timestamp} "
-            f"max_timestamp_ms: {header.max_timestamp} size_bytes: {header.size_bytes} "
+            f"count: {header.record_count} {_stamp('base_timestamp', header.base_timestamp, timestamps)} "
+            f"{_stamp('max_timestamp', header.max_timestamp, timestamps)} size_bytes: {header.size_bytes} "
             f"compression: {compression} timestamp_type: {timestamp_type} crc: {header.crc:#010x} {crc}")
 
 
-def _record_line(record: Record) -> str:
+def _record_line(record: Record, timestamps: str = "ms") -> str:
     headers = ", ".join(f"{key}={_show(value)}" for key, value in record.headers)
-    return (f"| offset: {record.offset} timestamp_ms: {record.timestamp_ms} key: {_show(record.key)} "
+    return (f"| offset: {record.offset} {_stamp('timestamp', record.timestamp_ms, timestamps)} "
+            f"key: {_show(record.key)} "
             f"value: {_show(record.value)} headers: [{headers}]")
 
 
@@ -228,7 +246,7 @@ def _show(data: bytes | None) -> str:
     return "null" if data is None else repr(bytes(data))
 
 
-def _dump_index(path: str, kind: str, fs: FileSystem) -> Iterator[str]:
+def _dump_index(path: str, kind: str, fs: FileSystem, timestamps: str) -> Iterator[str]:
     base = base_offset_of(path)
     entries, partial_bytes = read_index_file(path, kind, base or 0, fs)
     size_bytes = fs.path_size(path)
@@ -241,7 +259,7 @@ def _dump_index(path: str, kind: str, fs: FileSystem) -> Iterator[str]:
         if kind == OFFSET_INDEX_FILE:
             yield f"entry: {slot} offset: {entry[0]} position: {entry[1]}"
         else:
-            yield f"entry: {slot} timestamp_ms: {entry[0]} offset: {entry[1]}"
+            yield f"entry: {slot} {_stamp('timestamp', entry[0], timestamps)} offset: {entry[1]}"
     if partial_bytes:
         yield f"trailing {partial_bytes} bytes do not make a whole entry (a damaged index; it is rebuilt on open)"
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Iterable, Mapping, Sequence
 
+from ..clock import parse_iso_ms
 from ..manager.log_manager import LogManager
 from ..manager.topics import is_internal_topic
 
@@ -52,8 +52,9 @@ class PartitionOffset:
 
 def parse_time(text: str) -> int:
     """``--time``: ``earliest`` (-2), ``latest`` (-1), ``max-timestamp`` (-3), ms since the epoch
-    (-1, -2 and -3 as Kafka's tool takes them), or an ISO 8601 date and time (UTC unless it names
-    its offset)."""
+    (-1, -2 and -3 as Kafka's tool takes them), or an ISO 8601 date and time
+    (``logstore.clock.parse_iso_ms``: local time unless it names its offset, as every time of the
+    command line)."""
     word = text.strip().lower()
     if word in TIME_NAMES:
         return TIME_NAMES[word]
@@ -67,16 +68,12 @@ def parse_time(text: str) -> int:
                              "-3 max-timestamp)")
         return number
     try:
-        when = datetime.fromisoformat(text.strip())
-    except ValueError:
+        return parse_iso_ms(text)
+    except ValueError as exc:
+        if "before 1970" in str(exc):
+            raise ValueError(f"--time {exc}") from None
         raise ValueError(f"--time {text!r} is not earliest, latest, max-timestamp, ms since the epoch or an "
-                         "ISO 8601 date (2024-05-01T12:00:00Z)") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    millis = int(when.timestamp() * 1000)
-    if millis < 0:
-        raise ValueError(f"--time {text!r} is before 1970")
-    return millis
+                         "ISO 8601 date and time (2024-05-01T12:00:00Z)") from None
 
 
 def select_partitions(counts: Mapping[str, int], partitions: Sequence[int] | None) -> list[tuple[str, int]]:

@@ -212,7 +212,8 @@ def test_reset_offsets_refusals_are_one_line(empty_group):
     one_line_error(run(empty_group, *reset, "t:5", "--to-earliest"), "no partition 5")
     one_line_error(run(empty_group, *reset, "t:x", "--to-earliest"), "t:x")
     one_line_error(run(empty_group, *reset, "nope", "--to-earliest"), "nope")
-    one_line_error(run(empty_group, *reset, "t", "--to-datetime", "yesterday"), "ISO 8601")
+    one_line_error(run(empty_group, *reset, "t", "--to-datetime", "yesterday"), "--to-datetime", "yesterday", "ISO 8601",
+                   exit_code=2)
     one_line_error(run(empty_group, "groups", "reset-offsets", "other", "--topic", "t", "--shift-by", 1),
                    "cannot shift t-0", "no committed offset")
     assert committed(empty_group) == {("t", 0): 4, ("t", 1): 7}
