@@ -20,7 +20,6 @@ default and whether it can change at run time (docs/configuration.md is generate
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -295,6 +294,8 @@ def check_setting(key: str, value: Any) -> None:
     elif key in MANAGER_KEYS:
         ManagerConfig.from_broker_properties({key: value})
     else:
+        import difflib  # only for a misspelt key: serve's start-up does not pay for it
+
         close = difflib.get_close_matches(key, known_keys(), n=1)
         raise InvalidConfigError(f"unknown setting {key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
 
@@ -335,6 +336,8 @@ def environment_settings(environ: Mapping[str, str]) -> tuple[dict[str, str], li
         key = by_variable.get(variable)
         if key is None:
             if variable[len(ENV_PREFIX):].split("_")[0] in families:
+                import difflib  # only for a misspelt variable
+
                 close = difflib.get_close_matches(variable, by_variable, n=1)
                 warnings.append(f"${variable} is not a setting: ignored" + (f" (did you mean ${close[0]}?)"
                                                                             if close else ""))

@@ -27,16 +27,28 @@ other decompression failure raises ``CorruptMessageError`` (2).
 
 from __future__ import annotations
 
+import importlib.util
 import struct
 import threading
 import zlib
 
 from .batch import CorruptMessageError, MessageTooLargeError, UnsupportedCompressionError
 
-try:
-    import cramjam
-except ImportError:  # the server still works, with gzip only
-    cramjam = None
+
+class _CramjamOnFirstUse:
+    """Stands for the cramjam module until a batch needs it: importing it costs `logstore serve`'s
+    start-up several milliseconds, and most stores never see a snappy, lz4 or zstd batch."""
+
+    def __getattr__(self, name: str):
+        global cramjam
+        import cramjam as module
+
+        cramjam = module
+        return getattr(module, name)
+
+
+# The server still works without cramjam, with gzip only.
+cramjam = _CramjamOnFirstUse() if importlib.util.find_spec("cramjam") is not None else None
 
 CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD = range(5)
 CODEC_NAMES = {CODEC_NONE: "none", CODEC_GZIP: "gzip", CODEC_SNAPPY: "snappy", CODEC_LZ4: "lz4",
