@@ -234,22 +234,36 @@ class PageRun:
         command = first.split("#", 1)[0].strip().removeprefix("$ ")
         assert command.endswith("&") and " serve" in command, f"{block.where}: a serve block starts `logstore ... serve ... &`"
         words = shlex.split(command[:-1])
-        shown = None
-        if "--listen" in words:
-            at = words.index("--listen")
-            shown = words[at + 1]
-            words[at + 1] = "127.0.0.1:0"
-        else:
+        shown = {}  # option -> the address the page shows
+        for option in ("--listen", "--metrics-listen"):
+            if option in words:
+                at = words.index(option)
+                shown[option] = words[at + 1] if ":" in words[at + 1] else "127.0.0.1:" + words[at + 1].lstrip(":")
+                words[at + 1] = "127.0.0.1:0"
+        if "--listen" not in shown:
             words += ["--listen", "127.0.0.1:0"]
         server = subprocess.Popen(words, cwd=self.workdir, env=self.env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+                                  stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
         try:
-            ready, _, _ = select.select([server.stdout], [], [], SERVE_TIMEOUT_S)
-            line = server.stdout.readline() if ready else ""
-            matched = re.search(r"listening on (\S+:\d+)", line)
-            assert matched, f"{block.where}: `{command}` printed {line!r}, stderr {server.stderr.read() if server.poll() is not None else ''}"
-            address = matched.group(1)
-            text = rest.replace(shown, address) if shown else rest
+            real, printed = {}, []
+            wanted = {"--listen": r"listening on (\S+:\d+)", "--metrics-listen": r"metrics on http://(\S+:\d+)/"}
+            pending = b""  # read unbuffered: select() does not see lines a buffered reader holds
+            while set(real) != {"--listen", *shown}:
+                ready, _, _ = select.select([server.stdout], [], [], SERVE_TIMEOUT_S)
+                chunk = os.read(server.stdout.fileno(), 4096) if ready else b""
+                assert chunk, (f"{block.where}: `{command}` printed {printed} and stopped there; stderr: "
+                               f"{server.stderr.read() if server.poll() is not None else ''}")
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in map(bytes.decode, lines):
+                    printed.append(line)
+                    for option, pattern in wanted.items():
+                        matched = re.search(pattern, line)
+                        if matched and option not in real:
+                            real[option] = matched.group(1)
+            text = rest
+            for option, address in shown.items():
+                text = text.replace(address, real[option])
             {"python": self.run_python, "shell": self.run_shell, "console": self.run_console}[block.kind](block, text)
         finally:
             server.send_signal(signal.SIGTERM)
