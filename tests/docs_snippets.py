@@ -184,6 +184,7 @@ class PageRun:
         self.require_tool = require_tool
         self.namespace: dict = {"__name__": "__docs__"}
         self.env = environment()
+        self.env["HOME"] = str(workdir)  # what a page writes under ~ (shell completion files) stays in the work dir
 
     def run(self, block: Block) -> None:
         for tool in filter(None, block.directives.get("needs", "").split(",")):
