@@ -4,7 +4,7 @@ On a machine with Python only (the README's ``pip install '.[test,spark,server,c
 nothing else) the tests that need one of these skip, each with a reason naming the tool and the
 command that installs it, and the run ends with one line counting them (``tests/conftest.py``):
 
-- ``kcat``: the kcat client (real-client tests, README snippets);
+- ``kcat``: the kcat client (real-client tests, the docs' snippets);
 - ``node``: Node, for the kafkajs tests;
 - ``kafkajs``: kafkajs under ``tests/server/clients/js/node_modules`` (``npm ci`` there), or in the
   node_modules dir ``LOGSTORE_TEST_NODE_MODULES`` names; it needs ``node`` too;

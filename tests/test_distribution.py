@@ -185,3 +185,25 @@ def test_the_wheel_passes_twine_check(wheel):
     done = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", str(wheel)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_readmes_quick_start_commands(tmp_path, monkeypatch):
+    """The README's two commands and its version line: each install names this distribution and
+    extras it has, the tests' runner and the demo exist and run, and --version prints what the README
+    shows. (The installs themselves are the wheel tests' above; the test run is this suite.)"""
+    from docs_snippets import block
+    from logstore.cli.main import main
+    lines = [line for line in block("README.md", "quick-start").splitlines() if line.strip()]
+    assert [line.split("#")[0].split() for line in lines] == [
+        ["pip", "install", ".", "&&", "logstore", "demo"],
+        ["pip", "install", "'.[test,spark,server,clients]'", "&&", "python", "scripts/test.py"],
+        ["logstore", "--version"]]
+    assert {"test", "spark", "server", "clients"} <= set(EXTRAS)
+    assert (REPOSITORY / "scripts" / "test.py").is_file()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LOGSTORE_DIRS", raising=False)
+    demo = CliRunner().invoke(main, ["demo"])
+    assert demo.exit_code == 0, demo.output
+    assert (tmp_path / "logstore-data").is_dir()
+    version = CliRunner().invoke(main, ["--version"])
+    assert version.output.strip() == lines[2].split("#", 1)[1].strip()

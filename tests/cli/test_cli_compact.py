@@ -111,7 +111,7 @@ def test_compact_drops_a_tombstone_after_delete_retention(tmp_path):
 
 
 def test_the_readme_example(tmp_path):
-    """README, "Compaction: the latest value per key": the same commands, the same output (but the time)."""
+    """The engine guide's "Compaction: the latest value per key": the same commands, the same output (but the time)."""
     path = tmp_path / "data"
     ok(run(path, "topics", "create", "profiles", "--config", "cleanup.policy=compact", "--config", "segment.bytes=1000"))
     for i in range(1, 31):
@@ -125,7 +125,7 @@ def test_the_readme_example(tmp_path):
     assert out[1] == "Compacted 1 of 1 partition."
     values = ok(run(path, "read", "profiles", "--format", "value")).stdout
     assert values == "v24\nv25\nv26\nv27\nv28\nv29\nv30\nnull\n"
-    readme = (os.path.dirname(__file__) + "/../../README.md")
+    readme = (os.path.dirname(__file__) + "/../../docs/guide/engine.md")
     with open(readme, encoding="utf-8") as handle:
         text = handle.read()
     assert out[0].rsplit(", ", 2)[0] in text and "\n" + values in text

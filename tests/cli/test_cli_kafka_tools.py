@@ -13,10 +13,10 @@ import subprocess
 import sys
 import time
 import warnings
-from pathlib import Path
 
 import click
 from click.testing import CliRunner
+from docs_snippets import blocks, console_commands
 
 from logstore import LogManager, Record
 from logstore.cli.main import main
@@ -407,32 +407,32 @@ def test_global_options_are_moved_only_where_they_are_options(tmp_path):
     assert params["dirs"] == ("/a", "/b") and params["bootstrap"] == "h:1"
 
 
-# --- the README's examples -----------------------------------------------------------------------
+# --- the command-line guide's examples (docs/guide/cli.md) ----------------------------------------
 
 
-def _readme_tool_commands() -> list[list[str]]:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    start = readme.index("### Kafka's everyday tools")
-    section = readme[start:readme.index("\n## ", start)]
+def _guide_tool_commands() -> list[list[str]]:
     commands = []
-    for line in section.splitlines():
-        if not line.startswith("$ "):
+    for block in blocks("docs/guide/cli.md"):
+        if block.kind != "console":
             continue
-        line = line[2:].split("  #")[0].split("|")[-1]
-        words = shlex.split(line)
-        if "<" in words:
-            words = words[:words.index("<")]
-        assert words[0] == "logstore", line
-        commands.append(words[1:])
+        for line, _output in console_commands(block.text):
+            line = line.split("  #")[0].split("|")[-1].split("&&")[-1]
+            words = shlex.split(line)
+            for redirection in ("<", ">"):
+                if redirection in words:
+                    words = words[:words.index(redirection)]
+            if words[0] != "logstore" or words[-1] == "&":
+                continue  # the shell's own commands that make the example's files; a server started for it
+            commands.append(words[1:])
     return commands
 
 
-def test_the_readme_examples_parse(tmp_path, monkeypatch):
-    """Every command the README shows for these tools is one the command line takes (its options
+def test_the_guides_examples_parse(tmp_path, monkeypatch):
+    """Every command the guide shows for these tools is one the command line takes (its options
     parsed and converted; nothing is run)."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "offsets.json").write_text("{}")  # the file an example names: opened, not read
-    commands = _readme_tool_commands()
+    commands = _guide_tool_commands()
     assert len(commands) >= 15
     for args in commands:
         with warnings.catch_warnings():

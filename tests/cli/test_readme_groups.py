@@ -1,4 +1,4 @@
-"""The README's Consumer groups section: its Python example runs as written (in a temporary working
+"""The consumer groups guide (docs/guide/groups.md): its Python example runs as written (in a temporary working
 dir) and prints what its comments say; the describe output shown is what the CLI prints after it;
 every command of its shell block runs; every group setting is documented."""
 
@@ -6,22 +6,19 @@ from __future__ import annotations
 
 import contextlib
 import io
-import re
 import shlex
-from pathlib import Path
 
 from click.testing import CliRunner
+from docs_snippets import REPOSITORY, block
 
 from logstore.cli.main import main
 from logstore.group.config import GROUP_KEYS
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = "docs/guide/groups.md"
 
 
 def groups_section() -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index("## Consumer groups")
-    return text[start:text.index("\n## ", start + 1)]
+    return (REPOSITORY / PAGE).read_text(encoding="utf-8")
 
 
 def invoke(args: list[str]):
@@ -31,14 +28,13 @@ def invoke(args: list[str]):
 
 
 def test_the_example_prints_what_it_says_and_the_commands_run_after_it(tmp_path, monkeypatch):
-    section = groups_section()
-    snippet = re.findall(r"```python\n(.*?)```", section, re.S)[0]
-    commands = re.findall(r"```sh\n(.*?)```", section, re.S)[0]
-    shown = re.findall(r"```\n(Group .*?)```", section, re.S)[0]
+    snippet = block("docs/guide/groups.md", "groups-python")
+    commands = block("docs/guide/groups.md", "groups-cli")
+    shown = block("docs/guide/groups.md", "groups-describe")
     monkeypatch.chdir(tmp_path)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(snippet, "README.md", "exec"), {})
+        exec(compile(snippet, PAGE, "exec"), {})
     promised = [line[2:] for line in snippet.splitlines() if line.startswith("# ")]
     assert printed.getvalue().splitlines() == promised
     assert invoke(["--dir", "data", "groups", "describe", "billing"]).stdout == shown

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from docs_snippets import block
 
 from logstore.cli.main import main
 from logstore.errors import InvalidConfigError
@@ -256,11 +257,9 @@ def test_docs_configuration_page_holds_the_generated_tables():
 
 
 def test_the_readme_snippet_serves_with_its_file_and_variable(tmp_path):
-    """The README's "Configuring the server" commands, with a free port and a temporary data dir."""
+    """The server guide's "Configuring the server" commands, with a free port and a temporary data dir."""
     from logstore.client.admin import BrokerAdmin
-    text = (REPO / "README.md").read_text()
-    start = text.index("**Configuring the server.**")
-    snippet = re.search(r"```sh\n(.*?)```", text[start:], re.S).group(1)
+    snippet = block("docs/guide/server.md", "serve-config")
     snippet = snippet.replace("127.0.0.1:9092", "127.0.0.1:0").replace("/var/lib/logstore", str(tmp_path / "data"))
     setup, serve_line = snippet.strip().rsplit("\n", 1)
     subprocess.run(["bash", "-euo", "pipefail", "-c", setup], cwd=tmp_path, check=True, timeout=30)
@@ -280,3 +279,20 @@ def test_the_readme_snippet_serves_with_its_file_and_variable(tmp_path):
     assert {entry["name"]: entry["value"] for entry in broker["configs"]}["num.partitions"] == "3"
     assert effective["retention.ms"] == str(24 * 3600 * 1000)
     assert (tmp_path / "data" / "t-0").is_dir()
+
+
+def test_the_configuration_pages_file_and_variable_are_what_serve_takes(tmp_path):
+    """docs/configuration.md's example: every key of its server.properties and the variable its
+    command sets are settings `serve` takes, with values it accepts (as serve checks them before it
+    opens anything); its listeners and paths are a network's, so nothing is started here."""
+    (tmp_path / "server.properties").write_text(block("docs/configuration.md", "properties"))
+    settings = read_server_properties(str(tmp_path / "server.properties"))
+    assert {"listeners", "log.dirs", "super.users", "ssl.keystore.location"} <= set(settings)
+    for key, value in settings.items():
+        check_setting(key, value)
+    command = block("docs/configuration.md", "serve-with-file").strip()
+    variable, rest = command.split(" ", 1)
+    assert rest == "logstore serve --config server.properties"
+    name, value = variable.split("=")
+    from_environment, unknown = environment_settings({name: value})
+    assert from_environment == {"log.retention.ms": value} and not unknown

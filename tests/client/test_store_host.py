@@ -249,3 +249,34 @@ def test_a_host_killed_with_sigkill_is_succeeded_by_the_next_reader(tmp_path):
     assert result.returncode == 0 and result.stderr == "", result.stderr
     assert sorted(result.stdout.split()) == sorted(f"p{p}-{i}" for p in range(2) for i in range(3))
     assert read_host_file([store_dir]) is None
+
+
+def test_the_groups_guides_two_terminals_run_as_written(tmp_path):
+    """docs/guide/groups.md's readers of one group on a store: its two followers (as two processes),
+    the append through the host, and the describe that shows both members."""
+    from docs_snippets import block, environment
+    lines = [line for line in block("docs/guide/groups.md", "host-readers").splitlines() if line.strip()]
+    first, second, append, describe = (line.split("  #")[0].strip() for line in lines)
+    RECORD = '"value": "{\\"n\\": 1}"'  # the appended value, as read prints it (JSON lines)  # noqa: N806
+    with LogManager([str(tmp_path / "data")]) as store:
+        store.create_topic("orders", 2)
+    env = environment()
+    run = lambda command: subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True,  # noqa: E731
+                                         text=True, timeout=60)
+    outputs = [tmp_path / "terminal-1.txt", tmp_path / "terminal-2.txt"]
+    printed = lambda: "".join(output.read_text() for output in outputs)  # noqa: E731
+    readers = [subprocess.Popen(["bash", "-c", f"exec {first}"], cwd=tmp_path, env=env,
+                                stdout=outputs[0].open("w"), stderr=subprocess.PIPE, text=True)]
+    try:
+        _wait(lambda: hosted_address([str(tmp_path / "data")]) is not None, "the first reader hosts the store")
+        readers.append(subprocess.Popen(["bash", "-c", f"exec {second}"], cwd=tmp_path, env=env,
+                                        stdout=outputs[1].open("w"), stderr=subprocess.PIPE, text=True))
+        _wait(lambda: run(describe).stdout.startswith("Group billing: state Stable")
+              and " 2 members" in run(describe).stdout.splitlines()[0], "both readers are members")
+        appended = run(append)
+        assert appended.returncode == 0, appended.stderr
+        _wait(lambda: RECORD in printed(), "one of the readers printed the record")
+    finally:
+        errors = [_interrupt(reader) for reader in readers]
+    assert [reader.returncode for reader in readers] == [0, 0], errors
+    assert printed().count(RECORD) == 1, printed()

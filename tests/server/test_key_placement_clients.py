@@ -4,7 +4,7 @@ ship (``store.append``, the local CLI, our client's producer, ``--bootstrap-serv
 with librdkafka's ``partitioner=murmur2_random``) are each found in one partition of the topic.
 
 A topic placed by crc32 (created by an earlier version, kept so its keys do not move) is written by
-our paths only: Kafka's clients place by murmur2 and cannot be told otherwise (the README says so).
+our paths only: Kafka's clients place by murmur2 and cannot be told otherwise (the engine guide, docs/guide/engine.md, says so).
 Our client learns the placement from the broker (the read-only topic config
 ``logstore.key.placement`` that DescribeConfigs shows). The Spark writer's part is in
 ``tests/spark/jvm/test_spark_write.py``.

@@ -1,4 +1,4 @@
-"""The README's "Securing the server" section runs as written: its shell steps (a CA made with
+"""The security guide (docs/guide/security.md) runs as written: its shell steps (a CA made with
 openssl, users, ACLs, `logstore serve` with a SASL_SSL and a PLAINTEXT listener), then each client's
 snippet (kafka-python, aiokafka and confluent-kafka in Python, kcat, the CLI with --command-config)
 against that server, with the server's real ports for 9093 and 9092; and every security setting of
@@ -13,18 +13,12 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from docs_snippets import REPOSITORY, block
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = "docs/guide/security.md"
 pytestmark = pytest.mark.kafka_clients
-
-
-def security_section() -> str:
-    text = README.read_text()
-    start = text.index("### Securing the server")
-    return text[start:text.index("\n## ", start)]
 
 
 def _logstore() -> str:
@@ -35,9 +29,9 @@ def _logstore() -> str:
 
 @pytest.mark.needs_tools("openssl", "kcat")
 def test_the_worked_setup_and_every_clients_snippet_run(tmp_path):
-    section = security_section()
-    shell = re.findall(r"```sh\n(.*?)```", section, re.S)
-    python = re.findall(r"```python\n(.*?)```", section, re.S)
+    shell = [block("docs/guide/security.md", "setup"), block("docs/guide/security.md", "kcat"),
+             block("docs/guide/security.md", "command-config")]
+    python = [block("docs/guide/security.md", "clients")]
     setup, serve_line = shell[0].split("# 4. Serve")
     env = dict(os.environ, PATH=os.path.dirname(_logstore()) + os.pathsep + os.environ.get("PATH", ""))
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", setup], cwd=tmp_path, env=env, capture_output=True,
@@ -63,7 +57,7 @@ def test_the_worked_setup_and_every_clients_snippet_run(tmp_path):
         os.chdir(tmp_path)
         try:
             with contextlib.redirect_stdout(printed):
-                exec(compile(ported(python[0]), "README.md", "exec"), {})
+                exec(compile(ported(python[0]), PAGE, "exec"), {})
         finally:
             os.chdir(cwd)
         assert printed.getvalue().splitlines() == ["[b'order 1', b'order 2']"]
@@ -93,9 +87,7 @@ def test_the_worked_setup_and_every_clients_snippet_run(tmp_path):
 def test_every_security_setting_is_documented():
     from logstore.server.security.listeners import TLS_KEYS
     from logstore.server.server_config import SERVER_KEYS
-    text = README.read_text()
-    start = text.index("## Kafka protocol server")
-    section = text[start:text.index("\n## ", start + 1)]
+    section = "".join((REPOSITORY / page).read_text() for page in ("docs/guide/server.md", "docs/guide/security.md"))
     for key in [*SERVER_KEYS, *TLS_KEYS]:
         if key not in ("ssl.key.location",):  # ours, shown as --ssl-key
             assert f"`{key}`" in section or key.startswith("ssl."), key

@@ -1,29 +1,26 @@
-"""The README's Kafka protocol server section: its Python snippet runs as written (in a temporary
+"""The server guide (docs/guide/server.md): its Python snippet runs as written (in a temporary
 working dir) and prints what the text says it prints; the serve command prints the line it shows."""
 
 import contextlib
 import io
 import os
-import re
-from pathlib import Path
 
 import pytest
+from docs_snippets import REPOSITORY, block
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = "docs/guide/server.md"
 
 
 def server_section() -> str:
-    text = README.read_text()
-    start = text.index("## Kafka protocol server")
-    return text[start:text.index("\n## ", start + 1)]
+    return (REPOSITORY / PAGE).read_text()
 
 
 def test_the_python_snippet_runs_and_both_sides_see_both_records(tmp_path, monkeypatch):
-    snippet = re.findall(r"```python\n(.*?)```", server_section(), re.S)[0]
+    snippet = block("docs/guide/server.md", "kafka-server")
     monkeypatch.chdir(tmp_path)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(snippet, "README.md", "exec"), {})
+        exec(compile(snippet, PAGE, "exec"), {})
     lines = printed.getvalue().splitlines()
     assert lines[0] == "[(0, b'from-python', b'1'), (1, b'from-kafka', b'2')]"
     assert "key=b'from-kafka', value=b'2', headers=(('source', b'wire'),)" in lines[1]
@@ -44,14 +41,14 @@ def test_the_other_clients_snippets_run_against_a_server(tmp_path):
 
     from logstore import LogManager
     from logstore.server import KafkaServer
-    python_snippet = re.findall(r"```python\n(.*?)```", server_section(), re.S)[1]
-    shell_snippet = re.findall(r"```sh\n(.*?)```", server_section(), re.S)[1]
+    python_snippet = block("docs/guide/server.md", "other-clients")
+    shell_snippet = block("docs/guide/server.md", "kcat")
     with LogManager([str(tmp_path / "data")]) as store, KafkaServer(store, listen="127.0.0.1:0") as server:
         store.create_topic("events")
         address = server.bootstrap_servers
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            exec(compile(python_snippet.replace("127.0.0.1:9092", address), "README.md", "exec"), {})
+            exec(compile(python_snippet.replace("127.0.0.1:9092", address), PAGE, "exec"), {})
         assert printed.getvalue().splitlines() == ["b'from-librdkafka'"]
         shell = subprocess.run(["bash", "-euo", "pipefail", "-c", shell_snippet.replace("127.0.0.1:9092", address)],
                                capture_output=True, text=True, timeout=60)

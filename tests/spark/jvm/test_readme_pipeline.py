@@ -1,27 +1,24 @@
-"""The README's end-to-end pipeline runs as written: clicks streamed through a Spark aggregation into
+"""The Spark guide's end-to-end pipeline (docs/guide/spark.md) runs as written: clicks streamed through a Spark aggregation into
 a compacted topic, compacted on Spark, exported to Parquet."""
 
 from __future__ import annotations
 
 import contextlib
 import io
-import re
 from collections import Counter
-from pathlib import Path
 
 import pytest
+from docs_snippets import block
 
 from logstore.manager.log_manager import LogManager
 
 pytestmark = pytest.mark.spark
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+PAGE = "docs/guide/spark.md"
 
 
 def pipeline_code() -> str:
-    text = README.read_text()
-    section = text[text.index("### A pipeline end to end"):]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    return block("docs/guide/spark.md", "pipeline")
 
 
 def test_readme_pipeline(spark, tmp_path):
@@ -33,7 +30,7 @@ def test_readme_pipeline(spark, tmp_path):
         code = code.replace(f'"{name}"', repr(str(tmp_path / name)))
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(code, str(README), "exec"), {"__name__": "readme_pipeline"})
+        exec(compile(code, PAGE, "exec"), {"__name__": "readme_pipeline"})
     expected = Counter(f"user{i % 7}" for i in range(5000))
     exported = {row.user: row.clicks for row in spark.read.parquet(str(tmp_path / "clicks-per-user.parquet")).collect()}
     assert exported == dict(expected)
