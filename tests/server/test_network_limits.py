@@ -299,8 +299,7 @@ def test_at_max_connections_new_clients_wait_and_are_served_when_one_closes(serv
 
 _SHORT_OF_DESCRIPTORS = textwrap.dedent("""
     import logging, resource, socket, struct, sys, time
-    from logstore.clock import ManualClock
-from logstore.server.network.socket_server import SocketServer
+    from logstore.server.network.socket_server import SocketServer
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
     def echo(context):
