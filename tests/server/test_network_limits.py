@@ -27,6 +27,7 @@ import tracemalloc
 
 import pytest
 
+from logstore.clock import ManualClock
 from logstore.server.network.socket_server import SocketServer
 
 from test_network import Echo, frame, receive_answers
@@ -129,7 +130,9 @@ def test_queued_max_request_bytes_stops_reading_until_a_handler_frees_it(servers
 
 def test_a_frame_larger_than_the_budget_completes_when_only_partial_frames_hold_it(servers):
     budget = 1 << 20
-    server = servers(Echo(), queued_max_request_bytes=budget)
+    # A manual clock: how fast the senders are (a loaded host) is not what this test is about; the
+    # rules that time them are (the next test).
+    server = servers(Echo(), queued_max_request_bytes=budget, clock=ManualClock())
     frames = [frame(index, os.urandom(1_500_000)) for index in range(3)]
     sockets = [socket.create_connection(("127.0.0.1", server.port)) for _ in frames]
     try:
@@ -147,6 +150,50 @@ def test_a_frame_larger_than_the_budget_completes_when_only_partial_frames_hold_
             sock.close()
     # never more than the budget, one frame let through, and one read's growth
     assert server.held_bytes_peak <= budget + 1_500_000 + 2 * (1 << 16)
+
+
+def test_the_holders_wait_while_the_frame_let_through_comes_at_its_rate(servers):
+    """While the budget is spent by half frames, the one let through past it may take longer than
+    the stall rule's half second, as long as it brings 64 KiB a second: the others, which the server
+    stopped reading, are not closed meanwhile (before: they were, 500 ms after the budget was spent,
+    though nothing was stuck). Time is the server's manual clock: the test decides how slow the
+    client is."""
+    budget = 1 << 20
+    clock = ManualClock()
+    server = servers(Echo(), queued_max_request_bytes=budget, clock=clock)
+    frames = [frame(index, os.urandom(1_500_000)) for index in range(3)]
+    sockets = [socket.create_connection(("127.0.0.1", server.port)) for _ in frames]
+    try:
+        for sock, data in zip(sockets, frames):
+            sock.sendall(data[:600_000])
+        wait_until(lambda: server.held_bytes >= budget, message="no frame was let through")
+        let_through = server._privileged  # noqa: SLF001 - which client the server lets through
+        index = next(i for i, sock in enumerate(sockets) if let_through.peer == "%s:%d" % sock.getsockname())
+        sock, data = sockets[index], frames[index]
+        sent = 600_000
+        # 100 KB per 300 ms of the server's clock (the frame takes 2.7 s): each window of its rule
+        # (500 ms, judged at the first turn past it) holds a whole step's 100 KB, whatever the turns.
+        while sent < len(data):
+            clock.advance(300)
+            chunk = data[sent:sent + 100_000]
+            before = let_through.received
+            sock.sendall(chunk)
+            sent += len(chunk)
+            wait_until(lambda: let_through.received >= before + len(chunk) or let_through.closed,
+                       message="the frame let through was not read")
+            assert server.evicted == 0, "a connection was closed while the frame let through came at its rate"
+        assert receive_answers(sock, 1)[0][0] == index
+        senders = [threading.Thread(target=other.sendall, args=(frames[i][600_000:],), daemon=True)
+                   for i, other in enumerate(sockets) if i != index]
+        for sender in senders:
+            sender.start()
+        for i, other in enumerate(sockets):
+            if i != index:
+                assert receive_answers(other, 1)[0][0] == i
+        assert server.evicted == 0
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 class BigAnswers:

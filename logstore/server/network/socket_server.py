@@ -647,7 +647,11 @@ class SocketServer:
         - once it has been spent for ``_STALL_MS`` with no frame completing, the
           connections holding the most of it in frames no handler has (half received, or waiting
           for a client that does not read its answers) are closed until it is not: whoever holds
-          the server's request memory and does not let it go pays, not every other client.
+          the server's request memory and does not let it go pays, not every other client. A frame
+          let through that comes at its rate is progress too: while it comes, the budget is not
+          stuck, and the connections that hold the rest wait for it (the server stopped reading
+          them; they are not the ones that stall). A slow client's frame may take more than
+          ``_STALL_MS``; a loaded host's, too.
         Memory stays under the budget plus one frame."""
         budget, limit = self.queued_max_request_bytes, self._large_limit
         if self.held_bytes < limit:
@@ -672,6 +676,7 @@ class SocketServer:
                                             "was spent")
                 else:
                     self._privileged_ms, self._privileged_received = now_ms, privileged.received
+                    self._spent_since_ms = now_ms  # its frame comes: the budget is spent, not stuck
         if now_ms - self._spent_since_ms >= _STALL_MS:
             holders = sorted((connection for connection in self._connections.values()
                               if connection is not self._privileged and connection.held > connection.handling),
@@ -692,6 +697,7 @@ class SocketServer:
             if candidates:
                 chosen = max(candidates, key=lambda connection: connection.received_ms)
                 self._privileged, self._privileged_ms, self._privileged_received = chosen, now_ms, chosen.received
+                self._spent_since_ms = now_ms  # the holders wait for its first window (see above)
                 chosen.starved = False
                 self._starved.remove(chosen)
                 self._update_events(chosen)
