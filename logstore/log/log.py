@@ -70,6 +70,9 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_BYTES = 1 << 20
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+READ_ONLY_READ_ATTEMPTS = 10
+"""How often a read-only view's read starts again when the writer's retention or compaction swapped
+the segments it was reading (each time after re-reading the segment list)."""
 
 
 class Log:
@@ -503,7 +506,9 @@ class Log:
         elif max_records < 1:
             raise ValueError(f"max_records must be >= 1, got {max_records!r}")
         repaired = False
-        for _attempt in range(3):
+        # A writer in this process is waited for (its lock) before a retry; another process's swaps
+        # (a read-only view beside a compacting writer) cannot be, so a view tries more often.
+        for _attempt in range(READ_ONLY_READ_ATTEMPTS if self.read_only else 3):
             view, truncations = self._local.view, self.truncations
             segments = view[0]
             log_end_offset, log_start_offset = self.log_end_offset, self.log_start_offset
