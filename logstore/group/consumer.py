@@ -273,7 +273,11 @@ class Consumer:
                 elif self.auto_offset_reset == "latest":
                     position = log.log_end_offset
                 else:
-                    raise OffsetOutOfRangeError(f"{key[0]}-{key[1]}: no committed offset for group {self.group_id}")
+                    raise OffsetOutOfRangeError(
+                        f"{key[0]}-{key[1]}: no committed offset for group {self.group_id}" if value is None else
+                        f"{key[0]}-{key[1]}: the committed offset {value.offset} of group {self.group_id} is out of "
+                        f"range [{log.log_start_offset}, {log.log_end_offset}]",
+                        -1 if value is None else value.offset, log.log_start_offset, log.log_end_offset)
                 with self._lock:
                     self._positions.setdefault(key, position)
         with self._lock:

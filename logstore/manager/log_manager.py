@@ -643,18 +643,27 @@ class LogManager:
         ``CleanerStats`` per partition (None where nothing was dirty). ``progress(key, bytes)``.
         ``offset_maps``: dirty sections mapped by another engine (``PrebuiltMap`` per partition,
         built over ``compaction_ranges``), as the Spark compaction job does."""
-        return self.cleaner.compact(self._compaction_keys(topic, partition), now_ms=now_ms, progress=progress,
-                                    offset_maps=offset_maps)
+        keys = self._compaction_keys(topic, partition)  # first: a read-only store raises ReadOnlyError
+        return self._writable_cleaner().compact(keys, now_ms=now_ms, progress=progress, offset_maps=offset_maps)
 
     def compaction_ranges(self, topic: str | None = None, partition: int | None = None, *,
                           now_ms: int | None = None) -> dict[tuple[str, int], tuple[int, int]]:
         """Per partition that ``compact(topic, partition, now_ms=now_ms)`` would clean, its cleanable
         range ``(first dirty offset, first uncleanable offset)``."""
-        return self.cleaner.cleanable_ranges(self._compaction_keys(topic, partition), now_ms)
+        keys = self._compaction_keys(topic, partition)
+        return self._writable_cleaner().cleanable_ranges(keys, now_ms)
 
     def compaction_estimate_bytes(self, topic: str | None = None, partition: int | None = None) -> int:
         """What ``compact(topic, partition)`` will read in one pass (a progress bar's length)."""
-        return self.cleaner.estimate_bytes(self._compaction_keys(topic, partition))
+        keys = self._compaction_keys(topic, partition)
+        return self._writable_cleaner().estimate_bytes(keys)
+
+    def _writable_cleaner(self) -> LogCleaner:
+        """The cleaner, which a writable store has (a read-only one has none: ``ReadOnlyError``)."""
+        self._check_writable()
+        cleaner = self.cleaner
+        assert cleaner is not None, "a writable store has a cleaner"
+        return cleaner
 
     def _compaction_keys(self, topic: str | None, partition: int | None) -> list[tuple[str, int]]:
         self._check_writable()
