@@ -26,7 +26,8 @@ import os
 import threading
 from typing import Any, Callable, Collection, Iterator, Mapping, Sequence
 
-from ..cleaner.log_cleaner import LogCleaner
+from ..cleaner.log_cleaner import LogCleaner, PrebuiltMap
+from ..cleaner.stats import CleanerStats
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import TOPIC_KEYS, LogConfig, ManagerConfig, parse_overrides
 from ..errors import (InvalidConfigError, InvalidPartitionsError, InvalidTopicError, LogStoreError, ReadOnlyError,
@@ -156,7 +157,7 @@ class LogManager:
     def damaged_partitions(self) -> dict[tuple[str, int], LogDamage]:
         """Partitions whose files hold damage no crash could leave (``LogDamage``: what and where).
         Nothing was cut: they refuse reads and writes (``LogDamagedError``) until ``repair``."""
-        return {key: log.damage for key, log in sorted(self._dirs.damaged.items())}
+        return {key: log.damage for key, log in sorted(self._dirs.damaged.items()) if log.damage is not None}
 
     def damaged_logs(self) -> list[Log]:
         """The logs of the damaged partitions (for verification: ``logstore check``)."""
@@ -636,7 +637,8 @@ class LogManager:
 
     def compact(self, topic: str | None = None, partition: int | None = None, *, now_ms: int | None = None,
                 progress: Callable[[tuple[str, int], int], None] | None = None,
-                offset_maps: Mapping[tuple[str, int], object] | None = None) -> dict[tuple[str, int], object]:
+                offset_maps: Mapping[tuple[str, int], PrebuiltMap] | None = None
+                ) -> dict[tuple[str, int], CleanerStats | None]:
         """Compact to completion every partition of every compacted topic, or of ``topic`` (which
         must be compacted), or just ``partition`` of it: round after round whatever the dirty ratio,
         honouring ``min.compaction.lag.ms`` and ``delete.retention.ms``, then retention. Returns
@@ -680,7 +682,8 @@ class LogManager:
         return [self.get_log(topic, number).key for number in partitions]
 
     def _on_truncated(self, log: Log, offset: int) -> None:
-        self.cleaner.cleaner_manager.maybe_truncate_checkpoint(log.key, offset)
+        if self.cleaner is not None:  # (a writable store's: only those truncate)
+            self.cleaner.cleaner_manager.maybe_truncate_checkpoint(log.key, offset)
 
     # --- closing ---------------------------------------------------------------------------------
 
@@ -741,7 +744,7 @@ class LogManager:
             raise
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
