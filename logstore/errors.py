@@ -54,7 +54,7 @@ class LogDamagedError(CorruptDataError):
     partition refuses reads and writes (the other partitions work) until ``logstore repair`` (or
     ``LogManager.repair``) cuts it at its first damage. ``damage`` is the loader's ``LogDamage``."""
 
-    def __init__(self, message: str, damage=None):
+    def __init__(self, message: str, damage: object = None) -> None:
         super().__init__(message)
         self.damage = damage
 

@@ -28,13 +28,14 @@ import mmap
 import os
 import stat
 import sys
+from collections.abc import Callable, Sequence
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _ALLOCATE_CHUNK_BYTES = 1 << 20
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
 
 
-def _libc_msync():
+def _libc_msync() -> Callable[[int, int, int], int] | None:
     """libc's ``msync`` through ctypes, which releases the GIL around the call (``mmap.flush``
     holds it while the page is written to disk, stalling every other thread of the process: the
     appenders of a group commit); None where it is not known to be safe (not Linux)."""
@@ -92,7 +93,7 @@ class FileSystem:
             position += written
             view = view[written:]
 
-    def pwritev(self, fd: int, buffers: list, position: int) -> None:
+    def pwritev(self, fd: int, buffers: Sequence[bytes | bytearray | memoryview], position: int) -> None:
         """Write the concatenation of ``buffers`` at ``position`` with as few system calls as the
         kernel allows (``IOV_MAX`` buffers each), looping on short writes."""
         views = [memoryview(buffer) for buffer in buffers if len(buffer)]
@@ -151,9 +152,9 @@ class FileSystem:
         afterwards (the caller may close it); whether it holds a descriptor of its own is
         ``MAPPING_HOLDS_DESCRIPTOR``."""
         access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
-        if MAPPING_HOLDS_DESCRIPTOR:
-            return mmap.mmap(fd, length, access=access)
-        return mmap.mmap(fd, length, access=access, trackfd=False)
+        if sys.version_info >= (3, 13):  # not MAPPING_HOLDS_DESCRIPTOR, spelled so that type checkers see it
+            return mmap.mmap(fd, length, access=access, trackfd=False)
+        return mmap.mmap(fd, length, access=access)
 
     def msync(self, mapping: mmap.mmap) -> None:
         """Make a writable mapping's changes durable (msync), letting other threads run meanwhile."""
@@ -240,7 +241,7 @@ class FileSystem:
     def read_file(self, path: str) -> bytes:
         fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
         try:
-            chunks = []
+            chunks: list[bytes] = []
             position = 0
             while True:
                 chunk = os.pread(fd, 1 << 20, position)

@@ -28,6 +28,7 @@ import errno
 import os
 import random
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .fs import FileSystem
@@ -99,7 +100,7 @@ class SimulatedCrashFileSystem(FileSystem):
         state = self._fd_state(fd)
         state.size = max(state.size, position + len(data))
 
-    def pwritev(self, fd: int, buffers: list, position: int) -> None:
+    def pwritev(self, fd: int, buffers: Sequence[bytes | bytearray | memoryview], position: int) -> None:
         super().pwritev(fd, buffers, position)
         state = self._fd_state(fd)
         state.size = max(state.size, position + sum(map(len, buffers)))
@@ -386,7 +387,7 @@ class RecordingFileSystem(FileSystem):
             if fd in self._fd_inos:
                 self.operations.append(("write", self._fd_inos[fd], position, bytes(data)))
 
-    def pwritev(self, fd: int, buffers: list, position: int) -> None:
+    def pwritev(self, fd: int, buffers: Sequence[bytes | bytearray | memoryview], position: int) -> None:
         with self._lock:
             super().pwritev(fd, buffers, position)
             if fd in self._fd_inos:

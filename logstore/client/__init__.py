@@ -48,7 +48,7 @@ _MODULES = {"BrokerAdmin": ".admin", "BrokerGroupAdmin": ".admin", "Consumer": "
             "DeliveryTimeoutError": ".produce", "Producer": ".producer"}
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     module = _MODULES.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

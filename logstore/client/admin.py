@@ -20,7 +20,7 @@ error; an unreachable broker ``NetworkError``.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import UnknownTopicOrPartitionError
 from ..group import errors as group_errors
@@ -29,10 +29,11 @@ from ..group.consumer import GroupRequestError
 from ..group.results import GroupOverview, GroupSummary, MemberSummary
 from ..server.protocol import errors as kafka_errors
 from ..tools.topics import listed_topics, partition_description, topic_description
-from .cluster import NetworkClient
+from .cluster import BootstrapServers, NetworkClient
 from .errors import BrokerResponseError, NetworkError
 from .fetcher import EARLIEST, high_watermarks, list_offsets
 from .group_member import GroupMember
+from .security import ClientSecurity
 
 TOPIC_RESOURCE = 2
 DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs' source of a topic's own override
@@ -48,8 +49,8 @@ def _check(what: str, code: int, message: str | None = None) -> None:
 class BrokerAdmin:
     """The topics of the cluster at ``bootstrap_servers``; use it as a context manager."""
 
-    def __init__(self, bootstrap_servers, *, client_id: str = "logstore-admin", request_timeout_ms: int = 30_000,
-                 security=None) -> None:
+    def __init__(self, bootstrap_servers: BootstrapServers, *, client_id: str = "logstore-admin",
+                 request_timeout_ms: int = 30_000, security: ClientSecurity | None = None) -> None:
         self.network = NetworkClient(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms,
                                      security=security)
         self.client_id = client_id
@@ -61,10 +62,10 @@ class BrokerAdmin:
     def __enter__(self) -> BrokerAdmin:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _controller_request(self, api: str, body: dict) -> dict:
+    def _controller_request(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
         metadata = self.network.metadata
         if metadata.controller_id in metadata.brokers:
             try:
@@ -84,8 +85,9 @@ class BrokerAdmin:
         metadata = self.network.refresh_metadata([topic])
         count = metadata.partitions(topic)
         if count is None:
+            code = metadata.topic_errors.get(topic)
             raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist on the broker "
-                                               f"({kafka_errors.NAMES.get(metadata.topic_errors.get(topic), '')})")
+                                               f"({'' if code is None else kafka_errors.NAMES.get(code, '')})")
         return count
 
     def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None) -> None:
@@ -162,12 +164,12 @@ class BrokerAdmin:
         offset, _ = list_offsets(self.network, {(topic, partition): timestamp_ms})[(topic, partition)]
         return None if offset < 0 else offset
 
-    def describe_topic(self, name: str) -> dict:
+    def describe_topic(self, name: str) -> dict[str, Any]:
         """What ``logstore topics describe`` prints for a topic on a broker."""
         self.partitions(name)  # an unknown topic fails here, naming it
         return self._describe([name])[0]
 
-    def describe_topics(self, exclude_internal: bool = False) -> list[dict]:
+    def describe_topics(self, exclude_internal: bool = False) -> list[dict[str, Any]]:
         """``describe_topic`` of every topic, by name (``kafka-topics --describe`` without a topic),
         leaving out internal ones when asked: one Metadata, the offsets of all partitions together,
         one DescribeConfigs."""
@@ -175,7 +177,7 @@ class BrokerAdmin:
         names = listed_topics(metadata.leaders, exclude_internal)
         return self._describe(names) if names else []
 
-    def _describe(self, names: Sequence[str]) -> list[dict]:
+    def _describe(self, names: Sequence[str]) -> list[dict[str, Any]]:
         """``describe_topic`` of each of ``names``, whose leaders the current metadata holds."""
         leaders = {name: self.network.metadata.leaders[name] for name in names}
         partitions = [(name, p) for name in names for p in sorted(leaders[name])]
@@ -193,13 +195,13 @@ class BrokerGroupAdmin(GroupAdmin):
     """``GroupAdmin`` (list, describe, reset plans, commits, deletes) for the groups of a broker."""
 
     def __init__(self, admin: BrokerAdmin, *, owns_admin: bool = False) -> None:
-        super().__init__(None)  # no store: every primitive below asks the broker
+        super().__init__(None)  # type: ignore[arg-type]  # no store: every primitive below asks the broker
         self.admin = admin
         self._owns_admin = owns_admin
         self._members: dict[str, GroupMember] = {}
 
     @classmethod
-    def connect(cls, bootstrap_servers, **settings) -> BrokerGroupAdmin:
+    def connect(cls, bootstrap_servers: BootstrapServers, **settings: Any) -> BrokerGroupAdmin:
         return cls(BrokerAdmin(bootstrap_servers, **settings), owns_admin=True)
 
     def close(self) -> None:
@@ -257,7 +259,8 @@ class BrokerGroupAdmin(GroupAdmin):
                      for group_id, group in found.items()}
         return [found[group_id] for group_id in sorted(found)]
 
-    def committed_entries(self, group_id: str, partitions=None) -> dict[tuple[str, int], tuple[int, str | None]]:
+    def committed_entries(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None
+                          ) -> dict[tuple[str, int], tuple[int, str | None]]:
         # Partitions named when known: Tansu answers an OffsetFetch for all partitions (null topics)
         # without its topics array. Not known: all of them asked for, then, when that answer does
         # not parse, every partition of every topic named.

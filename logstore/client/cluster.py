@@ -24,14 +24,19 @@ import random
 import selectors
 import socket
 from dataclasses import dataclass, field
-from typing import Iterable, NamedTuple
+from typing import Iterable, NamedTuple, Sequence
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..server.network.socket_server import is_unix_socket_path
 from .connection import BrokerConnection, Response
 from .errors import BrokerResponseError, NetworkError
+from .security import ClientSecurity
 
 _JITTER = 0.2  # Kafka's CommonClientConfigs.RECONNECT_BACKOFF_JITTER
+
+
+BootstrapServers = str | Sequence[str | tuple[str, int]]
+"""Where a client starts: ``"host:port,host:port"``, or a list of ``host:port`` (or ``(host, port)``)."""
 
 
 def parse_bootstrap_servers(servers: str | list[str] | tuple[str, ...]) -> list[tuple[str, int]]:
@@ -98,10 +103,11 @@ class ClusterMetadata:
 class NetworkClient:
     """Connections to the brokers of one cluster, found from ``bootstrap_servers``."""
 
-    def __init__(self, bootstrap_servers, *, client_id: str = "logstore", request_timeout_ms: int = 30_000,
+    def __init__(self, bootstrap_servers: BootstrapServers, *, client_id: str = "logstore",
+                 request_timeout_ms: int = 30_000,
                  connect_timeout_ms: int = 10_000, max_in_flight: int = 5, reconnect_backoff_ms: int = 50,
                  reconnect_backoff_max_ms: int = 1000, clock: Clock = SYSTEM_CLOCK,
-                 rng: random.Random | None = None, security=None) -> None:
+                 rng: random.Random | None = None, security: ClientSecurity | None = None) -> None:
         self.bootstrap = parse_bootstrap_servers(bootstrap_servers)
         if type(reconnect_backoff_ms) is not int or reconnect_backoff_ms < 0:
             raise ValueError(f"reconnect_backoff_ms must be an int >= 0, got {reconnect_backoff_ms!r}")

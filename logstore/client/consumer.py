@@ -96,7 +96,7 @@ _ISOLATION = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMI
 _PROMPT_ROUNDS = 5  # join rounds in a row without back-off (the coordinator holds a JoinGroup: no busy loop)
 
 
-def consumer_config(config: dict | None, keywords: dict) -> dict[str, Any]:
+def consumer_config(config: Mapping[str, Any] | None, keywords: Mapping[str, Any]) -> dict[str, Any]:
     """Kafka's consumer settings from a dict of dotted names and/or keywords with underscores."""
     merged = dict(DEFAULTS)
     for key, value in [*(config or {}).items(), *((k.replace("_", "."), v) for k, v in keywords.items())]:
@@ -138,7 +138,8 @@ class Consumer:
     """Reads records from a Kafka-compatible broker (see the module docstring). Use it as a
     context manager, or call ``close()``: it commits (with auto-commit) and leaves the group."""
 
-    def __init__(self, config: dict | None = None, *, clock: Clock = SYSTEM_CLOCK, **settings) -> None:
+    def __init__(self, config: Mapping[str, Any] | None = None, *, clock: Clock = SYSTEM_CLOCK,
+                 **settings: Any) -> None:
         self.config = settings = consumer_config(config, settings)
         self._clock = clock
         self._network = NetworkClient(settings["bootstrap.servers"], client_id=settings["client.id"],
@@ -177,7 +178,7 @@ class Consumer:
     def __enter__(self) -> Consumer:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def _check_open(self) -> None:
@@ -209,14 +210,14 @@ class Consumer:
         """Join the consumer group (``group.id``) for ``topics``; the group assigns the partitions
         at the next ``poll``, and again whenever it rebalances."""
         self._check_open()
-        self._require_group("subscribe")
+        member = self._require_group("subscribe")
         if isinstance(topics, str):
             raise TypeError(f"topics must be a list of topic names, got {topics!r}")
         topics = sorted(set(topics))
         if self._subscription is None and self._fetcher.positions:
             raise RequestError("this consumer has assigned partitions: assign([]) before subscribe()")
         self._subscription = topics
-        self._member.rejoin_needed = True
+        member.rejoin_needed = True
 
     def unsubscribe(self) -> None:
         """Leave the group and hold no partitions."""
@@ -262,7 +263,7 @@ class Consumer:
         """Each of ``partitions`` (all assigned ones when none given) from its log end offset."""
         self._seek_to(partitions, "latest")
 
-    def _seek_to(self, partitions, strategy: str) -> None:
+    def _seek_to(self, partitions: Iterable[TopicPartition], strategy: str) -> None:
         self._check_open()
         chosen = list(partitions) or list(self._fetcher.positions)
         for tp in chosen:
@@ -280,7 +281,7 @@ class Consumer:
             raise ValueError(f"{topic}-{partition} is not assigned to this consumer")
         if self._fetcher.positions[tp] is None:
             self._initial_positions([tp])
-        return self._fetcher.positions[tp]
+        return self._fetcher.positions[tp]  # type: ignore[return-value]  # set now by _initial_positions
 
     def _initial_positions(self, partitions: list[TopicPartition], timeout_ms: int | None = None) -> None:
         if self._member is not None:
@@ -304,7 +305,8 @@ class Consumer:
         starts = self.beginning_offsets(partitions)
         return high_watermarks(self._network, list(starts), starts)
 
-    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, tuple | None]:
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]
+                          ) -> dict[TopicPartition, tuple[int, int] | None]:
         """For each partition, ``(offset, timestamp)`` of the first record whose timestamp is at or
         after the one given, or None when there is none."""
         self._check_open()
@@ -326,7 +328,7 @@ class Consumer:
         deadline_ms = self._clock.monotonic_ms() + timeout_ms
         if self._subscription is not None:
             self._maybe_check_metadata()
-        if self._subscription is not None and not self._ensure_group(deadline_ms):
+        if self._subscription is not None and not self._ensure_group(deadline_ms, self._subscription):
             return []  # not in the group yet (its coordinator is unreachable): the next poll goes on
         missing = self._fetcher.missing_positions()
         if missing:
@@ -371,18 +373,19 @@ class Consumer:
         if now_ms < self._next_metadata_check_ms:
             return
         self._next_metadata_check_ms = now_ms + self.config["metadata.max.age.ms"]
+        member = self._require_group("subscribe")  # (a subscribed consumer has one)
         try:
-            if self._member.metadata_changed():
-                self._member.rejoin_needed = True
+            if member.metadata_changed():
+                member.rejoin_needed = True
         except NetworkError as exc:  # no broker answered: the next check asks again
-            logger.warning("consumer: the metadata of group %s's topics: %s", self._member.group_id, exc)
+            logger.warning("consumer: the metadata of group %s's topics: %s", member.group_id, exc)
 
-    def _ensure_group(self, deadline_ms: int) -> bool:
+    def _ensure_group(self, deadline_ms: int, topics: list[str]) -> bool:
         """Rejoin the group when needed; whether this member is in the group now. A round the
         coordinator asks to do again (a member id given, a rebalance started meanwhile) follows at
         once, up to ``_PROMPT_ROUNDS`` in a row; after a coordinator that cannot be reached (or more
         such rounds) the next waits, with back-off, while the poll's time (``deadline_ms``) lasts."""
-        member = self._member
+        member = self._require_group("subscribe")  # (a subscribed consumer has one)
         backoff_ms = self.config["retry.backoff.ms"]
         prompt_rounds = 0
         while member.rejoin_needed:
@@ -394,7 +397,7 @@ class Consumer:
             self._commit_on_revoke(deadline_ms)
             held = {**self._kept_positions, **self._consumed()}
             try:
-                partitions = member.join(self._subscription, self.assignment())
+                partitions = member.join(topics, self.assignment())
             except Exception as exc:
                 if not coordinator_unavailable(exc):
                     raise
@@ -426,7 +429,7 @@ class Consumer:
         member = self._require_group("commit")
         member.commit(self._consumed() if offsets is None else _check_offsets(offsets))
 
-    def commit_async(self, offsets: Mapping[TopicPartition, int] | None = None) -> Future:
+    def commit_async(self, offsets: Mapping[TopicPartition, int] | None = None) -> Future[dict[TopicPartition, int]]:
         """Like ``commit`` without waiting: the future gives the offsets once stored (or the error);
         answers are read by ``poll`` and ``close``."""
         self._check_open()
@@ -443,14 +446,15 @@ class Consumer:
             return
         self._next_auto_commit_ms = self._clock.monotonic_ms() + self.config["auto.commit.interval.ms"]
         consumed = self._consumed()
-        if consumed:
+        if consumed and self._member is not None:  # (auto-commit is a group's)
             self._member.commit_async(consumed)
 
     def _commit_on_revoke(self, deadline_ms: int | None = None) -> None:
-        if self._auto_commit and self._consumed() and self._member.generation_id >= 0:
+        member = self._member  # (auto-commit is a group's)
+        if self._auto_commit and member is not None and self._consumed() and member.generation_id >= 0:
             timeout_ms = None if deadline_ms is None else max(deadline_ms - self._clock.monotonic_ms(), 0)
             try:
-                self._member.commit(self._consumed(), timeout_ms=timeout_ms)
+                member.commit(self._consumed(), timeout_ms=timeout_ms)
             except (NetworkError, RequestError) as exc:
                 logger.warning("consumer: committing before the rebalance failed: %s", exc)
 
@@ -473,7 +477,7 @@ class Consumer:
             self._network.close()
 
 
-def _check_tp(tp) -> TopicPartition:
+def _check_tp(tp: object) -> TopicPartition:
     if not (isinstance(tp, tuple) and len(tp) == 2 and isinstance(tp[0], str) and type(tp[1]) is int and tp[1] >= 0):
         raise TypeError(f"a partition is a (topic, partition) pair, got {tp!r}")
     return tp

@@ -388,9 +388,9 @@ class GroupMember:
             self._commit_result(self.call("OffsetCommit", self._commit_body(offsets, metadata),
                                           error_code=_first_partition_error, timeout_ms=timeout_ms))
 
-    def commit_async(self, offsets: Mapping[TopicPartition, int]) -> Future:
+    def commit_async(self, offsets: Mapping[TopicPartition, int]) -> Future[dict[TopicPartition, int]]:
         """Send the commit now; the future completes when ``poll_commits`` sees the answer."""
-        future: Future = Future()
+        future: Future[dict[TopicPartition, int]] = Future()
         if not offsets:
             future.set_result(dict(offsets))
             return future

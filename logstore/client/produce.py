@@ -22,7 +22,7 @@ The sender thread that drives these (ready, drain, send, poll, retry with backof
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
 from ..server.protocol import errors as kafka_errors
 from ..server.wire_records.compression import AVAILABLE_CODECS, CODEC_NAMES
@@ -48,7 +48,7 @@ class DeliveryTimeoutError(NetworkError, TimeoutError):
 _CODECS_BY_NAME = {name: codec for codec, name in CODEC_NAMES.items()}
 
 
-def compression_codec(name) -> int:
+def compression_codec(name: object) -> int:
     """The codec id of ``compression.type`` ``name`` (none, gzip, snappy, lz4, zstd). ``ValueError``
     names the value when it is no codec, or one this process cannot compress with (snappy, lz4
     and zstd need the ``server`` extra's ``cramjam``)."""
@@ -71,7 +71,7 @@ class Outcome(NamedTuple):
 
 
 def produce_request(batches: Iterable[ProducerBatch], acks: int, timeout_ms: int, producer_id: int = -1,
-                    producer_epoch: int = -1, *, compression: int = 0) -> dict:
+                    producer_epoch: int = -1, *, compression: int = 0) -> dict[str, Any]:
     """The Produce request body carrying ``batches`` (at most one per partition), their records
     compressed with codec ``compression``. An idempotent producer's batch carries a producer id,
     epoch and ``base_sequence``, so the broker stores a retried batch once: its own
@@ -80,7 +80,7 @@ def produce_request(batches: Iterable[ProducerBatch], acks: int, timeout_ms: int
         raise ValueError(f"acks must be 0, 1 or -1 (all), got {acks!r}")
     if compression not in CODEC_NAMES:
         raise ValueError(f"compression must be a codec id in {sorted(CODEC_NAMES)}, got {compression!r}")
-    by_topic: dict[str, list] = defaultdict(list)
+    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for batch in batches:
         pid, epoch = ((batch.producer_id, batch.producer_epoch) if batch.producer_id >= 0
                       else (producer_id, producer_epoch))
@@ -91,21 +91,22 @@ def produce_request(batches: Iterable[ProducerBatch], acks: int, timeout_ms: int
             "topic_data": [{"name": topic, "partition_data": partitions} for topic, partitions in by_topic.items()]}
 
 
-def partition_results(batches: Iterable[ProducerBatch], body: dict) -> list[tuple[ProducerBatch, int, dict | None]]:
+def partition_results(batches: Iterable[ProducerBatch], body: dict[str, Any]
+                      ) -> list[tuple[ProducerBatch, int, dict[str, Any] | None]]:
     """``(batch, error code, partition response)`` for each of ``batches`` from the Produce response
     ``body``; a partition the response does not answer gets NETWORK_EXCEPTION (and None)."""
-    results = {}
+    results: dict[tuple[str, int], dict[str, Any]] = {}
     for topic in body["responses"]:
         for partition in topic["partition_responses"]:
             results[(topic["name"], partition["index"])] = partition
-    answered = []
+    answered: list[tuple[ProducerBatch, int, dict[str, Any] | None]] = []
     for batch in batches:
         result = results.get((batch.topic, batch.partition))
         answered.append((batch, kafka_errors.NETWORK_EXCEPTION if result is None else result["error_code"], result))
     return answered
 
 
-def response_error(batch: ProducerBatch, code: int, result: dict | None) -> BrokerResponseError:
+def response_error(batch: ProducerBatch, code: int, result: dict[str, Any] | None) -> BrokerResponseError:
     """The ``BrokerResponseError`` a batch fails with when the broker refused it with ``code``."""
     name = kafka_errors.NAMES.get(code, f"error {code}")
     message = (result or {}).get("error_message") or ""
@@ -113,20 +114,21 @@ def response_error(batch: ProducerBatch, code: int, result: dict | None) -> Brok
                                f"{': ' + message if message else ''}", code, name)
 
 
-def apply_response(batches: Iterable[ProducerBatch], body: dict | None, retries_left) -> list[Outcome]:
+def apply_response(batches: Iterable[ProducerBatch], body: dict[str, Any] | None,
+                   retries_left: Callable[[ProducerBatch], bool]) -> list[Outcome]:
     """Complete, fail or mark for retry each of ``batches`` from the Produce response ``body`` (None:
     an ``acks=0`` request, which has no response). ``retries_left(batch)`` says whether a retriable
     error may be retried. Completed and failed batches have their futures resolved; the caller
     deallocates them (and re-enqueues the retried ones)."""
     if body is None:
-        outcomes = []
+        outcomes: list[Outcome] = []
         for batch in batches:
             batch.complete(-1)
             outcomes.append(Outcome(batch, False, None))
         return outcomes
     outcomes = []
     for batch, code, result in partition_results(batches, body):
-        if code == kafka_errors.NONE:
+        if code == kafka_errors.NONE and result is not None:  # (an answered partition: NONE comes with its result)
             batch.complete(result["base_offset"], result.get("log_append_time_ms", -1))
             outcomes.append(Outcome(batch, False, None))
         elif code in RETRIABLE and retries_left(batch):

@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import StoreClosedError
@@ -91,7 +91,7 @@ _MAX_IN_FLIGHT_IDEMPOTENT = 5  # Kafka's limit: the broker keeps the last 5 batc
 logger = logging.getLogger(__name__)
 
 
-def producer_config(config: dict | None, keywords: dict) -> dict[str, Any]:
+def producer_config(config: Mapping[str, Any] | None, keywords: Mapping[str, Any]) -> dict[str, Any]:
     """Kafka's producer settings from a dict of dotted names and/or keywords with underscores."""
     merged = dict(DEFAULTS)
     given = set()
@@ -138,7 +138,8 @@ class Producer:
     """Sends records to a Kafka-compatible broker (see the module docstring). ``send`` is
     thread-safe; ``close()`` (or a ``with`` block) flushes and stops the sender thread."""
 
-    def __init__(self, config: dict | None = None, *, clock: Clock = SYSTEM_CLOCK, **settings) -> None:
+    def __init__(self, config: Mapping[str, Any] | None = None, *, clock: Clock = SYSTEM_CLOCK,
+                 **settings: Any) -> None:
         explicit = True in ((config or {}).get("enable.idempotence"), settings.get("enable_idempotence"))
         self.config = settings = producer_config(config, settings)
         self._clock = clock
@@ -177,7 +178,7 @@ class Producer:
     def __enter__(self) -> Producer:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     @property
@@ -199,7 +200,8 @@ class Producer:
 
     # --- sending ---------------------------------------------------------------------------------
 
-    def send(self, topic: str, value: bytes | None, key: bytes | None = None, headers=None,
+    def send(self, topic: str, value: bytes | None, key: bytes | None = None,
+             headers: Iterable[tuple[str, bytes | None]] | None = None,
              partition: int | None = None, timestamp_ms: int | None = None) -> RecordFuture:
         """Queue a record; the future gives its ``RecordMetadata`` once the broker stored it (or the
         error that stopped it: ``DeliveryTimeoutError`` past ``delivery.timeout.ms``). Blocks while

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from ..errors import LogStoreError, OffsetOutOfRangeError, RequestError
 from ..manager.log_manager import LogManager
@@ -27,7 +27,7 @@ from . import errors
 from .consumer_protocol import ASSIGNORS, Assignment, Subscription, decode_assignment, decode_subscription, \
     encode_assignment, encode_subscription
 from .coordinator import GroupCoordinator
-from .results import JoinResult, OffsetCommit, SyncResult
+from .results import JoinMember, JoinResult, OffsetCommit, SyncResult
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class ConsumerRecord(NamedTuple):
     offset: int
     key: bytes | None
     value: bytes | None
-    headers: tuple
+    headers: Sequence[tuple[str, bytes | None]]
     timestamp_ms: int
 
 
@@ -120,12 +120,12 @@ class Consumer:
         """The partitions this member holds in the current generation."""
         return list(self._assignment)
 
-    def _call(self, request, *args, **kwargs):
+    def _call(self, request: Callable[..., None], *args: Any, **kwargs: Any) -> Any:
         """Run a callback-style coordinator request and wait for its answer."""
         answered = threading.Event()
-        box: list = []
+        box: list[Any] = []
 
-        def callback(result) -> None:
+        def callback(result: Any) -> None:
             box.append(result)
             answered.set()
 
@@ -142,7 +142,7 @@ class Consumer:
         raise GroupRequestError(f"group {self.group_id}: could not join after 20 attempts", errors.REBALANCE_IN_PROGRESS)
 
     def _join_and_sync(self) -> None:
-        subscription = encode_subscription(Subscription(self._topics, owned_partitions=self._assignment))
+        subscription = encode_subscription(Subscription(tuple(self._topics), owned_partitions=tuple(self._assignment)))
         join: JoinResult = self._call(
             self.coordinator.join_group, self.group_id, self.member_id, protocol_type="consumer",
             protocols=[(name, subscription) for name in self.assignors], session_timeout_ms=self.session_timeout_ms,
@@ -179,10 +179,10 @@ class Consumer:
                     self.generation_id)
         self._start_heartbeats()
 
-    def _assign(self, protocol: str, members) -> dict[str, bytes]:
+    def _assign(self, protocol: str, members: Sequence[JoinMember]) -> dict[str, bytes]:
         subscriptions = {member.member_id: decode_subscription(member.metadata) for member in members}
         topics = {topic for subscription in subscriptions.values() for topic in subscription.topics}
-        partitions_per_topic = {}
+        partitions_per_topic: dict[str, int] = {}
         for topic in topics:
             try:
                 partitions_per_topic[topic] = self.store.partitions(topic)
@@ -191,7 +191,7 @@ class Consumer:
         instance_ids = {member.member_id: member.group_instance_id for member in members}
         plan = ASSIGNORS[protocol](subscriptions, partitions_per_topic, instance_ids=instance_ids)
         self._assigned_counts = partitions_per_topic
-        return {member_id: encode_assignment(Assignment(partitions)) for member_id, partitions in plan.items()}
+        return {member_id: encode_assignment(Assignment(tuple(partitions))) for member_id, partitions in plan.items()}
 
     def _partition_counts_changed(self) -> bool:
         """As leader: whether a topic's partition count differs from the one the assignment used."""
@@ -246,12 +246,13 @@ class Consumer:
                 if (topic, partition) not in self._positions:
                     continue  # revoked meanwhile
                 room = self.max_poll_records - len(out)
-                for record in records[:room]:
-                    out.append(ConsumerRecord(topic, partition, record.offset, record.key, record.value,
-                                              record.headers, record.timestamp_ms))
+                for record in records[:room]:  # (read records: their offset and timestamp are not None)
+                    out.append(ConsumerRecord(topic, partition, record.offset,  # type: ignore[arg-type]
+                                              record.key, record.value, record.headers,
+                                              record.timestamp_ms))  # type: ignore[arg-type]
                 taken = records[:room]
                 if taken:
-                    self._positions[(topic, partition)] = taken[-1].offset + 1
+                    self._positions[(topic, partition)] = taken[-1].offset + 1  # type: ignore[operator]
                 if len(out) >= self.max_poll_records:
                     break
         return out
@@ -273,7 +274,11 @@ class Consumer:
                 elif self.auto_offset_reset == "latest":
                     position = log.log_end_offset
                 else:
-                    raise OffsetOutOfRangeError(f"{key[0]}-{key[1]}: no committed offset for group {self.group_id}")
+                    raise OffsetOutOfRangeError(
+                        f"{key[0]}-{key[1]}: no committed offset for group {self.group_id}" if value is None else
+                        f"{key[0]}-{key[1]}: the committed offset {value.offset} of group {self.group_id} is out of "
+                        f"range [{log.log_start_offset}, {log.log_end_offset}]",
+                        -1 if value is None else value.offset, log.log_start_offset, log.log_end_offset)
                 with self._lock:
                     self._positions.setdefault(key, position)
         with self._lock:
@@ -336,5 +341,5 @@ class Consumer:
     def __enter__(self) -> "Consumer":
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()

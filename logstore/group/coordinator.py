@@ -37,9 +37,9 @@ from . import errors
 from .config import GroupConfig
 from .delayed import DelayedJoin, DelayedSync, InitialDelayedJoin, join_key, member_key, sync_key
 from .metadata import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, GroupMetadata,
-                       MemberMetadata)
+                       MemberMetadata, OffsetAndMetadata)
 from .offsets import OffsetManager
-from .results import GroupOverview, GroupSummary, JoinMember, JoinResult, MemberSummary, SyncResult
+from .results import GroupOverview, GroupSummary, JoinMember, JoinResult, MemberSummary, OffsetCommit, SyncResult
 from .sessions import MemberSessions
 from .storage import GroupMetadataManager
 
@@ -599,13 +599,15 @@ class GroupCoordinator:
 
     # --- offsets (OffsetManager does the work) ----------------------------------------------------
 
-    def commit_offsets(self, group_id, generation_id, member_id, offsets, *, group_instance_id=None,
-                       retention_ms=-1, callback) -> None:
+    def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
+                       offsets: Mapping[tuple[str, int], OffsetCommit], *, group_instance_id: str | None = None,
+                       retention_ms: int = -1, callback: Callable[[dict[tuple[str, int], int]], None]) -> None:
         """See ``OffsetManager.commit``."""
         self.offsets.commit(group_id, generation_id, member_id, offsets, group_instance_id=group_instance_id,
                             retention_ms=retention_ms, callback=callback)
 
-    def fetch_offsets(self, group_id, partitions):
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
+                      ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
         """See ``OffsetManager.fetch``."""
         return self.offsets.fetch(group_id, partitions)
 

@@ -45,7 +45,7 @@ import os
 import threading
 from functools import partial
 from itertools import chain
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from ..clock import Clock
 from ..config import LogConfig
@@ -53,8 +53,8 @@ from ..errors import (CorruptIndexError, CorruptRecordError, DurabilityTimeoutEr
                       OffsetOutOfRangeError, ReadOnlyError, ResourceShortageError, StorageError, StoreClosedError,
                       is_resource_shortage)
 from ..fs import FileSystem
-from ..records.batching import AppendInfo, PreparedAppend, encode_records, small_batch_plan
-from ..records.decoder import RECORD_OVERHEAD_BYTES, Record, read_header
+from ..records.batching import AppendInfo, Batch, PreparedAppend, encode_records, small_batch_plan
+from ..records.decoder import RECORD_OVERHEAD_BYTES, BatchHeader, Record, RecordBatch, read_header
 from ..records.encoder import assign_base_offset, encode_one
 from .append_combiner import COMBINED_FLUSH_MESSAGES, AppendCombiner
 from .damage import RepairPlan, apply_repair, plan_repair
@@ -96,7 +96,8 @@ class Log:
         self.on_checkpoint_needed: Callable[["Log"], None] | None = None
         # The key of this partition in the purgatories, and the waits (set by the LogManager; a
         # standalone log makes its own on the first wait).
-        self.key = (topic, partition) if topic is not None else dir_path
+        # (Any: a store's logs have ``(topic, partition)``, ``tuple[str, int]``; a standalone one its dir.)
+        self.key: Any = (topic, partition) if topic is not None else dir_path
         self.on_truncated: Callable[["Log", int], None] | None = None  # the cleaner lowers its checkpoint
         self.truncations = 0  # truncate_to calls so far: a read that saw torn bytes checks it
         self.waits: LogWaits | None = None
@@ -183,6 +184,7 @@ class Log:
         """The error reads and writes of this damaged log raise (naming the repair command)."""
         command = (f"logstore repair {self.topic} --partition {self.partition}" if self.topic is not None
                    else "Log.repair()")
+        assert self.damage is not None, "damaged_error of a log that is not damaged"
         return self.damage.error(self.name, command)
 
     def _fail(self, exc: BaseException) -> LogFailedError:
@@ -274,7 +276,7 @@ class Log:
             waits.data_arrived(self.key)
         return info
 
-    def _append_flushing(self, records: int, write: Callable, *args) -> AppendInfo:
+    def _append_flushing(self, records: int, write: Callable[..., AppendInfo], *args: Any) -> AppendInfo:
         """``write(*args)`` under the lock, then the flush ``flush.messages`` asks for. An append
         that will reach it takes the flush lock first (``flush`` takes the flush lock, then this
         one: an append that flushed while holding only this one could wait forever for a flush
@@ -300,7 +302,8 @@ class Log:
         self._wake_readers()
         return info
 
-    def _write_one(self, base: int, data, key, value, headers, timestamp_ms: int, now_ms: int | None) -> AppendInfo:
+    def _write_one(self, base: int, data: Any, key: bytes | None, value: bytes | None,
+                   headers: Sequence[tuple[str, bytes | None]], timestamp_ms: int, now_ms: int | None) -> AppendInfo:
         """Under the lock: write the one-record batch ``data`` (encoded for offset ``base``, again
         for the log end offset if another append came first) and publish its offset."""
         plan = self._small_plan
@@ -323,9 +326,10 @@ class Log:
             except OSError as exc:
                 self._after_write_error(segment, exc)
         self.log_end_offset = base + 1  # flush.messages is checked once the lock is released
-        # max_timestamp_ms as append_prepared reports it: at least -1 (a record's time may be lower)
+        # max_timestamp_ms as append_prepared reports it: at least -1 (a record's time may be lower);
+        # with LogAppendTime, now_ms is the clock's (set by the caller), not None
         return AppendInfo(base, base, 1, timestamp_ms if timestamp_ms > -1 else -1, 1,
-                          now_ms if plan.log_append_time else -1)
+                          now_ms if plan.log_append_time else -1)  # type: ignore[arg-type]
 
     def prepare(self, records: Sequence[Record]) -> PreparedAppend:
         """Validate and encode ``records`` for ``append_prepared`` without writing anything: raises
@@ -346,13 +350,14 @@ class Log:
         return self._append_flushing(prepared.record_count, self._write_batches, batches, now_ms,
                                      prepared.record_count)
 
-    def _write_batches(self, batches: list, now_ms: int, record_count: int) -> AppendInfo:
+    def _write_batches(self, batches: list[Batch], now_ms: int, record_count: int) -> AppendInfo:
         """Under the lock: write prepared ``batches`` one after another, assigning their offsets."""
         first_offset = None
         max_timestamp = -1
         self._check_writable()
         for header_bytes, parts in batches:
-            header = read_header(header_bytes, 0, whole=False)
+            # (the bytes are a whole header: never None)
+            header: BatchHeader = read_header(header_bytes, 0, whole=False)  # type: ignore[assignment]
             base = self.log_end_offset
             last = base + header.last_offset_delta
             segment = self._maybe_roll(header.size_bytes, header.max_timestamp, last, now_ms)
@@ -578,7 +583,8 @@ class Log:
         return chain.from_iterable(LocalLog.iter_records_resuming(view, lambda: self._local.view, start, stop,
                                                                   self._resume_scan))
 
-    def iter_batch_slices(self, offset: int | None = None, end_offset: int | None = None, *, include_empty=False) -> Iterator:
+    def iter_batch_slices(self, offset: int | None = None, end_offset: int | None = None, *,
+                          include_empty: bool = False) -> Iterator[tuple[RecordBatch, int, int]]:
         """``(batch, first, stop)`` per batch over the same range as ``iter_records``: records
         [first, stop) of each verified ``RecordBatch`` are in range (Spark's Arrow path takes its raw
         columns). ``include_empty``: also batches with offsets but no record in range (first == stop)."""
@@ -667,10 +673,12 @@ class Log:
         """``(timestamp_ms, offset)`` of the first record of the batch holding ``offset`` (the time
         index names a batch by its last offset) with that timestamp, not below the log start
         offset; None when it has none."""
+        # (A record read back has its offset and timestamp: not None, whatever ``Record`` allows.)
         for batch, _first, _last in self.iter_batch_slices(offset, stop):
             for record in batch.iter_records():
-                if record.timestamp_ms == timestamp_ms and record.offset >= self.log_start_offset:
-                    return timestamp_ms, record.offset
+                if (record.timestamp_ms == timestamp_ms
+                        and record.offset >= self.log_start_offset):  # type: ignore[operator]
+                    return timestamp_ms, record.offset  # type: ignore[return-value]
             break
         return None
 
@@ -681,9 +689,10 @@ class Log:
         for batch, first, last in self.iter_batch_slices(offset, stop):
             if batch.max_timestamp < 0 or (best is not None and batch.max_timestamp <= best[0]):
                 continue
-            for record in batch.records(first, last):
-                if record.timestamp_ms >= 0 and (best is None or record.timestamp_ms > best[0]):
-                    best = (record.timestamp_ms, record.offset)
+            for record in batch.records(first, last):  # (read back: offset and timestamp are not None)
+                timestamp_ms: int = record.timestamp_ms  # type: ignore[assignment]
+                if timestamp_ms >= 0 and (best is None or timestamp_ms > best[0]):
+                    best = (timestamp_ms, record.offset)  # type: ignore[assignment]
         return best
 
     # --- a read-only view ------------------------------------------------------------------------
@@ -880,7 +889,7 @@ class Log:
                 return False
             self._check_writable()
             swapped_out = self._local.replace_segments(new_segments, old_segments, keep_deleted=delayed)
-        if delayed:
+        if delayed and self.schedule_file_delete is not None:  # (delayed says so: for type checkers)
             self.schedule_file_delete(swapped_out, self.config.file_delete_delay_ms)
         return True
 

@@ -31,7 +31,7 @@ import logging
 import threading
 from _thread import allocate_lock as _allocate_lock
 from dataclasses import dataclass
-from typing import Callable, Hashable, Mapping, Protocol, Sequence
+from typing import Callable, Hashable, Mapping, Protocol, Sequence, TypeVar
 
 from ..clock import SYSTEM_CLOCK, Stopwatch
 from ..records.decoder import RECORD_OVERHEAD_BYTES
@@ -449,9 +449,13 @@ def records_bytes(records) -> int:
     return total
 
 
-def read_or_wait(reads: Mapping[Hashable, tuple[WaitedLog, int]], read_all: Callable[[], dict[Hashable, list]],
+_Key = TypeVar("_Key", bound=Hashable)
+_Read = TypeVar("_Read")
+
+
+def read_or_wait(reads: Mapping[_Key, tuple[WaitedLog, int]], read_all: Callable[[], dict[_Key, list[_Read]]],
                  min_bytes: int, max_wait_ms: int, waits: LogWaits | None,
-                 enough: Callable[[dict[Hashable, list]], bool] | None = None) -> dict[Hashable, list]:
+                 enough: Callable[[dict[_Key, list[_Read]]], bool] | None = None) -> dict[_Key, list[_Read]]:
     """Kafka's fetch: ``read_all()`` the positions ``reads`` (key -> (log, offset)); when that found
     fewer than ``min_bytes`` (and ``enough`` of it, if given, says it is not enough) and
     ``max_wait_ms`` > 0, wait (``wait_for_data``) for appends to any of them to bring ``min_bytes``

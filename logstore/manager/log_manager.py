@@ -26,7 +26,8 @@ import os
 import threading
 from typing import Any, Callable, Collection, Iterator, Mapping, Sequence
 
-from ..cleaner.log_cleaner import LogCleaner
+from ..cleaner.log_cleaner import LogCleaner, PrebuiltMap
+from ..cleaner.stats import CleanerStats
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import TOPIC_KEYS, LogConfig, ManagerConfig, parse_overrides
 from ..errors import (InvalidConfigError, InvalidPartitionsError, InvalidTopicError, LogStoreError, ReadOnlyError,
@@ -156,7 +157,7 @@ class LogManager:
     def damaged_partitions(self) -> dict[tuple[str, int], LogDamage]:
         """Partitions whose files hold damage no crash could leave (``LogDamage``: what and where).
         Nothing was cut: they refuse reads and writes (``LogDamagedError``) until ``repair``."""
-        return {key: log.damage for key, log in sorted(self._dirs.damaged.items())}
+        return {key: log.damage for key, log in sorted(self._dirs.damaged.items()) if log.damage is not None}
 
     def damaged_logs(self) -> list[Log]:
         """The logs of the damaged partitions (for verification: ``logstore check``)."""
@@ -636,25 +637,35 @@ class LogManager:
 
     def compact(self, topic: str | None = None, partition: int | None = None, *, now_ms: int | None = None,
                 progress: Callable[[tuple[str, int], int], None] | None = None,
-                offset_maps: Mapping[tuple[str, int], object] | None = None) -> dict[tuple[str, int], object]:
+                offset_maps: Mapping[tuple[str, int], PrebuiltMap] | None = None
+                ) -> dict[tuple[str, int], CleanerStats | None]:
         """Compact to completion every partition of every compacted topic, or of ``topic`` (which
         must be compacted), or just ``partition`` of it: round after round whatever the dirty ratio,
         honouring ``min.compaction.lag.ms`` and ``delete.retention.ms``, then retention. Returns
         ``CleanerStats`` per partition (None where nothing was dirty). ``progress(key, bytes)``.
         ``offset_maps``: dirty sections mapped by another engine (``PrebuiltMap`` per partition,
         built over ``compaction_ranges``), as the Spark compaction job does."""
-        return self.cleaner.compact(self._compaction_keys(topic, partition), now_ms=now_ms, progress=progress,
-                                    offset_maps=offset_maps)
+        keys = self._compaction_keys(topic, partition)  # first: a read-only store raises ReadOnlyError
+        return self._writable_cleaner().compact(keys, now_ms=now_ms, progress=progress, offset_maps=offset_maps)
 
     def compaction_ranges(self, topic: str | None = None, partition: int | None = None, *,
                           now_ms: int | None = None) -> dict[tuple[str, int], tuple[int, int]]:
         """Per partition that ``compact(topic, partition, now_ms=now_ms)`` would clean, its cleanable
         range ``(first dirty offset, first uncleanable offset)``."""
-        return self.cleaner.cleanable_ranges(self._compaction_keys(topic, partition), now_ms)
+        keys = self._compaction_keys(topic, partition)
+        return self._writable_cleaner().cleanable_ranges(keys, now_ms)
 
     def compaction_estimate_bytes(self, topic: str | None = None, partition: int | None = None) -> int:
         """What ``compact(topic, partition)`` will read in one pass (a progress bar's length)."""
-        return self.cleaner.estimate_bytes(self._compaction_keys(topic, partition))
+        keys = self._compaction_keys(topic, partition)
+        return self._writable_cleaner().estimate_bytes(keys)
+
+    def _writable_cleaner(self) -> LogCleaner:
+        """The cleaner, which a writable store has (a read-only one has none: ``ReadOnlyError``)."""
+        self._check_writable()
+        cleaner = self.cleaner
+        assert cleaner is not None, "a writable store has a cleaner"
+        return cleaner
 
     def _compaction_keys(self, topic: str | None, partition: int | None) -> list[tuple[str, int]]:
         self._check_writable()
@@ -671,7 +682,8 @@ class LogManager:
         return [self.get_log(topic, number).key for number in partitions]
 
     def _on_truncated(self, log: Log, offset: int) -> None:
-        self.cleaner.cleaner_manager.maybe_truncate_checkpoint(log.key, offset)
+        if self.cleaner is not None:  # (a writable store's: only those truncate)
+            self.cleaner.cleaner_manager.maybe_truncate_checkpoint(log.key, offset)
 
     # --- closing ---------------------------------------------------------------------------------
 
@@ -732,7 +744,7 @@ class LogManager:
             raise
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def __repr__(self) -> str:

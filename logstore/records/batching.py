@@ -24,7 +24,7 @@ from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass
 from itertools import accumulate, repeat
 from operator import add, eq, itemgetter
-from typing import Any, NamedTuple, Sequence
+from typing import Iterator, NamedTuple, Protocol, Sequence, overload
 
 from ..config import LogConfig
 from ..errors import InvalidRecordError, InvalidTimestampError, RecordTooLargeError
@@ -33,6 +33,9 @@ from .decoder import HEADER_BYTES, RECORD_OVERHEAD_BYTES, TIMESTAMP_TYPE_LOG_APP
 from .encoder import encode_columns_parts
 
 _new_record = tuple.__new__
+
+Batch = tuple[bytearray, list[bytes]]
+"""An encoded batch: its header and the parts of its body, written with one ``pwritev``."""
 
 
 @dataclass(frozen=True, init=False)
@@ -59,7 +62,7 @@ class AppendInfo:
         fields["log_append_time_ms"] = log_append_time_ms
 
 
-class RecordColumns(SequenceABC):
+class RecordColumns(SequenceABC[Record]):
     """Records held as columns: ``keys``, ``values``, ``headers`` and ``timestamps`` (equally long
     lists or tuples; a timestamp may be None). It is a read-only sequence of ``Record`` (offset None),
     so ``Log.append`` and ``Log.prepare`` take it like a list of records, and they encode its columns
@@ -74,7 +77,8 @@ class RecordColumns(SequenceABC):
 
     __slots__ = ("keys", "values", "headers", "timestamps", "compression")
 
-    def __init__(self, keys: Sequence, values: Sequence, headers: Sequence, timestamps: Sequence,
+    def __init__(self, keys: Sequence[bytes | None], values: Sequence[bytes | None],
+                 headers: Sequence[Sequence[tuple[str, bytes | None]]], timestamps: Sequence[int | None],
                  compression: int | str = COMPRESSION_NONE) -> None:
         if not len(keys) == len(values) == len(headers) == len(timestamps):
             raise ValueError(f"columns of different lengths: {len(keys)} keys, {len(values)} values, "
@@ -93,13 +97,18 @@ class RecordColumns(SequenceABC):
     def __len__(self) -> int:
         return len(self.keys)
 
-    def __getitem__(self, index):
+    @overload
+    def __getitem__(self, index: int) -> Record: ...
+    @overload
+    def __getitem__(self, index: slice) -> RecordColumns: ...
+
+    def __getitem__(self, index: int | slice) -> Record | RecordColumns:
         if isinstance(index, slice):
             return RecordColumns(self.keys[index], self.values[index], self.headers[index], self.timestamps[index],
                                  self.compression)
         return Record(self.keys[index], self.values[index], self.headers[index], self.timestamps[index])
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Record]:
         return map(_new_record, repeat(Record), zip(self.keys, self.values, self.headers, self.timestamps, repeat(None)))
 
     def __eq__(self, other: object) -> bool:
@@ -107,7 +116,7 @@ class RecordColumns(SequenceABC):
             return NotImplemented
         return len(self) == len(other) and all(map(eq, self, other))
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as a list is (it compares equal to one)
 
     def __repr__(self) -> str:
         return f"RecordColumns({list(self)!r})"
@@ -116,7 +125,7 @@ class RecordColumns(SequenceABC):
 _CODEC_IDS = {**{name: codec for codec, name in CODEC_NAMES.items()}, "uncompressed": COMPRESSION_NONE}
 
 
-def check_record_sequence(records) -> None:
+def check_record_sequence(records: object) -> None:
     """``TypeError`` unless ``records`` is a sequence of records (not one ``Record``, bytes or str).
     A list passes at once: the ``Sequence`` ABC check costs as much as encoding a one-record append."""
     if type(records) is not list and (isinstance(records, (Record, bytes, str))
@@ -124,7 +133,7 @@ def check_record_sequence(records) -> None:
         raise TypeError(f"append takes a sequence of Record, got {type(records).__name__}")
 
 
-def encode_records(records: Sequence[Record], config: LogConfig, now_ms: int, name: str) -> list[tuple[bytearray, list]]:
+def encode_records(records: Sequence[Record], config: LogConfig, now_ms: int, name: str) -> list[Batch]:
     """Validate ``records`` for a log with ``config`` and encode them into ``(header, parts)``
     batches of at most ``max.message.bytes`` (and ``segment.bytes``). Raises ``TypeError`` for a
     wrong input type, ``InvalidRecordError`` for a missing key on a compacted topic and
@@ -132,15 +141,16 @@ def encode_records(records: Sequence[Record], config: LogConfig, now_ms: int, na
     check_record_sequence(records)
     if not records:
         return []
-    given = type(records) is RecordColumns
-    if config.compact and None in (records.keys if given else map(itemgetter(0), records)):
+    columns = records if type(records) is RecordColumns else None  # records given as columns
+    if config.compact and None in (columns.keys if columns is not None else map(itemgetter(0), records)):
         raise InvalidRecordError(f"compacted topic {name} requires a key on every record")
     bounds = config.timestamp_bounds_ms
     if bounds is not None:
-        _check_timestamps(records.timestamps if given else list(map(itemgetter(3), records)), bounds, now_ms, name)
+        _check_timestamps(columns.timestamps if columns is not None else list(map(itemgetter(3), records)), bounds,
+                          now_ms, name)
     codec = config.compression_type
     if codec == "producer":
-        compression = records.compression if given else COMPRESSION_NONE
+        compression = columns.compression if columns is not None else COMPRESSION_NONE
     else:
         compression = TOPIC_CODECS[codec]
     log_append = config.message_timestamp_type == "LogAppendTime"
@@ -148,16 +158,17 @@ def encode_records(records: Sequence[Record], config: LogConfig, now_ms: int, na
     # An uncompressed batch's size is known before its checksum, a compressed one's only once compressed.
     known_early = limit if compression == COMPRESSION_NONE else None
 
-    def encode(keys: Sequence, values: Sequence, headers: Sequence, timestamps: Sequence) -> list[tuple[bytearray, list]]:
-        header, parts = encode_columns_parts(keys, values, headers, timestamps, default_timestamp_ms=now_ms,
-                                             compression=compression, log_append_time=log_append,
-                                             max_bytes=known_early)
-        if header is not None:
+    def encode(keys: Sequence[bytes | None], values: Sequence[bytes | None],
+               headers: Sequence[Sequence[tuple[str, bytes | None]]], timestamps: Sequence[int | None]) -> list[Batch]:
+        encoded = encode_columns_parts(keys, values, headers, timestamps, default_timestamp_ms=now_ms,
+                                       compression=compression, log_append_time=log_append, max_bytes=known_early)
+        if encoded[0] is not None:
+            header, parts = encoded
             size = len(header) + sum(map(len, parts))
             if size <= limit:
                 return [(header, parts)]
         else:
-            size = parts  # larger than the limit: not checksummed
+            size = encoded[1]  # larger than the limit: not checksummed
         if len(keys) == 1:
             setting = "max.message.bytes" if limit == config.max_message_bytes else "segment.bytes"
             raise RecordTooLargeError(f"a record of {size - HEADER_BYTES} bytes is larger than "
@@ -165,27 +176,27 @@ def encode_records(records: Sequence[Record], config: LogConfig, now_ms: int, na
         return [part for start, stop in _split(keys, values, headers, limit)
                 for part in encode(keys[start:stop], values[start:stop], headers[start:stop], timestamps[start:stop])]
 
-    if given:
-        return encode(records.keys, records.values, records.headers, records.timestamps)
+    if columns is not None:
+        return encode(columns.keys, columns.values, columns.headers, columns.timestamps)
     keys, values, headers, timestamps, _offsets = zip(*records)
     return encode(keys, values, headers, timestamps)
 
 
-def _check_timestamps(timestamps: Sequence, bounds: tuple[int, int], now_ms: int, name: str) -> None:
+def _check_timestamps(timestamps: Sequence[int | None], bounds: tuple[int, int], now_ms: int, name: str) -> None:
     """``InvalidTimestampError`` naming the first record whose timestamp is out of ``bounds``."""
     errors = timestamp_errors(timestamps, bounds, now_ms, name, limit=1)
     if errors:
         raise InvalidTimestampError(errors[0][1])
 
 
-def timestamp_errors(timestamps: Sequence, bounds: tuple[int, int], now_ms: int, name: str,
+def timestamp_errors(timestamps: Sequence[int | None], bounds: tuple[int, int], now_ms: int, name: str,
                      limit: int | None = None) -> list[tuple[int, str]]:
     """``(index, message)`` of the records (at most ``limit``) whose timestamp is more than
     ``bounds[0]`` ms before ``now_ms`` or ``bounds[1]`` ms after it (Kafka's LogValidator rule for
     CreateTime topics; a record without a timestamp, None or Kafka's -1, always passes)."""
     before, after = bounds
     low, high = now_ms - before, now_ms + after
-    found = []
+    found: list[tuple[int, str]] = []
     for index, timestamp in enumerate(timestamps):
         if timestamp is not None and timestamp != -1 and not low <= timestamp <= high:
             found.append((index, f"Timestamp {timestamp} of record {index} is out of range for topic {name}. "
@@ -217,16 +228,25 @@ def small_batch_plan(config: LogConfig) -> SmallBatchPlan:
                           config.segment_bytes, config.max_segment_ms, config.flush_messages)
 
 
+class PreparingLog(Protocol):
+    """The log that prepared an append, as ``PreparedAppend`` holds it (``Log``, layers above)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def append_prepared(self, prepared: PreparedAppend) -> AppendInfo: ...
+
+
 class PreparedAppend:
     """Records validated and encoded by ``Log.prepare``, waiting for ``Log.append_prepared``."""
 
-    def __init__(self, log: Any, batches: list[tuple[bytearray, list]], record_count: int, now_ms: int) -> None:
+    def __init__(self, log: PreparingLog, batches: list[Batch], record_count: int, now_ms: int) -> None:
         self.log = log
-        self._batches: list | None = batches
+        self._batches: list[Batch] | None = batches
         self.record_count = record_count
         self.now_ms = now_ms
 
-    def take(self) -> list[tuple[bytearray, list]]:
+    def take(self) -> list[Batch]:
         """The batches, once: a prepared append cannot be appended twice."""
         if self._batches is None:
             raise ValueError("these prepared records were appended already")
@@ -234,17 +254,18 @@ class PreparedAppend:
         return batches
 
 
-def _lengths(column: Sequence) -> list[int]:
+def _lengths(column: Sequence[bytes | None]) -> list[int]:
     """``len(item or b"")`` of each item (a None counts 0)."""
     try:
-        return list(map(len, column))
+        return list(map(len, column))  # type: ignore[arg-type]  # a None raises TypeError: handled below
     except TypeError:
         if column.count(None) == len(column):
             return [0] * len(column)
         return [len(item or b"") for item in column]
 
 
-def _split(keys: Sequence, values: Sequence, headers: Sequence, limit: int) -> list[tuple[int, int]]:
+def _split(keys: Sequence[bytes | None], values: Sequence[bytes | None],
+           headers: Sequence[Sequence[tuple[str, bytes | None]]], limit: int) -> list[tuple[int, int]]:
     """``(start, stop)`` ranges of the records whose estimated batch size stays within ``limit``.
 
     Greedy, in order: a range ends before the record that would take it past the budget (a range

@@ -28,11 +28,20 @@ import zlib
 from bisect import bisect_left
 from functools import lru_cache
 from itertools import chain, repeat
-from typing import Callable, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from ..errors import CorruptRecordError
 from . import codecs, header_columns
 from .codecs import COMPRESSION_GZIP, COMPRESSION_NONE
+
+if TYPE_CHECKING:  # annotations only
+    from mmap import mmap
+    from typing import TypeAlias
+
+    BufferLike: TypeAlias = "bytes | bytearray | memoryview | mmap"
+    """What batches are decoded from: bytes read from a segment, a mapping of one, or a view."""
+    Headers: TypeAlias = "tuple[tuple[str, bytes | None], ...]"
+    """One record's headers as reads return them: ``(name, value)`` pairs."""
 
 MAGIC = 2
 """Format version the encoder writes; any byte layout change must change it (golden fixtures pin it)."""
@@ -132,7 +141,7 @@ class BatchHeader(NamedTuple):
         return self.base_offset + self.last_offset_delta + 1
 
 
-def read_header(buffer, position: int = 0, where: str = "", whole: bool = True) -> BatchHeader | None:
+def read_header(buffer: BufferLike, position: int = 0, where: str = "", whole: bool = True) -> BatchHeader | None:
     """Decode the header of the batch at ``position``; None when the bytes end before the header
     or (when ``whole``) before the end of the batch: incomplete. Raises ``CorruptRecordError`` when
     the header is damaged. The body's CRC is not checked here (``RecordBatch.verify`` does it)."""
@@ -175,7 +184,8 @@ class RecordBatch:
 
     __slots__ = ("header", "buffer", "_fetch", "_columns")
 
-    def __init__(self, header: BatchHeader, buffer, fetch: Callable[[int, int], bytes] | None = None) -> None:
+    def __init__(self, header: BatchHeader, buffer: BufferLike,
+                 fetch: Callable[[int, int], bytes] | None = None) -> None:
         self.header = header
         self.buffer = buffer
         self._fetch = fetch
@@ -190,7 +200,7 @@ class RecordBatch:
     size_bytes = property(lambda self: self.header.size_bytes)
 
     @classmethod
-    def decode(cls, buffer, position: int = 0, where: str = "") -> "RecordBatch | None":
+    def decode(cls, buffer: BufferLike, position: int = 0, where: str = "") -> "RecordBatch | None":
         """The batch at ``position`` with its CRC verified; None when incomplete."""
         header = read_header(buffer, position, where)
         if header is None:
@@ -255,7 +265,7 @@ class RecordBatch:
             return ()
         return columns._byte_values(_VALUES, _VALUE_ENDS, 0, columns.count, columns.null_values)
 
-    def headers(self, start: int = 0, stop: int | None = None) -> list:
+    def headers(self, start: int = 0, stop: int | None = None) -> list[Headers]:
         """Per record [start, stop), its headers (a tuple of ``(name, value)`` pairs), decoded column-wise
         without building records: what the Spark source and the Kafka server's fetch path take."""
         count = self.header.record_count
@@ -281,11 +291,11 @@ class RecordBatch:
         def column(index: int) -> memoryview | None:
             return None if at[index] < 0 else body[at[index] : at[index] + _WIDTHS[index] * count]
 
-        blobs = tuple(body[start : start + size] for start, size in zip(columns.blob_at, columns.blob_bytes))
+        keys, values, headers = (body[start : start + size] for start, size in zip(columns.blob_at, columns.blob_bytes))
         return RawColumns(count, self.header.base_offset, column(_DELTAS), column(_TIMESTAMPS),
                           columns.timestamp_default, bool(self.header.attributes & TIMESTAMP_TYPE_LOG_APPEND),
-                          column(_KEY_ENDS), column(_VALUE_ENDS), column(_HEADER_ENDS), *blobs,
-                          columns.null_keys, columns.null_values)
+                          columns.column_bytes(_KEY_ENDS), columns.column_bytes(_VALUE_ENDS), column(_HEADER_ENDS),
+                          keys, values, headers, columns.null_keys, columns.null_values)
 
     def payload_bytes(self, start: int, stop: int) -> int:
         """Bytes charged against a read's ``max_bytes`` for records [start, stop)."""
@@ -298,7 +308,7 @@ class RawColumns(NamedTuple):
     (``base_offset + i``), ``timestamps`` None when every record has ``timestamp_default``, and
     ``header_ends`` None when no record has headers (then ``headers`` is empty)."""
 
-    count: int
+    count: int  # type: ignore[assignment]  # the record count, named so; it hides tuple.count, unused here
     base_offset: int
     offset_deltas: memoryview | None  # int32 * count
     timestamps: memoryview | None  # int64 * count, milliseconds
@@ -332,7 +342,7 @@ class _Columns:
     __slots__ = ("count", "body", "fetch", "at", "cache", "blob_at", "blob_bytes", "full_blobs",
                  "null_keys", "null_values", "timestamp_default", "constant_timestamps", "codes", "widths")
 
-    def __init__(self, header: BatchHeader, body: memoryview, fetch) -> None:
+    def __init__(self, header: BatchHeader, body: memoryview, fetch: Callable[[int, int], bytes] | None) -> None:
         attributes = header.attributes
         if attributes & ~(KNOWN_ATTRIBUTES | header_columns.known_attributes(header.magic, attributes)):
             raise CorruptRecordError(f"unknown attribute bits {attributes:#x}")
@@ -358,7 +368,7 @@ class _Columns:
         self.count = count
         self.body = body
         self.fetch = fetch
-        self.cache: list[tuple | None] = [None] * 6
+        self.cache: list[tuple[int, ...] | None] = [None] * 6
         self.full_blobs: list[bytes | None] = [None] * 3
         self.null_keys = bool(attributes & HAS_NULL_KEYS)
         self.null_values = bool(attributes & HAS_NULL_VALUES)
@@ -419,7 +429,7 @@ class _Columns:
         if index < 0:
             return 0
         cached = self.cache[column]
-        end = cached[index] if cached is not None else _INT.unpack_from(self.body, self.at[column] + 4 * index)[0]
+        end: int = cached[index] if cached is not None else _INT.unpack_from(self.body, self.at[column] + 4 * index)[0]
         return end if end >= 0 else ~end
 
     def blob(self, which: int, low: int, high: int) -> tuple[bytes, int]:
@@ -470,6 +480,7 @@ class _Columns:
         if n == 1:
             return iter((self._record_at(header, start),))
         base = header.base_offset
+        offsets: Iterable[int]
         if self.at[_DELTAS] < 0:
             offsets = range(base + start, base + stop)
         else:
@@ -499,20 +510,23 @@ class _Columns:
         else:
             start = blob_at[_KEYS] + key_first
             stop = blob_at[_KEYS] + key_end
-            key = bytes(body[start:stop]) if stop <= len(body) else self.fetch(start, stop - start)
+            # A body without the blobs is a partial batch's, which has a fetch.
+            key = bytes(body[start:stop]) if stop <= len(body) else (
+                self.fetch(start, stop - start))  # type: ignore[misc]
         if value_end < 0:
             value = None
         else:
             start = blob_at[_VALUES] + value_first
             stop = blob_at[_VALUES] + value_end
-            value = bytes(body[start:stop]) if stop <= len(body) else self.fetch(start, stop - start)
+            value = bytes(body[start:stop]) if stop <= len(body) else (
+                self.fetch(start, stop - start))  # type: ignore[misc]
         timestamp = (self.timestamp_default if self.constant_timestamps
                      else _LONG.unpack_from(self.body, at[_TIMESTAMPS] + 8 * index)[0])
         headers = () if at[_HEADER_ENDS] < 0 else self._headers(index, index + 1)[0]
         delta = index if at[_DELTAS] < 0 else self.ints(_DELTAS, index, index + 1)[0]
         return _new_record(Record, (key, value, headers, timestamp, header.base_offset + delta))
 
-    def _byte_values(self, which: int, column: int, start: int, stop: int, has_nulls: bool) -> Sequence:
+    def _byte_values(self, which: int, column: int, start: int, stop: int, has_nulls: bool) -> Sequence[bytes | None]:
         if not has_nulls and 4 * (stop - start) >= self.count > 1 and self.fetch is None:
             fixed = self._fixed_size_values(which, column)  # all of them: a part is a slice of the tuple
             if fixed is not None:
@@ -524,7 +538,7 @@ class _Columns:
             if base == 0:
                 return [blob[a:b] for a, b in zip(chain((first,), ends), ends)]
             return [blob[a - base : b - base] for a, b in zip(chain((first,), ends), ends)]
-        out = []
+        out: list[bytes | None] = []
         previous = first - base
         for end in ends:
             if end < 0:
@@ -535,7 +549,7 @@ class _Columns:
                 previous = end - base
         return out
 
-    def _fixed_size_values(self, which: int, column: int) -> tuple | None:
+    def _fixed_size_values(self, which: int, column: int) -> tuple[bytes, ...] | None:
         """All values of a blob when they share one size (keys often do): cut out by one cached
         ``struct`` call instead of a slice per value. Detected by comparing the raw ends column with
         the pattern k, 2k, 3k, ... (a memcmp)."""
@@ -548,7 +562,7 @@ class _Columns:
             return None
         return _fixed_values_struct(size, count).unpack_from(self.body, self.blob_at[which])
 
-    def _headers(self, start: int, stop: int) -> list:
+    def _headers(self, start: int, stop: int) -> list[Headers]:
         """One headers tuple per record [start, stop) (magic 2: header_columns.py; magic 1: a loop)."""
         if self.at[_HEADER_COUNTS] >= 0:
             return header_columns.read(self, start, stop)
@@ -574,7 +588,7 @@ def _fixed_values_struct(size: int, count: int) -> struct.Struct:
     return struct.Struct("<" + f"{size}s" * count)
 
 
-def iter_batches(buffer, position: int = 0, where: str = "") -> Iterator[tuple[int, RecordBatch]]:
+def iter_batches(buffer: BufferLike, position: int = 0, where: str = "") -> Iterator[tuple[int, RecordBatch]]:
     """Yield ``(position, batch)`` for consecutive verified batches from ``position``; stop quietly
     at an incomplete batch (torn tail); raise ``CorruptRecordError`` at a corrupt one."""
     while True:
@@ -585,7 +599,7 @@ def iter_batches(buffer, position: int = 0, where: str = "") -> Iterator[tuple[i
         position += batch.header.size_bytes
 
 
-def iter_headers(buffer, position: int = 0, where: str = "") -> Iterator[tuple[int, BatchHeader]]:
+def iter_headers(buffer: BufferLike, position: int = 0, where: str = "") -> Iterator[tuple[int, BatchHeader]]:
     """Like ``iter_batches`` but decodes headers only (no body CRC): for skipping through data."""
     while True:
         header = read_header(buffer, position, where)

@@ -162,7 +162,8 @@ def encode_columns_parts(keys: Sequence, values: Sequence, headers: Sequence, ti
                          default_timestamp_ms: int = NO_TIMESTAMP, compression: int = COMPRESSION_NONE,
                          log_append_time: bool = False, offset_deltas: Sequence[int] | None = None,
                          last_offset_delta: int | None = None, delete_horizon_ms: int = -1,
-                         max_bytes: int | None = None, magic: int = MAGIC) -> tuple[bytearray | None, list | int]:
+                         max_bytes: int | None = None,
+                         magic: int = MAGIC) -> tuple[bytearray, list[bytes]] | tuple[None, int]:
     """``encode_batch_parts`` of records given as columns (equally long sequences: keys, values,
     headers, timestamps), for callers that hold columns already (``RecordColumns``, the splits of an
     append). With ``max_bytes``, a batch larger than that is checked as fully as any other (so it

@@ -14,6 +14,11 @@ and ``compact`` do. Its benchmark (``logstore perf spark``) lives in the benchma
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for the annotation only: importing this package does not import pyspark
+    from pyspark.sql import SparkSession
+
 MISSING_EXTRA = ("logstore's Spark layer needs pyspark and pyarrow: pip install 'kafka-logstore[spark]' "
                  "(pyarrow is not pulled in by pyspark itself)")
 
@@ -27,7 +32,7 @@ def require_spark() -> None:
         raise ImportError(f"{MISSING_EXTRA} ({exc})") from exc
 
 
-def register(spark) -> None:
+def register(spark: SparkSession) -> None:
     """Register the ``logstore`` data source with ``spark`` (a SparkSession) explicitly."""
     require_spark()
     from .source import LogStoreDataSource

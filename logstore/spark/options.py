@@ -250,7 +250,7 @@ def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str
     return result
 
 
-def offsets_from_json(data) -> dict[TopicPartition, int]:
+def offsets_from_json(data: object) -> dict[TopicPartition, int]:
     """The inverse of ``offsets_to_json`` (also accepts the JSON text)."""
     if isinstance(data, str):
         data = json.loads(data)

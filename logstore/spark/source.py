@@ -17,11 +17,11 @@ that uses them.
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter,
                                     DataSourceWriter, InputPartition)
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from ..errors import LogStoreError
@@ -30,8 +30,11 @@ from .options import (SourceOptionError, SourceOptions, lower_keys, offsets_from
                       parse_bool, parse_source_options)
 from .planning import OffsetRange, StreamPlanner, checked_range, plan_batch
 
+Offsets = dict[str, dict[str, int]]
+"""A stream offset as Spark checkpoints it: Kafka's ``{"topic": {"partition": offset}}`` JSON."""
 
-def read_range(options: SourceOptions, offset_range: OffsetRange | None) -> Iterator:
+
+def read_range(options: SourceOptions, offset_range: OffsetRange | None) -> Iterator[Any]:
     """A read task: the records of ``offset_range`` as Arrow record batches (or tuples with
     ``arrow=false``), from a read-only view of that one partition opened now."""
     if offset_range is None:  # Spark's stand-in task when a plan has no ranges
@@ -112,7 +115,7 @@ class LogStoreBatchReader(DataSourceReader):
         except LogStoreError as exc:
             raise SourceOptionError(f"cannot plan the read of {','.join(self.options.data_dirs)}: {exc}") from exc
 
-    def read(self, partition: InputPartition) -> Iterator:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_range(self.options, partition.value)
 
 
@@ -123,29 +126,29 @@ class LogStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self.planner = StreamPlanner(options)
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> Offsets:
         return offsets_to_json(self.planner.initial_offset())
 
-    def getDefaultReadLimit(self):
+    def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.max_offsets_per_trigger
         return ReadMaxRows(limit) if limit else ReadAllAvailable()
 
-    def latestOffset(self, start: dict, limit) -> dict:
+    def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
         max_records = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         return offsets_to_json(self.planner.latest_offset(offsets_from_json(start), max_records))
 
-    def reportLatestOffset(self) -> dict:
+    def reportLatestOffset(self) -> Offsets:
         return offsets_to_json({key: end for key, (_, end) in self.planner.latest_available().items()})
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.planner.prepare_available_now()
 
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+    def partitions(self, start: Offsets, end: Offsets) -> list[InputPartition]:
         ranges = self.planner.partitions(offsets_from_json(start), offsets_from_json(end))
         return [InputPartition(offset_range) for offset_range in ranges]
 
-    def read(self, partition: InputPartition) -> Iterator:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_range(self.options, partition.value)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: Offsets) -> None:
         """Nothing to do: the store keeps no consumer positions (the checkpoint holds them)."""

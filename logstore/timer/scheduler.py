@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
+from typing import Callable
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ShutdownError
@@ -40,7 +41,8 @@ class ScheduledTask(TimerTask):
     __slots__ = ("name", "fn", "period_ms", "next_run_ms", "runs", "failures", "_scheduler", "_guard",
                  "_stopped", "__weakref__")
 
-    def __init__(self, scheduler: Scheduler, name: str, fn, delay_ms: int, period_ms: int | None) -> None:
+    def __init__(self, scheduler: Scheduler, name: str, fn: Callable[[], object], delay_ms: int,
+                 period_ms: int | None) -> None:
         super().__init__(delay_ms)
         self.name = name
         self.fn = fn
@@ -64,12 +66,11 @@ class ScheduledTask(TimerTask):
             self.failures += 1
             log.exception("scheduled task %r failed (run %d)", self.name, self.runs)
         if self.period_ms is not None:
-            self._rearm(scheduled_ms)
+            self._rearm(scheduled_ms, self.period_ms)
         else:
             self._stopped = True
 
-    def _rearm(self, scheduled_ms: int) -> None:
-        period_ms = self.period_ms
+    def _rearm(self, scheduled_ms: int, period_ms: int) -> None:
         now_ms = self._scheduler.clock.monotonic_ms()
         next_ms = scheduled_ms + period_ms
         if next_ms < now_ms:  # late by more than a period: skip to the first boundary not yet past
@@ -167,12 +168,13 @@ class Scheduler:
         self.startup()
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.shutdown()
 
     # --- jobs -----------------------------------------------------------------------------------
 
-    def schedule(self, name: str, fn, delay_ms: int = 0, period_ms: int | None = None) -> ScheduledTask:
+    def schedule(self, name: str, fn: Callable[[], object], delay_ms: int = 0,
+                 period_ms: int | None = None) -> ScheduledTask:
         """Run ``fn()`` ``delay_ms`` from now, then every ``period_ms`` if given (fixed rate).
 
         Raises ``ShutdownError`` when the scheduler is not started, ``ValueError``/``TypeError`` for

@@ -132,7 +132,7 @@ class TaskExecutor:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[TimerTaskEntry] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
@@ -148,7 +148,7 @@ class TaskExecutor:
 
     def shutdown(self, timeout_s: float | None = 5.0) -> bool:
         """Run what was already submitted, then stop; True when the thread ended within ``timeout_s``."""
-        self.submit(self._STOP)  # type: ignore[arg-type]
+        self.submit(self._STOP)  # type: ignore[arg-type]  # the stop marker travels the entries' queue
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout_s)
         return not self._thread.is_alive() or threading.current_thread() is self._thread

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from logstore.errors import OffsetOutOfRangeError
 from logstore.group.consumer import Consumer, GroupRequestError
 from logstore.group.coordinator import GroupCoordinator
 from logstore.manager.log_manager import LogManager
@@ -135,3 +136,18 @@ def test_bad_arguments_name_the_value(store):
         Consumer(store, "", ["t"])
     with pytest.raises(ValueError, match="assignors"):
         Consumer(store, "g", ["t"], assignors=["sticky"])
+
+
+def test_auto_offset_reset_none_raises_offset_out_of_range_with_the_numbers(store):
+    # Without a committed offset (or with one outside the log) a consumer with auto_offset_reset
+    # "none" refuses to guess: OffsetOutOfRangeError naming the partition and giving the numbers
+    # (it raised a TypeError, the error built without them).
+    coordinator = GroupCoordinator.of(store, FAST)
+    with Consumer(store, "g", ["t"], coordinator=coordinator, auto_offset_reset="none", **CONSUMER) as consumer:
+        with pytest.raises(OffsetOutOfRangeError, match="no committed offset for group g") as caught:
+            consumer.poll(100)
+        assert (caught.value.offset, caught.value.log_start_offset, caught.value.log_end_offset) == (-1, 0, 10)
+        consumer.commit({("t", p): 50 for p in range(4)})
+    with Consumer(store, "g", ["t"], coordinator=coordinator, auto_offset_reset="none", **CONSUMER) as consumer:
+        with pytest.raises(OffsetOutOfRangeError, match=r"committed offset 50 of group g is out of range \[0, 10\]"):
+            consumer.poll(100)

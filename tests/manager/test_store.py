@@ -1050,6 +1050,19 @@ def test_read_only_and_closed_store(tmp_path):
     assert set(after) == set(before)
 
 
+def test_read_only_store_refuses_compaction_with_read_only_error(tmp_path):
+    # A read-only store has no cleaner: compaction and its planning refuse with ReadOnlyError (they
+    # raised AttributeError on the missing cleaner).
+    dirs = dirs_of(tmp_path, 1)
+    with LogManager(dirs) as store:
+        store.create_topic("c", 1, {"cleanup.policy": "compact"})
+    with LogManager(dirs, read_only=True) as reader:
+        for call in (lambda: reader.compact("c"), lambda: reader.compaction_ranges("c"),
+                     lambda: reader.compaction_estimate_bytes("c")):
+            with pytest.raises(ReadOnlyError):
+                call()
+
+
 def test_read_only_open_runs_no_recovery_and_reads_the_valid_prefix(tmp_path):
     dirs = dirs_of(tmp_path, 1)
     with LogManager(dirs) as store:
