@@ -2,7 +2,6 @@
 (the listening line stays first), the metrics and probes served while it runs, and a bad address
 refused in one line before anything starts."""
 
-import http.client
 import signal
 import subprocess
 import sys
@@ -10,17 +9,7 @@ import sys
 from click.testing import CliRunner
 
 from logstore.cli.main import main
-
-
-def _get(address: str, path: str) -> tuple[int, str]:
-    host, port = address.rsplit(":", 1)
-    connection = http.client.HTTPConnection(host, int(port), timeout=10)
-    try:
-        connection.request("GET", path)
-        response = connection.getresponse()
-        return response.status, response.read().decode()
-    finally:
-        connection.close()
+from http_probe import status_and_body
 
 
 def test_serve_prints_the_metrics_address_after_its_listening_lines(tmp_path):
@@ -34,9 +23,9 @@ def test_serve_prints_the_metrics_address_after_its_listening_lines(tmp_path):
         assert lines[2].startswith("logstore serve: metrics on http://127.0.0.1:") and lines[2].rstrip().endswith(
             "/metrics"), lines
         address = lines[2].split("http://", 1)[1].rstrip().removesuffix("/metrics")
-        assert _get(address, "/readyz") == (200, "ready\n")
-        assert _get(address, "/healthz") == (200, "ok\n")
-        status, text = _get(address, "/metrics")
+        assert status_and_body(address, "/readyz") == (200, "ready\n")
+        assert status_and_body(address, "/healthz") == (200, "ok\n")
+        status, text = status_and_body(address, "/metrics")
         assert status == 200 and "\nlogstore_partitions " in text and "\nprocess_resident_memory_bytes " in text
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0

@@ -8,7 +8,6 @@ TimeoutStopSec."""
 
 from __future__ import annotations
 
-import http.client
 import shlex
 import shutil
 import subprocess
@@ -18,6 +17,7 @@ import pytest
 
 import external_tools
 from deploy_helpers import BIN, DEPLOY, KAFKA_PORT, METRICS_PORT, Served, environment, substitute, systemd_unit
+from http_probe import status_and_body
 
 UNIT = DEPLOY / "logstore.service"
 PROPERTIES = DEPLOY / "server.properties"
@@ -93,17 +93,6 @@ def test_restart_stop_limits_and_hardening():
     assert SECTIONS["Install"]["WantedBy"] == ["multi-user.target"]
 
 
-def _get(address: str, path: str) -> tuple[int, str]:
-    host, port = address.rsplit(":", 1)
-    connection = http.client.HTTPConnection(host, int(port), timeout=10)
-    try:
-        connection.request("GET", path)
-        response = connection.getresponse()
-        return response.status, response.read().decode()
-    finally:
-        connection.close()
-
-
 def test_its_exec_start_serves_with_its_config_and_stops_cleanly_on_sigterm(tmp_path):
     state = tmp_path / "var-lib-logstore"
     state.mkdir()
@@ -116,7 +105,7 @@ def test_its_exec_start_serves_with_its_config_and_stops_cleanly_on_sigterm(tmp_
     served = Served(argv, environment({}), cwd=state)  # WorkingDirectory=/var/lib/logstore
     try:
         assert served.kafka.startswith("127.0.0.1:") and served.metrics is not None, served.lines
-        assert _get(served.metrics, "/readyz") == (200, "ready\n")
+        assert status_and_body(served.metrics, "/readyz") == (200, "ready\n")
         assert (state / "meta.properties").exists()  # the store is in the state directory
         code, stderr = served.stop(seconds(SERVICE["TimeoutStopSec"]))
         assert code == 0, stderr

@@ -9,7 +9,6 @@ Every server binds 127.0.0.1 and is stopped by the test that started it; loops a
 
 from __future__ import annotations
 
-import http.client
 import logging
 import socket
 import threading
@@ -19,27 +18,16 @@ import pytest
 from logstore.server import KafkaServer
 from logstore.server.metrics import KAFKA_NAMES, MetricsServer, parse_metrics_address
 from wire_client import WireClient
+from http_probe import http_get
 
 prometheus_parser = pytest.importorskip("prometheus_client.parser", reason="pip install prometheus-client (test extra)")
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 
 
-def get(address: str, path: str, method: str = "GET") -> tuple[int, str, str]:
-    """(status, content type, body) of one request to ``address`` (``host:port``)."""
-    host, port = address.rsplit(":", 1)
-    connection = http.client.HTTPConnection(host, int(port), timeout=10)
-    try:
-        connection.request(method, path)
-        response = connection.getresponse()
-        return response.status, response.getheader("Content-Type", ""), response.read().decode()
-    finally:
-        connection.close()
-
-
 def scrape(address: str) -> dict[str, dict[tuple, float]]:
     """``{sample name: {sorted label items: value}}`` of a scrape, parsed as Prometheus parses it."""
-    status, content_type, text = get(address, "/metrics")
+    status, content_type, text = http_get(address, "/metrics")
     assert status == 200, text
     assert content_type == "text/plain; version=0.0.4; charset=utf-8"
     samples: dict[str, dict[tuple, float]] = {}
@@ -161,18 +149,18 @@ def test_readyz_follows_the_servers_life(tmp_path):
     # A listener of our own around the server's whole life: before start and after stop too.
     probes = MetricsServer("127.0.0.1", 0, server.metrics.render, server.readiness).start()
     try:
-        assert get(probes.address, "/healthz")[::2] == (200, "ok\n")
-        assert get(probes.address, "/readyz")[::2] == (503, "not started\n")
-        status, _type, text = get(probes.address, "/metrics")  # the process's own metrics already
+        assert http_get(probes.address, "/healthz")[::2] == (200, "ok\n")
+        assert http_get(probes.address, "/readyz")[::2] == (503, "not started\n")
+        status, _type, text = http_get(probes.address, "/metrics")  # the process's own metrics already
         assert status == 200 and "process_threads " in text and "logstore_partitions" not in text
         seen_while_stopping = []
         with server:
-            assert get(probes.address, "/readyz")[::2] == (200, "ready\n")
+            assert http_get(probes.address, "/readyz")[::2] == (200, "ready\n")
             # the store closes inside stop(): the probe answered then is the "stopping" one
-            server.store.on_close(lambda: seen_while_stopping.append(get(probes.address, "/readyz")[::2]))
+            server.store.on_close(lambda: seen_while_stopping.append(http_get(probes.address, "/readyz")[::2]))
         assert seen_while_stopping == [(503, "stopping\n")]
-        assert get(probes.address, "/readyz")[::2] == (503, "stopped\n")
-        assert get(probes.address, "/healthz")[0] == 200
+        assert http_get(probes.address, "/readyz")[::2] == (503, "stopped\n")
+        assert http_get(probes.address, "/healthz")[0] == 200
     finally:
         probes.stop()
 
@@ -181,12 +169,12 @@ def test_the_servers_own_listener_opens_first_and_closes_last(tmp_path):
     with KafkaServer(str(tmp_path / "data"), listen="127.0.0.1:0", config={"offsets.topic.num.partitions": 1},
                      metrics_listen="127.0.0.1:0") as server:
         address = server.metrics_address
-        assert get(address, "/readyz")[::2] == (200, "ready\n")
-        assert get(address, "/nothing-here")[0] == 404
-        assert get(address, "/metrics", method="HEAD")[::2] == (200, "")
-        assert get(address, "/metrics", method="POST")[0] == 501
+        assert http_get(address, "/readyz")[::2] == (200, "ready\n")
+        assert http_get(address, "/nothing-here")[0] == 404
+        assert http_get(address, "/metrics", method="HEAD")[::2] == (200, "")
+        assert http_get(address, "/metrics", method="POST")[0] == 501
         seen_while_stopping = []
-        server.store.on_close(lambda: seen_while_stopping.append(get(address, "/readyz")[0]))
+        server.store.on_close(lambda: seen_while_stopping.append(http_get(address, "/readyz")[0]))
     assert seen_while_stopping == [503]
     host, port = address.rsplit(":", 1)
     with pytest.raises(ConnectionRefusedError):
