@@ -162,8 +162,10 @@ def _encode_with_nulls(counts: list[int], name_bytes: list[bytes], values: Seque
 def check(section, counts_column, ends_column, count: int) -> None:
     """Raise CorruptRecordError unless the two columns (their raw bytes, every record of the batch)
     and the section's entries agree: counts and ends non-decreasing from >= 0, at least one
-    header, the entries' real ends non-decreasing from 0, names never null, and each record's
-    entries ending where its ``header_ends`` says."""
+    header, the entries' real ends non-decreasing from 0, names never null, a null value ending
+    where its name ends, and each record's entries ending where its ``header_ends`` says: so every
+    byte of the header data is in exactly one name or value, and the charge taken from the columns
+    (``decoder.RecordBatch.payload_bytes``) is the decoded records' charge."""
     if count <= 0:
         raise CorruptRecordError("a batch without records has header columns")
     if _regular(section, counts_column, ends_column, count) is not None:
@@ -176,7 +178,14 @@ def check(section, counts_column, ends_column, count: int) -> None:
     entries = _ints(2 * total).unpack_from(section)
     if min(entries[0::2]) < 0:
         raise CorruptRecordError("a header name is marked null")
-    real = entries if min(entries) >= 0 else [end if end >= 0 else ~end for end in entries]
+    real = entries
+    if min(entries) < 0:
+        # A null value takes no bytes: its end (~end) must be its name's end. Else the bytes between
+        # them would belong to no name or value, yet header_ends (what payload_bytes charges)
+        # would count them. Such a null stays negative here and fails the order check below.
+        real = list(entries)
+        real[1::2] = [value_end if value_end >= 0 else name_end if value_end == ~name_end else value_end
+                      for name_end, value_end in zip(entries[0::2], entries[1::2])]
     value_ends = (0,) + tuple(real[1::2])
     if real[0] < 0 or list(real) != sorted(real) or list(map(value_ends.__getitem__, counts)) != list(ends):
         raise CorruptRecordError("header entries do not add up to the header columns")
