@@ -29,7 +29,8 @@ from logstore.server.wire_records import (CorruptMessageError, FetchBatchCache, 
                                           InvalidTimestampError, MessageTooLargeError, UnsupportedCompressionError,
                                           WireBatch, WireRecordError, decode_fetch, decode_produce, encode_fetch_batch,
                                           encode_produce_batch, encode_records)
-from logstore.server.wire_records.batch import HEADER_STRUCT, ZIGZAG_BYTE, ZIGZAG_PAIR, encode_varint, read_varint
+from logstore.server.wire_records.batch import (HEADER_STRUCT, VARINT_TABLE_SIZE, VARINTS, ZIGZAG_BYTE, ZIGZAG_PAIR,
+                                               encode_varint, read_varint)
 from logstore.server.wire_records.crc32c import crc32c
 from logstore.timer.scheduler import Scheduler
 
@@ -67,6 +68,22 @@ def test_varints_round_trip(value):
         assert ZIGZAG_BYTE[encoded[0]] == value
     if len(encoded) == 2:
         assert ZIGZAG_PAIR[(encoded[1] << 8) | encoded[0]] == value
+
+
+def test_the_varint_tables_hold_every_small_varint():
+    """Each entry of the encoding table (built from slices at import) is the varint read_varint
+    decodes back, and the two-byte decoding table holds the value of every two-byte varint and zeros
+    elsewhere."""
+    assert len(VARINTS) == VARINT_TABLE_SIZE
+    for number, encoded in enumerate(VARINTS):
+        value = (number >> 1) ^ -(number & 1)
+        assert read_varint(encoded, 0) == (value, len(encoded)), number
+    for index, value in enumerate(ZIGZAG_PAIR):
+        first, second = index & 0xFF, index >> 8
+        if first >= 0x80 and second < 0x80:  # a two-byte varint, overlong ones (second == 0) included
+            assert value == read_varint(bytes((first, second)), 0)[0], index
+        else:
+            assert value == 0, index
 
 
 def test_overlong_and_cut_varints_are_corrupt():

@@ -170,11 +170,15 @@ ZIGZAG_BYTE = tuple((byte >> 1) ^ -(byte & 1) for byte in range(128))
 
 
 def _two_byte_values() -> list[int]:
-    table = [0] * (1 << 15)
+    # Built from slices (C loops) rather than entry by entry: it runs at `logstore serve`'s start-up.
+    # For each second byte, the 128 indexes with a first byte < 0x80 stay 0 (they are no two-byte
+    # varint); the next 128 hold the values of the numbers (second << 7) .. (second << 7) + 127.
+    decoded = [(number >> 1) ^ -(number & 1) for number in range(1 << 14)]
+    zeros = [0] * 0x80
+    table: list[int] = []
     for second in range(0x80):
-        for first in range(0x80, 0x100):
-            number = (first & 0x7F) | (second << 7)
-            table[(second << 8) | first] = (number >> 1) ^ -(number & 1)
+        table += zeros
+        table += decoded[second << 7:(second + 1) << 7]
     return table
 
 
@@ -222,7 +226,10 @@ def _varint_of_zigzag(number: int) -> bytes:
 
 
 VARINT_TABLE_SIZE = 1 << 15
-VARINTS: list[bytes] = [_varint_of_zigzag(number) for number in range(VARINT_TABLE_SIZE)]
+VARINTS: list[bytes] = (
+    [bytes((number,)) for number in range(0x80)]  # one byte: 0 .. 127
+    + [bytes((low | 0x80, high)) for high in range(1, 0x80) for low in range(0x80)]  # two: .. 16383
+    + [bytes((low | 0x80, middle | 0x80, 1)) for middle in range(0x80) for low in range(0x80)])  # three
 """``VARINTS[zigzag(v)]``: the encoded varint of ``v`` for every ``|v| < 16384``."""
 NONNEGATIVE_VARINTS: list[bytes] = VARINTS[::2]
 """``NONNEGATIVE_VARINTS[v]``: the encoded varint of ``v`` for ``0 <= v < 16384``: lengths, counts
