@@ -43,7 +43,10 @@ def merged_missing_tools(outputs: list[str]) -> str:
     for output in outputs:
         for line in output.splitlines():
             if line.startswith(MISSING_TOOLS):
-                for tool, count, install in re.findall(r"(\S+) (\d+) \[([^\]]*)\]", line[len(MISSING_TOOLS):]):
+                # An install command may hold brackets itself (pip install 'kafka-logstore[docs]'):
+                # an entry ends at the "]" before the next entry or the end of the line.
+                entries = re.findall(r"(\S+) (\d+) \[(.*?)\](?=, \S+ \d+ \[|$)", line[len(MISSING_TOOLS):].rstrip())
+                for tool, count, install in entries:
                     counts.setdefault(tool, [0, install])[0] += int(count)
     if not counts:
         return MISSING_TOOLS + "none"

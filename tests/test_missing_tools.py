@@ -110,3 +110,10 @@ def test_the_skip_reasons_are_counted_per_tool_and_the_shards_lines_add_up():
     merged = script.merged_missing_tools([line, "skipped for missing tools: kcat 4 [apt-get install kcat]"])
     assert merged == ("skipped for missing tools: kafkajs 1 [(cd tests/server/clients/js && npm ci)], "
                       "kcat 7 [apt-get install kcat]")
+    # an install command with brackets of its own, first, last and alone
+    docs = f"mkdocs 4 [{external_tools.INSTALL['mkdocs']}]"
+    assert "[" in external_tools.INSTALL["mkdocs"]
+    merged = script.merged_missing_tools([f"skipped for missing tools: {docs}, kcat 1 [apt-get install kcat]",
+                                          f"skipped for missing tools: java 2 [x], {docs}", f"skipped for missing tools: {docs}"])
+    assert merged == (f"skipped for missing tools: java 2 [x], kcat 1 [apt-get install kcat], "
+                      f"mkdocs 12 [{external_tools.INSTALL['mkdocs']}]")
