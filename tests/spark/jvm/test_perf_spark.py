@@ -61,5 +61,5 @@ def test_a_wrong_answer_is_an_error_not_a_number(spark, tmp_path):
 def test_cli_declares_the_command():
     out = CliRunner().invoke(main, ["perf", "spark", "--help"])
     assert out.exit_code == 0
-    for option in ("--records", "--keys", "--partitions", "--repeats", "--skip-compact", "--dir", "--json"):
+    for option in ("--records", "--keys", "--partitions", "--repeats", "--skip-compact", "--dir", "--format"):
         assert option in out.output
