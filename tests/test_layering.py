@@ -2,8 +2,8 @@
 
 The layers are subpackages and imports go only downward. The order, bottom up: the foundations
 (``errors``, ``clock``, ``fs``, ``config``, ``properties``, ``testing``) < ``records`` < ``timer`` < ``log`` <
-``cleaner`` < ``manager`` < ``tools`` < ``group`` < ``server`` < ``client`` and ``spark`` (side by
-side) < ``bench`` < ``cli``. Every import in every module is checked, lazy ones inside functions and
+``cleaner`` < ``manager`` < ``tools`` < ``group`` < ``txn`` < ``server`` < ``client`` and ``spark``
+(side by side) < ``bench`` < ``cli``. Every import in every module is checked, lazy ones inside functions and
 type-only ones under ``TYPE_CHECKING`` included, so a change that imports upward fails here with the
 importing module and the import named. Two layers are held to less than "anything below":
 ``records`` is pure (the errors and the config only) and ``timer`` never imports storage code (the
@@ -36,7 +36,7 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 
 FOUNDATIONS = {"errors", "clock", "fs", "config", "properties", "testing"}
 RANKS = {"foundations": 0, "records": 1, "timer": 2, "log": 3, "cleaner": 4, "manager": 5, "tools": 6,
-         "group": 7, "server": 8, "client": 9, "spark": 9, "bench": 10, "cli": 11}
+         "group": 7, "txn": 8, "server": 9, "client": 10, "spark": 10, "bench": 11, "cli": 12}
 ALLOWED_FOUNDATIONS = {"records": {"errors", "config"}, "timer": {"errors", "clock"}}
 """Layers that may use only some of the foundations."""
 
