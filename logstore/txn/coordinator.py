@@ -242,8 +242,9 @@ class TransactionCoordinator:
                              STATE_NAMES[meta.state])
                 return InitProducerIdResult(errors.UNKNOWN_SERVER_ERROR)
         if fence is not None:
-            self._write_prepare(meta, fence)  # its own failure is the scanner's to retry
-            return InitProducerIdResult(errors.CONCURRENT_TRANSACTIONS)
+            # The abort is under way: the caller retries until it is complete. If its record could
+            # not be written, nothing changed and the append's error is the answer.
+            return InitProducerIdResult(self._write_prepare(meta, fence) or errors.CONCURRENT_TRANSACTIONS)
         code = self._write(meta, target)
         if code:
             return InitProducerIdResult(code)
