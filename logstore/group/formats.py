@@ -63,11 +63,13 @@ OFFSET_VALUE_VERSION = 3
 OFFSET_VALUE_EXPIRE_VERSION = 1
 GROUP_VALUE_VERSION = 3
 
+_INT8 = struct.Struct(">b")
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _UNIT = struct.Struct(">H")
 _BITS = {_INT16: 16, _INT32: 32, _INT64: 64}
+_MAX_STRING_BYTES = 0x7FFF  # Kafka's strings, compact ones too, hold at most 32767 bytes
 # The hot records (one per partition of every commit) packed in one call each; anything these
 # cannot pack (a wrong type, a value out of range) goes through ``Writer``, which names the field.
 _OFFSET_KEY_PARTITION = struct.Struct(">i")
@@ -178,18 +180,19 @@ class Reader:
     invalid UTF-8 raises ``CorruptRecordError`` naming ``what`` (the record), the field and the byte
     position."""
 
-    __slots__ = ("_data", "_position", "_what")
+    __slots__ = ("_data", "_position", "_what", "_error")
 
-    def __init__(self, data, what: str):
+    def __init__(self, data, what: str, error: type[CorruptRecordError] = CorruptRecordError):
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"{what} must be bytes, got {data!r}")
         self._data = bytes(data)
         self._position = 0
         self._what = what
+        self._error = error  # another internal topic's records raise their own subclass
 
     def fail(self, message: str) -> CorruptRecordError:
         """The error for bad bytes at the current position (the caller raises it)."""
-        return CorruptRecordError(f"{self._what}: {message} (at byte {self._position} of {len(self._data)})")
+        return self._error(f"{self._what}: {message} (at byte {self._position} of {len(self._data)})")
 
     @property
     def remaining(self) -> int:
@@ -209,6 +212,18 @@ class Reader:
         (value,) = packer.unpack_from(self._data, self._position)
         self._position += packer.size
         return value
+
+    def int8(self, field: str) -> int:
+        """Read an int8."""
+        return self._int(_INT8, field)
+
+    def number(self, packer: struct.Struct, field: str) -> int:
+        """Read a big-endian integer of ``packer``'s size (a field whose type a table gives)."""
+        return self._int(packer, field)
+
+    def skip(self, field: str, size: int) -> None:
+        """Step over ``size`` bytes (a field this reader does not know)."""
+        self._take(field, size)
 
     def int16(self, field: str) -> int:
         """Read a big-endian int16."""
@@ -250,6 +265,58 @@ class Reader:
         count = self.int32(field + " count")
         if count < 0:
             raise self.fail(f"{field} has count {count}")
+        if count * min_element_bytes > self.remaining:
+            raise self.fail(f"{field} claims {count} elements, but only {self.remaining} bytes are left")
+        return count
+
+    # Kafka's flexible encoding (the transaction log's value version 1): unsigned varints, compact
+    # strings and arrays (length + 1, 0 for null).
+
+    def uvarint(self, field: str) -> int:
+        """An unsigned varint of at most 5 bytes (an int32's, as Kafka reads them)."""
+        value = shift = 0
+        for _ in range(5):
+            if not self.remaining:
+                raise self.fail(f"{field} ends inside its varint")
+            byte = self._data[self._position]
+            self._position += 1
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                if value > 0xFFFFFFFF:
+                    raise self.fail(f"{field} varint {value} is larger than 32 bits")
+                return value
+            shift += 7
+        raise self.fail(f"{field} varint is longer than 5 bytes")
+
+    def text(self, field: str, compact: bool) -> str:
+        if compact:
+            length = self.uvarint(field + " length") - 1
+            if length < 0:
+                raise self.fail(f"{field} is null")
+        else:
+            length = self._int(_INT16, field + " length")
+            if length < 0:
+                raise self.fail(f"{field} has length {length}")
+        if length > _MAX_STRING_BYTES:
+            raise self.fail(f"{field} has length {length}, more than a string holds ({_MAX_STRING_BYTES})")
+        data = self._take(field, length)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise self.fail(f"{field} is not valid UTF-8 ({error.reason})") from None
+
+    def count(self, field: str, compact: bool, min_element_bytes: int, nullable: bool = False) -> int | None:
+        """An array's element count (``None`` for null when ``nullable``). A count the remaining bytes
+        cannot hold (each element takes at least ``min_element_bytes``) is refused here, before a
+        caller loops or allocates for it."""
+        if compact:
+            count = self.uvarint(field + " count") - 1
+        else:
+            count = self._int(_INT32, field + " count")
+        if count < 0:
+            if count == -1 and nullable:
+                return None
+            raise self.fail(f"{field} is null" if count == -1 else f"{field} has count {count}")
         if count * min_element_bytes > self.remaining:
             raise self.fail(f"{field} claims {count} elements, but only {self.remaining} bytes are left")
         return count

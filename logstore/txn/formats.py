@@ -44,7 +44,7 @@ import struct
 from dataclasses import dataclass
 
 from ..errors import CorruptRecordError
-from ..group.formats import java_string_hash
+from ..group.formats import Reader, java_string_hash
 
 __all__ = [
     "KEY_VERSION", "TRANSACTION_STATE_TOPIC", "TransactionLogFormatError", "TransactionLogValue", "TransactionState",
@@ -251,103 +251,14 @@ def encode_value(value: TransactionLogValue, version: int | None = None) -> byte
 # --- reading --------------------------------------------------------------------------------------
 
 
-class _Reader:
-    """Reads one key or value; every shortfall, impossible length or count, or invalid UTF-8 raises
-    ``TransactionLogFormatError`` naming ``what``, the field and the byte position."""
-
-    __slots__ = ("data", "position", "what")
-
-    def __init__(self, data: object, what: str) -> None:
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(f"{what} must be bytes, got {data!r}")
-        self.data = bytes(data)
-        self.position = 0
-        self.what = what
-
-    def fail(self, message: str) -> TransactionLogFormatError:
-        return TransactionLogFormatError(
-            f"{self.what}: {message} (at byte {self.position} of {len(self.data)})")
-
-    @property
-    def remaining(self) -> int:
-        return len(self.data) - self.position
-
-    def take(self, field: str, size: int) -> bytes:
-        if size > self.remaining:
-            raise self.fail(f"{field} needs {size} bytes, {self.remaining} left")
-        start = self.position
-        self.position += size
-        return self.data[start:self.position]
-
-    def int(self, packer: struct.Struct, field: str) -> int:
-        if packer.size > self.remaining:
-            raise self.fail(f"{field} needs {packer.size} bytes, {self.remaining} left")
-        (value,) = packer.unpack_from(self.data, self.position)
-        self.position += packer.size
-        return value
-
-    def uvarint(self, field: str) -> int:
-        """An unsigned varint of at most 5 bytes (an int32's, as Kafka reads them)."""
-        value = shift = 0
-        for _ in range(5):
-            if not self.remaining:
-                raise self.fail(f"{field} ends inside its varint")
-            byte = self.data[self.position]
-            self.position += 1
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                if value > 0xFFFFFFFF:
-                    raise self.fail(f"{field} varint {value} is larger than 32 bits")
-                return value
-            shift += 7
-        raise self.fail(f"{field} varint is longer than 5 bytes")
-
-    def string(self, field: str, compact: bool) -> str:
-        if compact:
-            length = self.uvarint(field + " length") - 1
-            if length < 0:
-                raise self.fail(f"{field} is null")
-        else:
-            length = self.int(_INT16, field + " length")
-            if length < 0:
-                raise self.fail(f"{field} has length {length}")
-        if length > _MAX_STRING:
-            raise self.fail(f"{field} has length {length}, more than a string holds ({_MAX_STRING})")
-        data = self.take(field, length)
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise self.fail(f"{field} is not valid UTF-8 ({error.reason})") from None
-
-    def count(self, field: str, compact: bool, min_element_bytes: int, nullable: bool = False) -> int | None:
-        """An array's element count (``None`` for null when ``nullable``). A count the remaining bytes
-        cannot hold (each element takes at least ``min_element_bytes``) is refused here, before a
-        caller loops or allocates for it."""
-        if compact:
-            count = self.uvarint(field + " count") - 1
-        else:
-            count = self.int(_INT32, field + " count")
-        if count < 0:
-            if count == -1 and nullable:
-                return None
-            raise self.fail(f"{field} is null" if count == -1 else f"{field} has count {count}")
-        if count * min_element_bytes > self.remaining:
-            raise self.fail(f"{field} claims {count} elements, but only {self.remaining} bytes are left")
-        return count
-
-    def expect_end(self) -> None:
-        if self.remaining:
-            raise self.fail(f"{self.remaining} bytes left after the last field")
-
-
 def decode_key(data: bytes) -> str:
     """The transactional id of a ``__transaction_state`` key (version 0). Another version raises
     ``UnknownKeyVersionError``; bad bytes ``TransactionLogFormatError``."""
-    reader = _Reader(data, "__transaction_state key")
-    version = reader.int(_INT16, "version")
+    reader = Reader(data, "__transaction_state key", TransactionLogFormatError)
+    version = reader.int16("version")
     if version != KEY_VERSION:
         raise UnknownKeyVersionError(f"__transaction_state key: unknown key version {version}", version)
-    transactional_id = reader.string("transactional_id", compact=False)
+    transactional_id = reader.text("transactional_id", compact=False)
     reader.expect_end()
     return transactional_id
 
@@ -359,15 +270,15 @@ def decode_value(data: bytes | None) -> TransactionLogValue | None:
     or bytes after the last field are refused."""
     if data is None:
         return None
-    reader = _Reader(data, "__transaction_state value")
-    version = reader.int(_INT16, "version")
+    reader = Reader(data, "__transaction_state value", TransactionLogFormatError)
+    version = reader.int16("version")
     if version not in VALUE_VERSIONS:
         raise reader.fail(f"unknown value version {version}")
     flexible = version >= FLEXIBLE_VALUE_VERSION
-    producer_id = reader.int(_INT64, "producer_id")
-    producer_epoch = reader.int(_INT16, "producer_epoch")
-    transaction_timeout_ms = reader.int(_INT32, "transaction_timeout_ms")
-    status = reader.int(_INT8, "state")
+    producer_id = reader.int64("producer_id")
+    producer_epoch = reader.int16("producer_epoch")
+    transaction_timeout_ms = reader.int32("transaction_timeout_ms")
+    status = reader.int8("state")
     try:
         state = TransactionState(status)
     except ValueError:
@@ -380,13 +291,13 @@ def decode_value(data: bytes | None) -> TransactionLogValue | None:
             raise reader.fail(f"partitions are null in state {state.name}")
     else:
         for _ in range(topics):
-            topic = reader.string("topic", flexible)
+            topic = reader.text("topic", flexible)
             for _ in range(reader.count("partition_ids", flexible, 4) or 0):
-                partitions.append((topic, reader.int(_INT32, "partition_id")))
+                partitions.append((topic, reader.int32("partition_id")))
             if flexible:
                 _skip_tagged_fields(reader, "partitions entry", {})
-    last_update_timestamp_ms = reader.int(_INT64, "last_update_timestamp_ms")
-    start_timestamp_ms = reader.int(_INT64, "start_timestamp_ms")
+    last_update_timestamp_ms = reader.int64("last_update_timestamp_ms")
+    start_timestamp_ms = reader.int64("start_timestamp_ms")
     tagged: dict[str, int] = {}
     if flexible:
         _skip_tagged_fields(reader, "value", tagged)
@@ -397,7 +308,7 @@ def decode_value(data: bytes | None) -> TransactionLogValue | None:
                                last_update_timestamp_ms, start_timestamp_ms, **tagged)
 
 
-def _skip_tagged_fields(reader: _Reader, where: str, known: dict[str, int]) -> None:
+def _skip_tagged_fields(reader: Reader, where: str, known: dict[str, int]) -> None:
     """Read a tagged-field section: the fields of ``_TAGGED`` go into ``known`` (when ``known`` is the
     value's own section), any other tag is skipped by its size."""
     count = reader.uvarint(f"{where} tagged field count")
@@ -414,6 +325,6 @@ def _skip_tagged_fields(reader: _Reader, where: str, known: dict[str, int]) -> N
             field, packer, _default = _TAGGED[tag]
             if size != packer.size:
                 raise reader.fail(f"tagged field {field} (tag {tag}) has size {size}, not {packer.size}")
-            known[field] = reader.int(packer, field)
+            known[field] = reader.number(packer, field)
         else:
-            reader.take(f"{where} tag {tag}", size)
+            reader.skip(f"{where} tag {tag}", size)
