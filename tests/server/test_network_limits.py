@@ -166,7 +166,10 @@ def test_the_holders_wait_while_the_frame_let_through_comes_at_its_rate(servers)
     try:
         for sock, data in zip(sockets, frames):
             sock.sendall(data[:600_000])
-        wait_until(lambda: server.held_bytes >= budget, message="no frame was let through")
+        # Wait for the choice itself: the budget is past only once the chosen client sends more, and the
+        # server may choose one whose 600 KB it had read already (seen in a CI emulation: held stayed
+        # at 7/8 of the budget, and a wait for the whole budget ran out).
+        wait_until(lambda: server._privileged is not None, message="no frame was let through")  # noqa: SLF001
         let_through = server._privileged  # noqa: SLF001 - which client the server lets through
         index = next(i for i, sock in enumerate(sockets) if let_through.peer == "%s:%d" % sock.getsockname())
         sock, data = sockets[index], frames[index]
