@@ -47,7 +47,7 @@ from ..clock import Clock
 from ..errors import CorruptIndexError, CorruptRecordError, LogSegmentOffsetOverflowError
 from ..fs import FileSystem
 from ..records.decoder import (COMPRESSION_MASK, HEADER_BYTES, LOG_OVERHEAD_BYTES, BatchHeader, Record, RecordBatch,
-                               columns_bytes, read_header)
+                               body_at, columns_bytes, read_header)
 from ..records.fetch import HEAD_CACHE, CachedHead, take_records
 from ..records.record_builder import NO_LIMIT, PointHead, take_single_record_batches
 from .file_records import FileRecords
@@ -378,28 +378,29 @@ class LogSegment:
             batch = self.load_batch(position, header, buffer, at)
             self._cache_head(position, header, batch.buffer)
             return batch
-        head_bytes = HEADER_BYTES + columns_bytes(header)
+        head_bytes = body_at(header.attributes) + columns_bytes(header)
         if at + head_bytes <= len(buffer):
             head = bytes(buffer[at : at + head_bytes])
         else:
             head = self.file.pread(head_bytes, position)
         keys_bytes = RecordBatch(header, head, _NO_FETCH).columns.blob_bytes[0]
         if keys_bytes <= _CACHED_KEYS_MAX_BYTES:  # keep the keys too: a point read then reads one value
-            head += self._pread_body(position + HEADER_BYTES, head_bytes - HEADER_BYTES, keys_bytes)
+            body = body_at(header.attributes)
+            head += self._pread_body(position + body, head_bytes - body, keys_bytes)
         return self._cache_head(position, header, head)
 
     def _cache_head(self, position: int, header: BatchHeader, data) -> RecordBatch:
         """Cache the head (header, columns and, when small, the keys) of the verified batch at
         ``position``, cut from ``data`` (the head, or the whole batch), and return it as a partial
         batch that reads other bytes through the segment."""
-        head_bytes = HEADER_BYTES + columns_bytes(header)
+        head_bytes = body_at(header.attributes) + columns_bytes(header)
         partial_batch = RecordBatch(header, bytes(data[:head_bytes]), _NO_FETCH)
         keys_bytes = partial_batch.columns.blob_bytes[0]
         if keys_bytes <= _CACHED_KEYS_MAX_BYTES and len(data) >= head_bytes + keys_bytes:
             head = bytes(data[: head_bytes + keys_bytes])
         else:
             head = partial_batch.buffer
-        batch = CachedHead(header, head, partial(self._pread_body, position + HEADER_BYTES))
+        batch = CachedHead(header, head, partial(self._pread_body, position + body_at(header.attributes)))
         HEAD_CACHE.put((self._token, position), batch)
         if len(self._cached_positions) >= VERIFIED_CACHE_ENTRIES:
             self._cached_bases.clear()
@@ -430,7 +431,8 @@ class LogSegment:
             return None
         point = cached.point
         if point is None:
-            point = cached.point = PointHead(cached, position + HEADER_BYTES, self.file.read_exact)
+            point = cached.point = PointHead(cached, position + body_at(cached.header.attributes),
+                                             self.file.read_exact)
         return point.record(offset)
 
     def read(self, start_offset: int, max_bytes: int, max_records: int, end: int | None = None,

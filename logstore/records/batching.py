@@ -133,11 +133,30 @@ def check_record_sequence(records: object) -> None:
         raise TypeError(f"append takes a sequence of Record, got {type(records).__name__}")
 
 
-def encode_records(records: Sequence[Record], config: LogConfig, now_ms: int, name: str) -> list[Batch]:
+class ProducerBatch(NamedTuple):
+    """Who appends a batch, for its producer block (magic 3): the producer id and epoch, the
+    sequence of its first record (-1: none, as in markers and coordinator writes), and whether the
+    batch is part of the producer's transaction."""
+
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    transactional: bool = False
+
+    def sequence_after(self, records: int) -> int:
+        """The sequence of the record ``records`` after the first (sequences wrap after 2**31 - 1, as
+        Kafka's do); -1 stays -1."""
+        return -1 if self.base_sequence < 0 else (self.base_sequence + records) % 2**31
+
+
+def encode_records(records: Sequence[Record], config: LogConfig, now_ms: int, name: str,
+                   producer: ProducerBatch | None = None) -> list[Batch]:
     """Validate ``records`` for a log with ``config`` and encode them into ``(header, parts)``
     batches of at most ``max.message.bytes`` (and ``segment.bytes``). Raises ``TypeError`` for a
     wrong input type, ``InvalidRecordError`` for a missing key on a compacted topic and
-    ``RecordTooLargeError`` for a single record that fits no batch."""
+    ``RecordTooLargeError`` for a single record that fits no batch. With ``producer``, every batch
+    carries its producer block; when the records are split, a part's base sequence counts the
+    records before it."""
     check_record_sequence(records)
     if not records:
         return []
@@ -159,9 +178,17 @@ def encode_records(records: Sequence[Record], config: LogConfig, now_ms: int, na
     known_early = limit if compression == COMPRESSION_NONE else None
 
     def encode(keys: Sequence[bytes | None], values: Sequence[bytes | None],
-               headers: Sequence[Sequence[tuple[str, bytes | None]]], timestamps: Sequence[int | None]) -> list[Batch]:
-        encoded = encode_columns_parts(keys, values, headers, timestamps, default_timestamp_ms=now_ms,
-                                       compression=compression, log_append_time=log_append, max_bytes=known_early)
+               headers: Sequence[Sequence[tuple[str, bytes | None]]], timestamps: Sequence[int | None],
+               first: int = 0) -> list[Batch]:
+        if producer is None:
+            encoded = encode_columns_parts(keys, values, headers, timestamps, default_timestamp_ms=now_ms,
+                                           compression=compression, log_append_time=log_append, max_bytes=known_early)
+        else:
+            encoded = encode_columns_parts(keys, values, headers, timestamps, default_timestamp_ms=now_ms,
+                                           compression=compression, log_append_time=log_append, max_bytes=known_early,
+                                           producer=(producer.producer_id, producer.producer_epoch,
+                                                     producer.sequence_after(first)),
+                                           transactional=producer.transactional)
         if encoded[0] is not None:
             header, parts = encoded
             size = len(header) + sum(map(len, parts))
@@ -174,7 +201,8 @@ def encode_records(records: Sequence[Record], config: LogConfig, now_ms: int, na
             raise RecordTooLargeError(f"a record of {size - HEADER_BYTES} bytes is larger than "
                                       f"{setting}={limit} of {name}")
         return [part for start, stop in _split(keys, values, headers, limit)
-                for part in encode(keys[start:stop], values[start:stop], headers[start:stop], timestamps[start:stop])]
+                for part in encode(keys[start:stop], values[start:stop], headers[start:stop], timestamps[start:stop],
+                                   first + start)]
 
     if columns is not None:
         return encode(columns.keys, columns.values, columns.headers, columns.timestamps)

@@ -31,7 +31,7 @@ from itertools import chain, repeat
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from ..errors import CorruptRecordError
-from . import codecs, header_columns
+from . import codecs, control, header_columns
 from .codecs import COMPRESSION_GZIP, COMPRESSION_NONE
 
 if TYPE_CHECKING:  # annotations only
@@ -43,9 +43,9 @@ if TYPE_CHECKING:  # annotations only
     Headers: TypeAlias = "tuple[tuple[str, bytes | None], ...]"
     """One record's headers as reads return them: ``(name, value)`` pairs."""
 
-MAGIC = 2
+MAGIC = 3
 """Format version the encoder writes; any byte layout change must change it (golden fixtures pin it)."""
-MAGICS = (1, 2)  # what readers read: magic 1 (headers as length-prefixed pairs) stays readable
+MAGICS = (1, 2, 3)  # what readers read: magic 1 (headers as length-prefixed pairs) and 2 stay readable
 
 # base_offset(8) batch_length(4) magic(1) crc(4) header_crc(4) attributes(2) last_offset_delta(4)
 # record_count(4) base_timestamp(8) max_timestamp(8) delete_horizon_ms(8)
@@ -57,6 +57,7 @@ CRC_AT = 13
 HEADER_CRC_AT = 17  # header_crc sits at [17, 21) and covers [0, 17)
 BODY_AT = 21  # the body crc covers [21, end)
 _MIN_BATCH_LENGTH = HEADER_BYTES - LOG_OVERHEAD_BYTES
+_MIN_PRODUCER_BATCH_LENGTH = _MIN_BATCH_LENGTH + 14  # with the producer block
 MAX_BATCH_BYTES = 2**31 - 1
 
 # attributes
@@ -68,6 +69,15 @@ HAS_HEADERS = 0x40
 HAS_NULL_KEYS = 0x80
 HAS_NULL_VALUES = 0x100
 KNOWN_ATTRIBUTES = 0x1FF
+# magic 3 (known only there: in magic 1 and 2 these bits are unknown, so corrupt)
+HAS_PRODUCER = 0x400  # a producer block follows the header (``PRODUCER_STRUCT``)
+TRANSACTIONAL = 0x800  # part of its producer's transaction
+CONTROL = 0x1000  # a control batch: one control record (``control.py``), a transaction marker
+PRODUCER_BITS = HAS_PRODUCER | TRANSACTIONAL | CONTROL
+PRODUCER_STRUCT = struct.Struct("<qhi")  # producer_id int64, producer_epoch int16, base_sequence int32
+PRODUCER_BYTES = 14
+assert PRODUCER_STRUCT.size == PRODUCER_BYTES
+NO_SEQUENCE = -1
 
 NO_TIMESTAMP = -1
 RECORD_OVERHEAD_BYTES = 16
@@ -75,6 +85,22 @@ RECORD_OVERHEAD_BYTES = 16
 ``max_bytes``; close to what a record costs in a batch."""
 
 _STRUCTS: dict[tuple[str, int], struct.Struct] = {}
+
+
+def body_at(attributes: int) -> int:
+    """Where the body of a batch with these ``attributes`` starts: after the header, and after the
+    producer block when the batch has one."""
+    return HEADER_BYTES + PRODUCER_BYTES if attributes & HAS_PRODUCER else HEADER_BYTES
+
+
+class ProducerFields(NamedTuple):
+    """A batch's producer block (magic 3, ``HAS_PRODUCER``), and its two flags."""
+
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    transactional: bool = False
+    control: bool = False
 
 
 def columns_struct(code: str, count: int) -> struct.Struct:
@@ -159,6 +185,8 @@ def read_header(buffer: BufferLike, position: int = 0, where: str = "", whole: b
         raise CorruptRecordError(f"unknown batch magic {magic}{where} at position {position}")
     if batch_length < _MIN_BATCH_LENGTH:
         raise CorruptRecordError(f"impossible batch length {batch_length}{where} at position {position}")
+    if attributes & HAS_PRODUCER and batch_length < _MIN_PRODUCER_BATCH_LENGTH and magic >= 3:
+        raise CorruptRecordError(f"impossible batch length {batch_length}{where} at position {position}")
     if whole and available < LOG_OVERHEAD_BYTES + batch_length:
         return None
     return BatchHeader(base_offset, batch_length, magic, crc, attributes, last_offset_delta,
@@ -215,16 +243,34 @@ class RecordBatch:
             raise ValueError("a partial batch cannot be verified")
         if zlib.crc32(memoryview(self.buffer)[BODY_AT:]) != self.header.crc:
             raise CorruptRecordError(f"batch checksum mismatch{where} at position {position}")
+        attributes = self.header.attributes
         try:
-            self._columns = _Columns(self.header, memoryview(self.buffer)[HEADER_BYTES:], None)
+            if attributes & PRODUCER_BITS:  # plain batches pay nothing for the rules below
+                _check_producer_rules(self.header)
+            self._columns = _Columns(self.header, memoryview(self.buffer)[body_at(attributes):], None)
+            if attributes & CONTROL:
+                record = self._columns._record_at(self.header, 0)
+                control.decode_marker(record.key, record.value)
         except CorruptRecordError as exc:
             raise CorruptRecordError(f"{exc}{where} at position {position}") from None
 
     @property
     def columns(self) -> "_Columns":
         if self._columns is None:
-            self._columns = _Columns(self.header, memoryview(self.buffer)[HEADER_BYTES:], self._fetch)
+            self._columns = _Columns(self.header, memoryview(self.buffer)[body_at(self.header.attributes):],
+                                     self._fetch)
         return self._columns
+
+    @property
+    def producer(self) -> ProducerFields | None:
+        """The batch's producer block with its transactional and control flags, or None when it
+        has none (every magic 1 and 2 batch, and magic 3 batches not written for a producer)."""
+        attributes = self.header.attributes
+        if not attributes & HAS_PRODUCER or self.header.magic < 3:
+            return None
+        producer_id, epoch, sequence = PRODUCER_STRUCT.unpack_from(self.buffer, HEADER_BYTES)
+        return ProducerFields(producer_id, epoch, sequence, bool(attributes & TRANSACTIONAL),
+                              bool(attributes & CONTROL))
 
     def offsets(self) -> Sequence[int]:
         return self.columns.offsets(self.header.base_offset)
@@ -302,6 +348,25 @@ class RecordBatch:
         return self.columns.cumulative_bytes(stop) - self.columns.cumulative_bytes(start)
 
 
+def _check_producer_rules(header: BatchHeader) -> None:
+    """The structural rules of magic 3's producer bits (docs/FORMAT.md 1.12); raise
+    CorruptRecordError. The bits themselves are refused as unknown in older magics (``_Columns``)."""
+    attributes = header.attributes
+    if header.magic < 3:
+        return  # unknown bits: _Columns reports them
+    if not attributes & HAS_PRODUCER:
+        raise CorruptRecordError(f"attributes {attributes:#x}: transactional or control without a producer block")
+    if attributes & CONTROL:
+        if not attributes & TRANSACTIONAL:
+            raise CorruptRecordError(f"attributes {attributes:#x}: a control batch that is not transactional")
+        if attributes & (COMPRESSION_MASK | HAS_HEADERS | HAS_OFFSET_DELTAS):
+            raise CorruptRecordError(f"attributes {attributes:#x}: a control batch compressed, with headers "
+                                     "or with offset deltas")
+        if header.record_count != 1 or header.last_offset_delta != 0:
+            raise CorruptRecordError(f"a control batch of {header.record_count} records "
+                                     f"(last offset delta {header.last_offset_delta}), not one")
+
+
 class RawColumns(NamedTuple):
     """A batch's columns as raw buffers (``RecordBatch.raw_columns``). Ends columns hold int32 blob
     ends, ``~end`` (negative) for a null; ``offset_deltas`` is None when offsets are dense
@@ -344,7 +409,9 @@ class _Columns:
 
     def __init__(self, header: BatchHeader, body: memoryview, fetch: Callable[[int, int], bytes] | None) -> None:
         attributes = header.attributes
-        if attributes & ~(KNOWN_ATTRIBUTES | header_columns.known_attributes(header.magic, attributes)):
+        extra = attributes & ~KNOWN_ATTRIBUTES  # none in most batches: one test
+        if extra and extra & ~(header_columns.known_attributes(header.magic, attributes)
+                               | (PRODUCER_BITS if header.magic >= 3 else 0)):
             raise CorruptRecordError(f"unknown attribute bits {attributes:#x}")
         wide = attributes & header_columns.WIDE_COUNTS
         self.codes, self.widths = (_CODES_WIDE, _WIDTHS_WIDE) if wide else (_CODES, _WIDTHS)
@@ -392,7 +459,7 @@ class _Columns:
         self.blob_at = (position, position + lengths[0], position + lengths[0] + lengths[1])
         self.blob_bytes = lengths
         total = position + sum(lengths)
-        expected = len(body) if fetch is None else header.size_bytes - HEADER_BYTES
+        expected = len(body) if fetch is None else header.size_bytes - body_at(attributes)
         if min(lengths) < 0 or total != expected:
             raise CorruptRecordError(f"batch body holds {expected} bytes but its columns describe {total}")
         if present[_DELTAS] and count:

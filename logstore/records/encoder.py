@@ -20,11 +20,12 @@ from itertools import accumulate
 from typing import Sequence
 
 from ..errors import InvalidRecordError
-from . import codecs, header_columns
-from .decoder import (BODY_AT, COMPRESSION_GZIP, COMPRESSION_MASK, COMPRESSION_NONE, CRC_AT, HAS_HEADERS, HAS_NULL_KEYS,
-                      HAS_NULL_VALUES, HAS_OFFSET_DELTAS, HAS_TIMESTAMPS, HEADER_BYTES, HEADER_CRC_AT,
-                      HEADER_STRUCT, LOG_OVERHEAD_BYTES, MAGIC, MAX_BATCH_BYTES, NO_TIMESTAMP,
-                      TIMESTAMP_TYPE_LOG_APPEND, Record, columns_struct)
+from . import codecs, control, header_columns
+from .decoder import (BODY_AT, COMPRESSION_GZIP, COMPRESSION_MASK, COMPRESSION_NONE, CONTROL, CRC_AT, HAS_HEADERS,
+                      HAS_NULL_KEYS, HAS_NULL_VALUES, HAS_OFFSET_DELTAS, HAS_PRODUCER, HAS_TIMESTAMPS, HEADER_BYTES,
+                      HEADER_CRC_AT, HEADER_STRUCT, LOG_OVERHEAD_BYTES, MAGIC, MAX_BATCH_BYTES, NO_SEQUENCE,
+                      NO_TIMESTAMP, PRODUCER_STRUCT, TIMESTAMP_TYPE_LOG_APPEND, TRANSACTIONAL, Record,
+                      columns_struct)
 
 _BASE_OFFSET = struct.Struct("<q")
 _CRC = struct.Struct("<I")
@@ -139,14 +140,18 @@ def _timestamp_range(timestamps: tuple, default_ms: int) -> tuple[tuple, int, in
 def encode_batch_parts(records: Sequence[Record], *, default_timestamp_ms: int = NO_TIMESTAMP,
                        compression: int = COMPRESSION_NONE, log_append_time: bool = False,
                        offset_deltas: Sequence[int] | None = None, last_offset_delta: int | None = None,
-                       delete_horizon_ms: int = -1, magic: int = MAGIC) -> tuple[bytearray, list]:
+                       delete_horizon_ms: int = -1, magic: int = MAGIC, producer: tuple[int, int, int] | None = None,
+                       transactional: bool = False, control: bool = False) -> tuple[bytearray, list]:
     """Encode ``records`` as one batch: ``(header, body_parts)``, base offset 0.
 
     Records whose ``timestamp_ms`` is None get ``default_timestamp_ms``. ``offset_deltas`` (strictly
     increasing, for compacted batches) and ``last_offset_delta`` override the dense 0..n-1 offsets;
     with no records, ``last_offset_delta`` makes an empty batch that only carries offsets forward.
-    ``magic=1`` writes the previous format (headers as length-prefixed pairs), which readers since
-    then still read; the default is the current ``MAGIC``."""
+    ``magic=1`` and ``magic=2`` write the previous formats (magic 1: headers as length-prefixed
+    pairs; magic 2: no producer block), which readers since then still read; the default is the
+    current ``MAGIC``. ``producer`` = ``(producer_id, producer_epoch, base_sequence)`` writes the
+    producer block (magic 3), with the ``transactional`` and ``control`` bits (docs/FORMAT.md 1.12;
+    a control batch is what ``encode_marker_batch`` builds)."""
     if len(records):
         keys, values, headers, timestamps, _offsets = zip(*records)
     else:
@@ -154,7 +159,8 @@ def encode_batch_parts(records: Sequence[Record], *, default_timestamp_ms: int =
     header, parts = encode_columns_parts(keys, values, headers, timestamps, default_timestamp_ms=default_timestamp_ms,
                                          compression=compression, log_append_time=log_append_time,
                                          offset_deltas=offset_deltas, last_offset_delta=last_offset_delta,
-                                         delete_horizon_ms=delete_horizon_ms, magic=magic)
+                                         delete_horizon_ms=delete_horizon_ms, magic=magic, producer=producer,
+                                         transactional=transactional, control=control)
     return header, parts
 
 
@@ -162,15 +168,19 @@ def encode_columns_parts(keys: Sequence, values: Sequence, headers: Sequence, ti
                          default_timestamp_ms: int = NO_TIMESTAMP, compression: int = COMPRESSION_NONE,
                          log_append_time: bool = False, offset_deltas: Sequence[int] | None = None,
                          last_offset_delta: int | None = None, delete_horizon_ms: int = -1,
-                         max_bytes: int | None = None,
-                         magic: int = MAGIC) -> tuple[bytearray, list[bytes]] | tuple[None, int]:
+                         max_bytes: int | None = None, magic: int = MAGIC,
+                         producer: tuple[int, int, int] | None = None, transactional: bool = False,
+                         control: bool = False) -> tuple[bytearray, list[bytes]] | tuple[None, int]:
     """``encode_batch_parts`` of records given as columns (equally long sequences: keys, values,
     headers, timestamps), for callers that hold columns already (``RecordColumns``, the splits of an
     append). With ``max_bytes``, a batch larger than that is checked as fully as any other (so it
     raises what it would raise) but not checksummed: ``(None, its size in bytes)`` is returned."""
     count = len(keys)
-    if magic not in (1, MAGIC):
+    if magic not in (1, 2, MAGIC):
         raise ValueError(f"cannot encode batch magic {magic!r}")
+    producer_block = b""
+    if producer is not None or transactional or control:  # (plain batches pay one test)
+        producer_block = _producer_block(producer, transactional, control, magic, compression, count)
     if log_append_time or not count:  # every record reads as the append time, kept once in the header
         timestamps = (default_timestamp_ms,) * count
         low = high = default_timestamp_ms
@@ -222,7 +232,7 @@ def encode_columns_parts(keys: Sequence, values: Sequence, headers: Sequence, ti
         has_headers = True  # _encode_headers names the bad value
     if has_headers:
         try:  # (columns, section, attributes); None: no pair after all (iterables that were empty)
-            if magic == MAGIC:
+            if magic >= 2:
                 encoded = header_columns.encode(headers)
             else:
                 header_ends, header_blob = _encode_headers(headers)
@@ -238,6 +248,11 @@ def encode_columns_parts(keys: Sequence, values: Sequence, headers: Sequence, ti
         parts = [zlib.compress(b"".join(parts), 6, wbits=31)]
     elif compression != COMPRESSION_NONE:
         parts = [codecs.compress(compression, b"".join(parts))]
+    if producer_block:  # before the body, never compressed, covered by the body CRC
+        parts.insert(0, producer_block)
+        attributes |= HAS_PRODUCER | (TRANSACTIONAL if transactional else 0) | (CONTROL if control else 0)
+        if control and attributes & HAS_HEADERS:
+            raise ValueError("a control batch cannot have headers")
     body_bytes = sum(map(len, parts))
     batch_length = HEADER_BYTES - LOG_OVERHEAD_BYTES + body_bytes
     if batch_length > MAX_BATCH_BYTES - LOG_OVERHEAD_BYTES:
@@ -258,6 +273,35 @@ def encode_columns_parts(keys: Sequence, values: Sequence, headers: Sequence, ti
     _CRC.pack_into(header, CRC_AT, crc)
     _seal_header(header, 0)
     return header, parts
+
+
+def _producer_block(producer: tuple[int, int, int] | None, transactional: bool, control: bool, magic: int,
+                    compression: int, count: int) -> bytes:
+    """The 14-byte producer block of a magic-3 batch, after checking the combination is one the
+    format allows (docs/FORMAT.md 1.12)."""
+    if producer is None:
+        raise ValueError("a transactional or control batch needs producer=(producer_id, producer_epoch, "
+                         "base_sequence)")
+    if magic < 3:
+        raise ValueError(f"batch magic {magic} has no producer block (magic 3 has)")
+    if control and (not transactional or compression != COMPRESSION_NONE or count != 1):
+        raise ValueError("a control batch is transactional, uncompressed and holds exactly one record")
+    try:
+        producer_id, producer_epoch, base_sequence = producer
+        return PRODUCER_STRUCT.pack(producer_id, producer_epoch, base_sequence)
+    except (TypeError, ValueError, struct.error):
+        raise ValueError(f"producer must be (producer_id int64, producer_epoch int16, base_sequence int32), "
+                         f"got {producer!r}") from None
+
+
+def encode_marker_batch(commit: bool, coordinator_epoch: int, producer_id: int, producer_epoch: int,
+                        timestamp_ms: int) -> bytearray:
+    """A transaction marker: the control batch of one COMMIT (``commit``) or ABORT record
+    (``control.encode_marker``), at base offset 0, timestamped ``timestamp_ms`` (the append time),
+    base sequence -1."""
+    key, value = control.encode_marker(commit, coordinator_epoch)
+    return encode_batch([Record(key, value, (), timestamp_ms)], default_timestamp_ms=timestamp_ms,
+                        producer=(producer_id, producer_epoch, NO_SEQUENCE), transactional=True, control=True)
 
 
 def encode_one(base_offset: int, key, value, headers, timestamp_ms: int, attributes: int) -> bytes | list | None:

@@ -36,7 +36,7 @@ from itertools import repeat
 from zlib import crc32
 
 from .decoder import (_DELTAS, _HEADER_ENDS, _KEY_ENDS, _KEYS, _TIMESTAMPS, _VALUE_ENDS, _VALUES, BODY_AT,
-                      HAS_NULL_KEYS, HAS_NULL_VALUES, HEADER_CRC_AT, LOG_OVERHEAD_BYTES, MAGIC, RECORD_OVERHEAD_BYTES,
+                      HAS_NULL_KEYS, HAS_NULL_VALUES, HEADER_CRC_AT, LOG_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES,
                       TIMESTAMP_TYPE_LOG_APPEND, Record)
 
 # A one-record batch without offset deltas, timestamps or headers: the header and the two ends
@@ -44,6 +44,9 @@ from .decoder import (_DELTAS, _HEADER_ENDS, _KEY_ENDS, _KEYS, _TIMESTAMPS, _VAL
 _SINGLE = struct.Struct("<qiBIIHiiqqqii")
 _SINGLE_BYTES = _SINGLE.size  # 63
 _SINGLE_KNOWN_ATTRIBUTES = HAS_NULL_KEYS | HAS_NULL_VALUES | TIMESTAMP_TYPE_LOG_APPEND  # no codec, no columns
+# Magic 2 and 3 lay out such a batch alike (magic 3 differs only with its producer bits, which
+# ``_SINGLE_KNOWN_ATTRIBUTES`` leaves to the general path), so logs written before magic 3 keep this path.
+_SINGLE_MAGICS = (2, 3)
 _EMPTY_HEADERS = ()
 NO_LIMIT = 2**62  # a budget or a room that never binds (a scan)
 
@@ -84,7 +87,7 @@ def take_single_record_batches(buffer: bytes, at: int, limit: int, start_offset:
         (base_offset, batch_length, magic, crc, header_crc, attributes, last_offset_delta, record_count,
          base_timestamp, max_timestamp, _horizon, key_end, value_end) = unpack(buffer, at)
         stop = at + LOG_OVERHEAD_BYTES + batch_length
-        if (stop > limit or record_count != 1 or last_offset_delta or magic != MAGIC
+        if (stop > limit or record_count != 1 or last_offset_delta or magic not in _SINGLE_MAGICS
                 or attributes & ~_SINGLE_KNOWN_ATTRIBUTES):
             break
         # Sizes and slices exactly as ``_Columns`` takes them for record 0 (a negative end is a null
@@ -146,7 +149,7 @@ def _take_uniform(buffer: bytes, view: memoryview, at: int, limit: int, start_of
     (base_offset, batch_length, magic, _crc, _header_crc, attributes, last_offset_delta, record_count,
      _base_ts, _max_ts, _horizon, key_end, value_end) = _SINGLE.unpack_from(buffer, at)
     size = LOG_OVERHEAD_BYTES + batch_length
-    if (attributes or key_end < 0 or value_end < 0 or magic != MAGIC or record_count != 1 or last_offset_delta
+    if (attributes or key_end < 0 or value_end < 0 or magic not in _SINGLE_MAGICS or record_count != 1 or last_offset_delta
             or size != _SINGLE_BYTES + key_end + value_end):
         return at, 0, False, 0
     charge = key_end + value_end + RECORD_OVERHEAD_BYTES
@@ -162,7 +165,7 @@ def _take_uniform(buffer: bytes, view: memoryview, at: int, limit: int, start_of
         (bases, lengths, magics, crcs, header_crcs, attributes_column, last_offset_deltas, record_counts,
          timestamps, key_ends, value_ends, keys, values) = zip(*fields.iter_unpack(region))
         # The stretch ends before the first batch whose layout differs.
-        for column, expected in ((lengths, batch_length), (magics, MAGIC), (attributes_column, 0),
+        for column, expected in ((lengths, batch_length), (magics, magic), (attributes_column, 0),
                                  (last_offset_deltas, 0), (record_counts, 1), (key_ends, key_end),
                                  (value_ends, value_end)):
             part = column if len(column) == count else column[:count]

@@ -88,7 +88,7 @@ def test_a_magic_1_log_reads_appends_checks_and_dumps_like_a_new_one(tmp_path, w
         log = store.get_log("t", 0)
         for start in range(0, 40, 9):
             log.append(new[start : start + 9])
-        assert magics(log_dir) == {1, 2}
+        assert magics(log_dir) == {1, MAGIC}
         everything = [r._replace(headers=tuple(r.headers), offset=i) for i, r in enumerate(old + new)]
         assert list(log.iter_records()) == everything
         for offset in (0, 13, 59, 60, 77):
@@ -143,3 +143,56 @@ def test_the_damage_scan_finds_magic_1_batches(tmp_path, writing_magic):
         third = second + read_header(data, second).size_bytes
         assert valid_batch_after(segment, 0, -1, len(data)) == second
         assert valid_batch_after(segment, second, 9, len(data)) == third
+
+
+def test_a_magic_2_log_of_one_record_batches_reads_through_the_fast_path_and_takes_magic_3_appends(
+        tmp_path, writing_magic, monkeypatch):
+    """Magic 3 lays out a batch without a producer block as magic 2 did, so the one-record fast path
+    (``take_single_record_batches`` and its uniform stretches) takes a log written before magic 3
+    as it takes a new one, and both side by side."""
+    from logstore.log import segment as segment_module
+    from logstore.records import record_builder
+
+    data_dir = str(tmp_path / "data")
+    writing_magic(2)
+    monkeypatch.setattr(encoder, "MAGIC", 2)  # one-record appends (``encode_one``) as magic 2 wrote them
+    one = [Record(b"k%03d" % i, b"v%05d" % i, (), T0 + i) for i in range(60)]
+    with LogManager([data_dir]) as store:
+        store.create_topic("t", 1, {"segment.bytes": 1 << 20})
+        for record in one[:40]:
+            store.get_log("t", 0).append([record])
+    log_dir = os.path.join(data_dir, "t-0")
+    assert magics(log_dir) == {2}
+    writing_magic(MAGIC)
+    monkeypatch.setattr(encoder, "MAGIC", MAGIC)
+    taken = []
+    uniform = []
+    original, original_uniform = segment_module.take_single_record_batches, record_builder._take_uniform
+
+    def spy(buffer, at, limit, start_offset, end_offset, budget, room, records, need_one):
+        before = len(records)
+        result = original(buffer, at, limit, start_offset, end_offset, budget, room, records, need_one)
+        taken.extend(records[before:])
+        return result
+
+    def spy_uniform(*args):
+        result = original_uniform(*args)
+        uniform.append(result[3])
+        return result
+
+    monkeypatch.setattr(segment_module, "take_single_record_batches", spy)
+    monkeypatch.setattr(record_builder, "_take_uniform", spy_uniform)
+    with LogManager([data_dir]) as store:
+        log = store.get_log("t", 0)
+        everything = [r._replace(headers=(), offset=i) for i, r in enumerate(one)]
+        assert log.read(0, 1 << 20) == everything[:40]
+        # every old batch after the first (which starts the read) by the fast path, most in bulk
+        assert taken == everything[1:40] and sum(uniform) >= 8
+        for record in one[40:]:
+            log.append([record])
+        assert magics(log_dir) == {2, MAGIC}
+        del taken[:]
+        assert log.read(0, 1 << 20) == everything
+        assert taken == everything[1:]
+        assert list(log.iter_records()) == everything
+        assert verify_store(store).ok

@@ -55,7 +55,7 @@ def test_headers_round_trip_in_every_access_path(records, compression, data):
     encoded = bytes(encode_batch(records, compression=compression, base_offset=9))
     want = expected(records, 9)
     batch = RecordBatch.decode(encoded)
-    assert batch.header.magic == MAGIC == 2
+    assert batch.header.magic == MAGIC == 3
     assert batch.records() == want
     assert batch.headers() == [r.headers for r in want]
     count = len(want)
@@ -81,7 +81,7 @@ def test_magic_1_and_magic_2_read_the_same_records_and_charge_the_same_bytes(rec
     old = bytes(encode_batch(records, compression=compression, magic=1))
     new = bytes(encode_batch(records, compression=compression))
     old_batch, new_batch = RecordBatch.decode(old), RecordBatch.decode(new)
-    assert old_batch.header.magic == 1 and new_batch.header.magic == 2
+    assert old_batch.header.magic == 1 and new_batch.header.magic == MAGIC
     assert old_batch.records() == new_batch.records() == expected(records)
     count = len(records)
     assert [old_batch.payload_bytes(0, i) for i in range(count + 1)] == [
@@ -183,7 +183,7 @@ def test_bad_headers_raise_type_error_naming_them(headers, shown):
 
 def test_an_unknown_magic_to_encode_is_refused():
     with pytest.raises(ValueError, match="magic"):
-        encode_batch([Record(b"k", b"v", (("a", b"1"),))], magic=3)
+        encode_batch([Record(b"k", b"v", (("a", b"1"),))], magic=MAGIC + 1)
     with pytest.raises(ValueError, match="magic"):
         encode_batch([Record(b"k", b"v")], magic=0)
 
