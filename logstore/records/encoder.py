@@ -373,13 +373,16 @@ def assign_base_offset(buffer: bytearray, base_offset: int, position: int = 0) -
 
 def encode_batch_prefix(straddling, offset: int) -> bytearray:
     """The records of the batch ``straddling`` below ``offset`` as one batch with its base offset,
-    ending at ``offset - 1`` (same offsets, timestamps, compression, timestamp type and delete
-    horizon): what a truncation inside a batch keeps."""
+    ending at ``offset - 1`` (same offsets, timestamps, compression, timestamp type, delete horizon
+    and producer block): what a truncation inside a batch keeps."""
     kept = straddling.records(0, straddling.index_of(offset))
     base = straddling.base_offset
     deltas = [record.offset - base for record in kept]
     dense = len(kept) == offset - base
-    batch = encode_batch(kept, offset_deltas=None if dense else deltas, last_offset_delta=offset - 1 - base,
+    producer = straddling.producer  # kept with its block and flags (a control batch holds one record: never cut)
+    batch = encode_batch(kept, producer=None if producer is None else producer[:3],
+                         transactional=producer is not None and producer.transactional,
+                         offset_deltas=None if dense else deltas, last_offset_delta=offset - 1 - base,
                          compression=straddling.header.attributes & COMPRESSION_MASK,
                          log_append_time=bool(straddling.header.attributes & TIMESTAMP_TYPE_LOG_APPEND),
                          default_timestamp_ms=straddling.max_timestamp,

@@ -36,7 +36,7 @@ from itertools import repeat
 from zlib import crc32
 
 from .decoder import (_DELTAS, _HEADER_ENDS, _KEY_ENDS, _KEYS, _TIMESTAMPS, _VALUE_ENDS, _VALUES, BODY_AT,
-                      HAS_NULL_KEYS, HAS_NULL_VALUES, HEADER_CRC_AT, LOG_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES,
+                      HAS_NULL_KEYS, HAS_NULL_VALUES, HEADER_CRC_AT, LOG_OVERHEAD_BYTES, MAGIC, RECORD_OVERHEAD_BYTES,
                       TIMESTAMP_TYPE_LOG_APPEND, Record)
 
 # A one-record batch without offset deltas, timestamps or headers: the header and the two ends
@@ -45,8 +45,9 @@ _SINGLE = struct.Struct("<qiBIIHiiqqqii")
 _SINGLE_BYTES = _SINGLE.size  # 63
 _SINGLE_KNOWN_ATTRIBUTES = HAS_NULL_KEYS | HAS_NULL_VALUES | TIMESTAMP_TYPE_LOG_APPEND  # no codec, no columns
 # Magic 2 and 3 lay out such a batch alike (magic 3 differs only with its producer bits, which
-# ``_SINGLE_KNOWN_ATTRIBUTES`` leaves to the general path), so logs written before magic 3 keep this path.
-_SINGLE_MAGICS = (2, 3)
+# ``_SINGLE_KNOWN_ATTRIBUTES`` leaves to the general path), so logs written before magic 3 keep this
+# path; the per-batch test compares with ``MAGIC`` first, so a new log pays one comparison as before.
+_SINGLE_MAGICS = (2, MAGIC)
 _EMPTY_HEADERS = ()
 NO_LIMIT = 2**62  # a budget or a room that never binds (a scan)
 
@@ -87,7 +88,7 @@ def take_single_record_batches(buffer: bytes, at: int, limit: int, start_offset:
         (base_offset, batch_length, magic, crc, header_crc, attributes, last_offset_delta, record_count,
          base_timestamp, max_timestamp, _horizon, key_end, value_end) = unpack(buffer, at)
         stop = at + LOG_OVERHEAD_BYTES + batch_length
-        if (stop > limit or record_count != 1 or last_offset_delta or magic not in _SINGLE_MAGICS
+        if (stop > limit or record_count != 1 or last_offset_delta or (magic != MAGIC and magic != 2)
                 or attributes & ~_SINGLE_KNOWN_ATTRIBUTES):
             break
         # Sizes and slices exactly as ``_Columns`` takes them for record 0 (a negative end is a null
@@ -149,8 +150,8 @@ def _take_uniform(buffer: bytes, view: memoryview, at: int, limit: int, start_of
     (base_offset, batch_length, magic, _crc, _header_crc, attributes, last_offset_delta, record_count,
      _base_ts, _max_ts, _horizon, key_end, value_end) = _SINGLE.unpack_from(buffer, at)
     size = LOG_OVERHEAD_BYTES + batch_length
-    if (attributes or key_end < 0 or value_end < 0 or magic not in _SINGLE_MAGICS or record_count != 1 or last_offset_delta
-            or size != _SINGLE_BYTES + key_end + value_end):
+    if (attributes or key_end < 0 or value_end < 0 or magic not in _SINGLE_MAGICS or record_count != 1
+            or last_offset_delta or size != _SINGLE_BYTES + key_end + value_end):
         return at, 0, False, 0
     charge = key_end + value_end + RECORD_OVERHEAD_BYTES
     # At most the batches below ``start_offset`` (each takes an offset at least) plus those wanted.

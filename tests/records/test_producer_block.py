@@ -187,3 +187,14 @@ def test_a_split_append_gives_each_part_the_sequence_of_its_first_record():
     assert [record.key for batch in decoded for record in batch.records()] == [r.key for r in records]
     plain = encode_records(records[:1], config, T0, "t")[0]
     assert RecordBatch.decode(bytes(plain[0]) + b"".join(plain[1])).producer is None
+
+
+@pytest.mark.parametrize("transactional", [False, True])
+def test_a_truncation_inside_a_producer_batch_keeps_its_block(transactional):
+    from logstore.records.encoder import encode_batch_prefix
+
+    records = [Record(b"k%d" % i, b"v%d" % i, (), T0 + i) for i in range(5)]
+    data = bytes(encode_batch(records, base_offset=70, producer=(9, 3, 100), transactional=transactional))
+    kept = RecordBatch.decode(bytes(encode_batch_prefix(RecordBatch.decode(data), 73)))
+    assert kept.producer == ProducerFields(9, 3, 100, transactional, False)
+    assert [r.offset for r in kept.records()] == [70, 71, 72] and kept.next_offset == 73
