@@ -332,3 +332,13 @@ def test_the_log_manager_passes_producer_and_isolation_through(store):
 def test_a_read_committed_read_waits_for_the_lso_to_move(store, log):
     log.append([rec("a", 0)], producer=txn(1))
     assert log.read(0, min_bytes=1, max_wait_ms=1, isolation=RC) == []
+
+
+def test_a_read_starting_at_an_abort_marker_still_delivers_the_next_transaction(log):
+    log.append([rec("a", 0)], producer=txn(1))  # 0
+    abort = log.append_marker(1, 0, 0, commit=False)  # 1
+    log.append([rec("b", 0)], producer=txn(1))  # 2: the producer's next transaction
+    log.append_marker(1, 0, 0, commit=True)  # 3
+    result = log.fetch(abort, isolation=RC)
+    assert result.aborted == [AbortedTxn(1, 0)] and values(result.records) == [b"value-b-0"]
+    assert values(log.iter_records(abort, isolation=RC)) == [b"value-b-0"]
