@@ -1062,6 +1062,12 @@ class Log:
                     best = (timestamp_ms, record.offset)  # type: ignore[assignment]
         return best
 
+    def expire_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Forget the producers whose last batch is ``expiration_ms`` or more older than ``now_ms``
+        and that hold no open transaction here (Kafka's producer.id.expiration.ms); returns their ids."""
+        with self._lock:
+            return self.producer_state.expire(now_ms, expiration_ms)
+
     # --- a read-only view ------------------------------------------------------------------------
 
     def refresh(self) -> bool:
