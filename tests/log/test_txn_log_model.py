@@ -79,7 +79,6 @@ class TxnLogModel(RuleBasedStateMachine):
 
     @rule(pid=PIDS, count=st.integers(1, 3))
     def produce_transactional(self, pid, count):
-        open_txns, _, _ = self.replay()
         values = [self.value() for _ in range(count)]
         info = self.log.append([Record(None, value, (), T0) for value in values],
                                producer=ProducerBatch(pid, 0, 0, transactional=True))
