@@ -46,13 +46,14 @@ from typing import Iterator
 from ..clock import Clock
 from ..errors import CorruptIndexError, CorruptRecordError, LogSegmentOffsetOverflowError
 from ..fs import FileSystem
-from ..records.decoder import (COMPRESSION_MASK, HEADER_BYTES, LOG_OVERHEAD_BYTES, BatchHeader, Record, RecordBatch,
-                               body_at, columns_bytes, read_header)
+from ..records.decoder import (COMPRESSION_MASK, CONTROL, HEADER_BYTES, LOG_OVERHEAD_BYTES, BatchHeader, Record,
+                               RecordBatch, body_at, columns_bytes, read_header)
 from ..records.fetch import HEAD_CACHE, CachedHead, take_records
 from ..records.record_builder import NO_LIMIT, PointHead, take_single_record_batches
 from .file_records import FileRecords
 from .index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
 from .time_lookup import load_max_timestamp
+from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +113,9 @@ class LogSegment:
             self.file.close()
             raise
         self.offset_index = offset_index
+        # The aborted transactions whose marker is here (no file until the first one; a new segment has none).
+        self.txn_index = TransactionIndex(fs, prefix + TXN_INDEX_SUFFIX + file_suffix, writable=writable,
+                                          present=False if create else None)
         self.created_ms = clock.time_ms()
         self._rolling_based_timestamp: int | None = None
         self._max_timestamp: TimestampOffset | None = None  # unknown until first needed
@@ -471,8 +475,9 @@ class LogSegment:
             batch_position, header, buffer, at = item
             if header.base_offset >= end_offset:
                 return records, charged, True
-            if header.record_count == 0 and header.last_offset >= start_offset:
-                # Verified, though it adds nothing: a damaged count must not hide a batch's records.
+            if (header.record_count == 0 or header.attributes & CONTROL) and header.last_offset >= start_offset:
+                # Verified, though it adds nothing (an empty batch, or a transaction marker, which
+                # reads never return): a damaged count or attribute must not hide a batch's records.
                 self.load_batch(batch_position, header, buffer, at)
             elif header.last_offset >= start_offset:
                 batch = self._batch_for_read(batch_position, header, buffer, at, wanted_bytes - charged)
@@ -508,7 +513,7 @@ class LogSegment:
                 return
             if header.last_offset >= start_offset:
                 batch = self.load_batch(batch_position, header, buffer, at)  # empty ones too (see ``read``)
-                if header.record_count:
+                if header.record_count and not header.attributes & CONTROL:  # markers are never returned
                     first = batch.index_of(start_offset) if header.base_offset < start_offset else 0
                     stop = batch.index_of(stop_offset) if header.last_offset >= stop_offset else header.record_count
                     if first < stop:
@@ -536,19 +541,21 @@ class LogSegment:
                                          batch_position - at)
 
     def iter_batch_slices(self, start_offset: int, stop_offset: int, end: int | None = None,
-                          include_empty: bool = False) -> Iterator:
+                          include_empty: bool = False, control: bool = False) -> Iterator:
         """``(batch, first, stop)`` for every non-empty verified batch holding offsets in
         [start_offset, stop_offset) within the first ``end`` bytes: records [first, stop) of the
         batch are the ones in range. For column-wise consumers (Arrow) that take whole columns.
         ``include_empty``: also the batches holding offsets in range but no record in it (an empty
-        batch, or a compacted one whose records in range were removed), with first == stop."""
+        batch, or a compacted one whose records in range were removed), with first == stop.
+        Transaction markers come as such empty slices (``include_empty``) or not at all, unless
+        ``control`` (replays that need them): then with their record."""
         for batch_position, header, buffer, at in self.scan_from(start_offset, end, _LARGE_CHUNK_BYTES):
             if header.base_offset >= stop_offset:
                 return
             if header.last_offset < start_offset:
                 continue
             batch = self.load_batch(batch_position, header, buffer, at)  # empty ones too (see ``read``)
-            if header.record_count == 0:
+            if header.record_count == 0 or (header.attributes & CONTROL and not control):
                 if include_empty:
                     yield batch, 0, 0
                 continue
@@ -589,6 +596,7 @@ class LogSegment:
         # its final entry, and a power loss would leave an index that understates its timestamps.
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def resize_indexes(self, size_bytes: int) -> None:
         self.offset_index.resize(size_bytes)
@@ -791,6 +799,7 @@ class LogSegment:
         self._forget_verified()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.resize_indexes(self.max_index_size_bytes)
         removed = 0
         if found is not None:
@@ -812,10 +821,11 @@ class LogSegment:
     # --- durability and files --------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync the data file and both indexes."""
+        """fsync the data file, both indexes and the transaction index (when written to)."""
         self.file.flush()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Final time index entry, trimmed indexes, data fsynced, files closed. Safe twice."""
@@ -837,6 +847,7 @@ class LogSegment:
                 self.time_index.flush()
             self.offset_index.close()
             self.time_index.close()
+            self.txn_index.flush()
             self.file.flush()
         self.close_handlers()
 
@@ -852,8 +863,9 @@ class LogSegment:
         return self.file.closed
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
-        """Rename all three files from ``old_suffix`` to ``new_suffix`` (e.g. "" to ".deleted")."""
-        for holder in (self.file, self.offset_index, self.time_index):
+        """Rename all three files (and the transaction index, when there is one) from ``old_suffix``
+        to ``new_suffix`` (e.g. "" to ".deleted")."""
+        for holder in (self.file, self.offset_index, self.time_index, self.txn_index):
             if not holder.path.endswith(old_suffix):
                 raise ValueError(f"{holder.path} does not end with {old_suffix!r}")
             new_path = holder.path[: len(holder.path) - len(old_suffix)] + new_suffix
@@ -863,12 +875,13 @@ class LogSegment:
                 holder.rename_to(new_path)
 
     def delete(self) -> None:
-        """Close and remove all three files."""
+        """Close and remove all three files (and the transaction index)."""
         self.deleted = True
         self.close_handlers()
         for path in (self.log_path, self.offset_index.path, self.time_index.path):
             if self._fs.exists(path):
                 self._fs.remove(path)
+        self.txn_index.delete()
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size_bytes={self.size_bytes}, path={self.log_path!r})"
