@@ -27,6 +27,7 @@ from logstore.records.batching import ProducerBatch
 from logstore.server.handlers.fetch import CommittedFetchPosition
 from logstore.server.protocol import errors
 from logstore.server.server import KafkaServer
+from logstore.server.server_config import SERVER_KEYS
 from logstore.server.wire_records import decode_fetch, encode_produce_batch
 from logstore.server.wire_records.crc32c import crc32c
 from wire_client import WireClient
@@ -325,3 +326,19 @@ def test_a_parked_read_committed_fetch_is_answered_when_the_marker_lands(server,
         assert [r.value for _h, rs in batches for r in rs][:2] == [b"t0", b"t1"]
     finally:
         client.close()
+
+
+def test_verification_can_be_turned_off(store):
+    if "transaction.partition.verification.enable" not in SERVER_KEYS:
+        pytest.skip("transaction.partition.verification.enable comes with the transaction coordinator's settings")
+    store.create_topic("v")
+    with KafkaServer(store, listen="127.0.0.1:0", config={"transaction.partition.verification.enable": False}) as server:
+        coordinator = server.broker.txn_coordinator = StandInCoordinator(errors.TRANSACTION_ABORTABLE)
+        client = WireClient(server.bootstrap_servers)
+        try:
+            pid = new_producer_id(client)
+            assert produce(client, "v", 0, txn_batch(pid, 0, 2))[0]["base_offset"] == 0
+            assert coordinator.calls == []
+            assert store.get_log("v", 0).producer_state.open_transaction(pid) == 0
+        finally:
+            client.close()
