@@ -18,6 +18,7 @@ from typing import Callable, Iterable
 from ..clock import Clock
 from ..errors import CorruptRecordError, LogStoreError, RecordTooLargeError, TopicExistsError
 from ..manager.log_manager import LogManager
+from ..records.batching import ProducerBatch
 from ..records.decoder import Record
 from . import errors, formats
 from .config import GroupConfig
@@ -202,8 +203,10 @@ class GroupMetadataManager:
         self.append(self.partition_for(group.group_id), [record], done)
 
     def store_offsets(self, group_id: str, commits: dict[tuple[str, int], OffsetAndMetadata],
-                      callback: Callable[[int, int], None]) -> None:
-        """Write one record per partition, durably; ``callback(error, offset of the first record)``."""
+                      callback: Callable[[int, int], None], producer: ProducerBatch | None = None) -> None:
+        """Write one record per partition, durably; ``callback(error, offset of the first record)``.
+        ``producer``: a transactional commit's producer (its records form a batch of their own in
+        that producer's transaction)."""
         now_ms = self.clock.time_ms()
         records = [Record(key=formats.encode_offset_key(group_id, topic, partition),
                           value=formats.encode_offset_value(formats.OffsetValue(
@@ -211,13 +214,15 @@ class GroupMetadataManager:
                               value.expire_timestamp_ms)),
                           timestamp_ms=now_ms)
                    for (topic, partition), value in commits.items()]
-        self.append(self.partition_for(group_id), records, callback)
+        self.append(self.partition_for(group_id), records, callback, producer)
 
-    def append(self, partition: int, records: list[Record], callback: Callable[[int, int], None]) -> None:
+    def append(self, partition: int, records: list[Record], callback: Callable[[int, int], None],
+               producer: ProducerBatch | None = None) -> None:
         """Append ``records`` to one partition; ``callback(error, first offset)`` once they are fsynced.
         Threaded: the coordinator's ``OffsetsWriter`` thread appends what every committer queued
-        meanwhile as one batch per partition and covers it with one fsync; otherwise the append and
-        its fsync happen on this thread (deterministic tests)."""
+        meanwhile as one batch per partition and producer and covers them with one fsync; otherwise
+        the append and its fsync happen on this thread (deterministic tests). ``producer``: the
+        records are that producer's (a transactional batch, checked against its epoch by the log)."""
         try:
             self.ensure_topic()
         except LogStoreError as exc:
@@ -226,11 +231,11 @@ class GroupMetadataManager:
         if self.threaded:
             if self._writer is None:
                 self._writer = OffsetsWriter(self)
-            self._writer.submit(partition, records, callback)
+            self._writer.submit(partition, records, callback, producer)
             return
         try:
             log = self.store.get_log(OFFSETS_TOPIC, partition)
-            info = log.append(records)
+            info = log.append(records) if producer is None else log.append(records, producer=producer)
             log.flush()
         except LogStoreError as exc:
             callback(self.append_error(partition, exc), -1)
@@ -287,20 +292,21 @@ class OffsetsWriter:
 
     def __init__(self, manager: GroupMetadataManager) -> None:
         self.manager = manager
-        self._queue: list[tuple[int, list[Record], Callable[[int, int], None]]] = []
+        self._queue: list[tuple[int, list[Record], Callable[[int, int], None], ProducerBatch | None]] = []
         self._cond = threading.Condition(threading.Lock())
         self._stopped = False
         self.rounds = self.fsyncs = self.appends = 0  # counters for benchmarks and tests
         self._thread = threading.Thread(target=self._run, name="logstore-group-offsets-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, partition: int, records: list[Record], callback: Callable[[int, int], None]) -> None:
+    def submit(self, partition: int, records: list[Record], callback: Callable[[int, int], None],
+               producer: ProducerBatch | None = None) -> None:
         with self._cond:
             if self._stopped:
                 stopped = True
             else:
                 stopped = False
-                self._queue.append((partition, records, callback))
+                self._queue.append((partition, records, callback, producer))
                 if len(self._queue) == 1:
                     self._cond.notify()
         if stopped:
@@ -320,47 +326,54 @@ class OffsetsWriter:
                 self._write(work)
             except Exception:  # a bug: answer the round rather than leave committers waiting forever
                 logger.exception("writing %d queued __consumer_offsets append(s) failed", len(work))
-                for _partition, _records, callback in work:
+                for _partition, _records, callback, _producer in work:
                     callback(errors.UNKNOWN_SERVER_ERROR, -1)
 
-    def _write(self, work: list[tuple[int, list[Record], Callable[[int, int], None]]]) -> None:
-        by_partition: dict[int, list[tuple[list[Record], Callable[[int, int], None]]]] = {}
-        for partition, records, callback in work:
-            by_partition.setdefault(partition, []).append((records, callback))
+    def _write(self, work: list[tuple[int, list[Record], Callable[[int, int], None], ProducerBatch | None]]) -> None:
+        # One batch per partition and producer: a transactional commit's records are a batch of
+        # their producer's alone (the plain commits of the round share one).
+        by_batch: dict[tuple[int, ProducerBatch | None], list[tuple[list[Record], Callable[[int, int], None]]]] = {}
+        for partition, records, callback, producer in work:
+            by_batch.setdefault((partition, producer), []).append((records, callback))
         store = self.manager.store
         written = []
-        for partition, items in by_partition.items():
+        for (partition, producer), items in by_batch.items():
             records = [record for item_records, _callback in items for record in item_records]
+            log = None
             try:
                 log = store.get_log(OFFSETS_TOPIC, partition)
-                info = log.append(records)
+                info = log.append(records) if producer is None else log.append(records, producer=producer)
             except LogStoreError as exc:
                 error = self.manager.append_error(partition, exc)
-                if isinstance(exc, RecordTooLargeError) and len(items) > 1:
+                if isinstance(exc, RecordTooLargeError) and len(items) > 1 and log is not None:
                     # One oversized commit must not fail the others of the round: one by one.
-                    written.extend(self._one_by_one(log, partition, items))
+                    written.extend(self._one_by_one(log, partition, items, producer))
                     continue
                 for _records, callback in items:
                     callback(error, -1)
                 continue
             written.append((log, partition, info.first_offset, items))
+        flushed: dict[int, int] = {}  # id(log) -> the error of its one fsync this round
         for log, partition, first_offset, items in written:
-            try:
-                log.flush()
-                self.fsyncs += 1
-                error = errors.NONE
-            except LogStoreError as exc:
-                error = self.manager.append_error(partition, exc)
+            error = flushed.get(id(log))
+            if error is None:
+                try:
+                    log.flush()
+                    self.fsyncs += 1
+                    error = errors.NONE
+                except LogStoreError as exc:
+                    error = self.manager.append_error(partition, exc)
+                flushed[id(log)] = error
             offset = first_offset
             for records, callback in items:
                 callback(error, offset if error == errors.NONE else -1)
                 offset += len(records)
 
-    def _one_by_one(self, log, partition: int, items) -> list:
+    def _one_by_one(self, log, partition: int, items, producer: ProducerBatch | None) -> list:
         written = []
         for records, callback in items:
             try:
-                info = log.append(records)
+                info = log.append(records) if producer is None else log.append(records, producer=producer)
             except LogStoreError as exc:
                 callback(self.manager.append_error(partition, exc), -1)
                 continue
