@@ -241,9 +241,10 @@ def test_encoding_a_bad_value_names_the_message():
 def test_advertised_versions_are_profile_a_and_the_group_apis():
     assert SUPPORTED_VERSIONS == {0: (0, 8), 1: (4, 11), 2: (1, 10), 3: (0, 8), 8: (2, 7), 9: (1, 5), 10: (0, 4),
                                   11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 5), 16: (0, 5), 17: (0, 1),
-                                  18: (0, 4), 19: (0, 4), 20: (0, 3), 21: (0, 1), 22: (0, 4), 23: (2, 3), 29: (0, 3),
+                                  18: (0, 4), 19: (0, 4), 20: (0, 3), 21: (0, 1), 22: (0, 4), 23: (2, 3),
+                                  24: (0, 5), 25: (0, 4), 26: (0, 4), 29: (0, 3),
                                   30: (0, 3), 31: (0, 3), 32: (0, 2), 33: (0, 2), 36: (0, 2), 37: (0, 3), 42: (0, 2), 44: (0, 1), 47: (0, 0),
-                                  50: (0, 0), 51: (0, 0), 60: (0, 1), 75: (0, 0)}
+                                  50: (0, 0), 51: (0, 0), 60: (0, 1), 61: (0, 0), 65: (0, 0), 66: (0, 1), 75: (0, 0)}
     assert {API_NAMES[key]: key for key in API_NAMES} == API_KEYS
     assert API_KEYS["Produce"] == 0 and API_KEYS["ApiVersions"] == 18 and API_NAMES[44] == "IncrementalAlterConfigs"
     assert API_KEYS["JoinGroup"] == 11 and API_NAMES[16] == "ListGroups" and API_NAMES[42] == "DeleteGroups"
