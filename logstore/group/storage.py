@@ -6,7 +6,9 @@ topic find a group where Kafka would put it), writing group records and offset c
 (an append, then an fsync through the store's group-commit flusher, and only then the callback),
 writing tombstones, and replaying the topic at start-up into ``GroupMetadata`` objects: the last
 record of a key wins, a tombstone deletes, groups with members come back Stable and the others
-Empty. The replay of a compacted topic gives the same state, which is what compaction is for.
+Empty; offsets committed in a transaction wait for their producer's marker in the log (COMMIT
+applies them, ABORT drops them, still open at the end: pending). The replay of a compacted topic
+gives the same state, which is what compaction is for.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import threading
 from typing import Callable, Iterable
 
 from ..clock import Clock
-from ..errors import CorruptRecordError, LogStoreError, RecordTooLargeError, TopicExistsError
+from ..errors import (CorruptRecordError, InvalidProducerEpochError, InvalidTxnStateError, LogStoreError,
+                      RecordTooLargeError, TopicExistsError)
 from ..manager.log_manager import LogManager
 from ..records.batching import ProducerBatch
 from ..records.decoder import Record
@@ -82,31 +85,53 @@ class GroupMetadataManager:
     # --- replay ----------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Replay every partition of the topic from its start (docs/design.md §9)."""
+        """Replay every partition of the topic from its start (docs/design.md §9), batch by batch in
+        log order: a plain offset record commits at once; a transactional one is held for its
+        producer until that producer's marker on the partition (COMMIT applies each held offset
+        unless a plain commit of the partition was written after it; ABORT drops them); what is
+        still held at the end stays pending (the transaction coordinator sends its marker)."""
         group_values: dict[str, formats.GroupValue] = {}
         offsets: dict[str, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]] = {}
+        open_offsets: dict[str, dict[int, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]]] = {}
         self.unavailable.clear()
         for partition in range(self.num_partitions):
+            # producer id -> group -> partition -> (offset, record offset): this partition's open transactions
+            pending: dict[int, dict[str, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]]] = {}
             try:
                 log = self.store.get_log(OFFSETS_TOPIC, partition)
-                for record in log.iter_records():
-                    try:
-                        self._replay(record, group_values, offsets)
-                    except CorruptRecordError as exc:
-                        # One record that does not decode (its batch's CRC held) must not take every
-                        # group down: it is skipped, and reported.
-                        problem = f"{OFFSETS_TOPIC}-{partition} offset {record.offset}: skipped: {exc}"
-                        logger.error("%s", problem)
-                        self.problems.append(problem)
-                        self.store.problems.append(problem)
+                start = log.log_start_offset
+                for batch, producer, marker in log.iter_batches_with_control():
+                    if marker is not None:
+                        if producer is not None:
+                            self._end_transaction(pending.pop(producer.producer_id, None), marker.commit, offsets)
+                        continue
+                    held = None
+                    if producer is not None and producer.transactional:
+                        held = pending.setdefault(producer.producer_id, {})
+                    for record in batch.iter_records():
+                        if record.offset < start:
+                            continue
+                        try:
+                            self._replay(record, group_values, offsets, held, pending)
+                        except CorruptRecordError as exc:
+                            # One record that does not decode (its batch's CRC held) must not take
+                            # every group down: it is skipped, and reported.
+                            problem = f"{OFFSETS_TOPIC}-{partition} offset {record.offset}: skipped: {exc}"
+                            logger.error("%s", problem)
+                            self.problems.append(problem)
+                            self.store.problems.append(problem)
             except LogStoreError as exc:
                 # Damaged (bad bytes, a hole, a cut), missing or offline: the groups of this
                 # partition are unknown. Kafka keeps them "loading"; here they are unavailable until
                 # the partition is repaired, never answered as empty groups.
                 self._set_unavailable(partition, exc)
+                continue
+            for producer_id, by_group in pending.items():
+                for group_id, held in by_group.items():
+                    open_offsets.setdefault(group_id, {})[producer_id] = held
         now_ms = self.clock.time_ms()
         self.groups.clear()
-        known = {group_id for group_id in (*group_values, *offsets)
+        known = {group_id for group_id in (*group_values, *offsets, *open_offsets)
                  if self.partition_for(group_id) not in self.unavailable}
         group_values = {group_id: value for group_id, value in group_values.items() if group_id in known}
         offsets = {group_id: value for group_id, value in offsets.items() if group_id in known}
@@ -121,8 +146,29 @@ class GroupMetadataManager:
             for key, (offset, position) in committed.items():
                 group.offsets[key] = offset
                 group.offset_positions[key] = position
+        for group_id, by_producer in open_offsets.items():
+            if group_id not in known:
+                continue
+            group = self.groups.get(group_id)
+            if group is None:  # only an open transaction's offsets so far
+                group = self.groups[group_id] = GroupMetadata(group_id, now_ms)
+            for producer_id, held in by_producer.items():
+                group.pending_transactional_offsets[producer_id] = dict(held)
         if self.groups:
             logger.info("loaded %d group(s) from %s", len(self.groups), OFFSETS_TOPIC)
+
+    @staticmethod
+    def _end_transaction(held: dict | None, commit: bool, offsets: dict) -> None:
+        """A marker in the replay: its producer's held offsets committed (unless a later plain
+        commit of the partition is already there) or dropped."""
+        if not held or not commit:
+            return
+        for group_id, by_key in held.items():
+            committed = offsets.setdefault(group_id, {})
+            for key, (value, position) in by_key.items():
+                current = committed.get(key)
+                if current is None or current[1] < position:
+                    committed[key] = (value, position)
 
     def _set_unavailable(self, partition: int, exc: LogStoreError) -> None:
         problem = (f"{OFFSETS_TOPIC}-{partition} cannot be loaded ({exc}): its consumer groups are unavailable "
@@ -132,20 +178,29 @@ class GroupMetadataManager:
         self.problems.append(problem)
         self.store.problems.append(problem)
 
-    def _replay(self, record: Record, group_values: dict, offsets: dict) -> None:
+    def _replay(self, record: Record, group_values: dict, offsets: dict, held: dict | None = None,
+                pending: dict | None = None) -> None:
+        """One data record; ``held``: its transaction's offsets (group -> partition), when it is
+        transactional; ``pending``: the partition's open transactions (a tombstone drops their
+        offsets of its key too, as it does in memory)."""
         if record.key is None:
             self.skipped_records += 1
             return
         key = formats.decode_key(record.key)
         if isinstance(key, formats.OffsetKey):
-            committed = offsets.setdefault(key.group, {})
+            partition_key = (key.topic, key.partition)
             if record.value is None:
-                committed.pop((key.topic, key.partition), None)
+                offsets.setdefault(key.group, {}).pop(partition_key, None)
+                for by_group in (pending or {}).values():
+                    by_group.get(key.group, {}).pop(partition_key, None)
+                return
+            value = formats.decode_offset_value(record.value)
+            entry = (OffsetAndMetadata(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp_ms,
+                                       value.expire_timestamp_ms), record.offset)
+            if held is None:
+                offsets.setdefault(key.group, {})[partition_key] = entry
             else:
-                value = formats.decode_offset_value(record.value)
-                committed[(key.topic, key.partition)] = (
-                    OffsetAndMetadata(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp_ms,
-                                      value.expire_timestamp_ms), record.offset)
+                held.setdefault(key.group, {})[partition_key] = entry
         elif isinstance(key, formats.GroupKey):
             if record.value is None:
                 group_values.pop(key.group, None)
@@ -244,6 +299,12 @@ class GroupMetadataManager:
 
     def append_error(self, partition: int, exc: LogStoreError) -> int:
         """The error code for a failed append or fsync of ``__consumer_offsets`` (logged)."""
+        if isinstance(exc, InvalidProducerEpochError):  # a fenced producer's transactional commit
+            logger.info("%s-%d: %s", OFFSETS_TOPIC, partition, exc)
+            return errors.INVALID_PRODUCER_EPOCH
+        if isinstance(exc, InvalidTxnStateError):
+            logger.info("%s-%d: %s", OFFSETS_TOPIC, partition, exc)
+            return errors.INVALID_TXN_STATE
         if isinstance(exc, RecordTooLargeError):
             logger.warning("%s-%d: %s", OFFSETS_TOPIC, partition, exc)
             return errors.INVALID_COMMIT_OFFSET_SIZE
