@@ -31,9 +31,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Mapping
 
-from .. import errors as store_errors
 from ..clock import Clock
-from ..errors import LogStoreError, ShutdownError, UnknownTopicOrPartitionError
+from ..errors import (InvalidProducerEpochError, LogStoreError, ShutdownError, TransactionCoordinatorFencedError,
+                      UnknownTopicOrPartitionError)
 from ..manager.log_manager import LogManager
 from ..timer.purgatory import DelayedOperation
 from ..timer.scheduler import Scheduler
@@ -46,8 +46,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 DEFAULT_TIMEOUT_MS = 30000  # Kafka's request.timeout.ms, which bounds its WriteTxnMarkers too
 
 # The log's refusals of a marker that mean another producer epoch or coordinator owns the producer.
-_FENCED = tuple(getattr(store_errors, name) for name in ("InvalidProducerEpochError", "TransactionCoordinatorFencedError")
-                if hasattr(store_errors, name))
+_FENCED = (InvalidProducerEpochError, TransactionCoordinatorFencedError)
 
 
 class DelayedMarkerWrite(DelayedOperation):
