@@ -1,4 +1,4 @@
-"""A real client and the offsets of transactions: librdkafka (confluent-kafka).
+"""Real clients and the offsets of transactions: librdkafka (confluent-kafka), kafka-python, aiokafka.
 
 - Its consumer reads with ``isolation.level=read_committed`` by default and so asks OffsetFetch v7
   for stable offsets (KIP-447): while a transaction holds an offset for its partition the server
@@ -6,7 +6,8 @@
   starts from the transaction's offset, never from the older commit it replaces.
 - Its producer's consume-transform-produce (``send_offsets_to_transaction`` with the consumer's
   group metadata: AddOffsetsToTxn, then TxnOffsetCommit v3) commits the offsets with the
-  transaction, or drops them when it aborts.
+  transaction, or drops them when it aborts; so do kafka-python's and aiokafka's transactional
+  producers with a bare group id (no member: the pre-KIP-447 form).
 
 The server binds 127.0.0.1 and is stopped by its fixture; every wait is bounded.
 """
@@ -142,3 +143,66 @@ def test_confluent_kafka_consume_transform_produce_commits_its_offsets_with_its_
                                                          if commit else [])
     finally:
         consumer.close()
+
+
+def kafka_python_transaction(bootstrap, group, offsets, commit):
+    """kafka-python 3.x: a transaction holding ``offsets`` ({partition of "in": offset}) for
+    ``group`` (a bare group id: TxnOffsetCommit without a member), committed or aborted."""
+    import kafka
+    from kafka.structs import OffsetAndMetadata
+
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"{group}-tx")
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send("out", b"x").get(timeout=20)
+        producer.send_offsets_to_transaction(
+            {kafka.TopicPartition("in", p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()}, group)
+        if commit:
+            producer.commit_transaction()
+        else:
+            producer.abort_transaction()
+    finally:
+        producer.close(timeout=5)
+
+
+def aiokafka_transaction(bootstrap, group, offsets, commit):
+    """aiokafka: the same through its transactional producer (TxnOffsetCommit v0)."""
+    import asyncio
+
+    import aiokafka
+    from aiokafka.structs import OffsetAndMetadata
+
+    async def run():
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"{group}-tx")
+        await producer.start()
+        try:
+            await producer.begin_transaction()
+            await producer.send_and_wait("out", b"x")
+            await producer.send_offsets_to_transaction(
+                {aiokafka.TopicPartition("in", p): OffsetAndMetadata(o, "") for p, o in offsets.items()}, group)
+            if commit:
+                await producer.commit_transaction()
+            else:
+                await producer.abort_transaction()
+        finally:
+            await producer.stop()
+
+    asyncio.run(asyncio.wait_for(run(), 60))
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+@pytest.mark.parametrize("client", [kafka_python_transaction, aiokafka_transaction], ids=["kafka-python", "aiokafka"])
+def test_older_transactional_clients_commit_offsets_with_their_transaction(running, client, commit):
+    server, store = running
+    if "out" not in store.topics():
+        store.create_topic("out", partitions=1)
+    group = f"{client.__name__}-{commit}"
+    coordinator = GroupCoordinator.running(store)
+    client(server.bootstrap_servers, group, {0: 6}, commit)
+    deadline = time.monotonic() + 20
+    while coordinator.unstable_offsets(group, [("in", 0)]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert coordinator.unstable_offsets(group, [("in", 0)]) == set()
+    committed = coordinator.fetch_offsets(group, [("in", 0)])[1][("in", 0)]
+    assert (committed.offset if committed is not None else None) == (6 if commit else None)
