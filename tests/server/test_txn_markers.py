@@ -326,3 +326,47 @@ def test_describe_producers_shows_an_open_transactions_first_offset(served):
     wait_for_state(client, "tx", "CompleteCommit")
     entry = described()[pid]
     assert (entry["current_txn_start_offset"], entry["coordinator_epoch"]) == (-1, 0)
+
+
+def produce_transactional(client, transactional_id, producer_id, epoch, sequence, topic, partition, count):
+    from logstore.server.wire_records import encode_produce_batch
+    batch = encode_produce_batch(records(count), producer_id=producer_id, producer_epoch=epoch,
+                                 base_sequence=sequence, transactional=True)
+    response = client.call(0, 8, {"transactional_id": transactional_id, "acks": -1, "timeout_ms": 10000,
+                                  "topic_data": [{"name": topic, "partition_data": [{"index": partition,
+                                                                                     "records": batch}]}]})
+    return response["responses"][0]["partition_responses"][0]["error_code"]
+
+
+def test_a_late_transactional_batch_cannot_open_a_transaction_no_one_ends(served):
+    """The produce path asks this coordinator (KIP-890): a transactional batch for a partition not
+    in its producer's ongoing transaction is refused, before AddPartitionsToTxn and after the
+    transaction ended, so no such batch pins the last stable offset."""
+    server, store, client = served
+    pid = init(client, "tx")["producer_id"]
+    log = store.get_log("t", 0)
+    assert produce_transactional(client, "tx", pid, 0, 0, "t", 0, 2) == errors.INVALID_TXN_STATE
+    assert add(client, "tx", pid, 0, "t", [0]) == {errors.NONE}
+    assert produce_transactional(client, "tx", pid, 0, 0, "t", 0, 2) == errors.NONE
+    assert log.last_stable_offset == 0
+    assert end(client, "tx", pid, 0, True) == errors.NONE
+    wait_for_state(client, "tx", "CompleteCommit")
+    assert produce_transactional(client, "tx", pid, 0, 2, "t", 0, 1) == errors.INVALID_TXN_STATE  # a late batch
+    assert log.last_stable_offset == log.log_end_offset == 3
+
+
+def test_idle_transactional_ids_expire(tmp_path):
+    config = {"transactional.id.expiration.ms": 200, "transaction.remove.expired.transaction.cleanup.interval.ms": 50}
+    with LogManager([str(tmp_path / "data")]) as store, \
+            KafkaServer(store, listen="127.0.0.1:0", config=config) as server:
+        client = WireClient(server.bootstrap_servers)
+        first = init(client, "idle-tx")
+        deadline = time.monotonic() + WAIT_S
+        while state_of(client, "idle-tx")["error_code"] != txn_errors.TRANSACTIONAL_ID_NOT_FOUND:
+            assert time.monotonic() < deadline, "the idle transactional id never expired"
+            time.sleep(0.02)
+        # Forgotten for good: a new InitProducerId of the same id starts from a new producer id.
+        again = init(client, "idle-tx")
+        assert again["error_code"] == errors.NONE and again["producer_id"] != first["producer_id"]
+        assert again["producer_epoch"] == 0
+        client.close()
