@@ -3,7 +3,8 @@ and aiokafka commit and abort transactions across several partitions and topics,
 read_committed consumer sees exactly the committed records (a read_uncommitted one sees the aborted
 ones too, never a marker); consume-transform-produce commits the group's offsets with the
 transaction (confluent-kafka's send_offsets_to_transaction); a second instance of a transactional id
-fences the first (its commit fails in the client); a transaction left open past its
+fences the first (its commit fails in the client); kafka-python's and aiokafka's offsets in a
+transaction are committed or dropped with it; a transaction left open past its
 ``transaction.timeout.ms`` is aborted by the server. Every wait is bounded by a deadline that only
 a failure meets."""
 
@@ -251,3 +252,65 @@ def test_a_transaction_left_open_is_aborted_at_its_timeout(tmp_path):
         with pytest.raises(confluent_kafka.KafkaException):
             producer.commit_transaction(DEADLINE_S)
         assert read_all(broker, [topic], "read_committed", partitions=1) == []
+
+
+def kafka_python_offsets_rounds(bootstrap, transactional_id, sink, source, group, rounds):
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id,
+                                   max_block_ms=int(DEADLINE_S * 1000))
+    try:
+        producer.init_transactions()
+        for commit, values, next_offset in rounds:
+            producer.begin_transaction()
+            for value in values:
+                producer.send(sink, value=value, partition=0)
+            producer.send_offsets_to_transaction(
+                {kafka.TopicPartition(source, 0): kafka.structs.OffsetAndMetadata(next_offset, "", -1)}, group)
+            producer.flush(timeout=DEADLINE_S)
+            if commit:
+                producer.commit_transaction()
+            else:
+                producer.abort_transaction()
+    finally:
+        producer.close(timeout=5)
+
+
+def aiokafka_offsets_rounds(bootstrap, transactional_id, sink, source, group, rounds):
+    async def run():
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id,
+                                             enable_idempotence=True)
+        await producer.start()
+        try:
+            for commit, values, next_offset in rounds:
+                await producer.begin_transaction()
+                for value in values:
+                    await producer.send_and_wait(sink, value=value, partition=0)
+                await producer.send_offsets_to_transaction({aiokafka.TopicPartition(source, 0): next_offset}, group)
+                if commit:
+                    await producer.commit_transaction()
+                else:
+                    await producer.abort_transaction()
+        finally:
+            await producer.stop()
+    asyncio.run(asyncio.wait_for(run(), DEADLINE_S + 15))
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka"])
+def test_offsets_sent_in_a_transaction_commit_and_abort_with_it(broker, client):
+    """The offsets a transaction carries (AddOffsetsToTxn, TxnOffsetCommit) become the group's
+    committed offsets with its COMMIT, and are dropped with its ABORT."""
+    source, sink = make_topics(broker, partitions=1)
+    group = unique("offsets-group")
+    rounds = [(True, [b"out0", b"out1"], 2), (False, [b"out2"], 3)]
+    run = kafka_python_offsets_rounds if client == "kafka-python" else aiokafka_offsets_rounds
+    run(broker.bootstrap_servers, unique(client), sink, source, group, rounds)
+    # read_committed: OffsetFetch with require_stable waits for the markers that follow EndTxn's answer.
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+                                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    try:
+        committed = consumer.committed([confluent_kafka.TopicPartition(source, 0)], timeout=DEADLINE_S)
+    finally:
+        consumer.close()
+    assert committed[0].offset == 2
+    wait_stable(broker, [sink], partitions=1)
+    assert [value for _t, _p, value in read_all(broker, [sink], "read_committed", partitions=1)] == [b"out0", b"out1"]
+    assert markers(broker, "__consumer_offsets", broker_offsets_partition(broker, group)) == [True, False]
