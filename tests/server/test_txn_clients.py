@@ -237,7 +237,7 @@ def test_a_transaction_left_open_is_aborted_at_its_timeout(tmp_path):
     with start_broker(tmp_path, settings) as broker:
         [topic] = make_topics(broker, count=1, partitions=1)
         producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
-                                             "transactional.id": unique("slow"), "transaction.timeout.ms": 1000})
+                                             "transactional.id": unique("slow"), "transaction.timeout.ms": 3000})
         producer.init_transactions(DEADLINE_S)
         producer.begin_transaction()
         producer.produce(topic, value=b"never committed", partition=0)

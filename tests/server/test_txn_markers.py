@@ -258,7 +258,7 @@ def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(tmp_p
             KafkaServer(store, listen="127.0.0.1:0", config=config) as server:
         store.create_topic("t")
         client = WireClient(server.bootstrap_servers)
-        producer = init(client, "slow-tx", timeout_ms=200)
+        producer = init(client, "slow-tx", timeout_ms=1000)  # long enough for the appends below, on a busy machine
         pid = producer["producer_id"]
         assert add(client, "slow-tx", pid, 0, "t", [0]) == {errors.NONE}
         append_transactional(store.get_log("t", 0), pid, 0, 3)
