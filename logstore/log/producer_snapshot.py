@@ -350,3 +350,63 @@ def load_producer_state(fs: FileSystem, dir_path: str, snapshot_offsets: Sequenc
     # The newest kept snapshot after rewrites: a rewritten one is flagged.
     newest_flagged = newest is not None and (decoded[newest] is None or decoded[newest].batches_follow)  # type: ignore[union-attr]
     return ProducerStateLoad(kept, newest_flagged, start, count)
+
+
+# --- the writing rules, for the log ------------------------------------------------------------------
+
+
+class ProducerSnapshots:
+    """A writable log's snapshot files and the rules that write and remove them (module docstring
+    and docs/FORMAT.md 3.8); the ``Log`` calls it under its lock. Keeps the offsets of the files in
+    memory (from the load), so no rule lists the directory. A partition that never sees a producer
+    batch never writes a file: every rule but ``before_producer_batch`` does nothing until one exists."""
+
+    def __init__(self, fs: FileSystem, dir_path: str, offsets: Sequence[int], newest_flagged: bool) -> None:
+        self._fs = fs
+        self.dir_path = dir_path
+        self.offsets = sorted(offsets)
+        self.newest_flagged = bool(offsets) and newest_flagged
+
+    def _write(self, offset: int, table: ReplayTable, batches_follow: bool) -> None:
+        write_snapshot(self._fs, self.dir_path, offset, table.entries(), batches_follow=batches_follow)
+        if offset not in self.offsets:
+            bisect.insort(self.offsets, offset)
+        if offset == self.offsets[-1]:
+            self.newest_flagged = batches_follow
+
+    def before_producer_batch(self, offset: int, table: ReplayTable) -> None:
+        """Rule 1: before a producer batch (data or marker) is written at ``offset``: unless the
+        newest snapshot is flagged already, a flagged one at ``offset`` (durable when this returns;
+        an ``OSError`` means the batch must not be written)."""
+        if not self.newest_flagged:
+            self._write(offset, table, True)
+
+    def on_roll(self, new_base: int, table: ReplayTable) -> None:
+        """Rule 2: a new segment starts at ``new_base``: the exact state there (flag clear), when
+        there is any state or the newest snapshot asks for a replay."""
+        if self.newest_flagged or len(table):  # type: ignore[arg-type]
+            self._write(new_base, table, False)
+
+    def on_close(self, log_end_offset: int, table: ReplayTable) -> None:
+        """Rule 2: a clean close: the exact state at the log end, unless the newest snapshot is exact
+        already (nothing was appended for a producer since it: a no-op open leaves no trace)."""
+        if self.newest_flagged:
+            self._write(log_end_offset, table, False)
+
+    def on_log_start_moved(self, log_start_offset: int) -> None:
+        """Rule 4 (retention, ``delete_records``): keep the newest snapshot at or below the log
+        start offset, remove the older ones."""
+        below = bisect.bisect_right(self.offsets, log_start_offset)
+        if below > 1:
+            doomed, self.offsets = self.offsets[: below - 1], self.offsets[below - 1 :]
+            delete_snapshots(self._fs, self.dir_path, doomed)
+
+    def reload(self, segments: Sequence["LogSegment"], table: ReplayTable, *, log_start_offset: int,
+               log_end_offset: int, problems: list[str]) -> ProducerStateLoad:
+        """Rule 4 (a truncation to ``log_end_offset``, a repair): the snapshots above the new end go
+        and ``table`` (a fresh one) gets the state at the end, as at load."""
+        loaded = load_producer_state(self._fs, self.dir_path, self.offsets, segments, table,
+                                     log_start_offset=log_start_offset, log_end_offset=log_end_offset,
+                                     recovery_point=None, read_only=False, problems=problems)
+        self.offsets, self.newest_flagged = loaded.snapshots, loaded.newest_flagged
+        return loaded

@@ -252,3 +252,50 @@ def test_unclean_load_without_a_snapshot_below_the_recovery_point_starts_at_the_
     built.txn(7)
     table, result, _ = load(built, recovery_point=1)
     assert result.replayed_from == first and list(table.entries()) == scratch(built)
+
+
+# --- the writing rules (ProducerSnapshots) --------------------------------------------------------
+
+
+class SizedTable(FakeTable):
+    def __len__(self) -> int:
+        return len(self.state)
+
+
+def test_writing_rules(built):
+    from logstore.log.producer_snapshot import ProducerSnapshots
+
+    rules = ProducerSnapshots(built.fs, built.dir, [], False)
+    table = SizedTable()
+    rules.on_roll(10, table)
+    rules.on_close(10, table)
+    rules.on_log_start_moved(10)
+    assert list_snapshots(built.fs, built.dir) == []  # no producer batch: no file, ever
+    built.plain()
+    rules.before_producer_batch(built.end, table)  # rule 1: flagged, before the batch
+    first = built.txn(7)
+    table.on_batch(*next(iter_producer_batches(built.segments, first, built.end)))
+    rules.before_producer_batch(built.end, table)  # the newest is flagged: nothing more
+    assert list_snapshots(built.fs, built.dir) == [first] and rules.newest_flagged
+    assert read_snapshot(built.fs, built.dir, first).batches_follow
+    built.roll()
+    rules.on_roll(built.end, table)  # rule 2: exact state at the new base
+    roll = built.end
+    assert rules.offsets == [first, roll] and not rules.newest_flagged
+    snapshot = read_snapshot(built.fs, built.dir, roll)
+    assert not snapshot.batches_follow and list(snapshot.entries) == list(table.entries())
+    rules.on_close(roll, table)  # nothing appended since: no trace
+    assert os.path.getmtime(os.path.join(built.dir, snapshot_file_name(roll))) and rules.offsets == [first, roll]
+    built.plain()
+    rules.on_roll(built.end, table)  # a state to keep: at every roll
+    third = built.end
+    rules.before_producer_batch(third, table)  # same offset: becomes flagged
+    assert rules.offsets == [first, roll, third] and rules.newest_flagged
+    rules.on_close(third, table)
+    assert not read_snapshot(built.fs, built.dir, third).batches_follow
+    rules.on_log_start_moved(roll)  # keep the newest at or below the start
+    assert rules.offsets == [roll, third] == list_snapshots(built.fs, built.dir)
+    fresh = SizedTable()
+    rules.reload(built.segments, fresh, log_start_offset=0, log_end_offset=roll, problems=[])
+    assert rules.offsets == [roll] == list_snapshots(built.fs, built.dir)
+    assert list(fresh.entries()) == list(table.entries())
