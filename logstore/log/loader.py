@@ -20,6 +20,11 @@
 6. **Offsets.** A log whose end is below the checkpointed log start offset after a crash (and whose
    recovery point is not above that start) restarts empty at the log start offset: records below it
    were deleted. The last segment's indexes get their full capacity back.
+7. **Producer state** (only where producer-state snapshots exist: ``producer_snapshot``): the newest
+   intact snapshot at or below the log end offset, and a replay of the producer batches after it
+   when they may exist; snapshots above the log end are removed, damaged ones reported and
+   rewritten from the replay. After an unclean shutdown the replay starts at or below the recovery
+   point and the aborted transactions whose markers recovery re-verified are re-derived.
 
 Whatever else is wrong is *damage* (module ``damage``): nothing is cut and ``LoadedLog.damage`` says
 what was found; the partition stays as it is until an explicit repair.
@@ -35,6 +40,7 @@ import logging
 import os
 import re
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from ..clock import Clock
 from ..config import LogConfig
@@ -43,6 +49,8 @@ from ..fs import FileSystem
 from ..records.decoder import HEADER_BYTES
 from .damage import (LogDamage, data_damage, drop_segments, is_zero, missing_segment_damage, next_offset_before,
                      orphan_index_bases, segment_end, valid_batch_after)
+from .producer_snapshot import SNAPSHOT_SUFFIX, ProducerStateLoad, load_producer_state, snapshot_offset
+from .producer_state import ProducerStateTable
 from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                       TIME_INDEX_SUFFIX, LogSegment)
 
@@ -80,6 +88,7 @@ class DirectoryPlan:
     rename: list[tuple[str, str]] = field(default_factory=list)
     segments: dict[int, str] = field(default_factory=dict)
     orphan_indexes: list[str] = field(default_factory=list)
+    snapshots: list[int] = field(default_factory=list)  # producer-state snapshot offsets, ascending
 
 
 def plan_directory(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig) -> DirectoryPlan:
@@ -93,6 +102,12 @@ def plan_directory(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfi
     ordinary: dict[int, list[str]] = {}
     for name, info in parsed.items():
         if info is None:
+            if name.endswith(SNAPSHOT_SUFFIX):
+                offset = snapshot_offset(name)
+                if offset is not None:
+                    plan.snapshots.append(offset)
+            elif name.endswith(SNAPSHOT_SUFFIX + ".tmp") and snapshot_offset(name[:-4]) is not None:
+                plan.remove.append(name)  # a snapshot write a crash interrupted (the old file, if any, stands)
             continue
         base, _kind, status = info
         if status in (DELETED_SUFFIX, CLEANED_SUFFIX):
@@ -125,6 +140,7 @@ def plan_directory(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfi
             plan.orphan_indexes.extend(files)
     for base in valid_swaps:
         plan.segments[base] = SWAP_SUFFIX
+    plan.snapshots.sort()
     return plan
 
 
@@ -154,13 +170,39 @@ class LoadedLog:
     problems: list[str] = field(default_factory=list)
     damage: LogDamage | None = None
     orphan_indexes: list[str] = field(default_factory=list)
+    # Pass 7: the partition's producers and open transactions (empty without snapshots), and what
+    # the snapshots looked like (None for a damaged log: repair reloads it).
+    producer_state: ProducerStateTable = field(default_factory=ProducerStateTable)
+    producer_load: ProducerStateLoad | None = None
 
 
 def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, recovery_point: int,
-             log_start_offset: int, clean_shutdown: bool, read_only: bool = False) -> LoadedLog:
+             log_start_offset: int, clean_shutdown: bool, read_only: bool = False,
+             on_aborted: Callable[[Any, int], None] | None = None, aborted_from: int | None = None) -> LoadedLog:
     """Run the passes over ``dir_path`` and return the loaded segments. Damage that no crash could
-    have left (module ``damage``) is returned as ``LoadedLog.damage``, with nothing cut."""
+    have left (module ``damage``) is returned as ``LoadedLog.damage``, with nothing cut.
+    ``on_aborted(completed, last_stable_offset)``: pass 7 re-derived an aborted transaction whose marker
+    recovery re-verified (after an unclean shutdown), or at or above ``aborted_from`` when given (an
+    owner that keeps no aborted-transaction files of its own)."""
     plan = plan_directory(fs, clock, dir_path, config)
+    loaded = _load_segments(fs, clock, dir_path, config, plan, recovery_point=recovery_point,
+                            log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, read_only=read_only)
+    if loaded.damage is None and loaded.segments and plan.snapshots:
+        rederive = None if clean_shutdown else recovery_point
+        if aborted_from is not None:
+            rederive = aborted_from if rederive is None else min(rederive, aborted_from)
+        loaded.producer_load = load_producer_state(
+            fs, dir_path, plan.snapshots, loaded.segments, loaded.producer_state,
+            log_start_offset=loaded.log_start_offset, log_end_offset=loaded.log_end_offset,
+            recovery_point=rederive, read_only=read_only,
+            problems=loaded.problems, on_aborted=on_aborted)
+        loaded.producer_state.forget_below(loaded.log_start_offset)
+    return loaded
+
+
+def _load_segments(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, plan: DirectoryPlan, *,
+                   recovery_point: int, log_start_offset: int, clean_shutdown: bool, read_only: bool) -> LoadedLog:
+    """Passes 1-6."""
     problems: list[str] = []
     # Index files whose .log is gone, where that segment must have existed (a clean store, or below
     # the recovery point) may be a missing segment's: judged once the segments are open.

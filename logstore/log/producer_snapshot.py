@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from ..errors import CorruptSnapshotError
+from ..errors import CorruptIndexError, CorruptSnapshotError
 from ..fs import FileSystem
 from ..records.control import Marker, decode_marker
 from ..records.decoder import HAS_PRODUCER, BatchHeader, ProducerFields
@@ -259,7 +259,13 @@ def iter_producer_batches(segments: Sequence["LogSegment"], start: int,
     for segment in segments[first:]:
         if segment.base_offset >= stop:
             return
-        for position, header, buffer, at in segment.scan_headers(0):
+        scan = segment.scan_headers(0)
+        if segment.base_offset < start:  # from the offset index's entry at or below ``start``
+            try:
+                scan = segment.scan_from(start)
+            except CorruptIndexError:  # a lying entry: from the segment's start
+                pass
+        for position, header, buffer, at in scan:
             if header.base_offset >= stop:
                 return
             if not header.attributes & HAS_PRODUCER or header.base_offset + header.last_offset_delta < start:
