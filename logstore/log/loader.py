@@ -36,10 +36,12 @@ the same segments a writer would after an interrupted swap.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import re
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, Callable
 
 from ..clock import Clock
@@ -53,10 +55,11 @@ from .producer_snapshot import SNAPSHOT_SUFFIX, ProducerStateLoad, load_producer
 from .producer_state import ProducerStateTable
 from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                       TIME_INDEX_SUFFIX, LogSegment)
+from .txn_index import TXN_INDEX_SUFFIX, TxnIndexEntry
 
 logger = logging.getLogger(__name__)
 
-_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 def _split_name(name: str) -> tuple[int, str, str] | None:
@@ -89,6 +92,7 @@ class DirectoryPlan:
     segments: dict[int, str] = field(default_factory=dict)
     orphan_indexes: list[str] = field(default_factory=list)
     snapshots: list[int] = field(default_factory=list)  # producer-state snapshot offsets, ascending
+    txn_indexes: set[int] = field(default_factory=set)  # the segments with a ``.txnindex`` file
 
 
 def plan_directory(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig) -> DirectoryPlan:
@@ -140,6 +144,9 @@ def plan_directory(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfi
             plan.orphan_indexes.extend(files)
     for base in valid_swaps:
         plan.segments[base] = SWAP_SUFFIX
+    txn_index_names = (TXN_INDEX_SUFFIX, TXN_INDEX_SUFFIX + SWAP_SUFFIX)
+    plan.txn_indexes = {base for base, files in chain(ordinary.items(), valid_swaps.items())
+                        if any(name[20:] in txn_index_names for name in files)}
     plan.snapshots.sort()
     return plan
 
@@ -178,26 +185,48 @@ class LoadedLog:
 
 def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, recovery_point: int,
              log_start_offset: int, clean_shutdown: bool, read_only: bool = False,
-             on_aborted: Callable[[Any, int], None] | None = None, aborted_from: int | None = None) -> LoadedLog:
+             ) -> LoadedLog:
     """Run the passes over ``dir_path`` and return the loaded segments. Damage that no crash could
     have left (module ``damage``) is returned as ``LoadedLog.damage``, with nothing cut.
-    ``on_aborted(completed, last_stable_offset)``: pass 7 re-derived an aborted transaction whose marker
-    recovery re-verified (after an unclean shutdown), or at or above ``aborted_from`` when given (an
-    owner that keeps no aborted-transaction files of its own)."""
+    """
     plan = plan_directory(fs, clock, dir_path, config)
     loaded = _load_segments(fs, clock, dir_path, config, plan, recovery_point=recovery_point,
                             log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, read_only=read_only)
     if loaded.damage is None and loaded.segments and plan.snapshots:
-        rederive = None if clean_shutdown else recovery_point
-        if aborted_from is not None:
-            rederive = aborted_from if rederive is None else min(rederive, aborted_from)
+        rederive = None if clean_shutdown or read_only else recovery_point
+        on_aborted = None
+        if rederive is not None:
+            on_aborted = _rederive_txn_indexes(loaded.segments, rederive)
         loaded.producer_load = load_producer_state(
             fs, dir_path, plan.snapshots, loaded.segments, loaded.producer_state,
             log_start_offset=loaded.log_start_offset, log_end_offset=loaded.log_end_offset,
             recovery_point=rederive, read_only=read_only,
             problems=loaded.problems, on_aborted=on_aborted)
+        if on_aborted is not None:
+            for segment in loaded.segments:
+                if segment.txn_index.present:
+                    segment.txn_index.flush()
         loaded.producer_state.forget_below(loaded.log_start_offset)
     return loaded
+
+
+def _rederive_txn_indexes(segments: list[LogSegment], recovery_point: int) -> Callable[[Any, int], None]:
+    """After an unclean shutdown: cut every ``.txnindex`` entry whose marker is at or above the
+    recovery point (a power loss may have kept the marker and lost the entry, or the reverse) and
+    return pass 7's callback that writes them again from the replay, in the segment of each marker."""
+    bases = [segment.base_offset for segment in segments]
+    for segment in segments:
+        if segment.txn_index.present and segment.read_next_offset() > recovery_point:
+            segment.txn_index.truncate_to(recovery_point)
+
+    def rederived(completed: Any, last_stable_offset: int) -> None:
+        segment = segments[bisect.bisect_right(bases, completed.last_offset) - 1]
+        try:
+            segment.txn_index.append(TxnIndexEntry(completed.producer_id, completed.first_offset,
+                                                   completed.last_offset, last_stable_offset))
+        except CorruptIndexError:
+            pass  # a damaged file (reported when truncated): the log rebuilds it from the data on first use
+    return rederived
 
 
 def _load_segments(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, plan: DirectoryPlan, *,
@@ -228,6 +257,7 @@ def _load_segments(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfi
             suffix = plan.segments[base] if read_only else ""
             segment, found = _open_segment(fs, clock, dir_path, base, config, suffix, read_only,
                                            slot >= first_recovered)
+            segment.txn_index.present = base in plan.txn_indexes
             segments.append(segment)
             damage = damage or found
         # Offsets run on from one segment to the next, except in a compacted topic: a truncation
@@ -253,6 +283,9 @@ def _load_segments(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfi
                                      gaps, start)
             if damage is None and not clean_shutdown:
                 segments, damage = _recover(fs, segments, first_recovered, recovery_point, problems, gaps, start)
+                for segment in segments[first_recovered:]:  # an abort whose marker a crash lost goes too
+                    if segment.txn_index.present:
+                        segment.txn_index.truncate_to(segment.read_next_offset())
             if damage is None and segments and segments[-1].read_next_offset() < log_start_offset:
                 log_end_offset = segments[-1].read_next_offset()
                 # A clean store never has its end below its start; after a crash it may (the

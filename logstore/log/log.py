@@ -136,16 +136,8 @@ class Log:
         # How segments deleted by retention are removed: None removes them at once; the LogManager
         # schedules the removal after file.delete.delay.ms so readers holding them finish.
         self.schedule_file_delete: Callable[[Sequence[LogSegment], int], None] | None = None
-        # The aborted transactions the load re-derives (the recovered range, or all while they are
-        # kept in memory only), by marker offset (``aborted_transactions``).
-        aborted: list[TxnIndexEntry] = []
-
-        def load() -> Any:
-            aborted.clear()  # a read-only load may start again
-            return load_log(fs, clock, dir_path, config, recovery_point=recovery_point,
-                            log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, read_only=read_only,
-                            on_aborted=lambda txn, lso: aborted.append(self._aborted_entry(txn, lso)),
-                            aborted_from=log_start_offset)
+        load = partial(load_log, fs, clock, dir_path, config, recovery_point=recovery_point,
+                       log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, read_only=read_only)
         loaded = retry_while_renamed(dir_path, clock, load) if read_only else load()  # a writer renames meanwhile
         self.load_problems, self.damage, self._orphan_indexes = loaded.problems, loaded.damage, loaded.orphan_indexes
         self._local = LocalLog(dir_path, config, fs, clock, loaded.segments)
@@ -163,10 +155,8 @@ class Log:
         self._snapshots = None if read_only else ProducerSnapshots(
             fs, dir_path, producer_load.snapshots if producer_load else [],
             producer_load.newest_flagged if producer_load else False)
-        self._follows_producers = producer_load is not None  # a read-only view replays new producer batches
-        # The aborted transactions, by marker offset (``aborted_transactions``).
-        self._aborted_entries: list[TxnIndexEntry] = aborted
-        self._aborted_last_offsets: list[int] = [entry.last_offset for entry in aborted]
+        # Whether a segment may hold a ``.txnindex``: until one does, ``aborted_transactions`` is [] at once.
+        self._txn_indexes = any(segment.txn_index.present is not False for segment in loaded.segments)
         # One-record appends handed to the append holding the lock.
         self._combiner = AppendCombiner(self._lock, clock, self._write_one, self._wake_readers, self._flush_rounds,
                                         self.durable_outcome)
@@ -531,18 +521,20 @@ class Log:
                                    f"{exc}") from exc
             raise self._fail_unless_shortage(exc, "writing a producer snapshot of") from exc
 
-    @staticmethod
-    def _aborted_entry(completed: CompletedTxn, last_stable_offset: int) -> TxnIndexEntry:
-        return TxnIndexEntry(completed.producer_id, completed.first_offset, completed.last_offset, last_stable_offset)
-
     def _record_aborted(self, completed: CompletedTxn, segment: LogSegment) -> None:
-        """Record the aborted transaction ``completed``, whose marker is the last batch of
-        ``segment``, with the last stable offset just after its marker."""
+        """Add the aborted transaction ``completed``, whose marker is the last batch of ``segment``,
+        to that segment's ``.txnindex``, with the last stable offset just after its marker. A write
+        error is treated as one of the marker's own (the marker is cut back: nothing happened)."""
         first_unstable = self.producer_state.pending_first_unstable()  # not yet published: see _write_marker
         lso = completed.last_offset + 1 if first_unstable is None else max(first_unstable, self.log_start_offset)
         entry = TxnIndexEntry(completed.producer_id, completed.first_offset, completed.last_offset, lso)
-        self._aborted_entries.append(entry)
-        self._aborted_last_offsets.append(entry.last_offset)
+        self._txn_indexes = True
+        try:
+            segment.txn_index.append(entry)
+        except CorruptIndexError as exc:
+            self._rebuild_txn_index(segment, exc, completed.last_offset + 1)  # the marker's entry included
+        except OSError as exc:
+            self._after_write_error(segment, exc)
 
     def _write_batches(self, batches: list[Batch], now_ms: int, record_count: int) -> AppendInfo:
         """Under the lock: write prepared ``batches`` one after another, assigning their offsets."""
@@ -876,10 +868,61 @@ class Log:
         """The aborted transactions whose data may lie in [``start_offset``, ``upper_offset``):
         their ABORT marker is at or after ``start_offset`` and their first offset below
         ``upper_offset`` (what a read_committed fetch of that range reports), by marker offset."""
-        found: list[AbortedTxn] = []
-        if self._aborted_entries:
-            collect_aborted(self._aborted_entries, self._aborted_last_offsets, start_offset, upper_offset, found)
-        return found
+        if not self._txn_indexes:
+            return []
+        for attempt in range(3):
+            segments, bases = self._local.view
+            found: list[AbortedTxn] = []
+            try:
+                for slot in range(max(bisect.bisect_right(bases, start_offset) - 1, 0), len(segments)):
+                    entries, last_offsets = segments[slot].txn_index.load()
+                    if entries and collect_aborted(entries, last_offsets, start_offset, upper_offset, found):
+                        break
+                return found
+            except CorruptIndexError as exc:
+                if attempt:
+                    raise
+                segment = next(s for s in segments if s.txn_index.path in str(exc))
+                with self._lock:
+                    self._rebuild_txn_index(segment, exc, self.log_end_offset)
+            except OSError as exc:  # a segment deleted or renamed underneath: again on the new list
+                self._segment_lost(segments, exc)
+        raise StorageError(f"log {self.name} kept changing while its aborted transactions were read")
+
+    def _rebuild_txn_index(self, segment: LogSegment, exc: CorruptIndexError, stop_offset: int) -> None:
+        """Under the lock: ``segment``'s ``.txnindex`` failed its checks (``exc``). Derived data: it
+        is rebuilt by replaying the producer state over the log below ``stop_offset`` and keeping the
+        aborted transactions whose marker is in that segment (a read-only view keeps them in memory
+        only). Logged and recorded in ``load_problems``, as a lying offset index is."""
+        view = self._local.view
+        segments, bases = view
+        slot = segments.index(segment)
+        segment_end = bases[slot + 1] if slot + 1 < len(segments) else 2**63
+        table = ProducerStateTable()
+        entries: list[TxnIndexEntry] = []
+        for batch, _first, _last in LocalLog.iter_batch_slices(view, self.log_start_offset, stop_offset, True, True):
+            producer = batch.producer
+            if producer is None:
+                continue
+            header = batch.header
+            marker = None
+            if header.attributes & CONTROL:
+                record = batch.record_at(0)
+                marker = control.decode_marker(record.key, record.value)
+            completed = table.on_batch(header, producer, marker)
+            if completed is not None and completed.aborted and segment.base_offset <= completed.last_offset < segment_end:
+                first_unstable = table.first_unstable_offset
+                lso = (completed.last_offset + 1 if first_unstable is None
+                       else max(first_unstable, self.log_start_offset))
+                entries.append(TxnIndexEntry(completed.producer_id, completed.first_offset, completed.last_offset, lso))
+        done = (f"{exc}; {'rebuilt in memory' if self.read_only else 'rebuilt'} from the log "
+                f"({len(entries)} aborted transaction(s))")
+        logger.warning("%s", done)
+        self.load_problems.append(done)
+        try:
+            segment.txn_index.replace(entries, write=not self.read_only)
+        except OSError as os_exc:
+            raise self._fail(os_exc) from exc
 
     def iter_records(self, offset: int | None = None, end_offset: int | None = None, *,
                      isolation: str = READ_UNCOMMITTED) -> Iterator[Record]:
@@ -1067,6 +1110,10 @@ class Log:
         self.log_start_offset = max(self.log_start_offset, log_start_offset)
         for segment in replaced:  # a read in flight on these retries on the new view
             segment.close_handlers()
+        segments = self._local.segments
+        if not replaced:  # the active segment grew: the writer may have added aborted transactions
+            segments[-1].txn_index.reload()
+        self._txn_indexes = any(segment.txn_index.present is not False for segment in segments)
         return True
 
     def _follow_producers(self, previous_end: int, log_end_offset: int) -> None:
@@ -1077,14 +1124,8 @@ class Log:
         table, start = self.producer_state, previous_end
         if log_end_offset < previous_end:
             table, start = ProducerStateTable(), self.log_start_offset
-            self._aborted_entries, self._aborted_last_offsets = [], []
         for header, producer, marker in iter_producer_batches(self._local.segments, start, log_end_offset):
-            completed = table.on_batch(header, producer, marker)
-            if completed is not None and completed.aborted:  # (appended in place, as the writer does)
-                first = table.first_unstable_offset
-                self._aborted_entries.append(
-                    self._aborted_entry(completed, completed.last_offset + 1 if first is None else first))
-                self._aborted_last_offsets.append(completed.last_offset)
+            table.on_batch(header, producer, marker)  # (the aborted ones: the writer's .txnindex files)
         self.producer_state = table
 
     # --- removing data ----------------------------------------------------------------------------
@@ -1134,12 +1175,9 @@ class Log:
             self.on_checkpoint_needed(self)
 
     def _truncate_transactions(self, offset: int) -> None:
-        """After the log was cut at ``offset``: forget the aborted transactions whose marker is gone,
-        and rebuild the producer state from what is left (``rebuild_producer_state``)."""
-        cut = bisect.bisect_left(self._aborted_last_offsets, offset)
-        if cut < len(self._aborted_entries):
-            self._aborted_entries = self._aborted_entries[:cut]
-            self._aborted_last_offsets = self._aborted_last_offsets[:cut]
+        """After the log was cut at ``offset`` (the segments cut their ``.txnindex`` entries with
+        it): rebuild the producer state from what is left (``rebuild_producer_state``), snapshots
+        above the cut removed."""
         if self.producer_state.seen_producer_batches or (self._snapshots is not None and self._snapshots.offsets):
             self.rebuild_producer_state()
 

@@ -162,8 +162,11 @@ def check_state(path: str, files: dict, dirs: list, durable: int) -> list[str]:
     if state(log) != found:
         problems.append(f"a second recovery found {state(log)}, the first {found}")
     fs.crash(random.Random(0), lose_unsynced=False)
-    if files_of(os.path.join(data, "t-0")) != after_first:
-        problems.append("a second recovery changed the partition's files")
+    after_second = files_of(os.path.join(data, "t-0"))
+    if after_second != after_first:
+        changed = sorted(name for name in set(after_first) | set(after_second)
+                         if after_first.get(name) != after_second.get(name))
+        problems.append(f"a second recovery changed the partition's files {changed}")
     return problems
 
 
