@@ -299,10 +299,14 @@ def test_a_restart_finishes_a_decided_transaction_and_keeps_an_open_one(tmp_path
         assert len(values(log, "read_committed")) == 2
         opened = state_of(client, "open-tx")
         assert opened["transaction_state"] == "Ongoing" and opened["transaction_start_time_ms"] > 0
+        open_log = server.store.get_log("t", 1)
+        assert open_log.last_stable_offset == 0 and values(open_log, "read_committed") == []  # open in the log too
         # Its producer carries on and commits it.
         assert end(client, "open-tx", still_open["producer_id"], 0, True) == errors.NONE
         wait_for_state(client, "open-tx", "CompleteCommit")
-        assert markers_of(server.store.get_log("t", 1)) == [(1, still_open["producer_id"], 0, True)]
+        assert markers_of(open_log) == [(1, still_open["producer_id"], 0, True)]
+        assert open_log.last_stable_offset == open_log.log_end_offset == 2
+        assert len(values(open_log, "read_committed")) == 1
         client.close()
 
 
@@ -369,4 +373,26 @@ def test_idle_transactional_ids_expire(tmp_path):
         again = init(client, "idle-tx")
         assert again["error_code"] == errors.NONE and again["producer_id"] != first["producer_id"]
         assert again["producer_epoch"] == 0
+        client.close()
+
+
+def test_an_aborted_transaction_stays_hidden_after_a_restart(tmp_path):
+    data = str(tmp_path / "data")
+    with KafkaServer([data], listen="127.0.0.1:0") as server:
+        server.store.create_topic("t")
+        client = WireClient(server.bootstrap_servers)
+        pid = init(client, "tx")["producer_id"]
+        server.store.get_log("t", 0).append(records(1, b"plain"))
+        assert add(client, "tx", pid, 0, "t", [0]) == {errors.NONE}
+        append_transactional(server.store.get_log("t", 0), pid, 0, 2, b"aborted")
+        assert end(client, "tx", pid, 0, False) == errors.NONE
+        wait_for_state(client, "tx", "CompleteAbort")
+        client.close()
+    with KafkaServer([data], listen="127.0.0.1:0") as server:
+        log = server.store.get_log("t", 0)
+        assert values(log, "read_committed") == [b"plain0"]
+        assert [(txn.producer_id, txn.first_offset) for txn in log.aborted_transactions(0, log.log_end_offset)] == [
+            (pid, 1)]
+        client = WireClient(server.bootstrap_servers)
+        assert state_of(client, "tx")["transaction_state"] == "CompleteAbort"
         client.close()
