@@ -3,7 +3,8 @@ and aiokafka commit and abort transactions across several partitions and topics,
 read_committed consumer sees exactly the committed records (a read_uncommitted one sees the aborted
 ones too, never a marker); consume-transform-produce commits the group's offsets with the
 transaction (confluent-kafka's send_offsets_to_transaction); a second instance of a transactional id
-fences the first (its commit fails in the client); kafka-python's and aiokafka's offsets in a
+fences the first (its commit fails in the client); kafka-python's admin client describes and lists
+transactions and a partition's producers; kafka-python's and aiokafka's offsets in a
 transaction are committed or dropped with it; a transaction left open past its
 ``transaction.timeout.ms`` is aborted by the server. Every wait is bounded by a deadline that only
 a failure meets."""
@@ -314,3 +315,43 @@ def test_offsets_sent_in_a_transaction_commit_and_abort_with_it(broker, client):
     wait_stable(broker, [sink], partitions=1)
     assert [value for _t, _p, value in read_all(broker, [sink], "read_committed", partitions=1)] == [b"out0", b"out1"]
     assert markers(broker, "__consumer_offsets", broker_offsets_partition(broker, group)) == [True, False]
+
+
+def test_kafka_python_admin_describes_transactions_and_producers(broker):
+    """kafka-python's admin client (kafka-transactions.sh's calls): DescribeTransactions and
+    ListTransactions through the coordinator FindCoordinator names, DescribeProducers of a
+    partition with an open transaction, find_hanging_transactions finding none."""
+    [topic] = make_topics(broker, count=1, partitions=1)
+    transactional_id = unique("described")
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
+                                         "transactional.id": transactional_id})
+    producer.init_transactions(DEADLINE_S)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"open", partition=0)
+    producer.flush(DEADLINE_S)
+    admin = kafka.KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        described = admin.describe_transactions([transactional_id])[transactional_id]
+        assert described.state.value == "Ongoing"
+        assert described.topic_partitions == {kafka.TopicPartition(topic, 0)}
+        [(_node, listings)] = admin.list_transactions(state_filters=["Ongoing"]).items()  # one broker
+        listed = {listing.transactional_id: listing for listing in listings}
+        assert listed[transactional_id].producer_id == described.producer_id
+        tp = kafka.TopicPartition(topic, 0)
+        [active] = admin.describe_producers([tp])[tp].active_producers
+        assert (active.producer_id, active.producer_epoch, active.current_transaction_start_offset) == (
+            described.producer_id, described.producer_epoch, 0)
+        assert transactional_id not in {txn["transactional_id"] for txn in admin.find_hanging_transactions()}
+        producer.commit_transaction(DEADLINE_S)
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            state = admin.describe_transactions([transactional_id])[transactional_id].state
+            if state.value == "CompleteCommit":
+                break
+            assert time.monotonic() < deadline, f"still {state}"
+            time.sleep(0.05)
+        [active] = admin.describe_producers([tp])[tp].active_producers
+        assert active.current_transaction_start_offset == -1
+    finally:
+        admin.close()
+        producer.flush(DEADLINE_S)
