@@ -396,3 +396,54 @@ def test_an_aborted_transaction_stays_hidden_after_a_restart(tmp_path):
         client = WireClient(server.bootstrap_servers)
         assert state_of(client, "tx")["transaction_state"] == "CompleteAbort"
         client.close()
+
+
+def test_the_next_transactions_first_add_waits_for_the_last_ones_completion(served):
+    """EndTxn is answered before the markers are written; a producer's next AddPartitionsToTxn or
+    AddOffsetsToTxn arriving meanwhile is parked until the transaction completes, not answered
+    CONCURRENT_TRANSACTIONS (on which clients back off for 20 ms or more)."""
+    server, store, client = served
+    coordinator = server.txn_coordinator
+    real_writer = coordinator.marker_writer
+    gate = threading.Event()  # the markers are written once the test opens it
+
+    def gated_writer(request, done):
+        threading.Thread(target=lambda: (gate.wait(WAIT_S), real_writer(request, done)), daemon=True).start()
+
+    def open_gate_soon():
+        gate.clear()
+        threading.Timer(0.01, gate.set).start()  # while the next request is parked
+
+    coordinator.marker_writer = gated_writer
+    pid = init(client, "tx")["producer_id"]
+    offsets = {"transactional_id": "tx", "producer_id": pid, "producer_epoch": 0, "group_id": "g"}
+    for commit in (True, False):
+        gate.clear()
+        assert add(client, "tx", pid, 0, "t", [0]) == {errors.NONE}
+        assert end(client, "tx", pid, 0, commit) == errors.NONE
+        assert state_of(client, "tx")["transaction_state"] == ("PrepareCommit" if commit else "PrepareAbort")
+        open_gate_soon()
+        assert add(client, "tx", pid, 0, "t", [1]) == {errors.NONE}  # answered once the last one completed
+        state = state_of(client, "tx")
+        assert state["transaction_state"] == "Ongoing" and {topic["topic"]: topic["partitions"]
+                                                            for topic in state["topics"]} == {"t": [1]}
+        gate.clear()
+        assert end(client, "tx", pid, 0, commit) == errors.NONE
+        open_gate_soon()
+        assert client.call(25, 3, offsets)["error_code"] == errors.NONE  # AddOffsetsToTxn waits the same way
+        assert state_of(client, "tx")["transaction_state"] == "Ongoing"
+        gate.set()
+        assert end(client, "tx", pid, 0, False) == errors.NONE
+        wait_for_state(client, "tx", "CompleteAbort")
+
+
+def test_a_transaction_whose_markers_do_not_come_answers_concurrent_transactions(served):
+    server, store, client = served
+    server.txn_coordinator.marker_writer = lambda request, done: None  # never answers
+    pid = init(client, "tx")["producer_id"]
+    assert add(client, "tx", pid, 0, "t", [0]) == {errors.NONE}
+    assert end(client, "tx", pid, 0, True) == errors.NONE
+    started = time.monotonic()
+    assert add(client, "tx", pid, 0, "t", [1]) == {txn_errors.CONCURRENT_TRANSACTIONS}
+    assert time.monotonic() - started < WAIT_S  # parked a bounded while, then answered
+    assert state_of(client, "tx")["transaction_state"] == "PrepareCommit"
