@@ -258,7 +258,7 @@ def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(tmp_p
             KafkaServer(store, listen="127.0.0.1:0", config=config) as server:
         store.create_topic("t")
         client = WireClient(server.bootstrap_servers)
-        producer = init(client, "slow-tx", timeout_ms=200)
+        producer = init(client, "slow-tx", timeout_ms=1000)  # long enough for the appends below, on a busy machine
         pid = producer["producer_id"]
         assert add(client, "slow-tx", pid, 0, "t", [0]) == {errors.NONE}
         append_transactional(store.get_log("t", 0), pid, 0, 3)
@@ -299,10 +299,14 @@ def test_a_restart_finishes_a_decided_transaction_and_keeps_an_open_one(tmp_path
         assert len(values(log, "read_committed")) == 2
         opened = state_of(client, "open-tx")
         assert opened["transaction_state"] == "Ongoing" and opened["transaction_start_time_ms"] > 0
+        open_log = server.store.get_log("t", 1)
+        assert open_log.last_stable_offset == 0 and values(open_log, "read_committed") == []  # open in the log too
         # Its producer carries on and commits it.
         assert end(client, "open-tx", still_open["producer_id"], 0, True) == errors.NONE
         wait_for_state(client, "open-tx", "CompleteCommit")
-        assert markers_of(server.store.get_log("t", 1)) == [(1, still_open["producer_id"], 0, True)]
+        assert markers_of(open_log) == [(1, still_open["producer_id"], 0, True)]
+        assert open_log.last_stable_offset == open_log.log_end_offset == 2
+        assert len(values(open_log, "read_committed")) == 1
         client.close()
 
 
@@ -326,3 +330,120 @@ def test_describe_producers_shows_an_open_transactions_first_offset(served):
     wait_for_state(client, "tx", "CompleteCommit")
     entry = described()[pid]
     assert (entry["current_txn_start_offset"], entry["coordinator_epoch"]) == (-1, 0)
+
+
+def produce_transactional(client, transactional_id, producer_id, epoch, sequence, topic, partition, count):
+    from logstore.server.wire_records import encode_produce_batch
+    batch = encode_produce_batch(records(count), producer_id=producer_id, producer_epoch=epoch,
+                                 base_sequence=sequence, transactional=True)
+    response = client.call(0, 8, {"transactional_id": transactional_id, "acks": -1, "timeout_ms": 10000,
+                                  "topic_data": [{"name": topic, "partition_data": [{"index": partition,
+                                                                                     "records": batch}]}]})
+    return response["responses"][0]["partition_responses"][0]["error_code"]
+
+
+def test_a_late_transactional_batch_cannot_open_a_transaction_no_one_ends(served):
+    """The produce path asks this coordinator (KIP-890): a transactional batch for a partition not
+    in its producer's ongoing transaction is refused, before AddPartitionsToTxn and after the
+    transaction ended, so no such batch pins the last stable offset."""
+    server, store, client = served
+    pid = init(client, "tx")["producer_id"]
+    log = store.get_log("t", 0)
+    assert produce_transactional(client, "tx", pid, 0, 0, "t", 0, 2) == errors.INVALID_TXN_STATE
+    assert add(client, "tx", pid, 0, "t", [0]) == {errors.NONE}
+    assert produce_transactional(client, "tx", pid, 0, 0, "t", 0, 2) == errors.NONE
+    assert log.last_stable_offset == 0
+    assert end(client, "tx", pid, 0, True) == errors.NONE
+    wait_for_state(client, "tx", "CompleteCommit")
+    assert produce_transactional(client, "tx", pid, 0, 2, "t", 0, 1) == errors.INVALID_TXN_STATE  # a late batch
+    assert log.last_stable_offset == log.log_end_offset == 3
+
+
+def test_idle_transactional_ids_expire(tmp_path):
+    config = {"transactional.id.expiration.ms": 200, "transaction.remove.expired.transaction.cleanup.interval.ms": 50}
+    with LogManager([str(tmp_path / "data")]) as store, \
+            KafkaServer(store, listen="127.0.0.1:0", config=config) as server:
+        client = WireClient(server.bootstrap_servers)
+        first = init(client, "idle-tx")
+        deadline = time.monotonic() + WAIT_S
+        while state_of(client, "idle-tx")["error_code"] != txn_errors.TRANSACTIONAL_ID_NOT_FOUND:
+            assert time.monotonic() < deadline, "the idle transactional id never expired"
+            time.sleep(0.02)
+        # Forgotten for good: a new InitProducerId of the same id starts from a new producer id.
+        again = init(client, "idle-tx")
+        assert again["error_code"] == errors.NONE and again["producer_id"] != first["producer_id"]
+        assert again["producer_epoch"] == 0
+        client.close()
+
+
+def test_an_aborted_transaction_stays_hidden_after_a_restart(tmp_path):
+    data = str(tmp_path / "data")
+    with KafkaServer([data], listen="127.0.0.1:0") as server:
+        server.store.create_topic("t")
+        client = WireClient(server.bootstrap_servers)
+        pid = init(client, "tx")["producer_id"]
+        server.store.get_log("t", 0).append(records(1, b"plain"))
+        assert add(client, "tx", pid, 0, "t", [0]) == {errors.NONE}
+        append_transactional(server.store.get_log("t", 0), pid, 0, 2, b"aborted")
+        assert end(client, "tx", pid, 0, False) == errors.NONE
+        wait_for_state(client, "tx", "CompleteAbort")
+        client.close()
+    with KafkaServer([data], listen="127.0.0.1:0") as server:
+        log = server.store.get_log("t", 0)
+        assert values(log, "read_committed") == [b"plain0"]
+        assert [(txn.producer_id, txn.first_offset) for txn in log.aborted_transactions(0, log.log_end_offset)] == [
+            (pid, 1)]
+        client = WireClient(server.bootstrap_servers)
+        assert state_of(client, "tx")["transaction_state"] == "CompleteAbort"
+        client.close()
+
+
+def test_the_next_transactions_first_add_waits_for_the_last_ones_completion(served):
+    """EndTxn is answered before the markers are written; a producer's next AddPartitionsToTxn or
+    AddOffsetsToTxn arriving meanwhile is parked until the transaction completes, not answered
+    CONCURRENT_TRANSACTIONS (on which clients back off for 20 ms or more)."""
+    server, store, client = served
+    coordinator = server.txn_coordinator
+    real_writer = coordinator.marker_writer
+    gate = threading.Event()  # the markers are written once the test opens it
+
+    def gated_writer(request, done):
+        threading.Thread(target=lambda: (gate.wait(WAIT_S), real_writer(request, done)), daemon=True).start()
+
+    def open_gate_soon():
+        gate.clear()
+        threading.Timer(0.01, gate.set).start()  # while the next request is parked
+
+    coordinator.marker_writer = gated_writer
+    pid = init(client, "tx")["producer_id"]
+    offsets = {"transactional_id": "tx", "producer_id": pid, "producer_epoch": 0, "group_id": "g"}
+    for commit in (True, False):
+        gate.clear()
+        assert add(client, "tx", pid, 0, "t", [0]) == {errors.NONE}
+        assert end(client, "tx", pid, 0, commit) == errors.NONE
+        assert state_of(client, "tx")["transaction_state"] == ("PrepareCommit" if commit else "PrepareAbort")
+        open_gate_soon()
+        assert add(client, "tx", pid, 0, "t", [1]) == {errors.NONE}  # answered once the last one completed
+        state = state_of(client, "tx")
+        assert state["transaction_state"] == "Ongoing" and {topic["topic"]: topic["partitions"]
+                                                            for topic in state["topics"]} == {"t": [1]}
+        gate.clear()
+        assert end(client, "tx", pid, 0, commit) == errors.NONE
+        open_gate_soon()
+        assert client.call(25, 3, offsets)["error_code"] == errors.NONE  # AddOffsetsToTxn waits the same way
+        assert state_of(client, "tx")["transaction_state"] == "Ongoing"
+        gate.set()
+        assert end(client, "tx", pid, 0, False) == errors.NONE
+        wait_for_state(client, "tx", "CompleteAbort")
+
+
+def test_a_transaction_whose_markers_do_not_come_answers_concurrent_transactions(served):
+    server, store, client = served
+    server.txn_coordinator.marker_writer = lambda request, done: None  # never answers
+    pid = init(client, "tx")["producer_id"]
+    assert add(client, "tx", pid, 0, "t", [0]) == {errors.NONE}
+    assert end(client, "tx", pid, 0, True) == errors.NONE
+    started = time.monotonic()
+    assert add(client, "tx", pid, 0, "t", [1]) == {txn_errors.CONCURRENT_TRANSACTIONS}
+    assert time.monotonic() - started < WAIT_S  # parked a bounded while, then answered
+    assert state_of(client, "tx")["transaction_state"] == "PrepareCommit"
