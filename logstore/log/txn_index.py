@@ -166,9 +166,11 @@ class TransactionIndex:
 
     def release(self) -> None:
         """The segment closed: drop the entries held in memory and leave the process-wide count."""
+        held = bool(self._entries)
         self.pinned = False
-        self.forget()
-        LOADED.hold(self, 0)
+        self._entries, self._last_offsets = None, []
+        if held:  # (closing a segment that never held any costs nothing)
+            LOADED.hold(self, 0)
 
     def forget(self) -> None:
         """Drop the entries held in memory (the file has them all): the next use reads it again."""
