@@ -23,8 +23,8 @@ import pytest
 
 from logstore import LogManager, Record
 from logstore.errors import InvalidProducerEpochError, InvalidTxnStateError, TransactionCoordinatorFencedError
+from logstore.log.waits import FetchPosition
 from logstore.records.batching import ProducerBatch
-from logstore.server.handlers.fetch import CommittedFetchPosition
 from logstore.server.protocol import errors
 from logstore.server.server import KafkaServer
 from logstore.server.server_config import SERVER_KEYS
@@ -300,7 +300,7 @@ def test_a_read_committed_position_counts_bytes_only_once_the_stable_offset_pass
 
     log.append(fresh(1, b"v"))
     log.append(fresh(2, b"t"), producer=ProducerBatch(5, 0, 0, True))
-    position = CommittedFetchPosition.at(log, 1)
+    position = FetchPosition.at(log, 1, committed=True)
     log.append(fresh(2, b"u"), producer=ProducerBatch(5, 0, 2, True))  # the open transaction grows
     log.append(fresh(1, b"p"))  # and others append behind it
     assert position.available_bytes() == 0

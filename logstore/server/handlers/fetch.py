@@ -55,30 +55,6 @@ _UNBOUNDED_TIMESTAMPS = (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TI
 """ListOffsets lookups a read_committed answer does not bound by the last stable offset (LATEST is it)."""
 
 
-class CommittedFetchPosition:
-    """A read_committed fetch's position: the log's ``FetchPosition``, whose appended bytes count
-    only once the last stable offset has passed the offset (an open transaction growing there is
-    not readable yet; its marker makes it so)."""
-
-    __slots__ = ("position", "log", "offset")
-
-    def __init__(self, position: FetchPosition) -> None:
-        self.position = position
-        self.log = position.log
-        self.offset = position.offset
-
-    @classmethod
-    def at(cls, log, offset: int, found_bytes: int = 0) -> "CommittedFetchPosition":
-        return cls(FetchPosition.at(log, offset, found_bytes))
-
-    def available_bytes(self) -> int | None:
-        position = self.position
-        available = position.available_bytes()
-        if available is None or self.log.last_stable_offset > self.offset:
-            return available
-        return position.found_bytes
-
-
 class DelayedFetchResponse(DelayedFetch):
     """A fetch parked until ``min_bytes`` arrive or ``delay_ms`` passes; ``answer()`` reads again."""
 
@@ -179,8 +155,7 @@ class FetchHandler:
         by_topic: dict[str, dict] = {}
         total = 0
         answer_now = False
-        positions: list = []  # FetchPosition or CommittedFetchPosition
-        position_at = CommittedFetchPosition.at if committed else FetchPosition.at
+        positions: list[FetchPosition] = []
         for topic, partition, fetch_offset, partition_max_bytes in wanted:
             entry = by_topic.get(topic)
             if entry is None or topics[-1] is not entry:
@@ -229,7 +204,7 @@ class FetchHandler:
                     result["aborted_transactions"] = [] if last_sent is None else [
                         {"producer_id": aborted.producer_id, "first_offset": aborted.first_offset}
                         for aborted in log.aborted_transactions(fetch_offset, last_sent.next_offset)]
-                positions.append(position_at(log, fetch_offset, partition_bytes))
+                positions.append(FetchPosition.at(log, fetch_offset, partition_bytes, committed))
             except LogStoreError as exc:
                 result["error_code"] = errors.error_code_for(exc)
                 result["records"] = b""
