@@ -41,6 +41,7 @@ import zlib
 from typing import Any, Mapping, Sequence
 
 from ..clock import SYSTEM_CLOCK, Clock
+from ..config import PRODUCER_KEYS
 from ..errors import (CorruptCheckpointError, InvalidConfigError, ReadOnlyError, StorageError,
                       UnknownTopicOrPartitionError)
 from ..fs import OS_FILE_SYSTEM
@@ -196,7 +197,7 @@ class KafkaServer:
         if isinstance(store_or_dirs, LogManager):
             if store_or_dirs.read_only:
                 raise ReadOnlyError("a server needs a writable store; this one was opened read_only")
-            if self._store_config:
+            if set(self._store_config) - set(PRODUCER_KEYS):
                 raise InvalidConfigError(f"store settings {sorted(self._store_config)} belong to the LogManager "
                                          "passed in (give them to it), not to the server")
             self.store: LogManager | None = store_or_dirs

@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from ..config import (INT_MAX, LONG_MAX, MANAGER_KEYS, LogConfig, ManagerConfig, boolean_setting, describe_broker_keys,
-                      describe_manager_keys, integer_setting)
+from ..config import (INT_MAX, LONG_MAX, MANAGER_KEYS, PRODUCER_KEYS, LogConfig, ManagerConfig, boolean_setting,
+                      describe_broker_keys, describe_manager_keys, integer_setting)
 from ..errors import InvalidConfigError
 from ..group.config import GROUP_KEYS, GroupConfig, describe_group_keys
 from ..properties import read_properties_file
@@ -196,6 +196,8 @@ class ServerConfig:
             if key in SERVER_KEYS:
                 name, _default, parse, _doc = SERVER_KEYS[key]
                 own[name] = parse(key, value)
+                if key in PRODUCER_KEYS:  # the store's producer state (its transactions) expires by them too
+                    rest[key] = value
             elif key == "broker.id":  # Kafka's older name for node.id
                 own["node_id"] = SERVER_KEYS["node.id"][2](key, value)
             else:

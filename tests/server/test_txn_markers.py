@@ -447,3 +447,18 @@ def test_a_transaction_whose_markers_do_not_come_answers_concurrent_transactions
     assert add(client, "tx", pid, 0, "t", [1]) == {txn_errors.CONCURRENT_TRANSACTIONS}
     assert time.monotonic() - started < WAIT_S  # parked a bounded while, then answered
     assert state_of(client, "tx")["transaction_state"] == "PrepareCommit"
+
+
+def test_the_producer_expiration_settings_reach_the_store_the_server_opens(tmp_path):
+    """``producer.id.expiration.ms`` expires the server's journal and the partitions' producer state
+    (epochs, for the transaction checks) alike: the store the server opens gets them; a store passed
+    in keeps its own."""
+    config = {"producer.id.expiration.ms": 5000, "producer.id.expiration.check.interval.ms": 700}
+    with KafkaServer([str(tmp_path / "data")], listen="127.0.0.1:0", config=config) as server:
+        assert server.store.manager_config.producer_id_expiration_ms == 5000
+        assert server.store.manager_config.producer_id_expiration_check_interval_ms == 700
+        assert server.config.producer_id_expiration_ms == 5000
+    with LogManager([str(tmp_path / "own")]) as store, \
+            KafkaServer(store, listen="127.0.0.1:0", config=config) as server:
+        assert store.manager_config.producer_id_expiration_ms == 86400000
+        assert server.config.producer_id_expiration_ms == 5000
