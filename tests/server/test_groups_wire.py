@@ -125,7 +125,7 @@ def test_the_group_apis_are_advertised_and_kip_848_is_not(connect):
     response = connect().call(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
     advertised = {entry["api_key"]: (entry["min_version"], entry["max_version"]) for entry in response["api_keys"]}
     assert {key: advertised.get(key) for key in (8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47)} == {
-        8: (2, 7), 9: (1, 5), 10: (0, 4), 11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 5), 16: (0, 5),
+        8: (2, 7), 9: (1, 7), 10: (0, 4), 11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 5), 16: (0, 5),
         42: (0, 2), 47: (0, 0)}
     assert CONSUMER_GROUP_HEARTBEAT not in advertised and CONSUMER_GROUP_DESCRIBE not in advertised
 

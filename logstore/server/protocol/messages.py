@@ -12,7 +12,8 @@ What it owns:
   ``api_version`` rather than the spec's ``RequestApiKey``...);
 - ApiVersions, Metadata, Produce, Fetch and ListOffsets (this module), the admin APIs
   (``messages_admin``), the consumer-group APIs (``messages_groups``) and the security APIs (SASL,
-  ACLs, SCRAM credentials: ``messages_security``), collected in ``APIS``;
+  ACLs, SCRAM credentials: ``messages_security``) and the transaction APIs a producer sends
+  (``messages_txn``), collected in ``APIS``;
 - which of them the server may advertise (``ADVERTISED``; ``KafkaApis`` lists in ApiVersions only
   those it has a handler for, so the group APIs appear once ``server.groups`` is registered) and
   which have a table only to be refused (``messages_groups.UNSERVED``, KIP-848's heartbeat);
@@ -28,7 +29,7 @@ It imports only ``schema`` and the sibling table modules.
 
 from __future__ import annotations
 
-from . import messages_admin, messages_groups, messages_security
+from . import messages_admin, messages_groups, messages_security, messages_txn
 from .schema import ApiSpec, api, field, in_range
 
 f = field
@@ -233,7 +234,7 @@ LIST_OFFSETS = api(2, "ListOffsets", "1-10", "6+", request=[
 # --- the registry --------------------------------------------------------------------------------
 
 ADVERTISED: tuple[ApiSpec, ...] = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, *messages_admin.SPECS,
-                                   *messages_groups.SPECS, *messages_security.SPECS)
+                                   *messages_groups.SPECS, *messages_security.SPECS, *messages_txn.SPECS)
 """The APIs the server may serve and advertise: ApiVersions lists those of them that have a handler
 registered (``KafkaApis.advertised``)."""
 

@@ -6,7 +6,8 @@ versions, defaults and order; fields that exist only above our highest version a
 versions are the ones the server advertises once ``server.groups`` serves them: the classic
 protocol's non-flexible versions that every client we test (docs/design.md §12) negotiates down to
 (JoinGroup 0-5, SyncGroup 0-3, Heartbeat 0-3, LeaveGroup 0-3, OffsetCommit 2-7, OffsetFetch 1-5),
-plus flexible versions: FindCoordinator 0-4 (v4: batched keys, KIP-699; kafka-python 3.x sends
+plus flexible versions: OffsetFetch 6-7 (v7: ``RequireStable``, KIP-447, which a transactional
+reader sends), FindCoordinator 0-4 (v4: batched keys, KIP-699; kafka-python 3.x sends
 it), ListGroups 0-5 (v4: the states filter; librdkafka and kafka-python send it; v5: the group
 types of KIP-848, every group here being ``classic``), DescribeGroups 0-5 (v5: the first flexible
 version, with v4's fields), DeleteGroups 0-2 and OffsetDelete 0. Member metadata and assignments
@@ -58,13 +59,16 @@ OFFSET_COMMIT = api(8, "OffsetCommit", "2-7", "8+", request=[
 
 # --- OffsetFetch (9) -----------------------------------------------------------------------------
 
-OFFSET_FETCH = api(9, "OffsetFetch", "1-5", "6+", request=[
+OFFSET_FETCH = api(9, "OffsetFetch", "1-7", "6+", request=[
     f("GroupId", "string", "0-7"),
     # v2+: null means every committed offset of the group.
     f("Topics", "[]OffsetFetchRequestTopic", "0-7", nullable="2-7", fields=[
         f("Name", "string", "0-7"),
         f("PartitionIndexes", "[]int32", "0-7"),
     ]),
+    # v7 (KIP-447): answer UNSTABLE_OFFSET_COMMIT for a partition whose offsets a transaction holds
+    # pending, so a consumer does not start from where that transaction began.
+    f("RequireStable", "bool", "7+", default="false"),
 ], response=[
     f("ThrottleTimeMs", "int32", "3+"),
     f("Topics", "[]OffsetFetchResponseTopic", "0-7", fields=[
