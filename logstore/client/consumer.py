@@ -43,7 +43,7 @@ from ..group.consumer_protocol import ASSIGNORS
 from .cluster import NetworkClient
 from .errors import NetworkError
 from .fetcher import EARLIEST, READ_COMMITTED, READ_UNCOMMITTED, Fetcher, high_watermarks
-from .group_member import GroupMember, coordinator_unavailable
+from .group_member import GroupMember, GroupMetadata, coordinator_unavailable
 from .security import SECURITY_DEFAULTS, ClientSecurity
 
 __all__ = ["Consumer", "ConsumerRecord"]
@@ -233,6 +233,13 @@ class Consumer:
     def generation(self) -> int:
         """The group generation this consumer is a member of (-1: not a member, or no group)."""
         return self._member.generation_id if self._member is not None else -1
+
+    def group_metadata(self) -> GroupMetadata:
+        """This consumer's group membership (group id, generation, member id, instance id), for a
+        transactional producer's ``send_offsets_to_transaction``: the group's coordinator then
+        refuses the offsets if this member has left the group meanwhile (KIP-447)."""
+        member = self._require_group("group_metadata")
+        return GroupMetadata(member.group_id, member.generation_id, member.member_id, member.group_instance_id)
 
     def assignment(self) -> list[TopicPartition]:
         """The partitions this consumer reads now."""

@@ -268,8 +268,8 @@ class Fetcher:
                 break  # not stable yet: fetched again later
             end = max(end, batch.base_offset + batch.last_offset_delta + 1)
             if batch.is_control:
-                if aborted is not None:
-                    aborted.get(batch.producer_id, set()).clear()  # the abort marker ends that transaction
+                if aborted is not None and _is_abort_marker(records):
+                    _end_aborted(aborted, batch.producer_id, batch.base_offset)
                 continue
             if aborted is not None and batch.is_transactional and _is_aborted(aborted, batch):
                 continue
@@ -289,17 +289,38 @@ class Fetcher:
         return self._buffer_ends[tp] if self._buffers.get(tp) else self.positions.get(tp)
 
 
-def _aborted_producers(aborted: list | None) -> dict[int, set[int]]:
-    """Producer id -> first offsets of its aborted transactions in this response."""
-    out: dict[int, set[int]] = defaultdict(set)
+def _aborted_producers(aborted: list | None) -> dict[int, list[int]]:
+    """Producer id -> first offsets of its aborted transactions in this response, ascending.
+
+    Kafka's reading rule: a producer has one transaction open at a time, so a transactional batch
+    of producer P is aborted when one of P's aborted transactions starts at or before the batch's
+    last offset and P's ABORT marker after that start has not been read yet. The marker ends that
+    transaction (its starts up to the marker are dropped); a COMMIT marker ends a committed one and
+    changes nothing here (a later aborted transaction of P may follow in the same response)."""
+    out: dict[int, list[int]] = defaultdict(list)
     for entry in aborted or ():
-        out[entry["producer_id"]].add(entry["first_offset"])
+        out[entry["producer_id"]].append(entry["first_offset"])
+    for starts in out.values():
+        starts.sort()
     return out
 
 
-def _is_aborted(aborted: dict[int, set[int]], batch) -> bool:
+def _is_aborted(aborted: dict[int, list[int]], batch) -> bool:
     starts = aborted.get(batch.producer_id)
-    return bool(starts) and min(starts) <= batch.base_offset + batch.last_offset_delta
+    return bool(starts) and starts[0] <= batch.base_offset + batch.last_offset_delta
+
+
+def _is_abort_marker(records) -> bool:
+    """Whether a control batch is a transaction's ABORT marker: its record's key is version
+    (int16) and type (int16), 0 for ABORT, 1 for COMMIT (other types are KRaft's: ignored)."""
+    key = records[0].key if records else None
+    return key is not None and len(key) >= 4 and int.from_bytes(key[2:4], "big", signed=True) == 0
+
+
+def _end_aborted(aborted: dict[int, list[int]], producer_id: int, marker_offset: int) -> None:
+    starts = aborted.get(producer_id)
+    if starts:
+        starts[:] = [start for start in starts if start > marker_offset]
 
 
 def list_offsets(network: NetworkClient, timestamps: dict[TopicPartition, int], isolation_level: int = READ_UNCOMMITTED
