@@ -340,21 +340,25 @@ class Producer:
         together or not at all (for ``read_committed`` readers)."""
         self._manager("begin_transaction").begin()
 
-    def send_offsets_to_transaction(self, offsets: Mapping[tuple[str, int], int],
+    def send_offsets_to_transaction(self, offsets: Mapping[tuple[str, int], int | tuple[int, str | None]],
                                     group_metadata_or_id: GroupMetadata | str | Any) -> None:
-        """Commit ``offsets`` (``{(topic, partition): next offset to read}``) for a consumer group as
-        part of the transaction: they become the group's committed offsets only if it commits.
-        The group is a group id, or a consumer's ``group_metadata()`` (then the group's coordinator
-        refuses the commit of a member that is no longer in the group: KIP-447)."""
+        """Commit ``offsets`` (``{(topic, partition): next offset to read}``, or ``(offset, metadata
+        string)`` as the value) for a consumer group as part of the transaction: they become the
+        group's committed offsets only if it commits. The group is a group id, or a consumer's
+        ``group_metadata()`` (then the group's coordinator refuses the commit of a member that is
+        no longer in the group: KIP-447)."""
         manager = self._manager("send_offsets_to_transaction")
         group = group_metadata(group_metadata_or_id)
-        checked = {}
-        for tp, offset in dict(offsets).items():
+        checked: dict[tuple[str, int], tuple[int, str | None]] = {}
+        for tp, value in dict(offsets).items():
             if not (isinstance(tp, tuple) and len(tp) == 2 and isinstance(tp[0], str) and type(tp[1]) is int):
                 raise TypeError(f"an offset's partition is a (topic, partition) pair, got {tp!r}")
+            offset, metadata = value if isinstance(value, tuple) else (value, "")
             if type(offset) is not int or offset < 0:
                 raise ValueError(f"an offset to commit is an int >= 0, got {offset!r} for {tp!r}")
-            checked[tp] = offset
+            if metadata is not None and not isinstance(metadata, str):
+                raise TypeError(f"an offset's metadata is a str or None, got {metadata!r} for {tp!r}")
+            checked[tp] = (offset, metadata)
         if checked:
             manager.send_offsets(checked, group)
 

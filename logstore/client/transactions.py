@@ -226,7 +226,7 @@ class TransactionManager:
                 raise self._classify(code, f"AddPartitionsToTxn for {topic}-{partition} refused")
             self._partitions.add((topic, partition))
 
-    def send_offsets(self, offsets: Mapping[tuple[str, int], int], group: GroupMetadata) -> None:
+    def send_offsets(self, offsets: Mapping[tuple[str, int], tuple[int, str | None]], group: GroupMetadata) -> None:
         """AddOffsetsToTxn, then TxnOffsetCommit of ``offsets`` to ``group``'s coordinator."""
         with self._lock:
             self._require("send_offsets_to_transaction", State.IN_TRANSACTION)
@@ -238,9 +238,9 @@ class TransactionManager:
                 raise self._classify(code, f"AddOffsetsToTxn for group {group.group_id} refused")
             self._offsets_added = True
             topics: dict[str, list[dict[str, Any]]] = {}
-            for (topic, partition), offset in sorted(offsets.items()):
+            for (topic, partition), (offset, metadata) in sorted(offsets.items()):
                 topics.setdefault(topic, []).append({"partition_index": partition, "committed_offset": offset,
-                                                     "committed_leader_epoch": -1, "committed_metadata": ""})
+                                                     "committed_leader_epoch": -1, "committed_metadata": metadata})
             body = {"transactional_id": self.transactional_id, "group_id": group.group_id,
                     "producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
                     "generation_id": group.generation_id, "member_id": group.member_id,

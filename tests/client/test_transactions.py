@@ -2,8 +2,9 @@
 (``txn_broker``: Tansu, then ``logstore serve`` once it offers the transaction APIs): commits and
 aborts across partitions and topics, what read_committed and read_uncommitted consumers see, a
 read_committed consumer held at an open transaction's first offset, zombie fencing (two producers,
-one transactional id), offsets committed inside a transaction, and the call-order and settings
-errors (no broker needed).
+one transactional id), offsets committed inside a transaction, ``logstore mirror --exactly-once``
+killed inside a transaction and started again (each record once), and the call-order, settings
+and usage errors (no broker needed).
 
 What a transaction left in a partition is checked by a reference reader (``committed_view``): the
 raw batches read uncommitted, each producer's transactional records held until its COMMIT marker
@@ -15,9 +16,16 @@ does not give the last stable offset for read_committed: those two checks run on
 from __future__ import annotations
 
 import itertools
+import os
+import signal
+import subprocess
+import sys
 
 import pytest
+from click.testing import CliRunner
 
+from logstore import LogManager, Record
+from logstore.cli.main import main
 from logstore.client.admin import BrokerAdmin
 from logstore.client.admin import BrokerGroupAdmin
 from logstore.client.connection import BrokerConnection
@@ -42,9 +50,10 @@ def _producer(broker, transactional_id: str, **settings) -> Producer:
     return Producer(bootstrap_servers=broker.address, transactional_id=transactional_id, linger_ms=1, **settings)
 
 
-def committed_view(address: str, topic: str, partition: int) -> tuple[list[bytes], int]:
+def committed_view(address: str, topic: str, partition: int, *, open_ok: bool = False) -> tuple[list[bytes], int]:
     """The values a correct read_committed reader returns from ``topic``/``partition`` (decided from
-    the markers in the log itself), and the partition's high watermark."""
+    the markers in the log itself), and the partition's high watermark. A transaction left open
+    (no marker yet) fails the check unless ``open_ok``."""
     host, _, port = address.rpartition(":")
     out: list[bytes] = []
     pending: dict[int, list[bytes]] = {}  # producer id -> records of its open transaction
@@ -76,7 +85,7 @@ def committed_view(address: str, topic: str, partition: int) -> tuple[list[bytes
                 else:
                     out.extend(r.value for r in records if r.offset >= offset)
                 offset = max(offset, batch.base_offset + batch.last_offset_delta + 1)
-    assert not pending, f"{topic}-{partition}: transactions without a marker below the high watermark: {pending}"
+    assert open_ok or not pending, f"{topic}-{partition}: transactions without a marker below the high watermark: {pending}"
     return out, high_watermark
 
 
@@ -263,3 +272,83 @@ def test_the_transactional_defaults_are_kafkas():
     with Producer(bootstrap_servers="127.0.0.1:9", transactional_id="defaults") as producer:
         assert producer.config["transaction.timeout.ms"] == 60_000 and producer.config["enable.idempotence"] is True
         assert producer.transactional_id == "defaults"
+
+
+# --- logstore mirror --exactly-once --------------------------------------------------------------
+
+# A mirror in its own process, made to stop inside its fifth transaction: records sent and flushed,
+# the group's offset sent, the commit not made. It prints a line there and waits to be killed.
+_MIRROR_THAT_HANGS = """
+import sys, time
+from logstore.client import mirror as module
+module._CHUNK_RECORDS = 50
+original = module.BrokerEnd.write_transaction
+calls = []
+
+def write_then_hang(self, topic, partition, records, group, next_offset):
+    calls.append(topic)
+    if len(calls) < 5:
+        return original(self, topic, partition, records, group, next_offset)
+    producer = self._transactional
+    producer.begin_transaction()
+    for r in records:
+        producer.send(topic, r.value, key=r.key, headers=r.headers, partition=partition, timestamp_ms=r.timestamp_ms)
+    producer.send_offsets_to_transaction({(topic, partition): next_offset}, group)
+    producer.flush()
+    print("inside the transaction", flush=True)
+    time.sleep(600)
+
+module.BrokerEnd.write_transaction = write_then_hang
+from logstore.cli.main import main
+main(sys.argv[1:])
+"""
+
+
+def _source_store(path: str) -> dict[int, list[bytes]]:
+    with LogManager([path]) as store:
+        store.create_topic("events", 2)
+        for partition in range(2):
+            store.append("events", [Record(b"k%d" % i, b"e%d-%d" % (partition, i), (), 1_700_000_000_000 + i)
+                                    for i in range(150)], partition=partition)
+    return {partition: [b"e%d-%d" % (partition, i) for i in range(150)] for partition in range(2)}
+
+
+def test_a_killed_exactly_once_mirror_restarted_copies_each_record_once(txn_broker, tmp_path):
+    source = str(tmp_path / "source")
+    expected = _source_store(source)
+    group = f"mirror-{txn_broker.kind}"
+    arguments = ["mirror", "--from", source, "--to", txn_broker.address, "--exactly-once", "--group", group, "events"]
+    process = subprocess.Popen([sys.executable, "-P", "-c", _MIRROR_THAT_HANGS, *arguments], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()
+        assert line == "inside the transaction\n", (line, process.stderr.read() if process.poll() is not None else "")
+    finally:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(30)
+        process.stdout.close()
+        process.stderr.close()
+    # Four transactions of 50 committed (partition 0: 150 records in 3, then 50 of partition 1); the
+    # fifth left its records in the log, uncommitted
+    assert committed_view(txn_broker.address, "events", 0)[0] == expected[0]
+    assert committed_view(txn_broker.address, "events", 1, open_ok=True)[0] == expected[1][:50]
+    assert _consume(txn_broker.address, [("events", 1)], "read_uncommitted")[("events", 1)] == expected[1][:100]
+    result = CliRunner().invoke(main, arguments)
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert "events: copied 100 records" in result.output
+    for partition in range(2):  # every record once: the killed run's transaction was aborted
+        assert committed_view(txn_broker.address, "events", partition)[0] == expected[partition]
+    with BrokerGroupAdmin.connect(txn_broker.address) as groups:
+        committed = groups.committed_entries(group, [("events", 0), ("events", 1)], require_stable=True)
+    assert {tp: entry[0] for tp, entry in committed.items()} == {("events", 0): 150, ("events", 1): 150}
+    again = CliRunner().invoke(main, arguments)
+    assert again.exit_code == 0 and "events: copied 0 records" in again.output
+
+
+def test_mirror_exactly_once_into_a_data_dir_is_a_usage_error(tmp_path):
+    source = str(tmp_path / "source")
+    _source_store(source)
+    result = CliRunner().invoke(main, ["mirror", "--from", source, "--to", str(tmp_path / "copy"), "--exactly-once"])
+    assert result.exit_code == 2
+    assert "--exactly-once needs a Kafka broker (HOST:PORT) as the destination" in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "copy").exists()
