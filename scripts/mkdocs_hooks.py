@@ -9,8 +9,8 @@ that are generated from the code when the site is built, so that they cannot dri
   joins its help there (``topics create``'s list of topic configs).
 - ``on_page_markdown``: the ``<!-- settings: NAME -->`` marks of docs/reference/settings.md become
   the tables of the code's settings (``settings_markdown``): the store's (``logstore.config``), the
-  server's (``logstore.server.server_config``), the group coordinator's (``logstore.group.config``)
-  and the client's (``logstore.client``), each key with its default, unit, whether it changes at
+  server's (``logstore.server.server_config``), the group coordinator's (``logstore.group.config``),
+  the transaction coordinator's (``logstore.txn.config``) and the client's (``logstore.client``), each key with its default, unit, whether it changes at
   run time and what it does. A setting without a description fails the build.
 
 Run by MkDocs, not by the tests' import path; it imports the installed ``logstore`` (``pip install
@@ -145,6 +145,11 @@ def _group() -> str:
     return table([(key, default, FIXED, doc) for key, default, doc in describe_group_keys()])
 
 
+def _txn() -> str:
+    from logstore.txn.config import describe_txn_keys
+    return table([(key, default, FIXED, doc) for key, default, doc in describe_txn_keys()])
+
+
 def _client(module: str) -> Callable[[], str]:
     def render() -> str:
         import importlib
@@ -167,7 +172,7 @@ def _client_security() -> str:
 
 SECTIONS: dict[str, Callable[[], str]] = {
     "topic": _topic, "store-defaults": _store_defaults, "store-jobs": _store_jobs, "server": _server,
-    "tls": _tls, "serve": _serve, "group": _group, "producer": _client("producer"),
+    "tls": _tls, "serve": _serve, "group": _group, "txn": _txn, "producer": _client("producer"),
     "consumer": _client("consumer"), "client-security": _client_security,
 }
 """The tables a ``<!-- settings: NAME -->`` mark stands for."""

@@ -113,6 +113,7 @@ def settings_tables() -> dict[str, dict[str, str]]:
     from logstore.config import MANAGER_KEYS, TOPIC_KEYS, describe_broker_keys
     from logstore.group.config import GROUP_KEYS
     from logstore.server.server_config import SERVE_KEYS, SERVER_KEYS, TLS_KEY_DOCS
+    from logstore.txn.config import TXN_KEYS
     return {
         "topic (logstore.config.TOPIC_KEYS)": {key: spec.doc for key, spec in TOPIC_KEYS.items()},
         "store defaults (BROKER_SYNONYMS)": {key: doc for key, _d, doc, _t in describe_broker_keys()},
@@ -121,6 +122,7 @@ def settings_tables() -> dict[str, dict[str, str]]:
         "TLS (TLS_KEY_DOCS)": {key: doc for key, (_d, doc) in TLS_KEY_DOCS.items()},
         "serve (SERVE_KEYS)": {key: spec[2] for key, spec in SERVE_KEYS.items()},
         "group (GROUP_KEYS)": {key: spec[3] for key, spec in GROUP_KEYS.items()},
+        "txn (TXN_KEYS)": {key: spec[3] for key, spec in TXN_KEYS.items()},
         "producer": dict(producer.SETTING_DOCS), "consumer": dict(consumer.SETTING_DOCS),
         "client security": dict(security.SETTING_DOCS),
     }

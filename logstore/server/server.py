@@ -6,15 +6,19 @@ locks and runs the background jobs and the cleaner, and closes it on stop: flush
 clean-shutdown marker) or borrows one (given a ``LogManager``, so an application serves the store
 it appends to itself; the application closes it). Either way it gets the store's group coordinator
 (``GroupCoordinator.of``: created with the ``group.*``/``offsets.*`` settings and started, which
-loads ``__consumer_offsets``, unless the process already has one for that store), wires the request
-handlers to the network layer and answers on ``bootstrap_servers`` once ``start()`` (or ``with``)
-returns.
+loads ``__consumer_offsets``, unless the process already has one for that store), starts its own
+transaction coordinator (``logstore.txn``: its state replayed from ``__transaction_state``, prepared
+transactions finished, its timeout and expiration scanners on the store's scheduler, its markers
+written into the store's logs by ``StoreMarkerWriter``), wires the request handlers to the network
+layer and answers on ``bootstrap_servers`` once ``start()`` (or ``with``) returns.
 
 Stopping is orderly: no new connections, JoinGroups and SyncGroups parked in a rebalance have their
 connections closed (as a stopping Kafka broker drops them), other requests in flight get a few
 seconds to finish (a parked fetch ends at its ``max_wait_ms``, a parked produce or offset commit
-when the fsync it waits for is done), then the connections close, the producer state is written
-back, and an owned store's coordinator is shut down and the store closed. A borrowed store's
+when the fsync it waits for is done), then the connections close, the transaction coordinator stops (a
+transaction whose markers are not all written stays prepared in ``__transaction_state``: the next
+start finishes it), the producer state is written back, and an owned store's group coordinator is
+shut down and the store closed. A borrowed store's
 coordinator keeps running (the application's in-process consumers may share it); it stops when
 that store closes (``LogManager.on_close``).
 
@@ -42,6 +46,9 @@ from ..errors import (CorruptCheckpointError, InvalidConfigError, ReadOnlyError,
 from ..fs import OS_FILE_SYSTEM
 from ..group.coordinator import GroupCoordinator
 from ..manager.log_manager import LogManager
+from ..txn.coordinator import TransactionCoordinator
+from ..txn.markers import StoreMarkerWriter
+from ..txn.state_log import TransactionStateLog
 from .extra import INSTALL_HINT, missing_extra
 from .handlers.admin import AdminHandler
 from .handlers.fetch import FetchHandler
@@ -51,6 +58,7 @@ from .handlers.metadata import MetadataHandler
 from .handlers.produce import ProduceHandler
 from .handlers.producer_state import ProducerStateManager
 from .handlers.security_admin import SecurityAdminHandler
+from .handlers.txn import TxnHandlers
 from .metrics import BrokerMetrics, MetricSources, MetricsServer, parse_metrics_address
 from .network.descriptors import DescriptorBudget
 from .network.socket_server import RAW_TOKEN_API_KEY, SocketServer, is_unix_socket_path
@@ -224,6 +232,7 @@ class KafkaServer:
         self._network: SocketServer | None = None
         self._producers: ProducerStateManager | None = None
         self.coordinator: GroupCoordinator | None = None
+        self.txn_coordinator: TransactionCoordinator | None = None
         self._groups: GroupHandlers | None = None
         self._started = False
         self._stopped = threading.Event()
@@ -281,6 +290,7 @@ class KafkaServer:
         if coordinator.config != self.config.group:
             logger.warning("the store's group coordinator was started before this server, with other group "
                            "settings; the server's group.*/offsets.* settings are not applied")
+        self.txn_coordinator = self._start_txn_coordinator(store, coordinator)
         self.credentials = CredentialStore(live_dirs[0])
         if self.enforces_acls:
             self.authorizer = Authorizer(AclStore(live_dirs[0]), self.config.super_users,
@@ -321,7 +331,7 @@ class KafkaServer:
         self.host, self.port = endpoints[self.listeners[0].protocol]
         self.broker = Broker(store, self.node_id, self.cluster_id, self.host, self.port, self.config,
                              self._producers, FetchBatchCache(self.config.fetch_cache_bytes), self._clock,
-                             endpoints=endpoints)
+                             endpoints=endpoints, txn_coordinator=self.txn_coordinator)
         self.apis = apis = KafkaApis(self.broker)
         produce, fetch, admin = ProduceHandler(self.broker), FetchHandler(self.broker), AdminHandler(self.broker)
         metadata = MetadataHandler(self.broker)
@@ -342,6 +352,7 @@ class KafkaServer:
         apis.register(API_KEYS["CreatePartitions"], admin.create_partitions)
         self._groups = GroupHandlers(self.broker, coordinator)
         self._groups.register(apis)
+        TxnHandlers(self.broker, self.txn_coordinator, self._groups, produce).register(apis)
         apis.register(API_KEYS["SaslHandshake"], self.sasl.handshake)
         apis.register(API_KEYS["SaslAuthenticate"], self.sasl.authenticate)
         SecurityAdminHandler(self.authorizer, self.credentials).register(apis)
@@ -359,6 +370,21 @@ class KafkaServer:
             logger.info("listening on %s://%s (node %d, cluster %s)", listener.protocol,
                         _address(listener.host, bound_port), self.node_id, self.cluster_id)
         self._serving = True
+
+    def _start_txn_coordinator(self, store: LogManager, groups: GroupCoordinator) -> TransactionCoordinator:
+        """The transaction coordinator of this server, started: ``__transaction_state`` replayed,
+        prepared transactions being finished, the scanners scheduled (before the server listens, so
+        no transactional request finds it loading). Producer ids come from the server's journal,
+        which never hands one out twice, idempotent and transactional producers alike."""
+        config = self.config
+        clock = self._clock
+        state_log = TransactionStateLog(store, clock, num_partitions=config.transaction_state_log_num_partitions,
+                                        segment_bytes=config.transaction_state_log_segment_bytes)
+        markers = StoreMarkerWriter(store, clock, store.scheduler, groups)
+        txn = TransactionCoordinator(state_log, markers, clock, store.scheduler, self._producers.new_producer_id,
+                                     config.txn, offsets_topic_num_partitions=groups.storage.num_partitions)
+        txn.startup()
+        return txn
 
     def _fatal(self, exc: BaseException) -> None:
         """A thread of the server died (the network layer logged it): stop everything, on a thread
@@ -479,6 +505,8 @@ class KafkaServer:
             network.stop()
         if self.sasl is not None:
             self.sasl.close()  # after the network: the drain above waited for the checks in flight
+        if self.txn_coordinator is not None:
+            self.txn_coordinator.shutdown()  # its scanners and marker retries run on the store's scheduler
         if self.owns_store and self.coordinator is not None:
             self.coordinator.shutdown()  # before the store closes: its commits and timers use it
         if self._producers is not None:

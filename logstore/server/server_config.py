@@ -1,11 +1,12 @@
 """The server's own settings, with Kafka's broker names and defaults, how a settings dict is split
-between the server, its group coordinator and the store it opens, and where ``logstore serve`` takes
-them from.
+between the server, its group and transaction coordinators and the store it opens, and where
+``logstore serve`` takes them from.
 
 ``KafkaServer(..., config={...})`` and ``logstore --set KEY=VALUE serve`` take one dict: the keys
 below configure the server, the group coordinator's keys (``logstore.group.config.GROUP_KEYS``:
-``group.initial.rebalance.delay.ms``, ``offsets.retention.minutes``...) go to the coordinator, every
-other key goes to ``LogManager`` (which refuses keys it does not know, so a typo fails the start
+``group.initial.rebalance.delay.ms``, ``offsets.retention.minutes``...) go to the group coordinator,
+the transaction coordinator's (``logstore.txn.config.TXN_KEYS``: ``transaction.max.timeout.ms``...)
+to the transaction coordinator, every other key goes to ``LogManager`` (which refuses keys it does not know, so a typo fails the start
 instead of being ignored).
 
 ``logstore serve`` takes the same keys from three places, each overriding the one before: a Java
@@ -28,6 +29,7 @@ from ..config import (INT_MAX, LONG_MAX, MANAGER_KEYS, LogConfig, ManagerConfig,
 from ..errors import InvalidConfigError
 from ..group.config import GROUP_KEYS, GroupConfig, describe_group_keys
 from ..properties import read_properties_file
+from ..txn.config import TXN_KEYS, TransactionConfig, describe_txn_keys
 from .security.acls import check_principal
 from .security.listeners import TLS_KEYS, TlsSettings, parse_listener
 
@@ -104,6 +106,17 @@ SERVER_KEYS: dict[str, tuple[str, Any, Any, str]] = {
     "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", 600000,
                                                  integer_setting(1, 2**62),
                                                  "how often the producers are checked for expiry"),
+    # --- transactions (the coordinator's own keys: logstore.txn.config.TXN_KEYS) ---
+    "transaction.state.log.num.partitions": (
+        "transaction_state_log_num_partitions", 50, integer_setting(1, 10000),
+        "partitions of __transaction_state when it is created (an existing topic keeps its count)"),
+    "transaction.state.log.segment.bytes": (
+        "transaction_state_log_segment_bytes", 104857600, integer_setting(14, 2**31 - 1),
+        "the segment size of __transaction_state when it is created"),
+    "transaction.partition.verification.enable": (
+        "transaction_partition_verification_enable", True, boolean_setting,
+        "refuse a transactional batch for a partition not added to its producer's open transaction "
+        "(KIP-890), so a late retry cannot open a transaction no one ends"),
     # --- security ---
     "allow.plaintext.remote": ("allow_plaintext_remote", False, boolean_setting,
                                "allow a PLAINTEXT listener on an address other than loopback (ours: Kafka has no guard)"),
@@ -148,6 +161,9 @@ class ServerConfig:
     fetch_cache_bytes: int = 16 << 20
     producer_id_expiration_ms: int = 86400000
     producer_id_expiration_check_interval_ms: int = 600000
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_segment_bytes: int = 104857600
+    transaction_partition_verification_enable: bool = True
     allow_plaintext_remote: bool = False
     sasl_enabled_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
     connection_failed_authentication_delay_ms: int = 100
@@ -161,14 +177,17 @@ class ServerConfig:
     """The ``ssl.*`` settings of the TLS listeners (``listeners.TLS_KEYS``)."""
     group: GroupConfig = field(default_factory=GroupConfig)
     """The group coordinator's settings (``GROUP_KEYS``), given to ``GroupCoordinator.of``."""
+    txn: TransactionConfig = field(default_factory=TransactionConfig)
+    """The transaction coordinator's settings (``TXN_KEYS``)."""
 
     @classmethod
     def split(cls, settings: Mapping[str, Any] | None) -> tuple["ServerConfig", dict[str, Any]]:
-        """(the server's and its coordinator's settings, the rest for the store)."""
+        """(the server's and its coordinators' settings, the rest for the store)."""
         if settings is not None and not isinstance(settings, Mapping):
             raise TypeError(f"config must be a mapping of Kafka setting names to values, got {settings!r}")
         group, others = GroupConfig.split(settings)
-        own: dict[str, Any] = {"group": group}
+        txn, others = TransactionConfig.split(others)
+        own: dict[str, Any] = {"group": group, "txn": txn}
         rest: dict[str, Any] = {}
         own["tls"] = TlsSettings.from_config({key: value for key, value in others.items() if key in TLS_KEYS})
         for key, value in others.items():
@@ -184,7 +203,8 @@ class ServerConfig:
         return cls(**own), rest
 
     def to_properties(self) -> dict[str, Any]:
-        """Every server and group key with its value, by Kafka name (DescribeConfigs of the broker)."""
+        """Every server, group and transaction key with its value, by Kafka name (DescribeConfigs of
+        the broker)."""
         own = {key: getattr(self, name) for key, (name, _d, _p, _doc) in SERVER_KEYS.items()}
         for key in ("sasl.enabled.mechanisms", "super.users"):
             own[key] = ("," if key.startswith("sasl") else ";").join(own[key])
@@ -192,7 +212,7 @@ class ServerConfig:
         own.update({"ssl.keystore.location": tls.keystore, "ssl.key.location": tls.key,
                     "ssl.key.password": tls.key_password, "ssl.truststore.location": tls.truststore,
                     "ssl.client.auth": tls.client_auth})
-        return {**own, **self.group.to_properties()}
+        return {**own, **self.group.to_properties(), **self.txn.to_properties()}
 
 
 def describe_server_keys() -> list[tuple[str, Any, str]]:
@@ -273,7 +293,7 @@ _BROKER_KEYS = {key: (default, doc, topic) for key, default, doc, topic in descr
 
 def known_keys() -> frozenset[str]:
     """Every key ``logstore serve`` reads from a file, the environment or ``--set``."""
-    return frozenset({*SERVE_KEYS, *SERVER_KEYS, "broker.id", *TLS_KEYS, *GROUP_KEYS, *_BROKER_KEYS, *MANAGER_KEYS})
+    return frozenset({*SERVE_KEYS, *SERVER_KEYS, "broker.id", *TLS_KEYS, *GROUP_KEYS, *TXN_KEYS, *_BROKER_KEYS, *MANAGER_KEYS})
 
 
 def check_setting(key: str, value: Any) -> None:
@@ -285,6 +305,8 @@ def check_setting(key: str, value: Any) -> None:
         SERVER_KEYS["node.id" if key == "broker.id" else key][2](key, value)
     elif key in GROUP_KEYS:
         GROUP_KEYS[key][2](key, value)
+    elif key in TXN_KEYS:
+        TXN_KEYS[key][2](key, value)
     elif key in TLS_KEYS:
         if key.endswith(".location"):
             _text(key, value)
@@ -409,10 +431,14 @@ def config_reference() -> list[tuple[str, list[tuple[str, str, str, str]]]]:
     sections = [
         ("Listeners and data dirs (`logstore serve`'s own)",
          [(key, _shown(default), fixed, doc) for key, (default, _parse, doc) in SERVE_KEYS.items()]),
-        ("Server", [(key, _shown(default), fixed, doc) for key, (_f, default, _p, doc) in SERVER_KEYS.items()]
+        ("Server", [(key, _shown(default), fixed, doc) for key, (_f, default, _p, doc) in SERVER_KEYS.items()
+                    if not key.startswith("transaction.")]
          + [("broker.id", "", fixed, "Kafka's older name for node.id")]),
         ("TLS listeners", [(key, _shown(default), fixed, doc) for key, (default, doc) in TLS_KEY_DOCS.items()]),
         ("Consumer groups", [(key, _shown(default), fixed, doc) for key, default, doc in describe_group_keys()]),
+        ("Transactions", [(key, _shown(default), fixed, doc) for key, default, doc in describe_txn_keys()]
+         + [(key, _shown(default), fixed, doc) for key, (_f, default, _p, doc) in SERVER_KEYS.items()
+            if key.startswith("transaction.")]),
         ("Topic defaults (the store)", [(key, _shown(default), f"per topic: {topic}", doc)
                                         for key, (default, doc, topic) in _BROKER_KEYS.items()]),
         ("Store-wide jobs (the store)", [(key, _shown(default), fixed, doc)

@@ -50,7 +50,7 @@ def test_api_versions_at_every_version_and_the_newer_client_fallback(client):
         assert response["error_code"] == 0
         advertised = {entry["api_key"]: (entry["min_version"], entry["max_version"]) for entry in response["api_keys"]}
         assert advertised[PRODUCE] == (0, 8) and advertised[FETCH] == (4, 11) and advertised[API_VERSIONS] == (0, 4)
-        assert 24 not in advertised  # no transaction APIs
+        assert advertised[24] == (0, 5) and advertised[26] == (0, 4)  # the transaction APIs (test_txn_api)
     # A client newer than us asks with v7: a v0 body with UNSUPPORTED_VERSION, connection kept open.
     frame = bytearray(encode_request(API_VERSIONS, 4, 99, "t", {"client_software_name": "t",
                                                                 "client_software_version": "1"}))
@@ -230,7 +230,7 @@ def test_idempotent_retries_are_answered_with_their_offsets_across_restarts(tmp_
         assert client.produce("i", 0, records(1), base_sequence=5, **ids)["base_offset"] == 5
         assert client.call(INIT_PRODUCER_ID, 1, {"transactional_id": None})["producer_id"] > pid
         transactional = client.call(INIT_PRODUCER_ID, 1, {"transactional_id": "tx", "transaction_timeout_ms": 1000})
-        assert transactional["error_code"] == errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert transactional["error_code"] == errors.NONE and transactional["producer_id"] > pid
         assert server.store.get_log("i", 0).log_end_offset == 6
         client.close()
 
@@ -466,12 +466,12 @@ def test_a_durable_produce_that_outlives_its_timeout_gets_request_timed_out(tmp_
         client.close()
 
 
-def test_find_coordinator_serves_groups_and_refuses_transactions(client, server):
-    """(The group APIs themselves: test_groups_wire.)"""
+def test_find_coordinator_serves_groups_and_transactions(client, server):
+    """(The group APIs themselves: test_groups_wire; the transaction APIs: test_txn_api.)"""
     group = client.call(10, 2, {"key": "g", "key_type": 0})
     assert group["error_code"] == errors.NONE and group["node_id"] == server.node_id
     transaction = client.call(10, 1, {"key": "tx", "key_type": 1})
-    assert transaction["error_code"] == errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and transaction["node_id"] == -1
+    assert transaction["error_code"] == errors.NONE and transaction["node_id"] == server.node_id
 
 
 def test_offsets_compaction_emptied_are_served_so_consumers_move_past_them(client, server, store):

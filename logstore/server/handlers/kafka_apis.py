@@ -5,14 +5,15 @@ and ``Broker``, what every handler shares.
 the ApiVersions special cases, closes the connection for an API or version we do not speak (as Kafka
 does), decodes the body and calls the API's handler. Handlers are registered per API key
 (``register``), so Metadata (``metadata``), the data APIs (``produce``, ``fetch``), the admin APIs
-(``admin``, ``security_admin``) and the consumer-group APIs (``groups``) plug in without this module
-knowing them. An API that has a table
+(``admin``, ``security_admin``), the consumer-group APIs (``groups``) and the transaction APIs
+(``txn``) plug in without this module knowing them. An API that has a table
 but is never served nor advertised can be given a fixed error answer instead (``refuse``: KIP-848's
 ConsumerGroupHeartbeat gets UNSUPPORTED_VERSION, as from a Kafka with that protocol off).
 
 ``Broker`` is what every handler shares: the store, who this broker is (node id, cluster id, the
-advertised address), the server's settings, the producer state, the fetch cache and the per-topic
-counts (``topic_metrics``).
+advertised address), the server's settings, the producer state, the fetch cache, the per-topic
+counts (``topic_metrics``) and the transaction coordinator (``txn_coordinator``: the produce path
+asks it whether a transactional batch's partition is in its producer's transaction).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class Broker:
     clock: Clock
     endpoints: dict = field(default_factory=dict)  # listener protocol -> advertised (host, port)
     topic_metrics: BrokerTopicMetrics = field(default_factory=BrokerTopicMetrics)  # bytes/records in and out
+    txn_coordinator: Any = None  # logstore.txn.coordinator.TransactionCoordinator, set by the server at start
     partition_locks: dict = field(default_factory=dict)
     _locks_guard: threading.Lock = field(default_factory=threading.Lock)
 

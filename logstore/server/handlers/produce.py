@@ -121,14 +121,10 @@ class ProduceHandler:
         store.waits.produce.try_complete_else_watch(operation, [log.key for _key, log, _required in waits])
 
     def init_producer_id(self, context: RequestContext, request: dict) -> None:
-        """A new producer id, epoch 0. A v3+ request naming the id it has (KIP-360, to bump its
-        epoch) gets a new id too: Kafka's clients take whatever id and epoch come back, and a new
-        id starts its sequences afresh, as a bumped epoch would."""
-        if request.get("transactional_id") is not None:
-            # Transactions are not supported: a transactional producer gets a clear error.
-            context.respond({"throttle_time_ms": 0, "error_code": errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                             "producer_id": -1, "producer_epoch": -1})
-            return
+        """A new producer id, epoch 0, for an idempotent producer (a transactional id is the
+        transaction coordinator's: ``txn.TxnHandlers``). A v3+ request naming the id it has
+        (KIP-360, to bump its epoch) gets a new id too: Kafka's clients take whatever id and epoch
+        come back, and a new id starts its sequences afresh, as a bumped epoch would."""
         try:
             producer_id = self.broker.producers.new_producer_id()
         except OSError as exc:

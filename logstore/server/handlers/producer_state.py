@@ -387,6 +387,15 @@ class ProducerStateManager:
             self._live -= len(self._entries.pop(key).batches)
         return len(expired)
 
+    def producers_on(self, topic: str, partition: int) -> list[tuple[int, int, int, int]]:
+        """``(producer_id, epoch, last_sequence, last_append_ms)`` of every producer with batches
+        on the partition (DescribeProducers), by producer id."""
+        with self._lock:
+            return sorted((producer_id, entry.epoch, entry.batches[-1].last_sequence if entry.batches else -1,
+                           entry.last_append_ms)
+                          for (name, index, producer_id), entry in self._entries.items()
+                          if name == topic and index == partition)
+
     @property
     def producer_count(self) -> int:
         """The (producer, partition) entries held."""

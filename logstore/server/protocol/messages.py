@@ -12,8 +12,8 @@ What it owns:
   ``api_version`` rather than the spec's ``RequestApiKey``...);
 - ApiVersions, Metadata, Produce, Fetch and ListOffsets (this module), the admin APIs
   (``messages_admin``), the consumer-group APIs (``messages_groups``) and the security APIs (SASL,
-  ACLs, SCRAM credentials: ``messages_security``) and the transaction APIs a producer sends
-  (``messages_txn``), collected in ``APIS``;
+  ACLs, SCRAM credentials: ``messages_security``) and the transaction APIs (``messages_txn``),
+  collected in ``APIS``;
 - which of them the server may advertise (``ADVERTISED``; ``KafkaApis`` lists in ApiVersions only
   those it has a handler for, so the group APIs appear once ``server.groups`` is registered) and
   which have a table only to be refused (``messages_groups.UNSERVED``, KIP-848's heartbeat);

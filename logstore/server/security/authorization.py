@@ -35,7 +35,8 @@ restricted client would fill the log with every metadata refresh.
 APIs without a rule here (ApiVersions, SaslHandshake, SaslAuthenticate, the refused KIP-848
 heartbeat, and any API added later without a rule) are ALLOWED: an API cannot be refused without
 knowing its response's shape, so adding an API means adding its rule here. The group APIs' rules
-(``GROUP_RULES``) follow the data, admin and security APIs' (``RULES``).
+(``GROUP_RULES``) follow the data, admin and security APIs' (``RULES``), then the transaction APIs'
+(``TXN_RULES``).
 """
 
 from __future__ import annotations
@@ -735,6 +736,110 @@ GROUP_RULES: dict[int, Rule] = {
 before any handler (``KafkaApis.refuse``)."""
 
 
+# --- the transaction APIs ----------------------------------------------------------------------
+# A transactional producer needs WRITE on its transactional id for every step (InitProducerId is
+# with the data APIs' rules), WRITE on the topics it adds and READ on the group whose offsets it
+# adds; describing transactions needs DESCRIBE on their ids, describing a partition's producers
+# READ on its topic. AddPartitionsToTxn v4+ is the brokers' form: CLUSTER_ACTION on the cluster.
+
+TXN_DENIED = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def _add_partitions_results(topics, code_of: Callable[[str], int]) -> list[dict]:
+    return [{"name": topic["name"], "results_by_partition": [
+        {"partition_index": index, "partition_error_code": code_of(topic["name"])}
+        for index in topic.get("partitions") or ()]} for topic in topics]
+
+
+def _add_partitions_to_txn(check: Check, version: int, request: dict) -> Verdict:
+    """v0-3: WRITE on the transactional id, else every partition 53; then WRITE on each topic,
+    else its partitions 29 and every other partition OPERATION_NOT_ATTEMPTED (Kafka adds none of
+    a request it refuses in part). v4+: CLUSTER_ACTION on the cluster, else 31 at the top."""
+    if version >= 4:
+        if check.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
+            return Verdict.ALLOWED
+        return Verdict(response={"throttle_time_ms": 0, "error_code": errors.CLUSTER_AUTHORIZATION_FAILED,
+                                 "results_by_transaction": []})
+    topics = request.get("v3_and_below_topics") or []
+    if not check.allowed(WRITE, TRANSACTIONAL_ID, request["v3_and_below_transactional_id"]):
+        results = _add_partitions_results(topics, lambda name: TXN_DENIED)
+    else:
+        _allowed, refused = check.split(topics, by_name("name"), WRITE, TOPIC)
+        if not refused:
+            return Verdict.ALLOWED
+        refused_names = {topic["name"] for topic in refused}
+        results = _add_partitions_results(topics, lambda name: TOPIC_DENIED if name in refused_names
+                                          else errors.OPERATION_NOT_ATTEMPTED)
+    return Verdict(response={"throttle_time_ms": 0, "results_by_topic_v3_and_below": results})
+
+
+def _add_offsets_to_txn(check: Check, version: int, request: dict) -> Verdict:
+    """WRITE on the transactional id (else 53), then READ on the group (else 30)."""
+    if not check.allowed(WRITE, TRANSACTIONAL_ID, request["transactional_id"]):
+        return Verdict(response={"throttle_time_ms": 0, "error_code": TXN_DENIED})
+    if not check.allowed(READ, GROUP, request["group_id"]):
+        return Verdict(response={"throttle_time_ms": 0, "error_code": GROUP_DENIED})
+    return Verdict.ALLOWED
+
+
+def _end_txn(check: Check, version: int, request: dict) -> Verdict:
+    """WRITE on the transactional id, else 53."""
+    if check.allowed(WRITE, TRANSACTIONAL_ID, request["transactional_id"]):
+        return Verdict.ALLOWED
+    return Verdict(response={"throttle_time_ms": 0, "error_code": TXN_DENIED})
+
+
+def _describe_producers(check: Check, version: int, request: dict) -> Verdict:
+    """READ on each topic, else its partitions 29."""
+    allowed, refused = check.split(request.get("topics"), by_name("name"), READ, TOPIC)
+    if not refused:
+        return Verdict.ALLOWED
+    entries = [{"name": topic["name"], "partitions": [
+        {"partition_index": index, "error_code": TOPIC_DENIED, "error_message": None, "active_producers": []}
+        for index in topic.get("partition_indexes") or ()]} for topic in refused]
+    return narrowed(request, "topics", allowed, "topics", entries)
+
+
+def _describe_transactions(check: Check, version: int, request: dict) -> Verdict:
+    """DESCRIBE on each transactional id, else its entry is 53; a described transaction lists only
+    the topics the principal may DESCRIBE (as Kafka filters them)."""
+    allowed, refused = check.split(request.get("transactional_ids"), str, DESCRIBE, TRANSACTIONAL_ID)
+    entries = [{"error_code": TXN_DENIED, "transactional_id": transactional_id, "transaction_state": "",
+                "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
+                "producer_epoch": -1, "topics": []} for transactional_id in refused]
+
+    def amend(body: dict) -> dict:
+        states = body.get("transaction_states") or []
+        for state in states:
+            state["topics"] = [topic for topic in state.get("topics") or ()
+                               if check.allowed(DESCRIBE, TOPIC, topic["topic"], report=False)]
+        body["transaction_states"] = [*states, *entries]
+        return body
+    return Verdict(request={**request, "transactional_ids": allowed} if refused else request, amend=amend)
+
+
+def _list_transactions(check: Check, version: int, request: dict) -> Verdict:
+    """The listing keeps the transactional ids the principal may DESCRIBE (probed without a report)."""
+    def listing(body: dict) -> dict:
+        body["transaction_states"] = [
+            state for state in body.get("transaction_states") or ()
+            if check.allowed(DESCRIBE, TRANSACTIONAL_ID, state["transactional_id"], report=False)]
+        return body
+    return Verdict(request=request, amend=listing)
+
+
+TXN_RULES: dict[int, Rule] = {
+    24: _add_partitions_to_txn,
+    25: _add_offsets_to_txn,
+    26: _end_txn,
+    61: _describe_producers,
+    65: _describe_transactions,
+    66: _list_transactions,
+}
+"""API key -> rule for the transaction APIs and DescribeProducers (InitProducerId's is in ``RULES``,
+FindCoordinator's in ``GROUP_RULES``)."""
+
+
 class DenialLog:
     """The log line of each request the ACLs refused (Kafka's authorizer logs denials), at most
     one per (principal, operation, resource) per ``LOG_INTERVAL_MS``, with a count of the ones left
@@ -761,7 +866,7 @@ class RequestAuthorization:
     def __init__(self, authorizer, on_denied: OnDenied | None = None) -> None:
         self.authorizer = authorizer
         self.on_denied = on_denied or _no_op
-        self.rules: dict[int, Rule] = {**RULES, **GROUP_RULES}
+        self.rules: dict[int, Rule] = {**RULES, **GROUP_RULES, **TXN_RULES}
 
     def check(self, api_key: int, version: int, request: dict, principal: str, host: str) -> Verdict:
         """The verdict on one decoded request of ``principal`` connected from ``host``."""

@@ -251,7 +251,7 @@ class ConfluentDriver(Driver):
     # --- transactions (not supported by our server) ---
 
     def init_transactions(self, bootstrap, transactional_id, *, timeout_s=15.0) -> None:
-        """Start a transactional producer: our server has no transactions, so this must raise."""
+        """Start a transactional producer (init_transactions), or raise ClientError with why not."""
         producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
         try:
             producer.init_transactions(timeout_s)

@@ -208,8 +208,8 @@ class KafkaPythonDriver(Driver):
     # --- transactions (not supported by our server) ---
 
     def init_transactions(self, bootstrap, transactional_id, *, timeout_s=15.0) -> None:
-        """Start a transactional producer: our server has no transactions, so this must raise
-        (ClientError or ClientTimeout, with what kafka-python said)."""
+        """Start a transactional producer (init_transactions), or raise ClientError or
+        ClientTimeout with what kafka-python said."""
         producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id,
                                  max_block_ms=int(timeout_s * 1000))
         try:
