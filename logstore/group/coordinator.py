@@ -106,6 +106,7 @@ class GroupCoordinator:
         the offset-retention job. Groups with members come back Stable with fresh session timers."""
         with self.lock:
             self.storage.startup()
+            self.offsets.index_pending()
             for group in self.groups.values():
                 for member in group.members.values():
                     self.complete_and_schedule_next_heartbeat(group, member)
@@ -610,6 +611,37 @@ class GroupCoordinator:
                       ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
         """See ``OffsetManager.fetch``."""
         return self.offsets.fetch(group_id, partitions)
+
+    def unstable_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> set[tuple[str, int]]:
+        """See ``OffsetManager.unstable`` (OffsetFetch's require_stable)."""
+        return self.offsets.unstable(group_id, partitions)
+
+    def txn_offset_commit(self, group_id: str, transactional_id: str, producer_id: int, producer_epoch: int,
+                          generation_id: int, member_id: str, group_instance_id: str | None,
+                          offsets: Mapping[tuple[str, int], OffsetCommit], *,
+                          callback: Callable[[dict[tuple[str, int], int]], None] | None = None
+                          ) -> dict[tuple[str, int], int] | None:
+        """TxnOffsetCommit (see ``OffsetManager.txn_commit``): an error per partition, given to
+        ``callback`` once the offsets are durable; without ``callback``, waited for and returned."""
+        if callback is not None:
+            self.offsets.txn_commit(group_id, transactional_id, producer_id, producer_epoch, generation_id,
+                                    member_id, group_instance_id, offsets, callback)
+            return None
+        answers: list[dict[tuple[str, int], int]] = []
+        done = threading.Event()
+
+        def answer(results: dict[tuple[str, int], int]) -> None:
+            answers.append(results)
+            done.set()
+
+        self.offsets.txn_commit(group_id, transactional_id, producer_id, producer_epoch, generation_id, member_id,
+                                group_instance_id, offsets, answer)
+        done.wait()  # answered on this thread (threaded=False) or by the writer once the fsync is done
+        return answers[0]
+
+    def complete_transaction(self, offsets_partition: int, producer_id: int, commit: bool, marker_offset: int) -> int:
+        """A transaction marker on ``__consumer_offsets`` is durable: see ``OffsetManager.complete_transaction``."""
+        return self.offsets.complete_transaction(offsets_partition, producer_id, commit, marker_offset)
 
     def delete_groups(self, group_ids):
         """See ``OffsetManager.delete_groups``."""

@@ -3,7 +3,8 @@
 This module owns the five states and their allowed transitions (docs/design.md §9: a transition from
 anywhere else is a bug and raises ``IllegalGroupStateError``), the membership bookkeeping (members,
 static members by ``group.instance.id``, pending member ids handed out with MEMBER_ID_REQUIRED, the
-members still to sync), the protocol vote (Kafka's) and the group's committed offsets. It
+members still to sync), the protocol vote (Kafka's), the group's committed offsets and the offsets
+open transactions hold for it until their markers (``pending_transactional_offsets``). It
 makes no decisions about requests and has no timers: ``coordinator`` drives it under its lock.
 """
 
@@ -126,6 +127,10 @@ class GroupMetadata:
         # The __consumer_offsets offset of the record behind each cached commit: a commit whose
         # fsync completes after a later one's must not overwrite it.
         self.offset_positions: dict[tuple[str, int], int] = {}
+        # Transactional commits (TxnOffsetCommit) not yet decided: producer id -> partition ->
+        # (offset, its record's __consumer_offsets offset). Invisible to OffsetFetch until that
+        # producer's COMMIT marker moves them into ``offsets``; its ABORT marker drops them.
+        self.pending_transactional_offsets: dict[int, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]] = {}
         self.join_op = None  # the pending DelayedJoin / InitialDelayedJoin
         self.sync_op = None  # the pending DelayedSync
 
@@ -299,6 +304,46 @@ class GroupMetadata:
 
     def has_offsets(self) -> bool:
         return bool(self.offsets)
+
+    def has_pending_offset(self, key: tuple[str, int]) -> bool:
+        """Whether an open transaction holds an offset for ``key`` (OffsetFetch's require_stable)."""
+        return any(key in pending for pending in self.pending_transactional_offsets.values())
+
+    def pending_keys(self) -> set[tuple[str, int]]:
+        """Every partition an open transaction holds an offset for."""
+        return {key for pending in self.pending_transactional_offsets.values() for key in pending}
+
+    def add_pending_offset(self, producer_id: int, key: tuple[str, int], value: OffsetAndMetadata,
+                           position: int) -> None:
+        """Hold ``value`` for ``key`` in ``producer_id``'s transaction (the later record wins)."""
+        pending = self.pending_transactional_offsets.setdefault(producer_id, {})
+        held = pending.get(key)
+        if held is None or held[1] < position:
+            pending[key] = (value, position)
+
+    def complete_pending(self, producer_id: int, commit: bool) -> list[tuple[str, int]]:
+        """End ``producer_id``'s transaction in this group: on commit each held offset becomes the
+        committed one unless a plain commit of that partition was written after it (a higher
+        record offset wins, whatever the order the two were decided in); on abort they are
+        dropped. Returns the partitions whose committed offset changed."""
+        pending = self.pending_transactional_offsets.pop(producer_id, None)
+        if not pending or not commit:
+            return []
+        applied = []
+        for key, (value, position) in pending.items():
+            if self.offset_positions.get(key, -1) < position:
+                self.offsets[key] = value
+                self.offset_positions[key] = position
+                applied.append(key)
+        return applied
+
+    def remove_pending(self, keys) -> None:
+        """Drop every open transaction's offsets for ``keys`` (deleted or tombstoned partitions)."""
+        keys = set(keys)
+        for producer_id in list(self.pending_transactional_offsets):
+            pending = self.pending_transactional_offsets[producer_id]
+            for key in keys & pending.keys():
+                del pending[key]
 
     def __repr__(self) -> str:
         return (f"GroupMetadata({self.group_id!r}, {self.state}, generation={self.generation_id}, "

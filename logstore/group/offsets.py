@@ -9,6 +9,13 @@ an Empty group's offsets expire counted from when it became Empty, a group that 
 counts from each commit, a Stable consumer group keeps the offsets of topics it subscribes to. A
 group left Empty without offsets is removed (Dead) and its group record tombstoned.
 
+It also owns the offsets of transactions (TxnOffsetCommit, KIP-447's member checks): they are
+appended as the producer's transactional batch and held pending per producer until its marker on
+the group's ``__consumer_offsets`` partition decides them (``complete_transaction``); OffsetFetch's
+require_stable names the partitions they hold (UNSTABLE_OFFSET_COMMIT), retention keeps an offset a
+pending one is about to replace and a group with an open transaction, and deleting a group or an
+offset drops the pending ones too (as a tombstone does in a replay).
+
 ``GroupCoordinator`` holds an ``OffsetManager`` and delegates to it. What the offsets use of the
 coordinator (its lock, groups and storage, the store, clock and config, whether it runs, the request
 pre-check, and a commit counting as a member's liveness) is ``OffsetOwner``, defined here: this
@@ -22,6 +29,7 @@ import logging
 from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 from ..errors import CorruptRecordError, LogStoreError
+from ..records.batching import ProducerBatch
 from . import errors, formats
 from .consumer_protocol import decode_subscription
 from .metadata import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, GroupMetadata, MemberMetadata,
@@ -97,6 +105,16 @@ class OffsetManager:
 
     def __init__(self, coordinator: OffsetOwner) -> None:
         self.coordinator = coordinator
+        # (offsets partition, producer id) -> the groups holding that producer's pending offsets,
+        # so that a marker finds them without a walk over every group (entries end with their
+        # transaction).
+        self._open: dict[tuple[int, int], set[str]] = {}
+        # (offsets partition, producer id) -> transactional appends not yet answered, and the last
+        # marker decided meanwhile ((marker offset, commit)): a transaction the coordinator ended
+        # (a timeout) while its offsets' fsync was still running is applied or dropped when the
+        # append is answered, never left pending with no marker to come.
+        self._in_flight: dict[tuple[int, int], int] = {}
+        self._decided: dict[tuple[int, int], tuple[int, bool]] = {}
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         store = self.coordinator.store
@@ -186,6 +204,156 @@ class OffsetManager:
         # generation -1 without a member: only while the group has no members
         return errors.NONE if group.is_state(EMPTY) else errors.UNKNOWN_MEMBER_ID
 
+    # --- TxnOffsetCommit and the markers that decide it ------------------------------------------
+
+    def txn_commit(self, group_id: str, transactional_id: str, producer_id: int, producer_epoch: int,
+                   generation_id: int, member_id: str, group_instance_id: str | None,
+                   offsets: Mapping[TopicPartition, OffsetCommit],
+                   callback: Callable[[dict[TopicPartition, int]], None]) -> None:
+        """Write ``offsets`` into ``producer_id``'s transaction: appended to the group's
+        ``__consumer_offsets`` partition as that producer's transactional batch (the log checks
+        its epoch) and held pending until the producer's marker on that partition
+        (``complete_transaction``). KIP-447: a request naming a member (generation >= 0, a member
+        id or an instance id) must be a current member of the current generation
+        (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ILLEGAL_GENERATION); generation -1 without a member
+        (TxnOffsetCommit v0-v2) is accepted whatever the group's state. ``callback`` gets an error
+        per partition once the batch is durable (or refused)."""
+        if not isinstance(transactional_id, str) or not transactional_id:
+            raise ValueError(f"transactional_id must be a non-empty str, got {transactional_id!r}")
+        for name, value, bits in (("producer_id", producer_id, 64), ("producer_epoch", producer_epoch, 16)):
+            if type(value) is not int or not 0 <= value < 2 ** (bits - 1):
+                raise ValueError(f"{name} must be an int{bits} >= 0, got {value!r}")
+        coordinator = self.coordinator
+        results: dict[TopicPartition, int] = {}
+        error = coordinator.status_error(group_id, allow_empty_id=True)
+        if error != errors.NONE:
+            callback({key: error for key in offsets})
+            return
+        valid: dict[TopicPartition, OffsetCommit] = {}
+        for key, commit in offsets.items():
+            if self._partition_exists(*key):
+                valid[key] = commit
+            else:
+                results[key] = errors.UNKNOWN_TOPIC_OR_PARTITION
+        if not valid:
+            callback(results)
+            return
+        with coordinator.lock:
+            group = coordinator.groups.get(group_id)
+            if group is None:
+                if generation_id >= 0:
+                    error = errors.ILLEGAL_GENERATION
+                else:  # a producer whose consumer assigns its partitions itself: a group without members
+                    group = coordinator.storage.add_group(GroupMetadata(group_id, coordinator.clock.time_ms()))
+            if group is not None:
+                error = self._validate_txn_commit(group, generation_id, member_id, group_instance_id)
+            if error != errors.NONE:
+                results.update({key: error for key in valid})
+                callback(results)
+                return
+            now_ms = coordinator.clock.time_ms()
+            limit = coordinator.config.offset_metadata_max_bytes
+            to_store: dict[TopicPartition, OffsetAndMetadata] = {}
+            for key, commit in valid.items():
+                if commit.metadata is not None and len(commit.metadata.encode("utf-8")) > limit:
+                    results[key] = errors.OFFSET_METADATA_TOO_LARGE
+                    continue
+                to_store[key] = OffsetAndMetadata(commit.offset, commit.leader_epoch, commit.metadata,
+                                                  commit.commit_timestamp_ms if commit.commit_timestamp_ms != -1
+                                                  else now_ms, None)
+            if not to_store:
+                callback(results)
+                return
+            partition = coordinator.storage.partition_for(group_id)
+            slot = (partition, producer_id)
+            self._in_flight[slot] = self._in_flight.get(slot, 0) + 1
+
+            def stored(error: int, first_position: int) -> None:
+                with coordinator.lock:
+                    left = self._in_flight.get(slot, 1) - 1
+                    if left > 0:
+                        self._in_flight[slot] = left
+                    else:
+                        self._in_flight.pop(slot, None)
+                    decided = self._decided.get(slot)
+                    if left <= 0:
+                        self._decided.pop(slot, None)
+                    if error == errors.NONE and not group.is_state(DEAD):
+                        for position, (key, value) in enumerate(to_store.items(), first_position):
+                            group.add_pending_offset(producer_id, key, value, position)
+                        self._open.setdefault(slot, set()).add(group_id)
+                        if decided is not None and first_position < decided[0]:
+                            # Its marker came first (the transaction ended while this was fsynced).
+                            self._complete_group(group, slot, decided[1])
+                    mapped = {errors.KAFKA_STORAGE_ERROR: errors.NOT_COORDINATOR}.get(error, error)
+                    results.update({key: mapped for key in to_store})
+                callback(results)
+
+            logger.debug("group %s: %d offset(s) in the transaction of %r (producer %d, epoch %d)", group_id,
+                         len(to_store), transactional_id, producer_id, producer_epoch)
+            coordinator.storage.store_offsets(group_id, to_store, stored,
+                                              ProducerBatch(producer_id, producer_epoch, -1, transactional=True))
+
+    @staticmethod
+    def _validate_txn_commit(group: GroupMetadata, generation_id: int, member_id: str,
+                             group_instance_id: str | None) -> int:
+        if group.is_state(DEAD):
+            return errors.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.is_state(EMPTY):
+            return errors.NONE
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            error = group.validate_member(member_id, group_instance_id)
+            if error != errors.NONE:
+                return error
+            return errors.ILLEGAL_GENERATION if generation_id != group.generation_id else errors.NONE
+        # Generation -1 without a member: what TxnOffsetCommit v0-v2 send; their producers were fenced
+        # by their transactional ids alone, so the group's state is not asked (as Kafka).
+        return errors.NONE
+
+    def complete_transaction(self, offsets_partition: int, producer_id: int, commit: bool,
+                             marker_offset: int) -> int:
+        """``producer_id``'s marker at ``marker_offset`` of ``__consumer_offsets``-``offsets_partition``
+        is durable: on commit its pending offsets of that partition's groups become committed (a
+        plain commit written after one of them keeps its place), on abort they are dropped. Returns
+        how many committed offsets changed."""
+        coordinator = self.coordinator
+        slot = (offsets_partition, producer_id)
+        changed = 0
+        with coordinator.lock:
+            if self._in_flight.get(slot):
+                previous = self._decided.get(slot)
+                if previous is None or previous[0] < marker_offset:
+                    self._decided[slot] = (marker_offset, commit)
+            for group_id in self._open.pop(slot, ()):
+                group = coordinator.groups.get(group_id)
+                if group is not None:
+                    changed += self._complete_group(group, None, commit, producer_id)
+        if changed:
+            logger.debug("__consumer_offsets-%d: producer %d's marker committed %d offset(s)", offsets_partition,
+                         producer_id, changed)
+        return changed
+
+    def _complete_group(self, group: GroupMetadata, slot: tuple[int, int] | None, commit: bool,
+                        producer_id: int | None = None) -> int:
+        if slot is not None:
+            producer_id = slot[1]
+            groups = self._open.get(slot)
+            if groups is not None:
+                groups.discard(group.group_id)
+                if not groups:
+                    del self._open[slot]
+        return len(group.complete_pending(producer_id, commit))
+
+    def index_pending(self) -> None:
+        """Rebuild the index of open transactions from the groups (after a replay)."""
+        coordinator = self.coordinator
+        with coordinator.lock:
+            self._open.clear()
+            for group in coordinator.groups.values():
+                partition = coordinator.storage.partition_for(group.group_id)
+                for producer_id in group.pending_transactional_offsets:
+                    self._open.setdefault((partition, producer_id), set()).add(group.group_id)
+
     # --- OffsetFetch -----------------------------------------------------------------------------
 
     def fetch(self, group_id: str, partitions: list[TopicPartition] | None
@@ -203,6 +371,18 @@ class OffsetManager:
             if partitions is None:
                 return errors.NONE, dict(group.offsets)
             return errors.NONE, {key: group.offsets.get(key) for key in partitions}
+
+    def unstable(self, group_id: str, partitions: list[TopicPartition] | None) -> set[TopicPartition]:
+        """Of ``partitions`` (None: the group's committed ones), those an open transaction holds an
+        offset for: OffsetFetch with require_stable answers them UNSTABLE_OFFSET_COMMIT, so that a
+        consumer does not start from the offset the transaction is about to replace."""
+        coordinator = self.coordinator
+        with coordinator.lock:
+            group = coordinator.groups.get(group_id)
+            if group is None or group.is_state(DEAD) or not group.pending_transactional_offsets:
+                return set()
+            pending = group.pending_keys()
+            return pending & set(group.offsets if partitions is None else partitions)
 
     # --- deleting --------------------------------------------------------------------------------
 
@@ -223,9 +403,12 @@ class OffsetManager:
                 elif not group.is_state(EMPTY):
                     results[group_id] = errors.NON_EMPTY_GROUP
                 else:
-                    removed = list(group.offsets)
+                    # An open transaction's offsets go too (tombstoned where nothing is committed),
+                    # so its commit marker brings none of them back, in memory or in a replay.
+                    removed = list(dict.fromkeys([*group.offsets, *group.pending_keys()]))
                     group.offsets.clear()
                     group.offset_positions.clear()
+                    group.remove_pending(removed)
                     group.transition_to(DEAD, coordinator.clock.time_ms())
                     coordinator.storage.remove_group(group_id)
                     self._tombstone(group, removed, group_key=group.generation_id > 0)
@@ -256,8 +439,10 @@ class OffsetManager:
                 elif not group.is_state(EMPTY) and (subscribed is None or key[0] in subscribed):
                     results[key] = errors.GROUP_SUBSCRIBED_TO_TOPIC
                 else:
-                    if group.offsets.pop(key, None) is not None:
+                    pending = group.has_pending_offset(key)
+                    if group.offsets.pop(key, None) is not None or pending:
                         group.offset_positions.pop(key, None)
+                        group.remove_pending([key])
                         removed.append(key)
                     results[key] = errors.NONE
             self._tombstone(group, removed, group_key=False)
@@ -288,7 +473,8 @@ class OffsetManager:
                 for key in expired:
                     group.offsets.pop(key, None)
                     group.offset_positions.pop(key, None)
-                gone = group.is_state(EMPTY) and not group.offsets
+                # A group with an open transaction stays: its marker may still commit offsets.
+                gone = group.is_state(EMPTY) and not group.offsets and not group.pending_transactional_offsets
                 if gone:
                     group.transition_to(DEAD, now_ms)
                     coordinator.storage.remove_group(group.group_id)
@@ -301,10 +487,12 @@ class OffsetManager:
 
     @staticmethod
     def _expired_offsets(group: GroupMetadata, now_ms: int, retention_ms: int) -> list[TopicPartition]:
+        pending = group.pending_keys()  # an offset an open transaction is about to replace is kept
+
         def expired(base_of: Callable[[OffsetAndMetadata], int], keep: set[str] = frozenset()) -> list:
             found = []
             for key, value in group.offsets.items():
-                if key[0] in keep:
+                if key[0] in keep or key in pending:
                     continue
                 if value.expire_timestamp_ms is not None:  # OffsetCommit v2-v4 set its own expiry
                     if now_ms >= value.expire_timestamp_ms:

@@ -6,7 +6,9 @@ topic find a group where Kafka would put it), writing group records and offset c
 (an append, then an fsync through the store's group-commit flusher, and only then the callback),
 writing tombstones, and replaying the topic at start-up into ``GroupMetadata`` objects: the last
 record of a key wins, a tombstone deletes, groups with members come back Stable and the others
-Empty. The replay of a compacted topic gives the same state, which is what compaction is for.
+Empty; offsets committed in a transaction wait for their producer's marker in the log (COMMIT
+applies them, ABORT drops them, still open at the end: pending). The replay of a compacted topic
+gives the same state, which is what compaction is for.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ import threading
 from typing import Callable, Iterable
 
 from ..clock import Clock
-from ..errors import CorruptRecordError, LogStoreError, RecordTooLargeError, TopicExistsError
+from ..errors import (CorruptRecordError, InvalidProducerEpochError, InvalidTxnStateError, LogStoreError,
+                      RecordTooLargeError, TopicExistsError)
 from ..manager.log_manager import LogManager
+from ..records.batching import ProducerBatch
 from ..records.decoder import Record
 from . import errors, formats
 from .config import GroupConfig
@@ -81,31 +85,53 @@ class GroupMetadataManager:
     # --- replay ----------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Replay every partition of the topic from its start (docs/design.md §9)."""
+        """Replay every partition of the topic from its start (docs/design.md §9), batch by batch in
+        log order: a plain offset record commits at once; a transactional one is held for its
+        producer until that producer's marker on the partition (COMMIT applies each held offset
+        unless a plain commit of the partition was written after it; ABORT drops them); what is
+        still held at the end stays pending (the transaction coordinator sends its marker)."""
         group_values: dict[str, formats.GroupValue] = {}
         offsets: dict[str, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]] = {}
+        open_offsets: dict[str, dict[int, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]]] = {}
         self.unavailable.clear()
         for partition in range(self.num_partitions):
+            # producer id -> group -> partition -> (offset, record offset): this partition's open transactions
+            pending: dict[int, dict[str, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]]] = {}
             try:
                 log = self.store.get_log(OFFSETS_TOPIC, partition)
-                for record in log.iter_records():
-                    try:
-                        self._replay(record, group_values, offsets)
-                    except CorruptRecordError as exc:
-                        # One record that does not decode (its batch's CRC held) must not take every
-                        # group down: it is skipped, and reported.
-                        problem = f"{OFFSETS_TOPIC}-{partition} offset {record.offset}: skipped: {exc}"
-                        logger.error("%s", problem)
-                        self.problems.append(problem)
-                        self.store.problems.append(problem)
+                start = log.log_start_offset
+                for batch, producer, marker in log.iter_batches_with_control():
+                    if marker is not None:
+                        if producer is not None:
+                            self._end_transaction(pending.pop(producer.producer_id, None), marker.commit, offsets)
+                        continue
+                    held = None
+                    if producer is not None and producer.transactional:
+                        held = pending.setdefault(producer.producer_id, {})
+                    for record in batch.iter_records():
+                        if record.offset < start:
+                            continue
+                        try:
+                            self._replay(record, group_values, offsets, held, pending)
+                        except CorruptRecordError as exc:
+                            # One record that does not decode (its batch's CRC held) must not take
+                            # every group down: it is skipped, and reported.
+                            problem = f"{OFFSETS_TOPIC}-{partition} offset {record.offset}: skipped: {exc}"
+                            logger.error("%s", problem)
+                            self.problems.append(problem)
+                            self.store.problems.append(problem)
             except LogStoreError as exc:
                 # Damaged (bad bytes, a hole, a cut), missing or offline: the groups of this
                 # partition are unknown. Kafka keeps them "loading"; here they are unavailable until
                 # the partition is repaired, never answered as empty groups.
                 self._set_unavailable(partition, exc)
+                continue
+            for producer_id, by_group in pending.items():
+                for group_id, held in by_group.items():
+                    open_offsets.setdefault(group_id, {})[producer_id] = held
         now_ms = self.clock.time_ms()
         self.groups.clear()
-        known = {group_id for group_id in (*group_values, *offsets)
+        known = {group_id for group_id in (*group_values, *offsets, *open_offsets)
                  if self.partition_for(group_id) not in self.unavailable}
         group_values = {group_id: value for group_id, value in group_values.items() if group_id in known}
         offsets = {group_id: value for group_id, value in offsets.items() if group_id in known}
@@ -120,8 +146,29 @@ class GroupMetadataManager:
             for key, (offset, position) in committed.items():
                 group.offsets[key] = offset
                 group.offset_positions[key] = position
+        for group_id, by_producer in open_offsets.items():
+            if group_id not in known:
+                continue
+            group = self.groups.get(group_id)
+            if group is None:  # only an open transaction's offsets so far
+                group = self.groups[group_id] = GroupMetadata(group_id, now_ms)
+            for producer_id, held in by_producer.items():
+                group.pending_transactional_offsets[producer_id] = dict(held)
         if self.groups:
             logger.info("loaded %d group(s) from %s", len(self.groups), OFFSETS_TOPIC)
+
+    @staticmethod
+    def _end_transaction(held: dict | None, commit: bool, offsets: dict) -> None:
+        """A marker in the replay: its producer's held offsets committed (unless a later plain
+        commit of the partition is already there) or dropped."""
+        if not held or not commit:
+            return
+        for group_id, by_key in held.items():
+            committed = offsets.setdefault(group_id, {})
+            for key, (value, position) in by_key.items():
+                current = committed.get(key)
+                if current is None or current[1] < position:
+                    committed[key] = (value, position)
 
     def _set_unavailable(self, partition: int, exc: LogStoreError) -> None:
         problem = (f"{OFFSETS_TOPIC}-{partition} cannot be loaded ({exc}): its consumer groups are unavailable "
@@ -131,20 +178,29 @@ class GroupMetadataManager:
         self.problems.append(problem)
         self.store.problems.append(problem)
 
-    def _replay(self, record: Record, group_values: dict, offsets: dict) -> None:
+    def _replay(self, record: Record, group_values: dict, offsets: dict, held: dict | None = None,
+                pending: dict | None = None) -> None:
+        """One data record; ``held``: its transaction's offsets (group -> partition), when it is
+        transactional; ``pending``: the partition's open transactions (a tombstone drops their
+        offsets of its key too, as it does in memory)."""
         if record.key is None:
             self.skipped_records += 1
             return
         key = formats.decode_key(record.key)
         if isinstance(key, formats.OffsetKey):
-            committed = offsets.setdefault(key.group, {})
+            partition_key = (key.topic, key.partition)
             if record.value is None:
-                committed.pop((key.topic, key.partition), None)
+                offsets.setdefault(key.group, {}).pop(partition_key, None)
+                for by_group in (pending or {}).values():
+                    by_group.get(key.group, {}).pop(partition_key, None)
+                return
+            value = formats.decode_offset_value(record.value)
+            entry = (OffsetAndMetadata(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp_ms,
+                                       value.expire_timestamp_ms), record.offset)
+            if held is None:
+                offsets.setdefault(key.group, {})[partition_key] = entry
             else:
-                value = formats.decode_offset_value(record.value)
-                committed[(key.topic, key.partition)] = (
-                    OffsetAndMetadata(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp_ms,
-                                      value.expire_timestamp_ms), record.offset)
+                held.setdefault(key.group, {})[partition_key] = entry
         elif isinstance(key, formats.GroupKey):
             if record.value is None:
                 group_values.pop(key.group, None)
@@ -202,8 +258,10 @@ class GroupMetadataManager:
         self.append(self.partition_for(group.group_id), [record], done)
 
     def store_offsets(self, group_id: str, commits: dict[tuple[str, int], OffsetAndMetadata],
-                      callback: Callable[[int, int], None]) -> None:
-        """Write one record per partition, durably; ``callback(error, offset of the first record)``."""
+                      callback: Callable[[int, int], None], producer: ProducerBatch | None = None) -> None:
+        """Write one record per partition, durably; ``callback(error, offset of the first record)``.
+        ``producer``: a transactional commit's producer (its records form a batch of their own in
+        that producer's transaction)."""
         now_ms = self.clock.time_ms()
         records = [Record(key=formats.encode_offset_key(group_id, topic, partition),
                           value=formats.encode_offset_value(formats.OffsetValue(
@@ -211,13 +269,15 @@ class GroupMetadataManager:
                               value.expire_timestamp_ms)),
                           timestamp_ms=now_ms)
                    for (topic, partition), value in commits.items()]
-        self.append(self.partition_for(group_id), records, callback)
+        self.append(self.partition_for(group_id), records, callback, producer)
 
-    def append(self, partition: int, records: list[Record], callback: Callable[[int, int], None]) -> None:
+    def append(self, partition: int, records: list[Record], callback: Callable[[int, int], None],
+               producer: ProducerBatch | None = None) -> None:
         """Append ``records`` to one partition; ``callback(error, first offset)`` once they are fsynced.
         Threaded: the coordinator's ``OffsetsWriter`` thread appends what every committer queued
-        meanwhile as one batch per partition and covers it with one fsync; otherwise the append and
-        its fsync happen on this thread (deterministic tests)."""
+        meanwhile as one batch per partition and producer and covers them with one fsync; otherwise
+        the append and its fsync happen on this thread (deterministic tests). ``producer``: the
+        records are that producer's (a transactional batch, checked against its epoch by the log)."""
         try:
             self.ensure_topic()
         except LogStoreError as exc:
@@ -226,11 +286,11 @@ class GroupMetadataManager:
         if self.threaded:
             if self._writer is None:
                 self._writer = OffsetsWriter(self)
-            self._writer.submit(partition, records, callback)
+            self._writer.submit(partition, records, callback, producer)
             return
         try:
             log = self.store.get_log(OFFSETS_TOPIC, partition)
-            info = log.append(records)
+            info = log.append(records) if producer is None else log.append(records, producer=producer)
             log.flush()
         except LogStoreError as exc:
             callback(self.append_error(partition, exc), -1)
@@ -239,6 +299,12 @@ class GroupMetadataManager:
 
     def append_error(self, partition: int, exc: LogStoreError) -> int:
         """The error code for a failed append or fsync of ``__consumer_offsets`` (logged)."""
+        if isinstance(exc, InvalidProducerEpochError):  # a fenced producer's transactional commit
+            logger.info("%s-%d: %s", OFFSETS_TOPIC, partition, exc)
+            return errors.INVALID_PRODUCER_EPOCH
+        if isinstance(exc, InvalidTxnStateError):
+            logger.info("%s-%d: %s", OFFSETS_TOPIC, partition, exc)
+            return errors.INVALID_TXN_STATE
         if isinstance(exc, RecordTooLargeError):
             logger.warning("%s-%d: %s", OFFSETS_TOPIC, partition, exc)
             return errors.INVALID_COMMIT_OFFSET_SIZE
@@ -287,20 +353,21 @@ class OffsetsWriter:
 
     def __init__(self, manager: GroupMetadataManager) -> None:
         self.manager = manager
-        self._queue: list[tuple[int, list[Record], Callable[[int, int], None]]] = []
+        self._queue: list[tuple[int, list[Record], Callable[[int, int], None], ProducerBatch | None]] = []
         self._cond = threading.Condition(threading.Lock())
         self._stopped = False
         self.rounds = self.fsyncs = self.appends = 0  # counters for benchmarks and tests
         self._thread = threading.Thread(target=self._run, name="logstore-group-offsets-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, partition: int, records: list[Record], callback: Callable[[int, int], None]) -> None:
+    def submit(self, partition: int, records: list[Record], callback: Callable[[int, int], None],
+               producer: ProducerBatch | None = None) -> None:
         with self._cond:
             if self._stopped:
                 stopped = True
             else:
                 stopped = False
-                self._queue.append((partition, records, callback))
+                self._queue.append((partition, records, callback, producer))
                 if len(self._queue) == 1:
                     self._cond.notify()
         if stopped:
@@ -320,47 +387,54 @@ class OffsetsWriter:
                 self._write(work)
             except Exception:  # a bug: answer the round rather than leave committers waiting forever
                 logger.exception("writing %d queued __consumer_offsets append(s) failed", len(work))
-                for _partition, _records, callback in work:
+                for _partition, _records, callback, _producer in work:
                     callback(errors.UNKNOWN_SERVER_ERROR, -1)
 
-    def _write(self, work: list[tuple[int, list[Record], Callable[[int, int], None]]]) -> None:
-        by_partition: dict[int, list[tuple[list[Record], Callable[[int, int], None]]]] = {}
-        for partition, records, callback in work:
-            by_partition.setdefault(partition, []).append((records, callback))
+    def _write(self, work: list[tuple[int, list[Record], Callable[[int, int], None], ProducerBatch | None]]) -> None:
+        # One batch per partition and producer: a transactional commit's records are a batch of
+        # their producer's alone (the plain commits of the round share one).
+        by_batch: dict[tuple[int, ProducerBatch | None], list[tuple[list[Record], Callable[[int, int], None]]]] = {}
+        for partition, records, callback, producer in work:
+            by_batch.setdefault((partition, producer), []).append((records, callback))
         store = self.manager.store
         written = []
-        for partition, items in by_partition.items():
+        for (partition, producer), items in by_batch.items():
             records = [record for item_records, _callback in items for record in item_records]
+            log = None
             try:
                 log = store.get_log(OFFSETS_TOPIC, partition)
-                info = log.append(records)
+                info = log.append(records) if producer is None else log.append(records, producer=producer)
             except LogStoreError as exc:
                 error = self.manager.append_error(partition, exc)
-                if isinstance(exc, RecordTooLargeError) and len(items) > 1:
+                if isinstance(exc, RecordTooLargeError) and len(items) > 1 and log is not None:
                     # One oversized commit must not fail the others of the round: one by one.
-                    written.extend(self._one_by_one(log, partition, items))
+                    written.extend(self._one_by_one(log, partition, items, producer))
                     continue
                 for _records, callback in items:
                     callback(error, -1)
                 continue
             written.append((log, partition, info.first_offset, items))
+        flushed: dict[int, int] = {}  # id(log) -> the error of its one fsync this round
         for log, partition, first_offset, items in written:
-            try:
-                log.flush()
-                self.fsyncs += 1
-                error = errors.NONE
-            except LogStoreError as exc:
-                error = self.manager.append_error(partition, exc)
+            error = flushed.get(id(log))
+            if error is None:
+                try:
+                    log.flush()
+                    self.fsyncs += 1
+                    error = errors.NONE
+                except LogStoreError as exc:
+                    error = self.manager.append_error(partition, exc)
+                flushed[id(log)] = error
             offset = first_offset
             for records, callback in items:
                 callback(error, offset if error == errors.NONE else -1)
                 offset += len(records)
 
-    def _one_by_one(self, log, partition: int, items) -> list:
+    def _one_by_one(self, log, partition: int, items, producer: ProducerBatch | None) -> list:
         written = []
         for records, callback in items:
             try:
-                info = log.append(records)
+                info = log.append(records) if producer is None else log.append(records, producer=producer)
             except LogStoreError as exc:
                 callback(self.manager.append_error(partition, exc), -1)
                 continue

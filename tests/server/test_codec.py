@@ -239,10 +239,10 @@ def test_encoding_a_bad_value_names_the_message():
 
 
 def test_advertised_versions_are_profile_a_and_the_group_apis():
-    assert SUPPORTED_VERSIONS == {0: (0, 8), 1: (4, 11), 2: (1, 10), 3: (0, 8), 8: (2, 7), 9: (1, 5), 10: (0, 4),
+    assert SUPPORTED_VERSIONS == {0: (0, 8), 1: (4, 11), 2: (1, 10), 3: (0, 8), 8: (2, 7), 9: (1, 7), 10: (0, 4),
                                   11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 5), 16: (0, 5), 17: (0, 1),
                                   18: (0, 4), 19: (0, 4), 20: (0, 3), 21: (0, 1), 22: (0, 4), 23: (2, 3),
-                                  24: (0, 5), 25: (0, 4), 26: (0, 4), 29: (0, 3),
+                                  24: (0, 5), 25: (0, 4), 26: (0, 4), 28: (0, 4), 29: (0, 3),
                                   30: (0, 3), 31: (0, 3), 32: (0, 2), 33: (0, 2), 36: (0, 2), 37: (0, 3), 42: (0, 2), 44: (0, 1), 47: (0, 0),
                                   50: (0, 0), 51: (0, 0), 60: (0, 1), 61: (0, 0), 65: (0, 0), 66: (0, 1), 75: (0, 0)}
     assert {API_NAMES[key]: key for key in API_NAMES} == API_KEYS
@@ -279,7 +279,7 @@ def test_consumer_group_heartbeat_refusal_has_the_null_assignment_of_kafkas_layo
 
 def test_is_flexible():
     assert [is_flexible(18, v) for v in range(6)] == [False, False, False, True, True, True]
-    assert not any(is_flexible(key, version) for key in (0, 1, 3, 8, 9, 11, 12, 13, 14, 19, 20, 21, 23, 32, 47)
+    assert not any(is_flexible(key, version) for key in (0, 1, 3, 8, 11, 12, 13, 14, 19, 20, 21, 23, 32, 47)
                    for version in range(APIS[key].versions[0], APIS[key].versions[1] + 1))
     assert [is_flexible(2, v) for v in range(1, 11)] == [False] * 5 + [True] * 5  # ListOffsets v6+
     assert all(is_flexible(key, version) for key in (60, 75) for version in range(APIS[key].versions[1] + 1))
@@ -287,6 +287,7 @@ def test_is_flexible():
     assert [is_flexible(16, v) for v in range(5)] == [False, False, False, True, True]
     assert [is_flexible(15, v) for v in range(6)] == [False] * 5 + [True]  # DescribeGroups v5+
     assert [is_flexible(42, v) for v in range(3)] == [False, False, True]
+    assert [is_flexible(9, v) for v in range(1, 8)] == [False] * 5 + [True] * 2  # OffsetFetch v6+
     assert is_flexible(68, 0) and is_flexible(68, 1)
     assert [is_flexible(22, v) for v in range(5)] == [False, False, True, True, True]
     assert [is_flexible(44, 0), is_flexible(44, 1), is_flexible(1, 12), is_flexible(999, 0)] == [False, True, True, False]

@@ -2,9 +2,10 @@
 
 ``GroupHandlers`` owns the translation between the wire and ``GroupCoordinator`` for
 FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
-DescribeGroups, DeleteGroups and OffsetDelete: what each version's request fields mean (JoinGroup v0
-has no rebalance timeout, v4+ gets KIP-394's MEMBER_ID_REQUIRED; LeaveGroup v0-2 names one member;
-OffsetFetch v2+ may ask for every partition with null topics) and how the coordinator's results fill
+DescribeGroups, DeleteGroups, OffsetDelete and TxnOffsetCommit: what each version's request fields
+mean (JoinGroup v0 has no rebalance timeout, v4+ gets KIP-394's MEMBER_ID_REQUIRED; LeaveGroup v0-2
+names one member; OffsetFetch v2+ may ask for every partition with null topics, v7+ for stable
+offsets only; TxnOffsetCommit v3+ names the member, KIP-447) and how the coordinator's results fill
 each version's response (Kafka's shapes for error answers, LeaveGroup v0-2's single error code,
 OffsetFetch v0-1's errors on every partition). It also gives KIP-848's ConsumerGroupHeartbeat, which
 is never advertised, its UNSUPPORTED_VERSION answer. What a group does - states, rebalances, member
@@ -71,7 +72,7 @@ class GroupHandlers:
                               ("LeaveGroup", self.leave_group), ("OffsetCommit", self.offset_commit),
                               ("OffsetFetch", self.offset_fetch), ("ListGroups", self.list_groups),
                               ("DescribeGroups", self.describe_groups), ("DeleteGroups", self.delete_groups),
-                              ("OffsetDelete", self.offset_delete)):
+                              ("OffsetDelete", self.offset_delete), ("TxnOffsetCommit", self.txn_offset_commit)):
             apis.register(API_KEYS[name], handler)
         apis.refuse(API_KEYS["ConsumerGroupHeartbeat"], KIP_848_REFUSAL)
 
@@ -231,12 +232,53 @@ class GroupHandlers:
             group_instance_id=request.get("group_instance_id"), retention_ms=request.get("retention_time_ms", -1),
             callback=self._answer_once(context, build, park=False))
 
+    def txn_offset_commit(self, context: RequestContext, request: dict) -> None:
+        """TxnOffsetCommit: a transactional producer's offsets, pending in the group until its
+        transaction's marker. An error per partition; v0-1 get COORDINATOR_NOT_AVAILABLE where a
+        loading coordinator would say COORDINATOR_LOAD_IN_PROGRESS (their clients took that as fatal)."""
+        topics = request["topics"]
+        version = context.api_version
+        offsets = {}
+        for topic in topics:
+            for partition in topic["partitions"]:
+                offsets[(topic["name"], partition["partition_index"])] = OffsetCommit(
+                    partition["committed_offset"], partition.get("committed_leader_epoch", -1),
+                    partition["committed_metadata"] or "")
+
+        def build(results: dict) -> dict:
+            def code(key) -> int:
+                error = results.get(key, errors.UNKNOWN_SERVER_ERROR)
+                if version < 2 and error == errors.COORDINATOR_LOAD_IN_PROGRESS:
+                    return errors.COORDINATOR_NOT_AVAILABLE
+                return error
+            return {"throttle_time_ms": 0, "topics": [
+                {"name": topic["name"], "partitions": [
+                    {"partition_index": partition["partition_index"],
+                     "error_code": code((topic["name"], partition["partition_index"]))}
+                    for partition in topic["partitions"]]}
+                for topic in topics]}
+
+        if not offsets:
+            context.respond(build({}))
+            return
+        try:
+            self.coordinator.txn_offset_commit(
+                request["group_id"], request["transactional_id"], request["producer_id"], request["producer_epoch"],
+                request.get("generation_id", -1), request.get("member_id", ""), request.get("group_instance_id"),
+                offsets, callback=self._answer_once(context, build, park=False))
+        except ValueError:  # an empty transactional id, a negative producer id or epoch
+            context.respond(build({key: errors.INVALID_REQUEST for key in offsets}))
+
     def offset_fetch(self, context: RequestContext, request: dict) -> None:
         version = context.api_version
         topics = request["topics"]  # v2+: None means every partition the group committed
         wanted = None if topics is None else [(topic["name"], index) for topic in topics
                                               for index in topic["partition_indexes"]]
         error, offsets = self.coordinator.fetch_offsets(request["group_id"], wanted)
+        # v7+ require_stable (KIP-447): partitions an open transaction holds an offset for are
+        # answered UNSTABLE_OFFSET_COMMIT (the consumer retries once the transaction is decided).
+        unstable = (self.coordinator.unstable_offsets(request["group_id"], wanted)
+                    if error == errors.NONE and request.get("require_stable") else set())
         if error != errors.NONE:
             if version >= 2:
                 context.respond({"throttle_time_ms": 0, "topics": [], "error_code": error})
@@ -249,11 +291,15 @@ class GroupHandlers:
         if topics is None:
             by_topic: dict[str, list] = {}
             for (name, index), value in sorted(offsets.items()):
-                by_topic.setdefault(name, []).append(fetched_partition(index, value))
+                by_topic.setdefault(name, []).append(
+                    fetched_partition(index, None, group_errors.UNSTABLE_OFFSET_COMMIT) if (name, index) in unstable
+                    else fetched_partition(index, value))
             response_topics = [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]
         else:
             response_topics = [{"name": topic["name"], "partitions": [
-                fetched_partition(index, offsets.get((topic["name"], index))) for index in topic["partition_indexes"]]}
+                fetched_partition(index, None, group_errors.UNSTABLE_OFFSET_COMMIT) if (topic["name"], index) in unstable
+                else fetched_partition(index, offsets.get((topic["name"], index)))
+                for index in topic["partition_indexes"]]}
                 for topic in topics]
         context.respond({"throttle_time_ms": 0, "topics": response_topics, "error_code": errors.NONE})
 

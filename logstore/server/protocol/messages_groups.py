@@ -13,6 +13,9 @@ types of KIP-848, every group here being ``classic``), DescribeGroups 0-5 (v5: t
 version, with v4's fields), DeleteGroups 0-2 and OffsetDelete 0. Member metadata and assignments
 are opaque ``bytes``: the coordinator stores and returns them as they came.
 
+TxnOffsetCommit 0-4 (a transactional producer's offsets; v3+ flexible, with KIP-447's member fields)
+goes to the group coordinator and is here too.
+
 ``SPECS`` are served; ``UNSERVED`` (ConsumerGroupHeartbeat, KIP-848) is never advertised, and its
 table exists so that a client that sends it anyway is answered UNSUPPORTED_VERSION, as Kafka answers
 it with the new protocol disabled, instead of having its connection closed.
@@ -83,6 +86,39 @@ OFFSET_FETCH = api(9, "OffsetFetch", "1-7", "6+", request=[
         ]),
     ]),
     f("ErrorCode", "int16", "2-7", default="0"),
+])
+
+# --- TxnOffsetCommit (28) ------------------------------------------------------------------------
+# A transactional producer's offsets, sent to the group coordinator after AddOffsetsToTxn. v1 = v0;
+# v2 adds the leader epoch; v3 (flexible) KIP-447's member fields (and their three errors); v4 only
+# allows TRANSACTION_ABORTABLE in the answer.
+
+TXN_OFFSET_COMMIT = api(28, "TxnOffsetCommit", "0-4", "3+", request=[
+    f("TransactionalId", "string", "0+"),
+    f("GroupId", "string", "0+"),
+    f("ProducerId", "int64", "0+"),
+    f("ProducerEpoch", "int16", "0+"),
+    f("GenerationId", "int32", "3+", default="-1"),
+    f("MemberId", "string", "3+", default=""),
+    f("GroupInstanceId", "string", "3+", nullable="3+", default="null"),
+    f("Topics", "[]TxnOffsetCommitRequestTopic", "0+", fields=[
+        f("Name", "string", "0+"),
+        f("Partitions", "[]TxnOffsetCommitRequestPartition", "0+", fields=[
+            f("PartitionIndex", "int32", "0+"),
+            f("CommittedOffset", "int64", "0+"),
+            f("CommittedLeaderEpoch", "int32", "2+", default="-1"),
+            f("CommittedMetadata", "string", "0+", nullable="0+"),
+        ]),
+    ]),
+], response=[
+    f("ThrottleTimeMs", "int32", "0+"),
+    f("Topics", "[]TxnOffsetCommitResponseTopic", "0+", fields=[
+        f("Name", "string", "0+"),
+        f("Partitions", "[]TxnOffsetCommitResponsePartition", "0+", fields=[
+            f("PartitionIndex", "int32", "0+"),
+            f("ErrorCode", "int16", "0+"),
+        ]),
+    ]),
 ])
 
 # --- FindCoordinator (10) ------------------------------------------------------------------------
@@ -296,7 +332,7 @@ CONSUMER_GROUP_HEARTBEAT = api(68, "ConsumerGroupHeartbeat", "0-1", "0+", reques
 ])
 
 SPECS = (OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP,
-         DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE)
+         DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE, TXN_OFFSET_COMMIT)
 """The consumer-group APIs the server serves, for the registry in ``messages``."""
 
 UNSERVED = (CONSUMER_GROUP_HEARTBEAT,)

@@ -547,7 +547,8 @@ authentication, or are it."""
 
 
 # --- the consumer-group APIs -----------------------------------------------------------------
-# A group's members need READ on it (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit),
+# A group's members need READ on it (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit; a
+# transactional producer's TxnOffsetCommit also WRITE on its transactional id),
 # reading its offsets DESCRIBE (OffsetFetch, DescribeGroups, FindCoordinator), removing it or its
 # offsets DELETE (DeleteGroups, OffsetDelete); offsets of a topic also need a right on the topic (READ
 # to commit or delete them, DESCRIBE to fetch them). A refusal of the group refuses the request as a
@@ -579,6 +580,23 @@ def _offset_commit(check: Check, version: int, request: dict) -> Verdict:
     if not refused:
         return Verdict.ALLOWED
     return narrowed(request, "topics", allowed, "topics",
+                    _partitions_refused(refused, "partitions", _commit_partition(TOPIC_DENIED)))
+
+
+def _txn_offset_commit(check: Check, version: int, request: dict) -> Verdict:
+    """WRITE on the transactional id (else every partition 53), then READ on the group (else 30),
+    then READ on each topic (else its partitions 29), in Kafka's order."""
+    topics = request.get("topics") or []
+    for allowed, code in ((lambda: check.allowed(WRITE, TRANSACTIONAL_ID, request["transactional_id"]),
+                           errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                          (lambda: check.allowed(READ, GROUP, request["group_id"]), GROUP_DENIED)):
+        if not allowed():
+            return Verdict(response={"throttle_time_ms": 0, "topics": _partitions_refused(
+                topics, "partitions", _commit_partition(code))})
+    allowed_topics, refused = check.split(topics, by_name("name"), READ, TOPIC)
+    if not refused:
+        return Verdict.ALLOWED
+    return narrowed(request, "topics", allowed_topics, "topics",
                     _partitions_refused(refused, "partitions", _commit_partition(TOPIC_DENIED)))
 
 
@@ -731,6 +749,7 @@ GROUP_RULES: dict[int, Rule] = {
     16: _list_groups,
     42: _delete_groups,
     47: _offset_delete,
+    28: _txn_offset_commit,
 }
 """API key -> rule for the group APIs. ConsumerGroupHeartbeat (68) has none: the server refuses it
 before any handler (``KafkaApis.refuse``)."""
