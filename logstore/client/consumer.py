@@ -307,10 +307,12 @@ class Consumer:
                 self._fetcher.list_offsets({_check_tp(tp): EARLIEST for tp in partitions}).items()}
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """The log end offset (high watermark) of each of ``partitions`` (``fetcher.high_watermarks``)."""
+        """The log end offset (high watermark) of each of ``partitions``; a ``read_committed``
+        consumer's is the last stable offset, where an open transaction holds it back
+        (``fetcher.high_watermarks``)."""
         self._check_open()
         starts = self.beginning_offsets(partitions)
-        return high_watermarks(self._network, list(starts), starts)
+        return high_watermarks(self._network, list(starts), starts, self._fetcher.isolation_level)
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]
                           ) -> dict[TopicPartition, tuple[int, int] | None]:

@@ -361,9 +361,11 @@ def _leader_of(network: NetworkClient, tp: TopicPartition) -> int:
         return network.leader_for(*tp)
 
 
-def high_watermarks(network: NetworkClient, partitions: list[TopicPartition], starts: dict[TopicPartition, int]
-                    ) -> dict[TopicPartition, int]:
-    """Each partition's high watermark (the offset a consumer reads up to), from a Fetch at its
+def high_watermarks(network: NetworkClient, partitions: list[TopicPartition], starts: dict[TopicPartition, int],
+                    isolation_level: int = READ_UNCOMMITTED) -> dict[TopicPartition, int]:
+    """Each partition's high watermark (the offset a consumer reads up to; with ``READ_COMMITTED``
+    the last stable offset, which an open transaction holds back, as Kafka's ``endOffsets`` gives
+    a read_committed consumer), from a Fetch at its
     ``starts`` offset that waits (almost) for nothing. Kafka's ListOffsets(latest) gives the same
     number, but not every broker's does (Tansu's memory engine answers the base of a batch), and
     Fetch is what a consumer reads with. A partition a broker leaves out of the answer (Tansu does
@@ -384,7 +386,7 @@ def high_watermarks(network: NetworkClient, partitions: list[TopicPartition], st
                                       "partition_max_bytes": 1024})
             body = network.connection(leader).request("Fetch", {
                 "replica_id": -1, "max_wait_ms": wait_ms, "min_bytes": 0, "max_bytes": 1 << 20,
-                "isolation_level": READ_UNCOMMITTED, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
+                "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
                 "rack_id": "", "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()]})
             if body.get("error_code"):
                 raise _error("Fetch", body["error_code"])
@@ -393,8 +395,10 @@ def high_watermarks(network: NetworkClient, partitions: list[TopicPartition], st
                     tp = (topic["topic"], data["partition_index"])
                     if data["error_code"] and data["error_code"] != kafka_errors.OFFSET_OUT_OF_RANGE:
                         raise _error(f"fetching {tp[0]}-{tp[1]}", data["error_code"])
-                    found[tp] = data["high_watermark"]
+                    stable = data.get("last_stable_offset", -1)
+                    found[tp] = stable if isolation_level == READ_COMMITTED and stable >= 0 else data["high_watermark"]
     missing = [tp for tp in partitions if tp not in found]
     if missing:
-        found.update({tp: offset for tp, (offset, _) in list_offsets(network, dict.fromkeys(missing, LATEST)).items()})
+        found.update({tp: offset for tp, (offset, _) in
+                      list_offsets(network, dict.fromkeys(missing, LATEST), isolation_level).items()})
     return found

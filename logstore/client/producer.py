@@ -7,7 +7,8 @@ What it owns:
 - configuration with Kafka's names (``linger.ms``, ``batch.size``, ``buffer.memory``, ``max.block.ms``,
   ``acks``, ``retries``, ``retry.backoff.ms``, ``request.timeout.ms``, ``delivery.timeout.ms``,
   ``max.in.flight.requests.per.connection``, ``enable.idempotence``, ``compression.type``,
-  ``reconnect.backoff.ms``, ``reconnect.backoff.max.ms``, ``metadata.max.age.ms``, ``client.id``),
+  ``reconnect.backoff.ms``, ``reconnect.backoff.max.ms``, ``metadata.max.age.ms``, ``client.id``,
+  ``transactional.id``, ``transaction.timeout.ms``),
   given as a dict, or as
   keywords with the dots written as underscores; a bad value is refused at construction, named;
 - partitioning: an explicit partition, Kafka's murmur2 of the key, or for a null key the partition
@@ -25,6 +26,11 @@ from InitProducerId, and per partition a sequence given to each batch at its fir
 its retries, so the broker stores a batch once however often it is sent, and in order with up to 5
 batches of a partition in flight (``idempotence``). Without it, ``max.in.flight`` > 1 may reorder a
 partition when a batch is retried, as with Kafka's producer.
+
+Transactions (``transactional.id``, ``transaction.timeout.ms``): ``init_transactions``,
+``begin_transaction``, ``send_offsets_to_transaction``, ``commit_transaction``,
+``abort_transaction``, as Kafka's producer has them (``transactions.TransactionManager`` does the
+coordinators' part; ``send`` adds each partition to the transaction before queuing its first record).
 
 ``delivery.timeout.ms`` (Kafka's default 120000, at least ``linger.ms + request.timeout.ms``): a record
 not acknowledged that long after its batch was created fails with ``DeliveryTimeoutError``, queued

@@ -82,6 +82,8 @@ _ABORTABLE = frozenset({kafka_errors.UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_ID_MA
                         kafka_errors.TOPIC_AUTHORIZATION_FAILED, kafka_errors.GROUP_AUTHORIZATION_FAILED,
                         ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID})
 _FIRST_CONCURRENT_BACKOFF_MS = 20  # Kafka's first wait after CONCURRENT_TRANSACTIONS: markers are quick
+# The highest version a client sends: AddPartitionsToTxn v4+ is the brokers' batched, verify-only shape.
+_CLIENT_MAX_VERSIONS = {"AddPartitionsToTxn": 3}
 
 
 def error_name(code: int) -> str:
@@ -313,7 +315,9 @@ class TransactionManager:
         backoff_ms = self._retry_backoff_ms
         while True:
             try:
-                answer = self._connection(key).request(api, body)
+                connection = self._connection(key)
+                version = connection.version_of(api)
+                answer = connection.request(api, body, min(version, _CLIENT_MAX_VERSIONS.get(api, version)))
                 code = code_of(answer)
                 last = error_name(code)
             except NetworkError as exc:

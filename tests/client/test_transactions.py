@@ -9,9 +9,9 @@ and usage errors (no broker needed).
 What a transaction left in a partition is checked by a reference reader (``committed_view``): the
 raw batches read uncommitted, each producer's transactional records held until its COMMIT marker
 (kept) or ABORT marker (dropped). Tansu 0.6 answers a read_committed Fetch with an empty
-AbortedTransactions list, so its read_committed consumers get aborted records, and its ListOffsets
-does not give the last stable offset for read_committed: those two checks run on the brokers that do
-(the consumer's filtering itself is tested on hand-made answers in ``test_fetcher``)."""
+AbortedTransactions list, so its read_committed consumers get aborted records: that check runs on the
+brokers that list them (the consumer's filtering itself is tested on hand-made answers in
+``test_fetcher``)."""
 
 from __future__ import annotations
 
@@ -173,11 +173,10 @@ def test_a_read_committed_consumer_stops_at_an_open_transaction(txn_broker):
         producer.flush()
         plain.send(topic, b"after", partition=0).result(30)  # not transactional, but behind the open one
         stable = first.result(0).offset  # the last stable offset: the open transaction's first
-        if txn_broker.kind != "tansu":  # Tansu 0.6's ListOffsets does not give it for read_committed
-            with Consumer(bootstrap_servers=txn_broker.address, isolation_level="read_committed",
-                          auto_offset_reset="earliest", enable_auto_commit=False) as consumer:
-                consumer.assign([tp])
-                assert consumer.end_offsets([tp])[tp] == stable
+        with Consumer(bootstrap_servers=txn_broker.address, isolation_level="read_committed",
+                      auto_offset_reset="earliest", enable_auto_commit=False) as consumer:
+            consumer.assign([tp])
+            assert consumer.end_offsets([tp])[tp] == stable
         assert _consume(txn_broker.address, [tp], "read_committed", {tp: stable})[tp] == [b"before"]
         assert _consume(txn_broker.address, [tp], "read_uncommitted")[tp] == [b"before", b"in-transaction", b"after"]
         producer.commit_transaction()
