@@ -2,7 +2,8 @@
 (``txn_broker``: Tansu, then ``logstore serve`` once it offers the transaction APIs): commits and
 aborts across partitions and topics, what read_committed and read_uncommitted consumers see, a
 read_committed consumer held at an open transaction's first offset, zombie fencing (two producers,
-one transactional id), offsets committed inside a transaction, ``logstore mirror --exactly-once``
+one transactional id), offsets committed inside a transaction, a refused record (abortable: abort,
+new epoch, go on), a mirror that copies no aborted record, ``logstore mirror --exactly-once``
 killed inside a transaction and started again (each record once), and the call-order, settings
 and usage errors (no broker needed).
 
@@ -351,3 +352,45 @@ def test_mirror_exactly_once_into_a_data_dir_is_a_usage_error(tmp_path):
     assert result.exit_code == 2
     assert "--exactly-once needs a Kafka broker (HOST:PORT) as the destination" in result.output
     assert "Traceback" not in result.output and not (tmp_path / "copy").exists()
+
+
+def test_a_refused_record_makes_the_transaction_abortable_and_the_producer_goes_on(txn_broker):
+    topic = f"txn-small-{next(_names)}"
+    with BrokerAdmin(txn_broker.address) as admin:
+        admin.create_topic(topic, 1, {"max.message.bytes": "1024"})
+    with _producer(txn_broker, "refused") as producer:
+        producer.init_transactions()
+        epoch = producer.producer_epoch
+        producer.begin_transaction()
+        producer.send(topic, b"fits", partition=0).result(30)
+        too_large = producer.send(topic, b"x" * 4096, partition=0)
+        producer.flush()
+        if too_large.exception(0) is None:
+            pytest.skip(f"{txn_broker.kind} stores a batch larger than max.message.bytes")
+        with pytest.raises(AbortableTransactionError, match="MESSAGE_TOO_LARGE"):
+            producer.commit_transaction()
+        with pytest.raises(AbortableTransactionError):  # nothing more until the abort
+            producer.send(topic, b"more", partition=0)
+        producer.abort_transaction()
+        assert producer.producer_epoch > epoch  # a new epoch: the partition's sequences start again
+        _transaction(producer, {(topic, 0): [b"after"]}, commit=True)
+    assert committed_view(txn_broker.address, topic, 0)[0] == [b"after"]
+
+
+def test_a_mirror_copies_no_aborted_record(txn_broker, tmp_path):
+    if txn_broker.kind == "tansu":
+        pytest.skip("Tansu 0.6 answers read_committed fetches with no AbortedTransactions: its aborted records "
+                    "cannot be told apart")
+    topic = _topic(txn_broker, 2)
+    partitions = [(topic, 0), (topic, 1)]
+    with _producer(txn_broker, "mirrored") as producer:
+        producer.init_transactions()
+        _transaction(producer, {tp: [b"kept-%d" % tp[1]] for tp in partitions}, commit=True)
+        _transaction(producer, {tp: [b"aborted-%d" % tp[1]] for tp in partitions}, commit=False)
+        _transaction(producer, {(topic, 1): [b"kept-again"]}, commit=True)
+    copy = str(tmp_path / "copy")
+    result = CliRunner().invoke(main, ["mirror", "--from", txn_broker.address, "--to", copy, topic])
+    assert result.exit_code == 0, (result.output, result.exception)
+    with LogManager([copy], read_only=True) as store:
+        assert [r.value for r in store.get_log(topic, 0).iter_records()] == [b"kept-0"]
+        assert [r.value for r in store.get_log(topic, 1).iter_records()] == [b"kept-1", b"kept-again"]
