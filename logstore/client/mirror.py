@@ -20,8 +20,9 @@ What it owns:
   are skipped in the source, not copied twice, so the destination gets every record once;
 - progress: ``progress(done, total)`` after each chunk (records copied so far, records to copy);
 - what is copied: committed records only (a broker is read ``read_committed``, a store through its
-  committed view): an aborted transaction's records are never copied, and a transaction still
-  open in the source is waited for;
+  committed view, ``Log.fetch``): an aborted transaction's records are never copied; a transaction
+  still open in a broker's partition is waited for, and a store's partition is copied up to its
+  last stable offset (a later run copies the rest);
 - exactly once into a broker (``exactly_once``): each chunk is copied in one transaction of a
   transactional producer (``transactional.id`` ``logstore-mirror-<group>``), and the chunk's next
   source offset is committed as the group's offset inside that same transaction
@@ -107,24 +108,19 @@ class StoreEnd:
     def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[list[Record]]:
         log = self.store.get_log(topic, partition)
         while start < end:
-            records = [record for record in _read_committed(log, start) if record.offset < end]
-            if not records:
+            # Committed records only; the next offset moves past markers and aborted data, and stays
+            # at the last stable offset while a transaction is open (then this copy stops there)
+            result = log.fetch(start, _CHUNK_BYTES, _CHUNK_RECORDS, isolation="read_committed")
+            records = [record for record in result.records if record.offset < end]
+            if records:
+                yield records
+            if result.next_offset <= start:
                 return
-            yield records
-            start = records[-1].offset + 1
+            start = result.next_offset
 
     def write(self, topic: str, partition: int, records: list[Record]) -> None:
         self.store.append(topic, [record._replace(offset=None) for record in records], partition=partition,
                           acks="all")
-
-
-def _read_committed(log, start: int) -> list[Record]:
-    """A chunk of ``log`` from ``start``, aborted transactions left out where the store keeps
-    transactions (``isolation``); a store without them has only committed records."""
-    try:
-        return log.read(start, _CHUNK_BYTES, _CHUNK_RECORDS, isolation="read_committed")
-    except TypeError:  # a Log.read without isolation: no transactions stored
-        return log.read(start, _CHUNK_BYTES, _CHUNK_RECORDS)
 
 
 class BrokerEnd:
