@@ -292,7 +292,11 @@ class Consumer:
 
     def _initial_positions(self, partitions: list[TopicPartition], timeout_ms: int | None = None) -> None:
         if self._member is not None:
-            for tp, offset in self._member.committed(partitions, timeout_ms=timeout_ms).items():
+            # read_committed: not from offsets a transaction still holds pending (Kafka's consumer
+            # asks with require_stable then, KIP-447)
+            stable = self._fetcher.isolation_level == READ_COMMITTED
+            for tp, offset in self._member.committed(partitions, timeout_ms=timeout_ms,
+                                                     require_stable=stable).items():
                 kept = self._kept_positions.pop(tp, None)
                 if kept is not None and (offset is None or kept > offset):
                     offset = kept
@@ -448,7 +452,9 @@ class Consumer:
     def committed(self, topic: str, partition: int) -> int | None:
         """The group's committed offset of ``topic``/``partition``, or None when it has none."""
         self._check_open()
-        return self._require_group("committed").committed([_check_tp((topic, partition))])[(topic, partition)]
+        return self._require_group("committed").committed(
+            [_check_tp((topic, partition))],
+            require_stable=self._fetcher.isolation_level == READ_COMMITTED)[(topic, partition)]
 
     def _maybe_auto_commit(self) -> None:
         if not self._auto_commit or self._clock.monotonic_ms() < self._next_auto_commit_ms:

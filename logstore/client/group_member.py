@@ -443,11 +443,12 @@ class GroupMember:
             if not wait:
                 return
 
-    def committed(self, partitions: list[TopicPartition] | None, *, timeout_ms: int | None = None
-                  ) -> dict[TopicPartition, int | None]:
+    def committed(self, partitions: list[TopicPartition] | None, *, timeout_ms: int | None = None,
+                  require_stable: bool = False) -> dict[TopicPartition, int | None]:
         """The group's committed offsets of ``partitions`` (None where it has none); every
-        partition it has committed when ``partitions`` is None."""
-        entries = self.committed_entries(partitions, timeout_ms=timeout_ms)
+        partition it has committed when ``partitions`` is None (``require_stable``:
+        ``committed_entries``)."""
+        entries = self.committed_entries(partitions, timeout_ms=timeout_ms, require_stable=require_stable)
         return {tp: None if entry is None else entry[0] for tp, entry in entries.items()}
 
     def committed_entries(self, partitions: list[TopicPartition] | None, *, timeout_ms: int | None = None,

@@ -31,8 +31,8 @@ from logstore.client.admin import BrokerAdmin
 from logstore.client.admin import BrokerGroupAdmin
 from logstore.client.connection import BrokerConnection
 from logstore.client.consumer import Consumer
-from logstore.client.errors import (AbortableTransactionError, FatalTransactionError, ProducerFencedError,
-                                    TransactionError, TransactionStateError)
+from logstore.client.errors import (AbortableTransactionError, BrokerResponseError, FatalTransactionError,
+                                    ProducerFencedError, TransactionError, TransactionStateError)
 from logstore.client.producer import Producer
 from logstore.server.wire_records.decode import decode_fetch
 
@@ -394,3 +394,28 @@ def test_a_mirror_copies_no_aborted_record(txn_broker, tmp_path):
     with LogManager([copy], read_only=True) as store:
         assert [r.value for r in store.get_log(topic, 0).iter_records()] == [b"kept-0"]
         assert [r.value for r in store.get_log(topic, 1).iter_records()] == [b"kept-1", b"kept-again"]
+
+
+def test_a_read_committed_consumer_does_not_start_from_offsets_a_transaction_holds(txn_broker):
+    if txn_broker.kind == "tansu":
+        pytest.skip("Tansu 0.6 ignores OffsetFetch's require_stable (it answers the offset committed before)")
+    source = _topic(txn_broker, 1)
+    group = f"txn-stable-{next(_names)}"
+    settings = dict(bootstrap_servers=txn_broker.address, group_id=group, enable_auto_commit=False,
+                    default_api_timeout_ms=300)
+    with _producer(txn_broker, "stable") as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction({(source, 0): 3}, group)  # pending until the commit
+        with Consumer(isolation_level="read_uncommitted", **settings) as uncommitted:
+            assert uncommitted.committed(source, 0) is None
+        with Consumer(isolation_level="read_committed", **settings) as committed:
+            try:
+                found = committed.committed(source, 0)
+            except BrokerResponseError as exc:  # asked again until default.api.timeout.ms
+                assert exc.error_name == "UNSTABLE_OFFSET_COMMIT"
+            else:
+                pytest.fail(f"{txn_broker.kind} answered {found} for an offset a transaction holds pending")
+        producer.commit_transaction()
+    with Consumer(isolation_level="read_committed", **settings) as committed:
+        assert committed.committed(source, 0) == 3
