@@ -36,6 +36,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+from collections import deque
 from typing import Any, Mapping
 
 from ..clock import Clock
@@ -114,7 +115,10 @@ class TransactionManager:
         self._max_block_ms = max_block_ms
         self._clock = clock
         self._lock = threading.RLock()
-        self.state = State.UNINITIALIZED
+        self._state = State.UNINITIALIZED
+        # Failures the sender thread reports (``batch_failed``), applied under the lock by the next
+        # call: the sender never waits for a coordinator request another thread has under way
+        self._failures: deque[BaseException] = deque()
         self.producer_id = -1
         self.producer_epoch = -1
         self._error: TransactionError | None = None  # the abortable or fatal error of those states
@@ -125,13 +129,20 @@ class TransactionManager:
 
     # --- state -----------------------------------------------------------------------------------
 
+    @property
+    def state(self) -> State:
+        with self._lock:
+            self._apply_failures()
+            return self._state
+
     def _require(self, what: str, *states: State) -> None:
-        if self.state is State.FATAL_ERROR:
+        self._apply_failures()
+        if self._state is State.FATAL_ERROR:
             raise self._error_again(what)
-        if self.state not in states:
-            if self.state is State.ABORTABLE_ERROR and what != "abort_transaction":
+        if self._state not in states:
+            if self._state is State.ABORTABLE_ERROR and what != "abort_transaction":
                 raise self._error_again(what)
-            raise TransactionStateError(f"{what}: not allowed while the producer is {self.state.value} "
+            raise TransactionStateError(f"{what}: not allowed while the producer is {self._state.value} "
                                         f"(allowed: {', '.join(state.value for state in states)})")
 
     def _error_again(self, what: str) -> TransactionError:
@@ -142,23 +153,25 @@ class TransactionManager:
         return again
 
     def _fatal(self, error: FatalTransactionError) -> FatalTransactionError:
-        self.state, self._error = State.FATAL_ERROR, error
+        self._state, self._error = State.FATAL_ERROR, error
         logger.error("transactional producer %s: %s", self.transactional_id, error)
         return error
 
     def _abortable(self, error: AbortableTransactionError) -> AbortableTransactionError:
-        if self.state in (State.IN_TRANSACTION, State.COMMITTING, State.ABORTABLE_ERROR):
-            self.state, self._error = State.ABORTABLE_ERROR, error
+        if self._state in (State.IN_TRANSACTION, State.COMMITTING):  # (the first error is the one kept)
+            self._state, self._error = State.ABORTABLE_ERROR, error
         return error
 
     @property
     def in_transaction(self) -> bool:
-        return self.state is State.IN_TRANSACTION
+        return self._state is State.IN_TRANSACTION
 
     @property
     def error(self) -> TransactionError | None:
         """The error that put the producer in the abortable or fatal state (None otherwise)."""
-        return self._error
+        with self._lock:
+            self._apply_failures()
+            return self._error
 
     def check_send(self) -> None:
         """Raise unless a record may be sent now (a transaction is open and not failed)."""
@@ -167,11 +180,16 @@ class TransactionManager:
 
     def batch_failed(self, error: BaseException) -> None:
         """The sender's report: a batch of the open transaction failed (refused, or expired): the
-        transaction cannot commit, and the producer's sequences may be in doubt."""
-        with self._lock:
+        transaction cannot commit, and the producer's sequences may be in doubt. Applied by the
+        next call (any thread's), so the sender thread never waits for the lock."""
+        self._failures.append(error)
+
+    def _apply_failures(self) -> None:
+        while self._failures:
+            error = self._failures.popleft()
             self.epoch_bump_needed = True
-            if self.state in (State.ABORTING, State.FATAL_ERROR, State.READY, State.UNINITIALIZED):
-                return  # aborting anyway (the batches an abort drops fail too), or nothing open
+            if self._state in (State.ABORTING, State.FATAL_ERROR, State.READY, State.UNINITIALIZED):
+                continue  # aborting anyway (the batches an abort drops fail too), or nothing open
             code = getattr(error, "error_code", None)
             if code in (PRODUCER_FENCED, kafka_errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                         kafka_errors.CLUSTER_AUTHORIZATION_FAILED, INVALID_TXN_STATE):
@@ -189,9 +207,9 @@ class TransactionManager:
         """InitProducerId with the transactional id: ``identity(producer_id, epoch)`` told the result."""
         with self._lock:
             self._require("init_transactions", State.UNINITIALIZED, State.INITIALIZING)
-            self.state = State.INITIALIZING
+            self._state = State.INITIALIZING
             self._init_producer_id(identity, "init_transactions", bump=False)
-            self.state = State.READY
+            self._state = State.READY
 
     def _init_producer_id(self, identity, what: str, *, bump: bool) -> None:
         body = {"transactional_id": self.transactional_id, "transaction_timeout_ms": self.transaction_timeout_ms,
@@ -210,7 +228,7 @@ class TransactionManager:
             self._require("begin_transaction", State.READY)
             self._partitions.clear()
             self._offsets_added = False
-            self.state = State.IN_TRANSACTION
+            self._state = State.IN_TRANSACTION
 
     def add_partition(self, topic: str, partition: int) -> None:
         """AddPartitionsToTxn for ``topic``/``partition`` unless the open transaction has it."""
@@ -257,12 +275,12 @@ class TransactionManager:
     def begin_commit(self) -> None:
         with self._lock:
             self._require("commit_transaction", State.IN_TRANSACTION, State.COMMITTING)
-            self.state = State.COMMITTING
+            self._state = State.COMMITTING
 
     def begin_abort(self) -> None:
         with self._lock:
             self._require("abort_transaction", State.IN_TRANSACTION, State.ABORTABLE_ERROR, State.ABORTING)
-            self.state = State.ABORTING
+            self._state = State.ABORTING
 
     def end(self, commit: bool, identity) -> None:
         """EndTxn (skipped when the transaction added nothing); after an abort that left sequences
@@ -283,7 +301,7 @@ class TransactionManager:
             self._offsets_added = False
             if not commit and self.epoch_bump_needed:
                 self._init_producer_id(identity, what, bump=True)
-            self.state, self._error = State.READY, None
+            self._state, self._error = State.READY, None
 
     # --- requests --------------------------------------------------------------------------------
 
@@ -296,10 +314,10 @@ class TransactionManager:
         if code in _ABORTABLE:
             if code in (kafka_errors.UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_ID_MAPPING):
                 self.epoch_bump_needed = True
-            if self.state in (State.IN_TRANSACTION, State.COMMITTING, State.ABORTABLE_ERROR):
+            if self._state in (State.IN_TRANSACTION, State.COMMITTING, State.ABORTABLE_ERROR):
                 return self._abortable(AbortableTransactionError(message, code, name))
-            if self.state is State.ABORTING:  # the abort itself was refused: its epoch is no good
-                self.state = State.ABORTABLE_ERROR
+            if self._state is State.ABORTING:  # the abort itself was refused: its epoch is no good
+                self._state = State.ABORTABLE_ERROR
                 self._error = AbortableTransactionError(message, code, name)
                 return self._error
         return self._fatal(FatalTransactionError(message, code, name))
