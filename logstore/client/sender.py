@@ -30,8 +30,8 @@ its batches transactional and names the transactional id in each Produce request
 comes from ``init_transactions``, never from the sender, and a partition whose sequence is in doubt
 is not reset here but by the abort that the failure forces (a new epoch, sequences from 0). Each
 batch that fails is reported (``transaction.batch_failed``): the transaction can then only be
-aborted. ``request_abort`` makes the next round fail the batches not sent yet (an abort drops
-them), as Kafka's sender does.
+aborted, and the next round fails the batches not sent yet, as ``request_abort`` (an abort drops
+them) does, and as Kafka's sender does.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from ..errors import StoreClosedError
 from ..server.protocol import errors as kafka_errors
 from .accumulator import ProducerBatch, RecordAccumulator
 from .cluster import NetworkClient, PollResult
-from .errors import BrokerResponseError, NetworkError, NoCommonVersionError
+from .errors import AbortableTransactionError, BrokerResponseError, NetworkError, NoCommonVersionError
 from .idempotence import IdempotenceManager
 from .produce import RETRIABLE, DeliveryTimeoutError, partition_results, produce_request, response_error
 
@@ -275,6 +275,12 @@ class Sender:
     def _report_failure(self, error: BaseException) -> None:
         if self.transaction is not None:
             self.transaction.batch_failed(error)
+            # The transaction can only be aborted now: the batches not sent yet fail at once (as
+            # Kafka's sender aborts them), rather than wait behind a partition left in doubt
+            if self._abort_error is None:
+                failure = AbortableTransactionError(f"not sent: an earlier batch of the transaction failed ({error})")
+                failure.__cause__ = error
+                self._abort_error = failure
 
     def _abort_undrained(self) -> None:
         error, self._abort_error = self._abort_error, None

@@ -358,15 +358,17 @@ def test_a_refused_record_makes_the_transaction_abortable_and_the_producer_goes_
     topic = f"txn-small-{next(_names)}"
     with BrokerAdmin(txn_broker.address) as admin:
         admin.create_topic(topic, 1, {"max.message.bytes": "1024"})
-    with _producer(txn_broker, "refused") as producer:
+    with _producer(txn_broker, "refused", batch_size=64) as producer:  # a batch per record
         producer.init_transactions()
         epoch = producer.producer_epoch
         producer.begin_transaction()
         producer.send(topic, b"fits", partition=0).result(30)
         too_large = producer.send(topic, b"x" * 4096, partition=0)
-        producer.flush()
+        behind = [producer.send(topic, b"behind-%d" % i, partition=0) for i in range(3)]
+        producer.flush(60)  # the batches behind the refused one fail at once, not after delivery.timeout.ms
         if too_large.exception(0) is None:
             pytest.skip(f"{txn_broker.kind} stores a batch larger than max.message.bytes")
+        assert all(isinstance(future.exception(0), TransactionError) for future in behind)
         with pytest.raises(AbortableTransactionError, match="MESSAGE_TOO_LARGE"):
             producer.commit_transaction()
         with pytest.raises(AbortableTransactionError):  # nothing more until the abort
