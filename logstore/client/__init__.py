@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # what the names below are, for type checkers (at run time ea
     from .errors import (AbortableTransactionError, BrokerResponseError, FatalTransactionError, NetworkError,
                          NoOffsetForPartitionError, ProducerFencedError, RequestTimedOutError, TransactionError,
                          TransactionStateError)
-    from .group_member import GroupMetadata
+    from .consumer import GroupMetadata
     from .produce import DeliveryTimeoutError
     from .producer import Producer
 
@@ -51,7 +51,7 @@ _MODULES = {"BrokerAdmin": ".admin", "BrokerGroupAdmin": ".admin", "Consumer": "
             **dict.fromkeys(("AbortableTransactionError", "BrokerResponseError", "FatalTransactionError", "NetworkError",
                              "NoOffsetForPartitionError", "ProducerFencedError", "RequestTimedOutError",
                              "TransactionError", "TransactionStateError"), ".errors"),
-            "GroupMetadata": ".group_member",
+            "GroupMetadata": ".consumer",
             "DeliveryTimeoutError": ".produce", "Producer": ".producer"}
 
 

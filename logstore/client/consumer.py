@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import Future
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import RequestError, StoreClosedError
@@ -43,7 +43,7 @@ from ..group.consumer_protocol import ASSIGNORS
 from .cluster import NetworkClient
 from .errors import NetworkError
 from .fetcher import EARLIEST, READ_COMMITTED, READ_UNCOMMITTED, Fetcher, high_watermarks
-from .group_member import GroupMember, GroupMetadata, coordinator_unavailable
+from .group_member import GroupMember, coordinator_unavailable
 from .security import SECURITY_DEFAULTS, ClientSecurity
 
 __all__ = ["Consumer", "ConsumerRecord"]
@@ -132,6 +132,17 @@ def consumer_config(config: Mapping[str, Any] | None, keywords: Mapping[str, Any
     if group_id is not None and (not isinstance(group_id, str) or not group_id):
         raise ValueError(f"group.id must be a non-empty str or None, got {group_id!r}")
     return merged
+
+
+class GroupMetadata(NamedTuple):
+    """A consumer's group membership (Kafka's ``ConsumerGroupMetadata``), for a transactional
+    producer's ``send_offsets_to_transaction``: a generation of -1 and an empty member id skip the
+    coordinator's membership checks (a plain group id)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
 
 
 class Consumer:

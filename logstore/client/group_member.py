@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Future
-from typing import Mapping, NamedTuple
+from typing import Mapping
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..group import errors as group_errors
@@ -74,17 +74,6 @@ def _first_partition_error(body: dict) -> int:
 def _error(what: str, code: int) -> BrokerResponseError:
     name = kafka_errors.NAMES.get(code) or group_errors.name_of(code)
     return BrokerResponseError(f"{what}: {name} ({code})", code, name)
-
-
-class GroupMetadata(NamedTuple):
-    """A consumer's group membership (Kafka's ``ConsumerGroupMetadata``), for a transactional
-    producer's ``send_offsets_to_transaction``: a generation of -1 and an empty member id skip the
-    coordinator's membership checks (a plain group id)."""
-
-    group_id: str
-    generation_id: int = -1
-    member_id: str = ""
-    group_instance_id: str | None = None
 
 
 class GroupMember:

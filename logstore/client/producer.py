@@ -56,7 +56,8 @@ from .partitioner import partition_for_key, topic_placement
 from .produce import DeliveryTimeoutError, compression_codec
 from .security import SECURITY_DEFAULTS, ClientSecurity
 from .sender import Sender
-from .transactions import GroupMetadata, TransactionManager, group_metadata
+from .consumer import GroupMetadata
+from .transactions import TransactionManager, group_metadata
 
 __all__ = ["DEFAULTS", "DeliveryTimeoutError", "Producer", "SETTING_DOCS", "producer_config"]
 
@@ -327,12 +328,17 @@ class Producer:
         return self._transactions
 
     def _new_identity(self, producer_id: int, producer_epoch: int) -> None:
-        # Called with no batch held (before the first send, or after an abort settled them all)
-        self._sender.idempotence.restart(producer_id, producer_epoch)
+        # Called with no batch held (before the first send, or after an abort settled them all); a
+        # transactional producer's sender always has its IdempotenceManager (never turned off)
+        manager = self._sender.idempotence
+        assert manager is not None
+        manager.restart(producer_id, producer_epoch)
 
     @property
     def transactional_id(self) -> str | None:
-        return self.config["transactional.id"]
+        """The ``transactional.id`` (None: not a transactional producer)."""
+        value = self.config["transactional.id"]
+        return value if isinstance(value, str) else None
 
     def init_transactions(self) -> None:
         """Register the ``transactional.id`` with its coordinator (InitProducerId): a producer id
@@ -388,6 +394,8 @@ class Producer:
         manager.begin_abort()
         self._sender.request_abort(AbortableTransactionError("the transaction was aborted before this record was sent"))
         self.flush(timeout_s)
+        # Every batch is settled (no new one until begin_transaction): the sender sends again
+        self._sender.clear_abort()
         manager.end(False, self._new_identity)
 
     def close(self, timeout_s: float | None = None) -> None:

@@ -83,7 +83,9 @@ class Sender:
         self._clock = clock
         self.transaction = transaction  # a transactional producer's TransactionManager, else None
         self._transactional_id = transactional_id
-        self._abort_error: BaseException | None = None  # set by request_abort, acted on by the next round
+        # Set by request_abort or a failed batch of the transaction; while set, every round fails the
+        # batches not in a request (a batch answered later and given back for a retry among them)
+        self._abort_error: BaseException | None = None
         self._in_flight: dict[tuple, list[ProducerBatch]] = {}  # (connection, correlation id) -> batches
         self._metadata_wanted = False
         self._metadata_due_ms = 0
@@ -93,10 +95,15 @@ class Sender:
         self.failure: BaseException | None = None
 
     def request_abort(self, error: BaseException) -> None:
-        """The next round fails (with ``error``) every batch not in a request: the transaction they
-        belong to is being aborted. Batches in a request are settled by their answers."""
+        """From the next round on, every batch not in a request fails (with ``error``): the
+        transaction they belong to is being aborted. Batches in a request are settled by their
+        answers (and fail then, if given back for a retry). Until ``clear_abort``."""
         self._abort_error = error
         self.wakeup()
+
+    def clear_abort(self) -> None:
+        """The abort settled every batch (none is held): batches are sent again."""
+        self._abort_error = None
 
     def wakeup(self) -> None:
         """End the sender's wait at once (a record was queued, a flush or close began)."""
@@ -120,8 +127,9 @@ class Sender:
     def run_once(self) -> None:
         """One round: expire, reset, send what is ready, wait for and apply answers."""
         now_ms = self._clock.monotonic_ms()
-        if self._abort_error is not None:
-            self._abort_undrained()
+        abort_error = self._abort_error
+        if abort_error is not None:
+            self._abort_undrained(abort_error)
         self._expire(now_ms)
         if self.transaction is None and self.idempotence is not None and self.idempotence.has_producer_id():
             self._reset_partitions(now_ms)
@@ -282,8 +290,7 @@ class Sender:
                 failure.__cause__ = error
                 self._abort_error = failure
 
-    def _abort_undrained(self) -> None:
-        error, self._abort_error = self._abort_error, None
+    def _abort_undrained(self, error: BaseException) -> None:
         for batch in self._accumulator.undrained():
             batch.fail(error)
             if self.idempotence is not None and batch.base_sequence >= 0:

@@ -43,7 +43,7 @@ from ..clock import Clock
 from ..server.protocol import errors as kafka_errors
 from .cluster import NetworkClient
 from .connection import BrokerConnection
-from .group_member import GroupMetadata
+from .consumer import GroupMetadata
 from .errors import (AbortableTransactionError, BrokerResponseError, FatalTransactionError, NetworkError,
                      ProducerFencedError, RequestTimedOutError, TransactionError, TransactionStateError)
 

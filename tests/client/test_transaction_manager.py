@@ -12,7 +12,7 @@ import pytest
 from logstore.clock import ManualClock
 from logstore.client.errors import (AbortableTransactionError, FatalTransactionError, ProducerFencedError,
                                     RequestTimedOutError, TransactionStateError)
-from logstore.client.group_member import GroupMetadata
+from logstore.client.consumer import GroupMetadata
 from logstore.client.transactions import State, TransactionManager
 
 NONE, NOT_COORDINATOR, CONCURRENT, FENCED, UNKNOWN_PRODUCER_ID, INVALID_TXN_STATE = 0, 16, 51, 90, 59, 48
