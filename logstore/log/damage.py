@@ -283,6 +283,7 @@ def apply_repair(fs: FileSystem, dir_path: str, segments: list[LogSegment], plan
         if target.file.file_size() > plan.position:
             target.file.truncate_to(plan.position)
         target.recover()
+        target.txn_index.truncate_to(target.read_next_offset())  # aborts whose marker was cut go too
         target.flush()
     for path in plan.removed_files:
         if path.endswith((".index", ".timeindex")) and fs.exists(path):
@@ -298,12 +299,12 @@ def drop_segments(fs: FileSystem, dir_path: str, segments: list[LogSegment], kee
     doomed = segments[keep:]
     for segment in reversed(doomed):
         segment.close_handlers()
-        for path in (segment.log_path, segment.offset_index.path, segment.time_index.path):
+        for path in (segment.log_path, segment.offset_index.path, segment.time_index.path, segment.txn_index.path):
             if fs.exists(path):
                 fs.rename(path, path + DELETED_SUFFIX)
         fs.fsync_dir(dir_path)
     for segment in doomed:
-        for path in (segment.log_path, segment.offset_index.path, segment.time_index.path):
+        for path in (segment.log_path, segment.offset_index.path, segment.time_index.path, segment.txn_index.path):
             if fs.exists(path + DELETED_SUFFIX):
                 fs.remove(path + DELETED_SUFFIX)
     return segments[:keep]

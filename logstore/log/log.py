@@ -65,6 +65,7 @@ from .append_combiner import COMBINED_FLUSH_MESSAGES, AppendCombiner
 from .damage import RepairPlan, apply_repair, plan_repair
 from .loader import load_log
 from .local_log import LocalLog, View, retry_while_renamed
+from .producer_snapshot import ProducerSnapshots, iter_producer_batches
 from .producer_state import CompletedTxn, ProducerStateTable
 from .retention import RetentionDecision, RetentionResult, plan_retention
 from .segment import CLEANED_SUFFIX, LogSegment
@@ -145,12 +146,17 @@ class Log:
         self.log_start_offset = loaded.log_start_offset
         self.last_flush_ms = clock.time_ms()
         self._small_plan = small_batch_plan(config)  # the config's view of one-record appends
-        # The producers and open transactions of this partition (changed under the lock). A reopened
-        # log starts empty here; the loader's producer-state recovery fills it.
-        self.producer_state = ProducerStateTable()
-        # The aborted transactions, by marker offset (``aborted_transactions``).
-        self._aborted_entries: list[TxnIndexEntry] = []
-        self._aborted_last_offsets: list[int] = []
+        # The producers and open transactions of this partition (changed under the lock), as the
+        # loader's pass 7 rebuilt them from the producer snapshots (empty without any).
+        self.producer_state = loaded.producer_state
+        # The snapshot files' writing rules (a writer's); what the load found. A read-only view
+        # writes none: it follows the writer's appends in ``refresh``.
+        producer_load = loaded.producer_load
+        self._snapshots = None if read_only else ProducerSnapshots(
+            fs, dir_path, producer_load.snapshots if producer_load else [],
+            producer_load.newest_flagged if producer_load else False)
+        # Whether a segment may hold a ``.txnindex``: until one does, ``aborted_transactions`` is [] at once.
+        self._txn_indexes = any(segment.txn_index.present is not False for segment in loaded.segments)
         # One-record appends handed to the append holding the lock.
         self._combiner = AppendCombiner(self._lock, clock, self._write_one, self._wake_readers, self._flush_rounds,
                                         self.durable_outcome)
@@ -433,6 +439,7 @@ class Log:
             base = self.log_end_offset
             last = base + header.last_offset_delta
             segment = self._maybe_roll(header.size_bytes, header.max_timestamp, last, now_ms)
+            self._before_producer_batch(base)
             assign_base_offset(header_bytes, base)
             try:
                 segment.append(base, last, header.max_timestamp, [header_bytes, *parts])
@@ -481,6 +488,7 @@ class Log:
         header_bytes, body = bytearray(data[:HEADER_BYTES]), bytes(data[HEADER_BYTES:])
         base = self.log_end_offset
         segment = self._maybe_roll(len(data), timestamp_ms, base, now_ms)
+        self._before_producer_batch(base)
         assign_base_offset(header_bytes, base)
         try:
             segment.append(base, base, timestamp_ms, [header_bytes, body])
@@ -494,14 +502,39 @@ class Log:
         state.publish_first_unstable()
         return AppendInfo(base, base, 1, timestamp_ms, 1, -1)
 
+    def _before_producer_batch(self, offset: int) -> None:
+        """Under the lock, before a producer batch is written at ``offset``: the flagged snapshot
+        that makes a load replay it (``ProducerSnapshots.before_producer_batch``; a dict test when
+        it exists already). Nothing is written when it fails."""
+        snapshots = self._snapshots
+        if snapshots is not None and not snapshots.newest_flagged:
+            self._write_snapshot(snapshots.before_producer_batch, offset)
+
+    def _write_snapshot(self, rule: Callable[[int, ProducerStateTable], None], offset: int) -> None:
+        """Apply a snapshot writing ``rule`` at ``offset``: a full disk or a shortage raises and may
+        be retried (the files are as before: a temp file at most), another error is fail-stop."""
+        try:
+            rule(offset, self.producer_state)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise StorageError(f"cannot write a producer snapshot of {self.name} at offset {offset}: "
+                                   f"{exc}") from exc
+            raise self._fail_unless_shortage(exc, "writing a producer snapshot of") from exc
+
     def _record_aborted(self, completed: CompletedTxn, segment: LogSegment) -> None:
-        """Record the aborted transaction ``completed``, whose marker is the last batch of
-        ``segment``, with the last stable offset just after its marker."""
+        """Add the aborted transaction ``completed``, whose marker is the last batch of ``segment``,
+        to that segment's ``.txnindex``, with the last stable offset just after its marker. A write
+        error is treated as one of the marker's own (the marker is cut back: nothing happened)."""
         first_unstable = self.producer_state.pending_first_unstable()  # not yet published: see _write_marker
         lso = completed.last_offset + 1 if first_unstable is None else max(first_unstable, self.log_start_offset)
         entry = TxnIndexEntry(completed.producer_id, completed.first_offset, completed.last_offset, lso)
-        self._aborted_entries.append(entry)
-        self._aborted_last_offsets.append(entry.last_offset)
+        self._txn_indexes = True
+        try:
+            segment.txn_index.append(entry)
+        except CorruptIndexError as exc:
+            self._rebuild_txn_index(segment, exc, completed.last_offset + 1)  # the marker's entry included
+        except OSError as exc:
+            self._after_write_error(segment, exc)
 
     def _write_batches(self, batches: list[Batch], now_ms: int, record_count: int) -> AppendInfo:
         """Under the lock: write prepared ``batches`` one after another, assigning their offsets."""
@@ -555,7 +588,7 @@ class Log:
             if active.base_offset == self.log_end_offset and active.size_bytes:
                 raise StorageError(f"cannot roll {self.name}: segment {self.log_end_offset} already exists")
             try:
-                return self._local.roll(self.log_end_offset)
+                segment = self._local.roll(self.log_end_offset)
             except OSError as exc:
                 if active.base_offset == self.log_end_offset:  # the empty active segment is gone
                     raise self._fail(exc) from exc
@@ -564,6 +597,9 @@ class Log:
                     raise self._fail_unless_shortage(exc, "rolling") from exc
                 # A full disk: the roll changed nothing; reads go on, appends once space is freed.
                 raise StorageError(f"cannot roll {self.name} at offset {self.log_end_offset}: {exc}") from exc
+            if self._snapshots is not None and self._snapshots.offsets:  # a partition that had producer batches
+                self._write_snapshot(self._snapshots.on_roll, segment.base_offset)
+            return segment
 
     # --- durability ------------------------------------------------------------------------------
 
@@ -832,10 +868,61 @@ class Log:
         """The aborted transactions whose data may lie in [``start_offset``, ``upper_offset``):
         their ABORT marker is at or after ``start_offset`` and their first offset below
         ``upper_offset`` (what a read_committed fetch of that range reports), by marker offset."""
-        found: list[AbortedTxn] = []
-        if self._aborted_entries:
-            collect_aborted(self._aborted_entries, self._aborted_last_offsets, start_offset, upper_offset, found)
-        return found
+        if not self._txn_indexes:
+            return []
+        for attempt in range(3):
+            segments, bases = self._local.view
+            found: list[AbortedTxn] = []
+            try:
+                for slot in range(max(bisect.bisect_right(bases, start_offset) - 1, 0), len(segments)):
+                    entries, last_offsets = segments[slot].txn_index.load()
+                    if entries and collect_aborted(entries, last_offsets, start_offset, upper_offset, found):
+                        break
+                return found
+            except CorruptIndexError as exc:
+                if attempt:
+                    raise
+                segment = next(s for s in segments if s.txn_index.path in str(exc))
+                with self._lock:
+                    self._rebuild_txn_index(segment, exc, self.log_end_offset)
+            except OSError as exc:  # a segment deleted or renamed underneath: again on the new list
+                self._segment_lost(segments, exc)
+        raise StorageError(f"log {self.name} kept changing while its aborted transactions were read")
+
+    def _rebuild_txn_index(self, segment: LogSegment, exc: CorruptIndexError, stop_offset: int) -> None:
+        """Under the lock: ``segment``'s ``.txnindex`` failed its checks (``exc``). Derived data: it
+        is rebuilt by replaying the producer state over the log below ``stop_offset`` and keeping the
+        aborted transactions whose marker is in that segment (a read-only view keeps them in memory
+        only). Logged and recorded in ``load_problems``, as a lying offset index is."""
+        view = self._local.view
+        segments, bases = view
+        slot = segments.index(segment)
+        segment_end = bases[slot + 1] if slot + 1 < len(segments) else 2**63
+        table = ProducerStateTable()
+        entries: list[TxnIndexEntry] = []
+        for batch, _first, _last in LocalLog.iter_batch_slices(view, self.log_start_offset, stop_offset, True, True):
+            producer = batch.producer
+            if producer is None:
+                continue
+            header = batch.header
+            marker = None
+            if header.attributes & CONTROL:
+                record = batch.record_at(0)
+                marker = control.decode_marker(record.key, record.value)
+            completed = table.on_batch(header, producer, marker)
+            if completed is not None and completed.aborted and segment.base_offset <= completed.last_offset < segment_end:
+                first_unstable = table.first_unstable_offset
+                lso = (completed.last_offset + 1 if first_unstable is None
+                       else max(first_unstable, self.log_start_offset))
+                entries.append(TxnIndexEntry(completed.producer_id, completed.first_offset, completed.last_offset, lso))
+        done = (f"{exc}; {'rebuilt in memory' if self.read_only else 'rebuilt'} from the log "
+                f"({len(entries)} aborted transaction(s))")
+        logger.warning("%s", done)
+        self.load_problems.append(done)
+        try:
+            segment.txn_index.replace(entries, write=not self.read_only)
+        except OSError as os_exc:
+            raise self._fail(os_exc) from exc
 
     def iter_records(self, offset: int | None = None, end_offset: int | None = None, *,
                      isolation: str = READ_UNCOMMITTED) -> Iterator[Record]:
@@ -1017,11 +1104,29 @@ class Log:
         changed = self._local.refresh(self.log_start_offset)
         if changed is None:
             return False
+        previous_end = self.log_end_offset
+        self._follow_producers(previous_end, changed[0])
         self.log_end_offset, self.recovery_point, log_start_offset, replaced = changed
         self.log_start_offset = max(self.log_start_offset, log_start_offset)
         for segment in replaced:  # a read in flight on these retries on the new view
             segment.close_handlers()
+        segments = self._local.segments
+        if not replaced:  # the active segment grew: the writer may have added aborted transactions
+            segments[-1].txn_index.reload()
+        self._txn_indexes = any(segment.txn_index.present is not False for segment in segments)
         return True
+
+    def _follow_producers(self, previous_end: int, log_end_offset: int) -> None:
+        """A read-only view: feed the producer batches the writer appended in [``previous_end``,
+        ``log_end_offset``) to the producer state (before the new end is published, as the writer
+        does); when the writer truncated, a replay from the log start (rare) instead. Headers of the
+        new batches only; a partition without producer batches finds none."""
+        table, start = self.producer_state, previous_end
+        if log_end_offset < previous_end:
+            table, start = ProducerStateTable(), self.log_start_offset
+        for header, producer, marker in iter_producer_batches(self._local.segments, start, log_end_offset):
+            table.on_batch(header, producer, marker)  # (the aborted ones: the writer's .txnindex files)
+        self.producer_state = table
 
     # --- removing data ----------------------------------------------------------------------------
 
@@ -1070,20 +1175,29 @@ class Log:
             self.on_checkpoint_needed(self)
 
     def _truncate_transactions(self, offset: int) -> None:
-        """After the log was cut at ``offset``: forget the aborted transactions whose marker is gone,
-        and rebuild the producer state from what is left (``rebuild_producer_state``)."""
-        cut = bisect.bisect_left(self._aborted_last_offsets, offset)
-        if cut < len(self._aborted_entries):
-            self._aborted_entries = self._aborted_entries[:cut]
-            self._aborted_last_offsets = self._aborted_last_offsets[:cut]
-        if self.producer_state.seen_producer_batches:
+        """After the log was cut at ``offset`` (the segments cut their ``.txnindex`` entries with
+        it): rebuild the producer state from what is left (``rebuild_producer_state``), snapshots
+        above the cut removed."""
+        if self.producer_state.seen_producer_batches or (self._snapshots is not None and self._snapshots.offsets):
             self.rebuild_producer_state()
 
     def rebuild_producer_state(self) -> None:
-        """Under the lock: replace the producer state by a replay of the whole log
-        (``ProducerStateTable.on_batch`` over ``iter_batches_with_control``), published at once."""
+        """Under the lock: replace the producer state by the state at the log end, published at
+        once: the newest producer snapshot at or below it and a replay after it
+        (``ProducerSnapshots.reload``, which removes the snapshots above the end), or without
+        snapshot files a replay of the whole log (``ProducerStateTable.on_batch`` over
+        ``iter_batches_with_control``)."""
         table = ProducerStateTable()
         table.seen_producer_batches = True  # a truncated transactional log keeps paying for its markers
+        if self._snapshots is not None and self._snapshots.offsets:
+            try:
+                self._snapshots.reload(self._local.segments, table, log_start_offset=self.log_start_offset,
+                                       log_end_offset=self.log_end_offset, problems=self.load_problems)
+            except OSError as exc:
+                raise self._fail(exc) from exc
+            table.forget_below(self.log_start_offset)
+            self.producer_state = table
+            return
         for batch, producer, marker in self.iter_batches_with_control(self.log_start_offset, self.log_end_offset):
             if producer is not None:
                 table.on_batch(batch.header, producer, marker)
@@ -1109,6 +1223,8 @@ class Log:
                 self.on_checkpoint_needed(self)
             try:
                 self._local.remove_below(before_offset)
+                if self._snapshots is not None:  # (after the segments: their replay stays possible until then)
+                    self._snapshots.on_log_start_moved(before_offset)
             except OSError as exc:
                 # The segments left the list first: a shortage leaves files below the start offset,
                 # which the next open removes (the start offset is checkpointed already).
@@ -1147,6 +1263,8 @@ class Log:
             self.producer_state.forget_below(self.log_start_offset)
             self.recovery_point = max(self.recovery_point, min(self.log_start_offset, self.log_end_offset))
             doomed = self._local.remove_prefix(count)
+            if self._snapshots is not None:  # (after the segments: their replay stays possible until then)
+                self._snapshots.on_log_start_moved(self.log_start_offset)
         except OSError as exc:
             # A shortage while renaming the segments that already left the list leaves files below
             # the start offset, which the next open removes (retention by the start offset).
@@ -1237,11 +1355,24 @@ class Log:
                 return
             try:
                 if not self.read_only and self._failure is None and self.damage is None:
+                    self._snapshot_at_close()
                     self._local.close_segments()
                     self.recovery_point = self.log_end_offset
             finally:
                 self._release_handlers()
         self._answer_waiters()
+
+    def _snapshot_at_close(self) -> None:
+        """Rule 2 at a clean close: the exact producer state at the log end, so the next open
+        replays nothing. Optional: when it cannot be written the flagged one stays, and the next
+        open replays from it (logged, never raised: the close goes on)."""
+        if self._snapshots is None or not self._snapshots.newest_flagged:
+            return
+        try:
+            self._snapshots.on_close(self.log_end_offset, self.producer_state)
+        except OSError as exc:
+            logger.warning("%s: no producer snapshot at close (%s); the next open replays the producer batches",
+                           self.name, exc)
 
     def close_handlers(self) -> None:
         """Close without writing (an offline dir, a damaged log): release descriptors and mappings."""

@@ -31,9 +31,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Mapping
 
-from .. import errors as store_errors
 from ..clock import Clock
-from ..errors import LogStoreError, ShutdownError, UnknownTopicOrPartitionError
+from ..errors import (InvalidProducerEpochError, LogStoreError, ShutdownError, TransactionCoordinatorFencedError,
+                      UnknownTopicOrPartitionError)
+from ..group.coordinator import GroupCoordinator
 from ..manager.log_manager import LogManager
 from ..timer.purgatory import DelayedOperation
 from ..timer.scheduler import Scheduler
@@ -46,8 +47,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 DEFAULT_TIMEOUT_MS = 30000  # Kafka's request.timeout.ms, which bounds its WriteTxnMarkers too
 
 # The log's refusals of a marker that mean another producer epoch or coordinator owns the producer.
-_FENCED = tuple(getattr(store_errors, name) for name in ("InvalidProducerEpochError", "TransactionCoordinatorFencedError")
-                if hasattr(store_errors, name))
+_FENCED = (InvalidProducerEpochError, TransactionCoordinatorFencedError)
 
 
 class DelayedMarkerWrite(DelayedOperation):
@@ -85,7 +85,7 @@ class StoreMarkerWriter:
     ``__consumer_offsets`` partition); ``scheduler`` runs ``done``; ``timeout_ms`` bounds the wait
     for the markers' fsync."""
 
-    def __init__(self, store: LogManager, clock: Clock, scheduler: Scheduler, group: Any = None, *,
+    def __init__(self, store: LogManager, clock: Clock, scheduler: Scheduler, group: GroupCoordinator | None = None, *,
                  timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
         if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 1:
             raise ValueError(f"timeout_ms must be an int >= 1, got {timeout_ms!r}")
@@ -140,12 +140,11 @@ class StoreMarkerWriter:
         """On the scheduler's thread: settle the durable markers of ``__consumer_offsets`` partitions
         with the group coordinator, then ``done``."""
         def finish() -> None:
-            complete = getattr(self.group, "complete_transaction", None)
             for partition, offset in written.items():
-                if partition[0] != OFFSETS_TOPIC or results.get(partition) != errors.NONE or complete is None:
+                if partition[0] != OFFSETS_TOPIC or results.get(partition) != errors.NONE or self.group is None:
                     continue
                 try:
-                    complete(partition[1], request.producer_id, request.commit, offset)
+                    self.group.complete_transaction(partition[1], request.producer_id, request.commit, offset)
                 except Exception:
                     # The marker is durable, so a replay of the partition settles the offsets the
                     # same way; in memory they stay pending until then. Retrying writes a marker more.

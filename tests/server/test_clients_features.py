@@ -4,11 +4,12 @@
 broker as kcat's metadata shows it.
 """
 
+import time
+
 import pytest
 from conftest import logstore_only, tansu_gets_wrong
 from kafka import KafkaProducer
 
-from clients import ClientError
 from clients.checks import assert_same, expected_records, now_ms
 from clients.registry import DRIVER_CLASSES
 from logstore import Record
@@ -75,15 +76,23 @@ def test_transactional_producer_starts(broker, driver):
     driver.init_transactions(broker.bootstrap_servers, transactional_id, timeout_s=20)
 
 
-@logstore_only("our server has no transactions (Tansu has them)")
-def test_kcat_transactional_produce_fails_and_writes_nothing(broker, driver_factory, topic):
+@logstore_only("reads the markers from our store")
+def test_kcat_transactional_produce_commits(broker, driver_factory, topic):
+    """kcat with a transactional.id produces in a transaction (librdkafka's init_transactions,
+    begin, produce, commit): the records are stored, followed by the COMMIT marker, and a
+    read_committed reader sees them all."""
     broker.create_topic(topic)
     kcat = driver_factory("kcat")
-    with pytest.raises(ClientError) as refused:
-        kcat.produce(broker.bootstrap_servers, topic, [Record(b"k", b"v")], partition=0, timeout_s=20,
-                     config={"transactional.id": f"kcat-tx-{now_ms()}"})
-    assert "transaction" in refused.value.message.lower()
-    assert broker.stored(topic) == []
+    records = [Record(b"k%d" % i, b"v%d" % i) for i in range(3)]
+    kcat.produce(broker.bootstrap_servers, topic, records, partition=0, timeout_s=20,
+                 config={"transactional.id": f"kcat-tx-{now_ms()}"})
+    log = broker.store.get_log(topic, 0)
+    deadline = now_ms() + 20_000
+    while log.last_stable_offset < log.log_end_offset and now_ms() < deadline:  # the markers follow EndTxn
+        time.sleep(0.02)
+    markers = [marker for _batch, _producer, marker in log.iter_batches_with_control() if marker is not None]
+    assert [marker.commit for marker in markers] == [True]
+    assert [record.value for record in log.read(0, isolation="read_committed")] == [b"v0", b"v1", b"v2"]
 
 
 def test_kcat_metadata_shows_one_broker_leading_every_partition(broker, driver_factory, topic):

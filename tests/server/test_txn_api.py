@@ -77,7 +77,7 @@ def test_api_versions_advertise_the_transaction_apis(client):
                                              DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS)} == {
         INIT_PRODUCER_ID: (0, 4), FIND_COORDINATOR: (0, 4), ADD_PARTITIONS: (0, 5), ADD_OFFSETS: (0, 4),
         END_TXN: (0, 4), DESCRIBE_PRODUCERS: (0, 0), DESCRIBE_TRANSACTIONS: (0, 0), LIST_TRANSACTIONS: (0, 1)}
-    assert 28 not in advertised or advertised[28][0] == 0  # TxnOffsetCommit is the group handlers' to serve
+    assert advertised[28] == (0, 4)  # TxnOffsetCommit, served by the group handlers
 
 
 @pytest.mark.parametrize("version", [1, 2, 3])

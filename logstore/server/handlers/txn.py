@@ -18,14 +18,23 @@ The coordinator answers once its ``__transaction_state`` record is fsynced, so t
 their handler thread for one fsync of a small record (the group coordinator's writes do the same);
 the markers an EndTxn leads to are written and waited for off the handler thread
 (``txn.markers.StoreMarkerWriter``).
+
+Back-to-back transactions: EndTxn is answered once the decision is durable, and the markers and the
+Complete* record follow, a millisecond or two later. A producer's next AddPartitionsToTxn or
+AddOffsetsToTxn that arrives in that window would get CONCURRENT_TRANSACTIONS, and its client would
+back off (librdkafka and Kafka's Java client for 20 ms or more) with the new transaction's records
+waiting. Such a request is instead parked: tried again on the store's scheduler every
+``CONCURRENT_RETRY_MS`` until the previous transaction completed, for at most
+about ``CONCURRENT_WAIT_MS``, and only then answered CONCURRENT_TRANSACTIONS (the answer a client would
+get from retrying itself; no thread waits meanwhile).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
 
-from ...errors import LogStoreError
+from ...errors import LogStoreError, ShutdownError
 from ...txn import errors as txn_errors
 from ...txn.coordinator import TransactionCoordinator
 from ..network.request_context import RequestContext
@@ -39,6 +48,8 @@ from .producer_state import ProducerIdsExhaustedError
 logger = logging.getLogger(__name__)
 
 FIRST_VERSION_WITH_TRANSACTION_ABORTABLE = 5  # AddPartitionsToTxn (KIP-890)
+CONCURRENT_RETRY_MS = 1  # how often a parked AddPartitionsToTxn/AddOffsetsToTxn is tried again
+CONCURRENT_WAIT_MS = 100  # how long it is parked before CONCURRENT_TRANSACTIONS is the answer
 
 
 def _for_version(code: int, api: str, version: int) -> int:
@@ -116,16 +127,42 @@ class TxnHandlers:
             error, message = errors.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not running"
         return {"error_code": error, "error_message": message, "node_id": -1, "host": "", "port": -1}
 
+    # --- parking while the previous transaction completes ----------------------------------------
+
+    def _settled(self, context: RequestContext, attempt: Callable[[], tuple[bool, dict]]) -> None:
+        """Answer ``context`` with the body of ``attempt()`` -> (concurrent, body), tried again on
+        the scheduler while ``concurrent``, at most ``CONCURRENT_WAIT_MS // CONCURRENT_RETRY_MS``
+        times (counted, not timed: the bound holds whatever clock the server runs on)."""
+        scheduler = self.broker.store.scheduler
+        left = [CONCURRENT_WAIT_MS // CONCURRENT_RETRY_MS if scheduler.threaded else 0]
+
+        def run() -> None:
+            concurrent, body = attempt()
+            if concurrent and left[0] > 0 and not context.connection.closed:
+                left[0] -= 1
+                try:
+                    scheduler.schedule("txn-concurrent-retry", run, CONCURRENT_RETRY_MS)
+                    return
+                except ShutdownError:
+                    pass  # the store is closing: the answer is the one there is
+            context.respond(body)
+
+        run()
+
     # --- AddPartitionsToTxn ----------------------------------------------------------------------
 
     def add_partitions_to_txn(self, context: RequestContext, request: dict) -> None:
         version = context.api_version
         if version <= 3:
-            results = self._add_partitions(request.get("v3_and_below_transactional_id", ""),
-                                           request.get("v3_and_below_producer_id", -1),
-                                           request.get("v3_and_below_producer_epoch", -1),
-                                           request.get("v3_and_below_topics") or [], False, version)
-            context.respond({"throttle_time_ms": 0, "results_by_topic_v3_and_below": results})
+            def attempt() -> tuple[bool, dict]:
+                results = self._add_partitions(request.get("v3_and_below_transactional_id", ""),
+                                               request.get("v3_and_below_producer_id", -1),
+                                               request.get("v3_and_below_producer_epoch", -1),
+                                               request.get("v3_and_below_topics") or [], False, version)
+                concurrent = any(partition["partition_error_code"] == txn_errors.CONCURRENT_TRANSACTIONS
+                                 for topic in results for partition in topic["results_by_partition"])
+                return concurrent, {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}
+            self._settled(context, attempt)
             return
         answers = []
         for transaction in request.get("transactions") or []:
@@ -164,10 +201,12 @@ class TxnHandlers:
     # --- AddOffsetsToTxn, EndTxn -----------------------------------------------------------------
 
     def add_offsets_to_txn(self, context: RequestContext, request: dict) -> None:
-        code = self.coordinator.add_offsets(request["transactional_id"], request["producer_id"],
-                                            request["producer_epoch"], request["group_id"])
-        context.respond({"throttle_time_ms": 0,
-                         "error_code": _for_version(code, "AddOffsetsToTxn", context.api_version)})
+        def attempt() -> tuple[bool, dict]:
+            code = self.coordinator.add_offsets(request["transactional_id"], request["producer_id"],
+                                                request["producer_epoch"], request["group_id"])
+            return code == txn_errors.CONCURRENT_TRANSACTIONS, {
+                "throttle_time_ms": 0, "error_code": _for_version(code, "AddOffsetsToTxn", context.api_version)}
+        self._settled(context, attempt)
 
     def end_txn(self, context: RequestContext, request: dict) -> None:
         code = self.coordinator.end_txn(request["transactional_id"], request["producer_id"],
