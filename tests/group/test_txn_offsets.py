@@ -6,6 +6,8 @@ and retention and deletion with open transactions."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from logstore.group import errors, formats
 from logstore.group.results import OffsetCommit
@@ -312,3 +314,59 @@ def test_a_fenced_producers_offsets_are_refused(env):
     assert pending(env, "g") == {PID: {T0: 10}}
     marker(env, "g", True, epoch=1)
     assert committed(env, "g") == {T0: 10}
+
+
+OPERATIONS = st.lists(st.one_of(
+    st.tuples(st.just("txn"), st.sampled_from((1, 2)), st.sampled_from((T0, T1)), st.integers(0, 99)),
+    st.tuples(st.just("plain"), st.sampled_from((T0, T1)), st.integers(0, 99)),
+    st.tuples(st.just("marker"), st.sampled_from((1, 2)), st.booleans()),
+    st.tuples(st.just("delete"), st.sampled_from((T0, T1)))), max_size=25)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(operations=OPERATIONS)
+def test_memory_and_replay_agree_with_a_model(tmp_path_factory, operations):
+    """Random transactional and plain commits, markers and offset deletions of one group: the
+    coordinator's committed and pending offsets equal a model's (the later record wins, a COMMIT
+    applies a pending offset unless a plain record of its key came after it, an ABORT drops, a
+    deletion drops both), and a restart's replay rebuilds exactly that."""
+    from conftest import GroupEnv
+
+    env = GroupEnv(tmp_path_factory.mktemp("model") / "store")
+    try:
+        committed_model: dict = {}  # key -> (offset, position)
+        pending_model: dict = {}  # pid -> key -> (offset, position)
+        position = 0  # a stand-in for the record's place in the log: only the order matters
+        for operation in operations:
+            position += 1
+            if operation[0] == "txn":
+                _, pid, key, offset = operation
+                assert txn_commit(env, "g", {key: offset}, pid=pid) == {key: 0}
+                pending_model.setdefault(pid, {})[key] = (offset, position)
+            elif operation[0] == "plain":
+                _, key, offset = operation
+                assert env.commit("g", {key: offset}) == {key: 0}
+                committed_model[key] = (offset, position)
+            elif operation[0] == "marker":
+                _, pid, commit = operation
+                if pid not in pending_model:
+                    continue  # no open transaction of that producer
+                marker(env, "g", commit, pid=pid)
+                for key, (offset, at) in pending_model.pop(pid).items():
+                    if commit and committed_model.get(key, (None, -1))[1] < at:
+                        committed_model[key] = (offset, at)
+            else:
+                _, key = operation
+                if "g" not in env.coordinator.groups:
+                    continue
+                assert env.coordinator.delete_offsets("g", [key]) == (0, {key: 0})
+                committed_model.pop(key, None)
+                for held in pending_model.values():
+                    held.pop(key, None)
+        expected = ({key: offset for key, (offset, _at) in committed_model.items()},
+                    {pid: {key: offset for key, (offset, _at) in held.items()} for pid, held in pending_model.items()})
+        assert (committed(env, "g"), pending(env, "g")) == expected
+        env.restart()
+        assert (committed(env, "g"), pending(env, "g")) == expected
+    finally:
+        env.close()
