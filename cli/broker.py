@@ -83,16 +83,21 @@ def _mirror_group_option() -> list[click.Parameter]:
               help="Where to copy from: a data dir, or a broker's HOST:PORT.")
 @click.option("--to", "destination", required=True, metavar="DIR|HOST:PORT",
               help="Where to copy to: a data dir (created if missing), or a broker's HOST:PORT.")
+@click.option("--exactly-once", is_flag=True,
+              help="Into a broker: copy in transactions, each chunk's records and the group's offset committed "
+                   "together, so a crash and a restart never duplicate nor lose a record for read_committed "
+                   "readers (the broker needs transactions; refused with a data dir as --to).")
 @click.argument("topics", nargs=-1)
 @format_option('{"topics": [{"topic", "records"}], "records"} (records: copied by this run, per topic and in '
                "all). Progress goes to stderr.", help_text="a summary line per topic")
 @click.pass_obj
-def mirror(options, source: str, destination: str, group: str, topics: tuple[str, ...], output_format: str) -> None:
+def mirror(options, source: str, destination: str, group: str, exactly_once: bool, topics: tuple[str, ...],
+           output_format: str) -> None:
     """Copy TOPICS (default: all but internal ones) with their partition counts, config overrides,
     keys, values, headers and timestamps. Run it again after an interruption: it resumes where it
     stopped, and copies each record once. Prints a summary line per topic. A broker is reached with
     --command-config's settings (both ends, when both are brokers)."""
-    from logstore.client.mirror import check_end, open_end
+    from logstore.client.mirror import check_end, check_exactly_once, open_end
     from logstore.client.mirror import mirror as run_mirror
 
     for where, hint, writable in ((source, "'--from'", False), (destination, "'--to'", True)):
@@ -100,6 +105,11 @@ def mirror(options, source: str, destination: str, group: str, topics: tuple[str
             check_end(where, writable=writable)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint=hint) from None
+    if exactly_once:
+        try:
+            check_exactly_once(destination)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
     source_end = open_end(source, writable=False, client_config=options.client_config)
     try:
         destination_end = open_end(destination, writable=True, client_config=options.client_config)
@@ -119,7 +129,7 @@ def mirror(options, source: str, destination: str, group: str, topics: tuple[str
 
             try:
                 copied = run_mirror(source_end, destination_end, list(topics) or None, group=group,
-                                    progress=progress)
+                                    progress=progress, exactly_once=exactly_once)
             except BaseException:
                 destination_end.discard()  # a store it created and copied nothing to goes too
                 raise

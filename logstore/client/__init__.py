@@ -14,6 +14,8 @@ It owns, on the server's codec (``logstore.server.protocol.codec``) and the stan
 - Produce requests from those batches, and their responses applied back (``produce``);
 - the sender loop: requests in flight on one selector, retries, ``delivery.timeout.ms`` (``sender``),
   and the idempotent producer's per-partition sequences (``idempotence``);
+- transactions: the transactional producer's state and its requests to the transaction and group
+  coordinators (``transactions``);
 - ``Producer``: ``send``, its settings (compression among them), ``flush`` and ``close`` (``producer``);
 - the client's errors (``errors``);
 - ``Consumer``: ``assign``/``subscribe`` (a consumer group: ``group_member``), ``poll`` with fetching
@@ -35,7 +37,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # what the names below are, for type checkers (at run time each loads on first use)
     from .admin import BrokerAdmin, BrokerGroupAdmin
     from .consumer import Consumer, ConsumerRecord
-    from .errors import BrokerResponseError, NetworkError, NoOffsetForPartitionError, RequestTimedOutError
+    from .errors import (AbortableTransactionError, BrokerResponseError, FatalTransactionError, NetworkError,
+                         NoOffsetForPartitionError, ProducerFencedError, RequestTimedOutError, TransactionError,
+                         TransactionStateError)
+    from .consumer import GroupMetadata
     from .produce import DeliveryTimeoutError
     from .producer import Producer
 
@@ -43,8 +48,10 @@ if TYPE_CHECKING:  # what the names below are, for type checkers (at run time ea
 # none of them (``store_host.hosted_address``, ``security``) does not load the codec, the producer
 # and the consumer with the package.
 _MODULES = {"BrokerAdmin": ".admin", "BrokerGroupAdmin": ".admin", "Consumer": ".consumer", "ConsumerRecord": ".consumer",
-            **dict.fromkeys(("BrokerResponseError", "NetworkError", "NoOffsetForPartitionError",
-                             "RequestTimedOutError"), ".errors"),
+            **dict.fromkeys(("AbortableTransactionError", "BrokerResponseError", "FatalTransactionError", "NetworkError",
+                             "NoOffsetForPartitionError", "ProducerFencedError", "RequestTimedOutError",
+                             "TransactionError", "TransactionStateError"), ".errors"),
+            "GroupMetadata": ".consumer",
             "DeliveryTimeoutError": ".produce", "Producer": ".producer"}
 
 
@@ -61,5 +68,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_MODULES))
 
 
-__all__ = ["BrokerAdmin", "BrokerGroupAdmin", "BrokerResponseError", "Consumer", "ConsumerRecord", "DeliveryTimeoutError",
-           "NetworkError", "NoOffsetForPartitionError", "Producer", "RequestTimedOutError"]
+__all__ = ["AbortableTransactionError", "BrokerAdmin", "BrokerGroupAdmin", "BrokerResponseError", "Consumer",
+           "ConsumerRecord", "DeliveryTimeoutError", "FatalTransactionError", "GroupMetadata", "NetworkError",
+           "NoOffsetForPartitionError", "Producer", "ProducerFencedError", "RequestTimedOutError", "TransactionError",
+           "TransactionStateError"]

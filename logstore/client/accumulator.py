@@ -401,6 +401,12 @@ class RecordAccumulator:
                 self._condition.notify_all()
         return expired
 
+    def undrained(self) -> list[ProducerBatch]:
+        """The batches queued and not in a request (new ones, and ones waiting for a retry), in
+        creation order: what a transaction's abort fails (the caller deallocates each)."""
+        with self._condition:
+            return [batch for batch in self._incomplete if batch.drained_ms is None]
+
     def begin_flush(self) -> None:
         """Every batch is ready until ``end_flush`` (flushes may nest)."""
         with self._condition:

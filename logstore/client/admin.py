@@ -259,8 +259,8 @@ class BrokerGroupAdmin(GroupAdmin):
                      for group_id, group in found.items()}
         return [found[group_id] for group_id in sorted(found)]
 
-    def committed_entries(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None
-                          ) -> dict[tuple[str, int], tuple[int, str | None]]:
+    def committed_entries(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None, *,
+                          require_stable: bool = False) -> dict[tuple[str, int], tuple[int, str | None]]:
         # Partitions named when known: Tansu answers an OffsetFetch for all partitions (null topics)
         # without its topics array. Not known: all of them asked for, then, when that answer does
         # not parse, every partition of every topic named.
@@ -273,7 +273,7 @@ class BrokerGroupAdmin(GroupAdmin):
                 entries = member.committed_entries([(topic, p) for topic, leaders in sorted(metadata.leaders.items())
                                                     for p in sorted(leaders)])
         else:
-            entries = member.committed_entries(list(partitions))
+            entries = member.committed_entries(list(partitions), require_stable=require_stable)
         return {tp: entry for tp, entry in entries.items() if entry is not None}
 
     def commit(self, group_id: str, offsets: Mapping[tuple[str, int], int], *, doing: str | None = None,

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import Future
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import RequestError, StoreClosedError
@@ -132,6 +132,17 @@ def consumer_config(config: Mapping[str, Any] | None, keywords: Mapping[str, Any
     if group_id is not None and (not isinstance(group_id, str) or not group_id):
         raise ValueError(f"group.id must be a non-empty str or None, got {group_id!r}")
     return merged
+
+
+class GroupMetadata(NamedTuple):
+    """A consumer's group membership (Kafka's ``ConsumerGroupMetadata``), for a transactional
+    producer's ``send_offsets_to_transaction``: a generation of -1 and an empty member id skip the
+    coordinator's membership checks (a plain group id)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
 
 
 class Consumer:
@@ -234,6 +245,13 @@ class Consumer:
         """The group generation this consumer is a member of (-1: not a member, or no group)."""
         return self._member.generation_id if self._member is not None else -1
 
+    def group_metadata(self) -> GroupMetadata:
+        """This consumer's group membership (group id, generation, member id, instance id), for a
+        transactional producer's ``send_offsets_to_transaction``: the group's coordinator then
+        refuses the offsets if this member has left the group meanwhile (KIP-447)."""
+        member = self._require_group("group_metadata")
+        return GroupMetadata(member.group_id, member.generation_id, member.member_id, member.group_instance_id)
+
     def assignment(self) -> list[TopicPartition]:
         """The partitions this consumer reads now."""
         return list(self._fetcher.positions)
@@ -285,7 +303,11 @@ class Consumer:
 
     def _initial_positions(self, partitions: list[TopicPartition], timeout_ms: int | None = None) -> None:
         if self._member is not None:
-            for tp, offset in self._member.committed(partitions, timeout_ms=timeout_ms).items():
+            # read_committed: not from offsets a transaction still holds pending (Kafka's consumer
+            # asks with require_stable then, KIP-447)
+            stable = self._fetcher.isolation_level == READ_COMMITTED
+            for tp, offset in self._member.committed(partitions, timeout_ms=timeout_ms,
+                                                     require_stable=stable).items():
                 kept = self._kept_positions.pop(tp, None)
                 if kept is not None and (offset is None or kept > offset):
                     offset = kept
@@ -300,10 +322,12 @@ class Consumer:
                 self._fetcher.list_offsets({_check_tp(tp): EARLIEST for tp in partitions}).items()}
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """The log end offset (high watermark) of each of ``partitions`` (``fetcher.high_watermarks``)."""
+        """The log end offset (high watermark) of each of ``partitions``; a ``read_committed``
+        consumer's is the last stable offset, where an open transaction holds it back
+        (``fetcher.high_watermarks``)."""
         self._check_open()
         starts = self.beginning_offsets(partitions)
-        return high_watermarks(self._network, list(starts), starts)
+        return high_watermarks(self._network, list(starts), starts, self._fetcher.isolation_level)
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]
                           ) -> dict[TopicPartition, tuple[int, int] | None]:
@@ -439,7 +463,9 @@ class Consumer:
     def committed(self, topic: str, partition: int) -> int | None:
         """The group's committed offset of ``topic``/``partition``, or None when it has none."""
         self._check_open()
-        return self._require_group("committed").committed([_check_tp((topic, partition))])[(topic, partition)]
+        return self._require_group("committed").committed(
+            [_check_tp((topic, partition))],
+            require_stable=self._fetcher.isolation_level == READ_COMMITTED)[(topic, partition)]
 
     def _maybe_auto_commit(self) -> None:
         if not self._auto_commit or self._clock.monotonic_ms() < self._next_auto_commit_ms:

@@ -7,6 +7,13 @@
   Kafka error code, which it names; ``NoCommonVersionError`` when the broker speaks no version of
   an API that this client does; ``BufferExhaustedError`` when a producer's buffer stayed full for
   ``max.block.ms``.
+- ``TransactionError`` (a ``RequestError``): a transactional producer's transaction failed, in
+  Kafka's two kinds. ``AbortableTransactionError``: this transaction cannot commit (a batch was
+  refused, an offset commit was refused), but the producer can go on: ``abort_transaction()``, then
+  begin a new one. ``FatalTransactionError``: the producer cannot go on (``ProducerFencedError``:
+  another producer with the same ``transactional.id`` took over; an authorization refusal; a state
+  the coordinator refuses): close it. ``TransactionStateError`` (also a ``ValueError``): a call out
+  of order (``begin_transaction`` twice, ``send`` outside a transaction); nothing was sent.
 """
 
 from __future__ import annotations
@@ -49,3 +56,35 @@ class NoOffsetForPartitionError(RequestError):
     def __init__(self, message: str, partitions: list[tuple[str, int]]) -> None:
         super().__init__(message)
         self.partitions = partitions
+
+
+class TransactionError(RequestError):
+    """A transactional producer's transaction failed (``error_name``: Kafka's error, when a broker
+    answered one; ``None`` for a failure of the client's own)."""
+
+    def __init__(self, message: str, error_code: int | None = None, error_name: str | None = None) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.error_name = error_name
+
+
+class AbortableTransactionError(TransactionError):
+    """The current transaction cannot commit: abort it (``abort_transaction``) and begin a new one.
+    Nothing of it becomes visible to ``read_committed`` readers."""
+
+
+class FatalTransactionError(TransactionError):
+    """The producer cannot go on with transactions: every later call raises this again; close it.
+    A transaction left open is aborted by the coordinator (at the latest after
+    ``transaction.timeout.ms``)."""
+
+
+class ProducerFencedError(FatalTransactionError):
+    """Another producer with the same ``transactional.id`` called ``init_transactions`` since this
+    one did (Kafka's PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH from a coordinator): this one is a
+    zombie, and nothing it sends can commit any more."""
+
+
+class TransactionStateError(TransactionError, ValueError):
+    """A transactional call out of order (Kafka's IllegalStateException): ``begin_transaction``
+    with one open, ``commit_transaction`` with none, ``send`` before ``begin_transaction``..."""

@@ -268,8 +268,8 @@ class Fetcher:
                 break  # not stable yet: fetched again later
             end = max(end, batch.base_offset + batch.last_offset_delta + 1)
             if batch.is_control:
-                if aborted is not None:
-                    aborted.get(batch.producer_id, set()).clear()  # the abort marker ends that transaction
+                if aborted is not None and _is_abort_marker(records):
+                    _end_aborted(aborted, batch.producer_id, batch.base_offset)
                 continue
             if aborted is not None and batch.is_transactional and _is_aborted(aborted, batch):
                 continue
@@ -289,17 +289,38 @@ class Fetcher:
         return self._buffer_ends[tp] if self._buffers.get(tp) else self.positions.get(tp)
 
 
-def _aborted_producers(aborted: list | None) -> dict[int, set[int]]:
-    """Producer id -> first offsets of its aborted transactions in this response."""
-    out: dict[int, set[int]] = defaultdict(set)
+def _aborted_producers(aborted: list | None) -> dict[int, list[int]]:
+    """Producer id -> first offsets of its aborted transactions in this response, ascending.
+
+    Kafka's reading rule: a producer has one transaction open at a time, so a transactional batch
+    of producer P is aborted when one of P's aborted transactions starts at or before the batch's
+    last offset and P's ABORT marker after that start has not been read yet. The marker ends that
+    transaction (its starts up to the marker are dropped); a COMMIT marker ends a committed one and
+    changes nothing here (a later aborted transaction of P may follow in the same response)."""
+    out: dict[int, list[int]] = defaultdict(list)
     for entry in aborted or ():
-        out[entry["producer_id"]].add(entry["first_offset"])
+        out[entry["producer_id"]].append(entry["first_offset"])
+    for starts in out.values():
+        starts.sort()
     return out
 
 
-def _is_aborted(aborted: dict[int, set[int]], batch) -> bool:
+def _is_aborted(aborted: dict[int, list[int]], batch) -> bool:
     starts = aborted.get(batch.producer_id)
-    return bool(starts) and min(starts) <= batch.base_offset + batch.last_offset_delta
+    return bool(starts) and starts[0] <= batch.base_offset + batch.last_offset_delta
+
+
+def _is_abort_marker(records) -> bool:
+    """Whether a control batch is a transaction's ABORT marker: its record's key is version
+    (int16) and type (int16), 0 for ABORT, 1 for COMMIT (other types are KRaft's: ignored)."""
+    key = records[0].key if records else None
+    return key is not None and len(key) >= 4 and int.from_bytes(key[2:4], "big", signed=True) == 0
+
+
+def _end_aborted(aborted: dict[int, list[int]], producer_id: int, marker_offset: int) -> None:
+    starts = aborted.get(producer_id)
+    if starts:
+        starts[:] = [start for start in starts if start > marker_offset]
 
 
 def list_offsets(network: NetworkClient, timestamps: dict[TopicPartition, int], isolation_level: int = READ_UNCOMMITTED
@@ -340,9 +361,11 @@ def _leader_of(network: NetworkClient, tp: TopicPartition) -> int:
         return network.leader_for(*tp)
 
 
-def high_watermarks(network: NetworkClient, partitions: list[TopicPartition], starts: dict[TopicPartition, int]
-                    ) -> dict[TopicPartition, int]:
-    """Each partition's high watermark (the offset a consumer reads up to), from a Fetch at its
+def high_watermarks(network: NetworkClient, partitions: list[TopicPartition], starts: dict[TopicPartition, int],
+                    isolation_level: int = READ_UNCOMMITTED) -> dict[TopicPartition, int]:
+    """Each partition's high watermark (the offset a consumer reads up to; with ``READ_COMMITTED``
+    the last stable offset, which an open transaction holds back, as Kafka's ``endOffsets`` gives
+    a read_committed consumer), from a Fetch at its
     ``starts`` offset that waits (almost) for nothing. Kafka's ListOffsets(latest) gives the same
     number, but not every broker's does (Tansu's memory engine answers the base of a batch), and
     Fetch is what a consumer reads with. A partition a broker leaves out of the answer (Tansu does
@@ -363,7 +386,7 @@ def high_watermarks(network: NetworkClient, partitions: list[TopicPartition], st
                                       "partition_max_bytes": 1024})
             body = network.connection(leader).request("Fetch", {
                 "replica_id": -1, "max_wait_ms": wait_ms, "min_bytes": 0, "max_bytes": 1 << 20,
-                "isolation_level": READ_UNCOMMITTED, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
+                "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
                 "rack_id": "", "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()]})
             if body.get("error_code"):
                 raise _error("Fetch", body["error_code"])
@@ -372,8 +395,10 @@ def high_watermarks(network: NetworkClient, partitions: list[TopicPartition], st
                     tp = (topic["topic"], data["partition_index"])
                     if data["error_code"] and data["error_code"] != kafka_errors.OFFSET_OUT_OF_RANGE:
                         raise _error(f"fetching {tp[0]}-{tp[1]}", data["error_code"])
-                    found[tp] = data["high_watermark"]
+                    stable = data.get("last_stable_offset", -1)
+                    found[tp] = stable if isolation_level == READ_COMMITTED and stable >= 0 else data["high_watermark"]
     missing = [tp for tp in partitions if tp not in found]
     if missing:
-        found.update({tp: offset for tp, (offset, _) in list_offsets(network, dict.fromkeys(missing, LATEST)).items()})
+        found.update({tp: offset for tp, (offset, _) in
+                      list_offsets(network, dict.fromkeys(missing, LATEST), isolation_level).items()})
     return found

@@ -54,6 +54,7 @@ _COORDINATOR_ERRORS = {group_errors.NOT_COORDINATOR, group_errors.COORDINATOR_NO
 _REJOIN_ERRORS = {group_errors.REBALANCE_IN_PROGRESS, group_errors.ILLEGAL_GENERATION,
                   group_errors.UNKNOWN_MEMBER_ID, group_errors.FENCED_INSTANCE_ID}
 _REJOIN_GRACE_MS = 5000
+_UNSTABLE_OFFSET_COMMIT = 88  # OffsetFetch v7+: a transaction holds offsets of the partition pending
 DEFAULT_API_TIMEOUT_MS = 60_000
 """Kafka's ``default.api.timeout.ms``: how long ``call`` keeps trying a coordinator that is gone."""
 
@@ -431,24 +432,40 @@ class GroupMember:
             if not wait:
                 return
 
-    def committed(self, partitions: list[TopicPartition] | None, *, timeout_ms: int | None = None
-                  ) -> dict[TopicPartition, int | None]:
+    def committed(self, partitions: list[TopicPartition] | None, *, timeout_ms: int | None = None,
+                  require_stable: bool = False) -> dict[TopicPartition, int | None]:
         """The group's committed offsets of ``partitions`` (None where it has none); every
-        partition it has committed when ``partitions`` is None."""
-        entries = self.committed_entries(partitions, timeout_ms=timeout_ms)
+        partition it has committed when ``partitions`` is None (``require_stable``:
+        ``committed_entries``)."""
+        entries = self.committed_entries(partitions, timeout_ms=timeout_ms, require_stable=require_stable)
         return {tp: None if entry is None else entry[0] for tp, entry in entries.items()}
 
-    def committed_entries(self, partitions: list[TopicPartition] | None, *, timeout_ms: int | None = None
-                          ) -> dict[TopicPartition, tuple[int, str | None] | None]:
+    def committed_entries(self, partitions: list[TopicPartition] | None, *, timeout_ms: int | None = None,
+                          require_stable: bool = False) -> dict[TopicPartition, tuple[int, str | None] | None]:
         """``committed`` with the metadata string committed beside each offset (a coordinator gone
-        is waited for: ``call``)."""
+        is waited for: ``call``). ``require_stable`` (OffsetFetch v7+, KIP-447): while a
+        transaction holds offsets of a partition pending, the coordinator answers
+        UNSTABLE_OFFSET_COMMIT, and the fetch is tried again (with backoff, up to ``timeout_ms``)
+        until the transaction ended, so the offsets read are the committed ones."""
         topics: dict[str, list[int]] = {}
         for topic, partition in partitions or ():
             topics.setdefault(topic, []).append(partition)
-        body = self.call("OffsetFetch", {"group_id": self.group_id, "require_stable": False,
-                                         "topics": None if partitions is None else
-                                         [{"name": name, "partition_indexes": parts}
-                                          for name, parts in topics.items()]}, timeout_ms=timeout_ms)
+        request = {"group_id": self.group_id, "require_stable": require_stable,
+                   "topics": None if partitions is None else
+                   [{"name": name, "partition_indexes": parts} for name, parts in topics.items()]}
+        deadline_ms = self._clock.monotonic_ms() + (self.default_api_timeout_ms if timeout_ms is None else timeout_ms)
+        backoff_ms = self._retry_backoff_ms
+        while True:
+            body = self.call("OffsetFetch", request, timeout_ms=timeout_ms)
+            unstable = body.get("error_code") == _UNSTABLE_OFFSET_COMMIT or any(
+                partition["error_code"] == _UNSTABLE_OFFSET_COMMIT
+                for topic in body["topics"] for partition in topic["partitions"])
+            if not unstable or self._clock.monotonic_ms() + backoff_ms >= deadline_ms:
+                break
+            logger.info("group %s: offsets pending in a transaction: fetching them again in %d ms",
+                        self.group_id, backoff_ms)
+            self._clock.sleep_ms(backoff_ms)
+            backoff_ms = min(backoff_ms * 2, self._retry_backoff_max_ms)
         if body.get("error_code"):
             if body["error_code"] in _COORDINATOR_ERRORS:
                 self._lose_coordinator()

@@ -32,7 +32,9 @@ rules that keep a partition's records exactly once and in order with up to
   for the producer took it) can no longer be stored in order: it fails.
 
 Each partition keeps the identity it started with until it is reset (the broker keeps producer
-state per partition, so partitions need not share one). Not thread-safe: the sender thread's.
+state per partition, so partitions need not share one). A transactional producer never resets a
+partition alone: its abort ends with a new epoch for all of them (``restart``). Not thread-safe:
+the sender thread's (``restart`` is called with no batch held, the sender idle).
 """
 
 from __future__ import annotations
@@ -83,6 +85,15 @@ class IdempotenceManager:
         if type(producer_id) is not int or producer_id < 0:
             raise ValueError(f"a producer id is an int >= 0, got {producer_id!r}")
         self.producer_id, self.producer_epoch = producer_id, producer_epoch
+
+    def restart(self, producer_id: int, producer_epoch: int) -> None:
+        """A new identity for every partition, sequences from 0 (a transactional producer's new
+        epoch after an abort). Only with no batch held: the abort settled them all."""
+        held = [key for key, state in self._partitions.items() if state.batches]
+        if held:
+            raise ValueError(f"partitions {held} still hold batches: no restart under them")
+        self.set_producer_id(producer_id, producer_epoch)
+        self._partitions.clear()
 
     def sequences(self, topic: str, partition: int) -> PartitionSequences | None:
         """The partition's state (None before its first batch is sent)."""

@@ -18,7 +18,20 @@ What it owns:
   partition's end offset then as the commit's metadata. A mirror started again resumes there; the
   records a crash left copied after the last commit (the destination end is past the one committed)
   are skipped in the source, not copied twice, so the destination gets every record once;
-- progress: ``progress(done, total)`` after each chunk (records copied so far, records to copy).
+- progress: ``progress(done, total)`` after each chunk (records copied so far, records to copy);
+- what is copied: committed records only (a broker is read ``read_committed``, a store through its
+  committed view, ``Log.fetch``): an aborted transaction's records are never copied; a transaction
+  still open in a broker's partition is waited for, and a store's partition is copied up to its
+  last stable offset (a later run copies the rest);
+- exactly once into a broker (``exactly_once``): each chunk is copied in one transaction of a
+  transactional producer (``transactional.id`` ``logstore-mirror-<group>``), and the chunk's next
+  source offset is committed as the group's offset inside that same transaction
+  (``send_offsets_to_transaction``), so the records and the position are stored together or not
+  at all: no bookkeeping topic, no skipping after a crash. A mirror started again first fences
+  the one it replaces (``init_transactions`` aborts its open transaction), then reads the group's
+  offsets with ``require_stable`` and resumes there. Readers of the destination must read
+  ``read_committed`` to see each record once. Refused (``check_exactly_once``) where it cannot
+  hold: a store as the destination (no transactions in a data dir written directly).
 """
 
 from __future__ import annotations
@@ -36,10 +49,15 @@ from ..manager.topics import CRC32, INTERNAL_TOPICS, MURMUR2, PLACEMENT_CONFIG
 from ..records.decoder import Record
 from .admin import BrokerAdmin, BrokerGroupAdmin
 from .consumer import Consumer
+from .errors import AbortableTransactionError
 from .producer import Producer
 from .security import ClientSecurity
 
 DEFAULT_GROUP = "logstore-mirror"
+TRANSACTIONAL_ID_PREFIX = "logstore-mirror-"
+"""An exactly-once mirror's ``transactional.id`` is this and its group: the same for every run of
+one mirror (so a run fences the one it replaces), distinct per group."""
+_EXACTLY_ONCE_METADATA = json.dumps({"exactly_once": True})
 _CHUNK_RECORDS = 5000
 _CHUNK_BYTES = 4 << 20
 _BROKER = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):\d{1,5}(,(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):\d{1,5})*$")
@@ -90,11 +108,15 @@ class StoreEnd:
     def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[list[Record]]:
         log = self.store.get_log(topic, partition)
         while start < end:
-            records = [record for record in log.read(start, _CHUNK_BYTES, _CHUNK_RECORDS) if record.offset < end]
-            if not records:
+            # Committed records only; the next offset moves past markers and aborted data, and stays
+            # at the last stable offset while a transaction is open (then this copy stops there)
+            result = log.fetch(start, _CHUNK_BYTES, _CHUNK_RECORDS, isolation="read_committed")
+            records = [record for record in result.records if record.offset < end]
+            if records:
+                yield records
+            if result.next_offset <= start:
                 return
-            yield records
-            start = records[-1].offset + 1
+            start = result.next_offset
 
     def write(self, topic: str, partition: int, records: list[Record]) -> None:
         self.store.append(topic, [record._replace(offset=None) for record in records], partition=partition,
@@ -112,11 +134,14 @@ class BrokerEnd:
         self.groups = BrokerGroupAdmin(self.admin)
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
+        self._transactional: Producer | None = None
 
     def close(self) -> None:
         try:
             if self._producer is not None:
                 self._producer.close()
+            if self._transactional is not None:
+                self._transactional.close()
             if self._consumer is not None:
                 self._consumer.close()
         finally:
@@ -157,7 +182,8 @@ class BrokerEnd:
     def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[list[Record]]:
         if self._consumer is None:
             self._consumer = Consumer(self._config, bootstrap_servers=self.name, client_id="logstore-mirror",
-                                      enable_auto_commit=False, auto_offset_reset="none", max_poll_records=_CHUNK_RECORDS)
+                                      enable_auto_commit=False, auto_offset_reset="none", max_poll_records=_CHUNK_RECORDS,
+                                      isolation_level="read_committed")
         consumer = self._consumer
         consumer.assign([(topic, partition)])
         consumer.seek(topic, partition, start)
@@ -177,6 +203,50 @@ class BrokerEnd:
         producer.flush()
         for future in futures:
             future.result(0)  # a record the broker refused fails the mirror here, before the commit
+
+
+    def offers_transactions(self) -> bool:
+        """Whether the broker speaks the transaction APIs (EndTxn in its ApiVersions)."""
+        network = self.admin.network
+        address = next(iter(dict.fromkeys([*network.metadata.brokers.values(), *network.bootstrap])))
+        try:
+            network.connection_to(*address).version_of("EndTxn")
+        except RequestError:
+            return False
+        return True
+
+    def begin_exactly_once(self, group: str) -> None:
+        """The transactional producer of the mirror of ``group``: registered (fencing the run it
+        replaces, whose open transaction the coordinator aborts) before any offset is read."""
+        self._transactional = Producer(self._config, bootstrap_servers=self.name, client_id="logstore-mirror",
+                                       linger_ms=5, batch_size=256 * 1024,
+                                       transactional_id=TRANSACTIONAL_ID_PREFIX + group)
+        self._transactional.init_transactions()
+
+    def claim(self, offsets: dict[tuple[str, int], int], group: str) -> None:
+        """Commit ``offsets`` for ``group`` in a transaction of their own (no records)."""
+        producer = self._transactional
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction({tp: (offset, _EXACTLY_ONCE_METADATA) for tp, offset in offsets.items()},
+                                             group)
+        producer.commit_transaction()
+
+    def write_transaction(self, topic: str, partition: int, records: list[Record], group: str,
+                          next_offset: int) -> None:
+        """``records`` and the group's offset ``next_offset`` of ``topic``/``partition`` in one
+        transaction: both are stored, or neither (an error aborts it, and is raised)."""
+        producer = self._transactional
+        producer.begin_transaction()
+        try:
+            futures = [producer.send(topic, r.value, key=r.key, headers=r.headers, partition=partition,
+                                     timestamp_ms=r.timestamp_ms) for r in records]
+            producer.send_offsets_to_transaction({(topic, partition): (next_offset, _EXACTLY_ONCE_METADATA)}, group)
+            producer.commit_transaction()
+        except AbortableTransactionError:
+            producer.abort_transaction()
+            raise
+        for future in futures:
+            future.result(0)
 
 
 def _placement_config(placement: str) -> dict[str, str]:
@@ -202,6 +272,15 @@ def check_end(where: str, *, writable: bool) -> None:
         raise ValueError(f"{where!r} is neither a data dir nor HOST:PORT of a broker")
 
 
+def check_exactly_once(destination: str) -> None:
+    """Refuse (``ValueError``) ``--exactly-once`` into ``destination`` unless it is a broker
+    (``HOST:PORT``): a store's data dir is written directly, with no transaction to put the records
+    and the position in together."""
+    if os.path.isdir(destination) or not _BROKER.match(destination):
+        raise ValueError(f"--exactly-once needs a Kafka broker (HOST:PORT) as the destination, got "
+                         f"{destination!r} (a data dir): a store is written without transactions")
+
+
 def open_end(where: str, *, writable: bool, client_config: dict | None = None) -> StoreEnd | BrokerEnd:
     """A store when ``where`` is an existing directory (or, for a destination, a path that is not
     ``HOST:PORT``), else the broker at ``where`` (reached with ``client_config``'s security
@@ -215,9 +294,18 @@ def open_end(where: str, *, writable: bool, client_config: dict | None = None) -
 
 
 def mirror(source: StoreEnd | BrokerEnd, destination: StoreEnd | BrokerEnd, topics: list[str] | None = None, *,
-           group: str = DEFAULT_GROUP, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
+           group: str = DEFAULT_GROUP, progress: Callable[[int, int], None] | None = None,
+           exactly_once: bool = False) -> dict[str, int]:
     """Copy ``topics`` (default: every topic of the source but internal ones) from ``source`` to
     ``destination``; returns the records copied per topic (see the module docstring)."""
+    if exactly_once:
+        if not isinstance(destination, BrokerEnd):
+            raise ValueError(f"--exactly-once needs a Kafka broker as the destination, got the data dir "
+                             f"{destination.name!r}")
+        if not destination.offers_transactions():
+            raise RequestError(f"--exactly-once: {destination.name} does not offer transactions (no EndTxn in its "
+                               "ApiVersions)")
+        destination.begin_exactly_once(group)
     names = list(topics) if topics else source.topics()
     plan = []
     counts = {}
@@ -226,7 +314,8 @@ def mirror(source: StoreEnd | BrokerEnd, destination: StoreEnd | BrokerEnd, topi
         if counts[topic] is None:
             raise RequestError(f"topic {topic!r} does not exist in {source.name}")
     committed = destination.groups.committed_entries(group, [(topic, p) for topic in names
-                                                             for p in range(counts[topic])])
+                                                             for p in range(counts[topic])],
+                                                     **({"require_stable": True} if exactly_once else {}))
     for topic in names:
         count = counts[topic]
         placement = source.placement(topic)
@@ -242,8 +331,17 @@ def mirror(source: StoreEnd | BrokerEnd, destination: StoreEnd | BrokerEnd, topi
                                "keys written later would land elsewhere; mirror into a new topic")
         for partition in range(count):
             start, end = source.offsets(topic, partition)
-            resume, skip = _resume_point(committed.get((topic, partition)), destination, topic, partition)
+            resume, skip = _resume_point(committed.get((topic, partition)), destination, topic, partition,
+                                         exactly_once)
             plan.append((topic, partition, max(start, resume), end, skip))
+    if exactly_once:
+        # Claim the destination partitions not committed yet (checked empty above) with their start
+        # offsets, in a transaction of their own: after a crash, whatever a later transaction left
+        # (aborted records) is behind a commit of this mirror, not taken for someone else's data.
+        claims = {(topic, partition): start for topic, partition, start, _, _ in plan
+                  if (topic, partition) not in committed}
+        if claims:
+            destination.claim(claims, group)
     total = sum(max(end - start, 0) for _, _, start, end, _ in plan)
     done = 0
     copied: dict[str, int] = dict.fromkeys(names, 0)
@@ -255,13 +353,17 @@ def mirror(source: StoreEnd | BrokerEnd, destination: StoreEnd | BrokerEnd, topi
             if skip:  # copied after the last commit, before an interruption: already there
                 dropped, records = records[:skip], records[skip:]
                 skip -= len(dropped)
-            if records:
-                destination.write(topic, partition, records)
-                copied[topic] += len(records)
-            dest_end = destination.offsets(topic, partition)[1]
             next_offset = (records or dropped)[-1].offset + 1
-            destination.groups.commit(group, {(topic, partition): next_offset}, doing="mirroring",
-                                      metadata={(topic, partition): json.dumps({"dest_end": dest_end})})
+            if exactly_once:
+                destination.write_transaction(topic, partition, records, group, next_offset)
+                copied[topic] += len(records)
+            else:
+                if records:
+                    destination.write(topic, partition, records)
+                    copied[topic] += len(records)
+                dest_end = destination.offsets(topic, partition)[1]
+                destination.groups.commit(group, {(topic, partition): next_offset}, doing="mirroring",
+                                          metadata={(topic, partition): json.dumps({"dest_end": dest_end})})
             done += next_offset - start
             start = next_offset
             if progress is not None:
@@ -269,10 +371,12 @@ def mirror(source: StoreEnd | BrokerEnd, destination: StoreEnd | BrokerEnd, topi
     return copied
 
 
-def _resume_point(entry: tuple[int, str | None] | None, destination, topic: str, partition: int
-                  ) -> tuple[int, int]:
+def _resume_point(entry: tuple[int, str | None] | None, destination, topic: str, partition: int,
+                  exactly_once: bool = False) -> tuple[int, int]:
     """Where a partition's copy resumes: the committed source offset, and how many source records
-    from there are already in the destination (written after that commit)."""
+    from there are already in the destination (written after that commit). An exactly-once commit
+    was made with its records: none after it (its metadata is not relied on: Tansu does not keep a
+    transactional commit's)."""
     if entry is None:
         written = destination.offsets(topic, partition)[1] if destination.partitions(topic) is not None else 0
         if written:
@@ -283,6 +387,8 @@ def _resume_point(entry: tuple[int, str | None] | None, destination, topic: str,
     try:
         dest_end = json.loads(metadata or "{}")["dest_end"]
     except (ValueError, KeyError, TypeError):
+        if exactly_once or metadata == _EXACTLY_ONCE_METADATA:
+            return offset, 0  # committed with its records in one transaction: nothing after it
         raise RequestError(f"group commit of {topic}-{partition} in {destination.name} is not a mirror's "
                            f"(metadata {metadata!r}): choose another --group") from None
     return offset, max(destination.offsets(topic, partition)[1] - dest_end, 0)

@@ -4,7 +4,8 @@ What it owns (the part of Kafka's Sender that is bytes and bookkeeping, no threa
 - ``produce_request(batches, acks, timeout_ms, ..., compression=codec)``: one Produce request body
   for batches bound for one broker, each batch encoded as a Kafka RecordBatch v2
   (``wire_records.encode_produce_batch``, compressed with the codec given), grouped by topic; an
-  idempotent producer's batches carry their producer id, epoch and base sequence;
+  idempotent producer's batches carry their producer id, epoch and base sequence, a transactional
+  producer's the transactional bit and its transactional id;
 - ``partition_results(batches, body)``: each batch's error code and partition response (a
   partition missing from the response, or a request never answered, is NETWORK_EXCEPTION);
 - ``apply_response(batches, body)``: each batch's outcome from the response: completed with its base
@@ -71,11 +72,13 @@ class Outcome(NamedTuple):
 
 
 def produce_request(batches: Iterable[ProducerBatch], acks: int, timeout_ms: int, producer_id: int = -1,
-                    producer_epoch: int = -1, *, compression: int = 0) -> dict[str, Any]:
+                    producer_epoch: int = -1, *, compression: int = 0,
+                    transactional_id: str | None = None) -> dict[str, Any]:
     """The Produce request body carrying ``batches`` (at most one per partition), their records
     compressed with codec ``compression``. An idempotent producer's batch carries a producer id,
     epoch and ``base_sequence``, so the broker stores a retried batch once: its own
-    (``batch.producer_id``, given at its first send) or else ``producer_id``/``producer_epoch``."""
+    (``batch.producer_id``, given at its first send) or else ``producer_id``/``producer_epoch``.
+    A transactional producer's (``transactional_id``) batches have the transactional bit set."""
     if acks not in (0, 1, -1):
         raise ValueError(f"acks must be 0, 1 or -1 (all), got {acks!r}")
     if compression not in CODEC_NAMES:
@@ -85,9 +88,10 @@ def produce_request(batches: Iterable[ProducerBatch], acks: int, timeout_ms: int
         pid, epoch = ((batch.producer_id, batch.producer_epoch) if batch.producer_id >= 0
                       else (producer_id, producer_epoch))
         records = encode_produce_batch(batch.records, producer_id=pid, producer_epoch=epoch,
-                                       base_sequence=batch.base_sequence if pid >= 0 else -1, compression=compression)
+                                       base_sequence=batch.base_sequence if pid >= 0 else -1, compression=compression,
+                                       transactional=transactional_id is not None)
         by_topic[batch.topic].append({"index": batch.partition, "records": records})
-    return {"transactional_id": None, "acks": acks, "timeout_ms": timeout_ms,
+    return {"transactional_id": transactional_id, "acks": acks, "timeout_ms": timeout_ms,
             "topic_data": [{"name": topic, "partition_data": partitions} for topic, partitions in by_topic.items()]}
 
 

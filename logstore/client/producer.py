@@ -7,7 +7,8 @@ What it owns:
 - configuration with Kafka's names (``linger.ms``, ``batch.size``, ``buffer.memory``, ``max.block.ms``,
   ``acks``, ``retries``, ``retry.backoff.ms``, ``request.timeout.ms``, ``delivery.timeout.ms``,
   ``max.in.flight.requests.per.connection``, ``enable.idempotence``, ``compression.type``,
-  ``reconnect.backoff.ms``, ``reconnect.backoff.max.ms``, ``metadata.max.age.ms``, ``client.id``),
+  ``reconnect.backoff.ms``, ``reconnect.backoff.max.ms``, ``metadata.max.age.ms``, ``client.id``,
+  ``transactional.id``, ``transaction.timeout.ms``),
   given as a dict, or as
   keywords with the dots written as underscores; a bad value is refused at construction, named;
 - partitioning: an explicit partition, Kafka's murmur2 of the key, or for a null key the partition
@@ -25,6 +26,11 @@ from InitProducerId, and per partition a sequence given to each batch at its fir
 its retries, so the broker stores a batch once however often it is sent, and in order with up to 5
 batches of a partition in flight (``idempotence``). Without it, ``max.in.flight`` > 1 may reorder a
 partition when a batch is retried, as with Kafka's producer.
+
+Transactions (``transactional.id``, ``transaction.timeout.ms``): ``init_transactions``,
+``begin_transaction``, ``send_offsets_to_transaction``, ``commit_transaction``,
+``abort_transaction``, as Kafka's producer has them (``transactions.TransactionManager`` does the
+coordinators' part; ``send`` adds each partition to the transaction before queuing its first record).
 
 ``delivery.timeout.ms`` (Kafka's default 120000, at least ``linger.ms + request.timeout.ms``): a record
 not acknowledged that long after its batch was created fails with ``DeliveryTimeoutError``, queued
@@ -44,12 +50,14 @@ from ..errors import StoreClosedError
 from ..records.decoder import Record
 from .accumulator import RecordAccumulator, RecordFuture
 from .cluster import NetworkClient
-from .errors import NetworkError
+from .errors import AbortableTransactionError, NetworkError, TransactionStateError
 from .idempotence import IdempotenceManager
 from .partitioner import partition_for_key, topic_placement
 from .produce import DeliveryTimeoutError, compression_codec
 from .security import SECURITY_DEFAULTS, ClientSecurity
 from .sender import Sender
+from .consumer import GroupMetadata
+from .transactions import TransactionManager, group_metadata
 
 __all__ = ["DEFAULTS", "DeliveryTimeoutError", "Producer", "SETTING_DOCS", "producer_config"]
 
@@ -58,7 +66,8 @@ DEFAULTS: dict[str, Any] = {
     "buffer.memory": 32 * 1024 * 1024, "max.block.ms": 60_000, "retries": 2**31 - 1, "retry.backoff.ms": 100,
     "request.timeout.ms": 30_000, "delivery.timeout.ms": 120_000, "max.in.flight.requests.per.connection": 5,
     "enable.idempotence": None, "compression.type": "none", "reconnect.backoff.ms": 50,
-    "reconnect.backoff.max.ms": 1000, "metadata.max.age.ms": 300_000, **SECURITY_DEFAULTS}
+    "reconnect.backoff.max.ms": 1000, "metadata.max.age.ms": 300_000, "transactional.id": None,
+    "transaction.timeout.ms": 60_000, **SECURITY_DEFAULTS}
 SETTING_DOCS: dict[str, str] = {
     "bootstrap.servers": "the brokers to start from, HOST:PORT separated by commas (required)",
     "client.id": "the name the producer gives in every request (the broker's logs show it)",
@@ -83,6 +92,12 @@ SETTING_DOCS: dict[str, str] = {
     "reconnect.backoff.max.ms": "the longest wait between two connection attempts to a broker",
     "metadata.max.age.ms": "partition counts older than this are asked for again (records go to partitions a "
                            "topic gained)",
+    "transactional.id": "makes the producer transactional: init_transactions, then records sent between "
+                        "begin_transaction and commit_transaction become visible to read_committed readers "
+                        "together, or not at all; a new producer with the same id fences the older one (needs "
+                        "idempotence)",
+    "transaction.timeout.ms": "how long the coordinator lets a transaction stay open before it aborts it (at most "
+                              "the broker's transaction.max.timeout.ms)",
 }
 """What each producer setting of ``DEFAULTS`` does (the security ones: ``security.SETTING_DOCS``);
 the documentation's settings reference is generated from it."""
@@ -102,6 +117,11 @@ def producer_config(config: Mapping[str, Any] | None, keywords: Mapping[str, Any
         given.add(key)
     if not merged["bootstrap.servers"]:
         raise ValueError("bootstrap.servers is required")
+    transactional_id = merged["transactional.id"]
+    if transactional_id is not None and (not isinstance(transactional_id, str) or not transactional_id):
+        raise ValueError(f"transactional.id must be a non-empty str or None, got {transactional_id!r}")
+    if type(merged["transaction.timeout.ms"]) is not int or merged["transaction.timeout.ms"] < 1:
+        raise ValueError(f"transaction.timeout.ms must be an int >= 1, got {merged['transaction.timeout.ms']!r}")
     if merged["acks"] not in _ACKS:
         raise ValueError(f"acks must be all, -1, 1 or 0, got {merged['acks']!r}")
     for key, low in (("retries", 0), ("retry.backoff.ms", 0), ("linger.ms", 0), ("request.timeout.ms", 1),
@@ -129,6 +149,11 @@ def producer_config(config: Mapping[str, Any] | None, keywords: Mapping[str, Any
     if idempotence and in_flight > _MAX_IN_FLIGHT_IDEMPOTENT:
         raise ValueError(f"enable.idempotence needs max.in.flight.requests.per.connection <= "
                          f"{_MAX_IN_FLIGHT_IDEMPOTENT}, got {in_flight!r}")
+    if transactional_id is not None and idempotence is False:
+        raise ValueError(f"transactional.id needs idempotence: enable.idempotence is false for {transactional_id!r}")
+    if transactional_id is not None and (acks != -1 or in_flight > _MAX_IN_FLIGHT_IDEMPOTENT):
+        raise ValueError(f"transactional.id needs idempotence, so acks=all and max.in.flight.requests.per.connection "
+                         f"<= {_MAX_IN_FLIGHT_IDEMPOTENT}, got acks={merged['acks']!r}, max.in.flight={in_flight!r}")
     merged["enable.idempotence"] = (acks == -1 and in_flight <= _MAX_IN_FLIGHT_IDEMPOTENT
                                     if idempotence is None else idempotence)
     return merged
@@ -142,6 +167,7 @@ class Producer:
                  **settings: Any) -> None:
         explicit = True in ((config or {}).get("enable.idempotence"), settings.get("enable_idempotence"))
         self.config = settings = producer_config(config, settings)
+        explicit = explicit or settings["transactional.id"] is not None
         self._clock = clock
         in_flight = settings["max.in.flight.requests.per.connection"]
         network = dict(client_id=settings["client.id"], request_timeout_ms=settings["request.timeout.ms"],
@@ -165,13 +191,22 @@ class Producer:
         self._placements: dict[str, str] = {}  # per topic written with keys, as the metadata holds per topic
         self._closed = False
         self._rng = random.Random()
+        self._transactions: TransactionManager | None = None
+        if settings["transactional.id"] is not None:
+            # The coordinators' requests run in the application's threads: a client of their own
+            self._coordinators = NetworkClient(settings["bootstrap.servers"], **network)
+            self._transactions = TransactionManager(self._coordinators, settings["transactional.id"],
+                                                    settings["transaction.timeout.ms"],
+                                                    retry_backoff_ms=settings["retry.backoff.ms"],
+                                                    max_block_ms=settings["max.block.ms"], clock=clock)
         self._sender = Sender(self._network, self._accumulator, acks=_ACKS[settings["acks"]], retries=settings["retries"],
                               retry_backoff_ms=settings["retry.backoff.ms"],
                               request_timeout_ms=settings["request.timeout.ms"],
                               delivery_timeout_ms=settings["delivery.timeout.ms"],
                               compression=compression_codec(settings["compression.type"]),
                               idempotence=IdempotenceManager() if settings["enable.idempotence"] else None,
-                              idempotence_explicit=explicit, clock=clock)
+                              idempotence_explicit=explicit, clock=clock, transaction=self._transactions,
+                              transactional_id=settings["transactional.id"])
         self._thread = threading.Thread(target=self._sender.run, name="logstore-producer-sender", daemon=True)
         self._thread.start()
 
@@ -211,6 +246,9 @@ class Producer:
         failure = self._sender.failure
         if failure is not None:
             raise StoreClosedError(f"the producer's sender failed: {failure!r}") from failure
+        transactions = self._transactions
+        if transactions is not None:
+            transactions.check_send()
         record = Record(key, value, tuple(headers) if headers else (),
                         self._clock.time_ms() if timestamp_ms is None else timestamp_ms)
         partitions = self._partitions(topic)
@@ -223,6 +261,8 @@ class Producer:
                     partition = self._sticky[topic] = self._rng.randrange(partitions)
         elif type(partition) is not int or not 0 <= partition < partitions:
             raise ValueError(f"partition must be in [0, {partitions}) for {topic}, got {partition!r}")
+        if transactions is not None:
+            transactions.add_partition(topic, partition)  # before any batch of it can be sent
         future, opened = self._accumulator.append_record(topic, partition, record)
         if opened:
             # A new batch: the sender's wait was set without it. A record joining a batch changes
@@ -278,6 +318,86 @@ class Producer:
         if not_done:
             raise TimeoutError(f"flush: {not_done} batches not acknowledged within {timeout_s} s")
 
+    # --- transactions ----------------------------------------------------------------------------
+
+    def _manager(self, what: str) -> TransactionManager:
+        if self._transactions is None:
+            raise TransactionStateError(f"{what} needs a transactional producer: set transactional.id")
+        if self._closed:
+            raise StoreClosedError("the producer is closed")
+        return self._transactions
+
+    def _new_identity(self, producer_id: int, producer_epoch: int) -> None:
+        # Called with no batch held (before the first send, or after an abort settled them all); a
+        # transactional producer's sender always has its IdempotenceManager (never turned off)
+        manager = self._sender.idempotence
+        assert manager is not None
+        manager.restart(producer_id, producer_epoch)
+
+    @property
+    def transactional_id(self) -> str | None:
+        """The ``transactional.id`` (None: not a transactional producer)."""
+        value = self.config["transactional.id"]
+        return value if isinstance(value, str) else None
+
+    def init_transactions(self) -> None:
+        """Register the ``transactional.id`` with its coordinator (InitProducerId): a producer id
+        and a new epoch, which fences any older producer of that id (its open transaction is
+        aborted). Once, before the first ``begin_transaction``; ``RequestTimedOutError`` after
+        ``max.block.ms`` without an answer (call it again)."""
+        self._manager("init_transactions").init(self._new_identity)
+
+    def begin_transaction(self) -> None:
+        """Open a transaction: the records sent from now until ``commit_transaction`` are stored
+        together or not at all (for ``read_committed`` readers)."""
+        self._manager("begin_transaction").begin()
+
+    def send_offsets_to_transaction(self, offsets: Mapping[tuple[str, int], int | tuple[int, str | None]],
+                                    group_metadata_or_id: GroupMetadata | str | Any) -> None:
+        """Commit ``offsets`` (``{(topic, partition): next offset to read}``, or ``(offset, metadata
+        string)`` as the value) for a consumer group as part of the transaction: they become the
+        group's committed offsets only if it commits. The group is a group id, or a consumer's
+        ``group_metadata()`` (then the group's coordinator refuses the commit of a member that is
+        no longer in the group: KIP-447)."""
+        manager = self._manager("send_offsets_to_transaction")
+        group = group_metadata(group_metadata_or_id)
+        checked: dict[tuple[str, int], tuple[int, str | None]] = {}
+        for tp, value in dict(offsets).items():
+            if not (isinstance(tp, tuple) and len(tp) == 2 and isinstance(tp[0], str) and type(tp[1]) is int):
+                raise TypeError(f"an offset's partition is a (topic, partition) pair, got {tp!r}")
+            offset, metadata = value if isinstance(value, tuple) else (value, "")
+            if type(offset) is not int or offset < 0:
+                raise ValueError(f"an offset to commit is an int >= 0, got {offset!r} for {tp!r}")
+            if metadata is not None and not isinstance(metadata, str):
+                raise TypeError(f"an offset's metadata is a str or None, got {metadata!r} for {tp!r}")
+            checked[tp] = (offset, metadata)
+        if checked:
+            manager.send_offsets(checked, group)
+
+    def commit_transaction(self, timeout_s: float | None = None) -> None:
+        """Flush, then commit the transaction (EndTxn): its records and offsets become visible
+        together. ``AbortableTransactionError`` when a record or an offset of it failed (call
+        ``abort_transaction``), ``ProducerFencedError`` when a newer producer took the id over,
+        ``TimeoutError`` from the flush or ``RequestTimedOutError`` from the coordinator (call it
+        again)."""
+        manager = self._manager("commit_transaction")
+        manager.begin_commit()
+        self.flush(timeout_s)
+        manager.end(True, self._new_identity)
+
+    def abort_transaction(self, timeout_s: float | None = None) -> None:
+        """Abort the transaction: records not sent yet fail (``AbortableTransactionError``), the
+        ones sent are waited for, then EndTxn(abort): nothing of it is visible to
+        ``read_committed`` readers. After a failed record, the producer goes on under a new epoch
+        (sequences start again). The way out of ``AbortableTransactionError``."""
+        manager = self._manager("abort_transaction")
+        manager.begin_abort()
+        self._sender.request_abort(AbortableTransactionError("the transaction was aborted before this record was sent"))
+        self.flush(timeout_s)
+        # Every batch is settled (no new one until begin_transaction): the sender sends again
+        self._sender.clear_abort()
+        manager.end(False, self._new_identity)
+
     def close(self, timeout_s: float | None = None) -> None:
         """Flush, stop the sender, close the connections. Safe twice. With ``timeout_s``, records
         still unacknowledged then fail (``StoreClosedError``) and the sender stops anyway."""
@@ -299,3 +419,5 @@ class Producer:
                 self._thread.join(10)
             with self._metadata_lock:
                 self._lookup.close()
+            if self._transactions is not None:
+                self._coordinators.close()

@@ -24,6 +24,14 @@ If the broker cannot hand out producer ids (InitProducerId refused, or not offer
 was not asked for explicitly, the producer goes on without it, with a warning (Kafka 3+ turns the
 default off for conflicting settings the same way); asked for explicitly, that is the producer's
 failure.
+
+A transactional producer's sender (``transaction``: the producer's ``TransactionManager``) marks
+its batches transactional and names the transactional id in each Produce request; its producer id
+comes from ``init_transactions``, never from the sender, and a partition whose sequence is in doubt
+is not reset here but by the abort that the failure forces (a new epoch, sequences from 0). Each
+batch that fails is reported (``transaction.batch_failed``): the transaction can then only be
+aborted, and the next round fails the batches not sent yet, as ``request_abort`` (an abort drops
+them) does, and as Kafka's sender does.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ from ..errors import StoreClosedError
 from ..server.protocol import errors as kafka_errors
 from .accumulator import ProducerBatch, RecordAccumulator
 from .cluster import NetworkClient, PollResult
-from .errors import BrokerResponseError, NetworkError, NoCommonVersionError
+from .errors import AbortableTransactionError, BrokerResponseError, NetworkError, NoCommonVersionError
 from .idempotence import IdempotenceManager
 from .produce import RETRIABLE, DeliveryTimeoutError, partition_results, produce_request, response_error
 
@@ -60,7 +68,8 @@ class Sender:
 
     def __init__(self, network: NetworkClient, accumulator: RecordAccumulator, *, acks: int, retries: int,
                  retry_backoff_ms: int, request_timeout_ms: int, delivery_timeout_ms: int, compression: int,
-                 idempotence: IdempotenceManager | None, idempotence_explicit: bool, clock: Clock) -> None:
+                 idempotence: IdempotenceManager | None, idempotence_explicit: bool, clock: Clock,
+                 transaction=None, transactional_id: str | None = None) -> None:
         self._network = network
         self._accumulator = accumulator
         self._acks = acks
@@ -72,6 +81,11 @@ class Sender:
         self.idempotence = idempotence
         self._idempotence_explicit = idempotence_explicit
         self._clock = clock
+        self.transaction = transaction  # a transactional producer's TransactionManager, else None
+        self._transactional_id = transactional_id
+        # Set by request_abort or a failed batch of the transaction; while set, every round fails the
+        # batches not in a request (a batch answered later and given back for a retry among them)
+        self._abort_error: BaseException | None = None
         self._in_flight: dict[tuple, list[ProducerBatch]] = {}  # (connection, correlation id) -> batches
         self._metadata_wanted = False
         self._metadata_due_ms = 0
@@ -79,6 +93,17 @@ class Sender:
         self.stopping = False  # finish what is queued and in flight, then return
         self.force = False  # fail what is left and return
         self.failure: BaseException | None = None
+
+    def request_abort(self, error: BaseException) -> None:
+        """From the next round on, every batch not in a request fails (with ``error``): the
+        transaction they belong to is being aborted. Batches in a request are settled by their
+        answers (and fail then, if given back for a retry). Until ``clear_abort``."""
+        self._abort_error = error
+        self.wakeup()
+
+    def clear_abort(self) -> None:
+        """The abort settled every batch (none is held): batches are sent again."""
+        self._abort_error = None
 
     def wakeup(self) -> None:
         """End the sender's wait at once (a record was queued, a flush or close began)."""
@@ -102,8 +127,11 @@ class Sender:
     def run_once(self) -> None:
         """One round: expire, reset, send what is ready, wait for and apply answers."""
         now_ms = self._clock.monotonic_ms()
+        abort_error = self._abort_error
+        if abort_error is not None:
+            self._abort_undrained(abort_error)
         self._expire(now_ms)
-        if self.idempotence is not None and self.idempotence.has_producer_id():
+        if self.transaction is None and self.idempotence is not None and self.idempotence.has_producer_id():
             self._reset_partitions(now_ms)
         next_ms, blocked = self._send_ready(now_ms)
         wait_ms = _IDLE_WAIT_MS if next_ms is None else max(0, min(next_ms, _IDLE_WAIT_MS))
@@ -128,9 +156,9 @@ class Sender:
         ready, next_ms = self._accumulator.ready(now_ms)
         if not ready:
             return next_ms, False, False
-        if (self.idempotence is not None and not self.idempotence.has_producer_id()
-                and not self._init_producer_id(now_ms)):
-            return next_ms, True, False
+        if self.idempotence is not None and not self.idempotence.has_producer_id() and (
+                self.transaction is not None or not self._init_producer_id(now_ms)):
+            return next_ms, True, False  # (a transactional producer's id comes from init_transactions)
         by_leader: dict[int, list] = {}
         blocked = False
         for key in ready:
@@ -162,7 +190,8 @@ class Sender:
                 self.idempotence.sending(batch)  # a sequence at its first send, kept by its retries
             else:
                 batch.in_request = True
-        body = produce_request(batches, self._acks, self._request_timeout_ms, compression=self._compression)
+        body = produce_request(batches, self._acks, self._request_timeout_ms, compression=self._compression,
+                               transactional_id=self._transactional_id)
         try:
             if self._acks == 0:  # no answer will come: done once written
                 connection.send("Produce", body, expect_response=False)
@@ -206,10 +235,12 @@ class Sender:
         batch.complete(base_offset, partition.get("log_append_time_ms", -1))
         if self.idempotence is not None:
             for orphan in self.idempotence.acknowledged(batch):
-                orphan.fail(BrokerResponseError(
+                error = BrokerResponseError(
                     f"producing to {orphan.topic}-{orphan.partition} failed: its sequence was refused "
                     "(OUT_OF_ORDER_SEQUENCE_NUMBER) and a later batch was stored meanwhile, so it can no longer "
-                    "be stored in order", kafka_errors.OUT_OF_ORDER_SEQUENCE_NUMBER, "OUT_OF_ORDER_SEQUENCE_NUMBER"))
+                    "be stored in order", kafka_errors.OUT_OF_ORDER_SEQUENCE_NUMBER, "OUT_OF_ORDER_SEQUENCE_NUMBER")
+                orphan.fail(error)
+                self._report_failure(error)
                 self._accumulator.deallocate(orphan)
         self._accumulator.deallocate(batch)
 
@@ -244,15 +275,35 @@ class Sender:
                 failure.__cause__ = error
         batch.in_request = False
         batch.fail(failure)
+        self._report_failure(failure)
         if self.idempotence is not None:
             self.idempotence.left_unacknowledged(batch)
         self._accumulator.deallocate(batch)
+
+    def _report_failure(self, error: BaseException) -> None:
+        if self.transaction is not None:
+            self.transaction.batch_failed(error)
+            # The transaction can only be aborted now: the batches not sent yet fail at once (as
+            # Kafka's sender aborts them), rather than wait behind a partition left in doubt
+            if self._abort_error is None:
+                failure = AbortableTransactionError(f"not sent: an earlier batch of the transaction failed ({error})")
+                failure.__cause__ = error
+                self._abort_error = failure
+
+    def _abort_undrained(self, error: BaseException) -> None:
+        for batch in self._accumulator.undrained():
+            batch.fail(error)
+            if self.idempotence is not None and batch.base_sequence >= 0:
+                self.idempotence.left_unacknowledged(batch)
+                self._report_failure(error)
+            self._accumulator.deallocate(batch)
 
     # --- expiry ----------------------------------------------------------------------------------
 
     def _expire(self, now_ms: int) -> None:
         for batch in self._accumulator.expire(now_ms, self._delivery_timeout_ms):
             batch.fail(self._timeout_error(batch, now_ms, "not sent" if batch.attempts == 0 else "waiting for a retry"))
+            self._report_failure(batch.result.error)
             if self.idempotence is not None and batch.base_sequence >= 0:
                 self.idempotence.left_unacknowledged(batch)
         for batches in self._in_flight.values():
@@ -260,6 +311,7 @@ class Sender:
                 if not batch.done and now_ms - batch.created_ms >= self._delivery_timeout_ms:
                     # Failed now; the request's answer still settles its sequence (``_retry_or_fail``).
                     batch.fail(self._timeout_error(batch, now_ms, "in a request not answered yet"))
+                    self._report_failure(batch.result.error)
 
     def _timeout_error(self, batch: ProducerBatch, now_ms: int, state: str) -> DeliveryTimeoutError:
         last = f", the last one answered {batch.last_error}" if batch.last_error else ""

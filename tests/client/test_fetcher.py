@@ -13,10 +13,17 @@ from logstore.server.wire_records.encode import encode_produce_batch
 CONTROL = 0x20
 
 
+ABORT, COMMIT = 0, 1
+
+
 def _batch(base_offset: int, count: int, producer_id: int = -1, transactional: bool = False,
-           control: bool = False) -> bytes:
+           control: bool = False, marker: int = ABORT) -> bytes:
+    """A batch of ``count`` records; ``control``: a transaction marker of type ``marker`` (its key:
+    version 0, type; its value: version 0, coordinator epoch 0)."""
     records = [Record(b"k%d" % (base_offset + i), b"v%d" % (base_offset + i), (), 1_700_000_000_000)
                for i in range(count)]
+    if control:
+        records = [Record((0).to_bytes(2, "big") + marker.to_bytes(2, "big"), bytes(6), (), 1_700_000_000_000)]
     data = bytearray(encode_produce_batch(records, producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
                                           base_sequence=0 if producer_id >= 0 else -1, base_offset=base_offset,
                                           transactional=transactional))
@@ -30,7 +37,7 @@ LOG = b"".join([
     _batch(0, 3, producer_id=7, transactional=True),          # aborted below
     _batch(3, 1, producer_id=7, transactional=True, control=True),   # its abort marker
     _batch(4, 2, producer_id=8, transactional=True),          # committed
-    _batch(6, 1, producer_id=8, transactional=True, control=True),   # its commit marker
+    _batch(6, 1, producer_id=8, transactional=True, control=True, marker=COMMIT),   # its commit marker
     _batch(7, 2),                                              # no transaction
 ])
 
@@ -82,3 +89,24 @@ def test_records_below_the_fetch_offset_are_skipped_and_a_seek_drops_the_buffer(
     assert fetcher.drain() == [] and not fetcher.has_buffered()
     fetcher._take(("t", 0), 8, _answer(9))
     assert [r.offset for r in fetcher.drain()] == [8]
+
+
+def test_only_an_abort_marker_ends_an_aborted_transaction():
+    # Producer 7 commits 0-1, then aborts 3-4, then aborts 6-7 again: the COMMIT marker at 2 must not
+    # forget the aborted transactions after it, and the ABORT marker at 5 ends only the one before it.
+    log = b"".join([
+        _batch(0, 2, producer_id=7, transactional=True),
+        _batch(2, 1, producer_id=7, transactional=True, control=True, marker=COMMIT),
+        _batch(3, 2, producer_id=7, transactional=True),
+        _batch(5, 1, producer_id=7, transactional=True, control=True, marker=ABORT),
+        _batch(6, 2, producer_id=7, transactional=True),
+        _batch(8, 1, producer_id=7, transactional=True, control=True, marker=ABORT),
+        _batch(9, 1, producer_id=7, transactional=True),
+        _batch(10, 1, producer_id=7, transactional=True, control=True, marker=COMMIT),
+    ])
+    fetcher = _fetcher(READ_COMMITTED)
+    fetcher._take(("t", 0), 0, {"records": log, "last_stable_offset": 11, "high_watermark": 11,
+                                "aborted_transactions": [{"producer_id": 7, "first_offset": 6},
+                                                         {"producer_id": 7, "first_offset": 3}]})
+    assert [r.offset for r in fetcher.drain()] == [0, 1, 9]
+    assert fetcher.positions[("t", 0)] == 11
