@@ -8,6 +8,7 @@ import os
 import random
 import struct
 import zlib
+from pathlib import Path
 
 import pytest
 
@@ -59,7 +60,7 @@ def test_an_abort_writes_one_checksummed_40_byte_entry_and_a_commit_none(log):
     log.append_marker(12, 0, 0, commit=False)  # 5
     log.append_marker(13, 0, 0, commit=False)  # 6
     assert txnindex_files(log) == ["00000000000000000000.txnindex"]
-    data = open(os.path.join(log.dir_path, "00000000000000000000.txnindex"), "rb").read()
+    data = Path(log.dir_path, "00000000000000000000.txnindex").read_bytes()
     assert data == golden(12, 2, 5, 4) + golden(13, 4, 6, 7)
     assert decode_entries(data, "x") == [TxnIndexEntry(12, 2, 5, 4), TxnIndexEntry(13, 4, 6, 7)]
 
@@ -154,14 +155,14 @@ def test_a_damaged_entry_is_rebuilt_from_the_log_and_reported(log):
     log.append_marker(1, 0, 0, commit=False)  # 2: 2 still open, so the LSO after it is 1
     log.append_marker(2, 0, 0, commit=False)  # 3
     path = log.segments[0].txn_index.path
-    good = open(path, "rb").read()
+    good = Path(path).read_bytes()
     damaged = bytearray(good)
     damaged[45] ^= 0x40  # the second entry's first offset
-    open(path, "wb").write(bytes(damaged))
+    Path(path).write_bytes(bytes(damaged))
     log.segments[0].txn_index.reload()
     assert log.aborted_transactions(0, 4) == [AbortedTxn(1, 0), AbortedTxn(2, 1)]
     assert any("fails its checksum" in problem and "rebuilt" in problem for problem in log.load_problems)
-    assert open(path, "rb").read() == good
+    assert Path(path).read_bytes() == good
     assert [record.value for record in log.read(0, isolation=RC)] == []
 
 
@@ -200,3 +201,22 @@ def test_the_index_file_on_its_own(tmp_path):
     assert os.path.exists(path + ".deleted") and not os.path.exists(path)
     again.delete()
     assert not os.path.exists(path + ".deleted")
+
+
+def test_the_entries_held_in_memory_are_bounded_and_read_again_when_needed(log, monkeypatch):
+    from logstore.log import txn_index
+
+    monkeypatch.setattr(txn_index, "LOADED", txn_index._LoadedIndexes(3))
+    for pid in range(1, 7):  # two entries per segment, three segments
+        log.append([rec(pid)], producer=txn(pid))
+        log.append_marker(pid, 0, 0, commit=False)
+        if pid % 2 == 0:
+            log.roll()
+    expected = [AbortedTxn(pid, 2 * (pid - 1)) for pid in range(1, 7)]
+    for _ in range(2):
+        assert log.aborted_transactions(0, 20) == expected
+        assert txn_index.LOADED.entries <= 3 + 2  # the bound, plus the index in use
+    held = [segment.txn_index._entries is not None for segment in log.segments[:3]]
+    assert held.count(True) < 3  # some forgot theirs, and were read again from their files
+    log.segments[0].close_handlers()
+    assert log.segments[0].txn_index._entries is None
