@@ -181,6 +181,7 @@ class LoadedLog:
     # the snapshots looked like (None for a damaged log: repair reloads it).
     producer_state: ProducerStateTable = field(default_factory=ProducerStateTable)
     producer_load: ProducerStateLoad | None = None
+    snapshot_offsets: list[int] = field(default_factory=list)  # the snapshot files found (a damaged log's too)
 
 
 def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, recovery_point: int,
@@ -192,6 +193,7 @@ def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, 
     plan = plan_directory(fs, clock, dir_path, config)
     loaded = _load_segments(fs, clock, dir_path, config, plan, recovery_point=recovery_point,
                             log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, read_only=read_only)
+    loaded.snapshot_offsets = plan.snapshots
     if loaded.damage is None and loaded.segments and plan.snapshots:
         rederive = None if clean_shutdown or read_only else recovery_point
         on_aborted = None
@@ -206,6 +208,7 @@ def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, 
             for segment in loaded.segments:
                 if segment.txn_index.present:
                     segment.txn_index.flush()
+        loaded.snapshot_offsets = loaded.producer_load.snapshots
         loaded.producer_state.forget_below(loaded.log_start_offset)
     return loaded
 

@@ -151,9 +151,9 @@ class Log:
         # The snapshot files' writing rules (a writer's); what the load found. A read-only view
         # writes none: it follows the writer's appends in ``refresh``.
         producer_load = loaded.producer_load
+        # (A damaged log's snapshots were not read: its repair reloads them, removing those above the cut.)
         self._snapshots = None if read_only else ProducerSnapshots(
-            fs, dir_path, producer_load.snapshots if producer_load else [],
-            producer_load.newest_flagged if producer_load else False)
+            fs, dir_path, loaded.snapshot_offsets, producer_load.newest_flagged if producer_load else False)
         # Whether a segment may hold a ``.txnindex``: until one does, ``aborted_transactions`` is [] at once.
         self._txn_indexes = any(segment.txn_index.present is not False for segment in loaded.segments)
         # One-record appends handed to the append holding the lock.

@@ -6,8 +6,8 @@ Power loss: a transactional workload (transactions of several producers interlea
 appends, commits and aborts, flushes, rolls on small segments, a truncation, a close and reopen) runs
 once on a ``RecordingFileSystem``; the states a power loss can leave (``crash_states.DiskModel``) are
 drawn at every cut point around a producer-snapshot write (the flagged one before a producer batch,
-those of rolls and of the clean close), around each marker write, and at a sample of the other cut
-points: the two extremes (everything kept: a process crash; nothing unsynced kept) and random ones.
+those of rolls and of the clean close), around each marker write and each ``.txnindex`` write, and
+at a sample of the other cut points: the two extremes (everything kept: a process crash; nothing unsynced kept) and random ones.
 Each state is recovered by a real ``LogManager`` and checked; then the store is abandoned (no close)
 and opened again, which must find the same files and the same state.
 
@@ -123,14 +123,16 @@ def run_workload(root: str) -> list[tuple]:
 
 
 def interesting_cuts(ops: list[tuple], rng: random.Random) -> list[int]:
-    """Cut points around snapshot operations and marker writes, and a sample of the others."""
+    """Cut points around operations on snapshots and ``.txnindex`` files and around marker writes,
+    and a sample of the others."""
     names: dict[int, str] = {}
     cuts = set()
     for i, op in enumerate(ops):
         if op[0] == "create":
             names[op[3]] = op[2]
-        touches = (op[0] in ("create", "rename", "remove") and "snapshot" in " ".join(map(str, op[2:])))
-        touches = touches or (op[0] in ("write", "fsync") and "snapshot" in names.get(op[1], ""))
+        named = " ".join(map(str, op[2:])) if op[0] in ("create", "rename", "remove") else names.get(op[1], "")
+        touches = op[0] in ("create", "rename", "remove", "write", "fsync", "truncate") and (
+            "snapshot" in named or "txnindex" in named)
         if touches or (op[0] == "mark" and op[1][0] == "marker"):
             cuts.update(range(max(i - 1, 0), min(i + 4, len(ops) + 1)))
     others = [i for i in range(len(ops) + 1) if i not in cuts]

@@ -300,3 +300,34 @@ def test_a_read_only_view_follows_the_writer(tmp_path):
     assert state(view) == state(log) == scratch(log)
     view.close()
     s.close()
+
+
+def test_repair_of_a_damaged_log_reloads_and_drops_the_snapshots_above_the_cut(tmp_path):
+    s = Store(str(tmp_path), config=SMALL)
+    log = s.open()
+    for round_ in range(6):
+        log.append([rec("t", round_)], producer=txn(1))
+        for i in range(3):
+            log.append([rec("plain", 10 * round_ + i)])
+        log.append_marker(1, 0, 0, commit=round_ % 2 == 0)
+    log.append([rec("open", 0)], producer=txn(2))
+    damaged_segment = log.segments[1]
+    s.close()
+    with open(damaged_segment.log_path, "r+b") as handle:  # a segment below the end cut short: damage
+        handle.truncate(os.path.getsize(damaged_segment.log_path) - 5)
+    s.store = LogManager([s.root], clock=s.clock)
+    assert ("t", 0) in s.store.damaged_partitions
+    before = list_snapshots(OS_FILE_SYSTEM, s.dir)
+    s.store.repair("t", 0)
+    log = s.store.get_log("t", 0)
+    assert damaged_segment.base_offset < log.log_end_offset < log.segments[-1].base_offset + 10
+    assert [offset for offset in before if offset > log.log_end_offset]  # there were some above the cut
+    assert all(offset <= log.log_end_offset for offset in list_snapshots(OS_FILE_SYSTEM, s.dir))
+    check(log)
+    log.append([rec("after", 0)], producer=txn(3))
+    check(log)
+    s.close()
+    log = s.open()
+    check(log)
+    assert log.producer_state.open_transaction(3) is not None
+    s.close()
