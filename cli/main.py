@@ -1065,7 +1065,9 @@ def repair(options: StoreOptions, topic: str, partition: int | None, yes: bool, 
 @click.option("--records", is_flag=True, help="Also print every record of a .log file.")
 @format_option('{"path", "kind", "base_offset", "size_bytes"} and, for a .log, "batches" (each {"position", '
                '"status", "base_offset", "last_offset", "count", "base_timestamp_ms", "max_timestamp_ms", '
-               '"size_bytes", "compression", "timestamp_type", "crc", "error"}, with --records a "records" list of '
+               '"size_bytes", "compression", "timestamp_type", "crc", "error", "producer" (null or {"producer_id", '
+               '"producer_epoch", "base_sequence", "transactional"}), "marker" (null or {"type": COMMIT or ABORT, '
+               '"coordinator_epoch"})}, with --records a "records" list of '
                '{"offset", "timestamp_ms", "key", "value", "headers"}, bytes as base64) and "tail" (null, or the torn '
                'or unreadable end); for an index, "entries" and "trailing_bytes"; for a checkpoint, "version", '
                '"entries" ({"topic", "partition", "offset"}), "damaged_copies" and "error".',
@@ -1075,7 +1077,7 @@ def repair(options: StoreOptions, topic: str, partition: int | None, yes: bool, 
                    "(base_timestamp: 2026-11-29T13:05:01.123Z, ISO 8601 in UTC with milliseconds).")
 def dump(path: str, records: bool, output_format: str, timestamps: str) -> None:
     """Print the content of one file: a segment's .log (batches: position, offsets, count,
-    timestamps, size, CRC), .index or .timeindex (entries), or an offset checkpoint file."""
+    timestamps, size, CRC, a transactional producer's id/epoch and sequence, transaction markers), .index or .timeindex (entries), or an offset checkpoint file."""
     if output_format == "json":
         from logstore.tools.dump import dump_document
         echo_json(dump_document(path, records=records))

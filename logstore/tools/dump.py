@@ -11,7 +11,9 @@ Owns:
 - ``dump_file``: human-readable lines for a ``.log`` (optionally every record), ``.index``,
   ``.timeindex`` or offset checkpoint file. The file type comes from the file name. Timestamps are
   ``NAME_ms: N`` (ms since the epoch), or with ``timestamps="iso"`` ``NAME: 2026-11-29T13:05:01.123Z``
-  (UTC, ``logstore.clock.format_iso_ms``).
+  (UTC, ``logstore.clock.format_iso_ms``). A batch written for a producer shows its block
+  (``producer=<pid>/<epoch> seq=<n>``, `` txn`` when transactional) and a transaction marker its
+  kind and coordinator epoch (``COMMIT marker coordinator_epoch=<e>``).
 - ``dump_document``: the same as one JSON-ready document (``logstore dump --format json``).
 
 It only reads. Files renamed with a status suffix (``.deleted``, ``.cleaned``, ``.swap``) are dumped
@@ -34,8 +36,9 @@ from ..log.checkpoint import (CLEANER_OFFSET_CHECKPOINT, DAMAGED_SUFFIX, LOG_STA
 from ..log.index import OffsetIndex, TimeIndex
 from ..log.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX)
 from ..records.codecs import CODEC_NAMES
-from ..records.decoder import (COMPRESSION_MASK, HEADER_BYTES, TIMESTAMP_TYPE_LOG_APPEND, BatchHeader,
-                      Record, RecordBatch, read_header)
+from ..records.control import Marker, decode_marker
+from ..records.decoder import (COMPRESSION_MASK, CONTROL, HEADER_BYTES, TIMESTAMP_TYPE_LOG_APPEND, BatchHeader,
+                               ProducerFields, Record, RecordBatch, read_header)
 
 logger = logging.getLogger(__name__)
 
@@ -231,7 +234,33 @@ def _batch_line(entry: BatchEntry, timestamps: str = "ms") -> str:
     return (f"position: {entry.position} base_offset: {header.base_offset} last_offset: {header.last_offset} "
             f"count: {header.record_count} {_stamp('base_timestamp', header.base_timestamp, timestamps)} "
             f"{_stamp('max_timestamp', header.max_timestamp, timestamps)} size_bytes: {header.size_bytes} "
-            f"compression: {compression} timestamp_type: {timestamp_type} crc: {header.crc:#010x} {crc}")
+            f"compression: {compression} timestamp_type: {timestamp_type}{_producer_text(entry)} "
+            f"crc: {header.crc:#010x} {crc}")
+
+
+def batch_producer(entry: BatchEntry) -> tuple[ProducerFields | None, Marker | None]:
+    """The producer block of a verified batch (None without one, or when the batch is damaged: its
+    block is not to be trusted) and, for a control batch, the transaction marker it holds."""
+    if not entry.ok:
+        return None, None
+    producer = entry.batch.producer
+    if producer is None or not entry.header.attributes & CONTROL:
+        return producer, None
+    record = entry.batch.record_at(0)
+    return producer, decode_marker(record.key, record.value)  # verify() decoded it already: cannot fail
+
+
+def _producer_text(entry: BatchEntry) -> str:
+    """`` producer=<pid>/<epoch> seq=<n>`` with `` txn`` for a transactional batch and, for a
+    marker, `` COMMIT marker coordinator_epoch=<e>`` (or ABORT); "" for a batch without a producer."""
+    producer, marker = batch_producer(entry)
+    if producer is None:
+        return ""
+    text = (f" producer={producer.producer_id}/{producer.producer_epoch} seq={producer.base_sequence}"
+            + (" txn" if producer.transactional else ""))
+    if marker is not None:
+        text += f" {'COMMIT' if marker.commit else 'ABORT'} marker coordinator_epoch={marker.coordinator_epoch}"
+    return text
 
 
 def _record_line(record: Record, timestamps: str = "ms") -> str:
@@ -287,7 +316,9 @@ def dump_document(path: str, records: bool = False, fs: FileSystem = OS_FILE_SYS
     """What ``dump_file`` shows, as one JSON-ready document (``logstore dump --format json``):
     ``{"path", "kind", "base_offset", "size_bytes", ...}`` and by kind: a log's ``"batches"``
     (each ``{"position", "status", "base_offset", "last_offset", "count", "base_timestamp_ms",
-    "max_timestamp_ms", "size_bytes", "compression", "timestamp_type", "crc", "error"}``, with
+    "max_timestamp_ms", "size_bytes", "compression", "timestamp_type", "crc", "error", "producer",
+    "marker"}``: ``producer`` null or ``{"producer_id", "producer_epoch", "base_sequence",
+    "transactional"}``, ``marker`` null or ``{"type": "COMMIT" | "ABORT", "coordinator_epoch"}``; with
     ``records`` a ``"records"`` list of ``{"offset", "timestamp_ms", "key", "value", "headers"}``,
     keys, values and header values base64, null for null) and ``"tail"`` (null, or ``{"status",
     "position", "size_bytes", "error"}``); an index's ``"entries"`` (``{"offset", "position"}`` or
@@ -333,6 +364,12 @@ def _batch_json(entry: BatchEntry, records: bool) -> dict:
            "compression": CODEC_NAMES.get(header.attributes & COMPRESSION_MASK, "unknown"),
            "timestamp_type": "LogAppendTime" if header.attributes & TIMESTAMP_TYPE_LOG_APPEND else "CreateTime",
            "crc": header.crc, "error": entry.error or None}
+    producer, marker = batch_producer(entry)
+    row["producer"] = None if producer is None else {
+        "producer_id": producer.producer_id, "producer_epoch": producer.producer_epoch,
+        "base_sequence": producer.base_sequence, "transactional": producer.transactional}
+    row["marker"] = None if marker is None else {"type": "COMMIT" if marker.commit else "ABORT",
+                                                 "coordinator_epoch": marker.coordinator_epoch}
     if records:
         row["records"] = [{"offset": record.offset, "timestamp_ms": record.timestamp_ms, "key": _base64(record.key),
                            "value": _base64(record.value),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -154,3 +155,61 @@ def test_renamed_segment_files_are_dumped_too(partition_dir):
 def test_unknown_file_kind_is_an_error(partition_dir):
     with pytest.raises(ValueError, match="cannot tell what kind of file"):
         list(dump_file(str(partition_dir.parent / "topics.json")))
+
+
+# --- producer batches and transaction markers ----------------------------------------------------
+
+
+def write_transactional_segment(path):
+    """A segment of: a plain batch (0..1), producer 7 epoch 2's transaction (2..4) and its COMMIT
+    marker (5, coordinator epoch 4), producer 8's batch (6) and its ABORT marker (7)."""
+    from logstore.records.encoder import assign_base_offset, encode_batch, encode_marker_batch
+
+    batches = [encode_batch([Record(b"k", b"plain", (), 100)] * 2),
+               encode_batch([Record(b"k", b"t%d" % i, (), 200) for i in range(3)], producer=(7, 2, 0),
+                            transactional=True, base_offset=2),
+               encode_marker_batch(True, 4, 7, 2, timestamp_ms=300),
+               encode_batch([Record(b"k", b"aborted", (), 400)], producer=(8, 0, 5), transactional=True,
+                            base_offset=6),
+               encode_marker_batch(False, 4, 8, 0, timestamp_ms=500)]
+    assign_base_offset(batches[2], 5)
+    assign_base_offset(batches[4], 7)
+    path.write_bytes(b"".join(batches))
+    return path
+
+
+def test_log_dump_shows_producers_and_markers(tmp_path):
+    path = str(write_transactional_segment(tmp_path / f"{SEGMENT}.log"))
+    lines = [line for line in dump_file(path) if line.startswith("position: ")]
+    assert [int(fields(line)["base_offset"]) for line in lines] == [0, 2, 5, 6, 7]
+    assert "producer=" not in lines[0] and "marker" not in lines[0]
+    assert " producer=7/2 seq=0 txn crc: " in lines[1]
+    assert " producer=7/2 seq=-1 txn COMMIT marker coordinator_epoch=4 crc: " in lines[2]
+    assert " producer=8/0 seq=5 txn crc: " in lines[3] and "marker" not in lines[3]
+    assert " producer=8/0 seq=-1 txn ABORT marker coordinator_epoch=4 crc: " in lines[4]
+    assert all(line.endswith(" ok") for line in lines)
+
+
+def test_log_dump_json_shows_producers_and_markers(tmp_path):
+    path = str(write_transactional_segment(tmp_path / f"{SEGMENT}.log"))
+    result = CliRunner().invoke(main, ["dump", path, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    batches = json.loads(result.stdout)["batches"]
+    assert [batch["producer"] for batch in batches] == [
+        None, {"producer_id": 7, "producer_epoch": 2, "base_sequence": 0, "transactional": True},
+        {"producer_id": 7, "producer_epoch": 2, "base_sequence": -1, "transactional": True},
+        {"producer_id": 8, "producer_epoch": 0, "base_sequence": 5, "transactional": True},
+        {"producer_id": 8, "producer_epoch": 0, "base_sequence": -1, "transactional": True}]
+    assert [batch["marker"] for batch in batches] == [None, None, {"type": "COMMIT", "coordinator_epoch": 4}, None,
+                                                      {"type": "ABORT", "coordinator_epoch": 4}]
+
+
+def test_a_damaged_producer_batch_shows_no_producer(tmp_path):
+    path = write_transactional_segment(tmp_path / f"{SEGMENT}.log")
+    data = bytearray(path.read_bytes())
+    second = next(entry for entry in scan_log_file(str(path)) if entry.header.base_offset == 2)
+    data[second.position + 60] ^= 0xFF  # inside its producer block: the body CRC fails
+    path.write_bytes(bytes(data))
+    lines = [line for line in dump_file(str(path)) if line.startswith("position: ")]
+    assert "BAD" in lines[1] and "producer=" not in lines[1]
+    assert " producer=7/2 seq=-1 txn COMMIT marker" in lines[2]
