@@ -59,6 +59,12 @@ class LogDamagedError(CorruptDataError):
         self.damage = damage
 
 
+class CorruptSnapshotError(CorruptDataError):
+    """A producer-state snapshot failed its CRC, version or range checks. The message names the
+    file. The log falls back to an older snapshot (or the log start) and replays the log after it:
+    snapshots are derived data."""
+
+
 class CorruptCheckpointError(CorruptDataError):
     """A checkpoint or metadata file could not be parsed. A damaged recovery-point checkpoint is
     treated as absent (full recovery); damaged topic metadata is reported."""
