@@ -9,7 +9,7 @@ Owns:
   bytes end inside a batch: an interrupted append, which recovery cuts; shown, never raised).
 - ``read_index_file``: the entries of a ``.index`` or ``.timeindex`` file with absolute offsets.
 - ``dump_file``: human-readable lines for a ``.log`` (optionally every record), ``.index``,
-  ``.timeindex`` or offset checkpoint file. The file type comes from the file name. Timestamps are
+  ``.timeindex``, ``.snapshot`` (producer state) or offset checkpoint file. The file type comes from the file name. Timestamps are
   ``NAME_ms: N`` (ms since the epoch), or with ``timestamps="iso"`` ``NAME: 2026-11-29T13:05:01.123Z``
   (UTC, ``logstore.clock.format_iso_ms``). A batch written for a producer shows its block
   (``producer=<pid>/<epoch> seq=<n>``, `` txn`` when transactional) and a transaction marker its
@@ -29,11 +29,12 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..clock import format_iso_ms
-from ..errors import CorruptCheckpointError, CorruptRecordError
+from ..errors import CorruptCheckpointError, CorruptRecordError, CorruptSnapshotError
 from ..fs import OS_FILE_SYSTEM, FileSystem
 from ..log.checkpoint import (CLEANER_OFFSET_CHECKPOINT, DAMAGED_SUFFIX, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
                               parse_checkpoint)
 from ..log.index import OffsetIndex, TimeIndex
+from ..log.producer_snapshot import SNAPSHOT_SUFFIX, ProducerSnapshot, decode_snapshot
 from ..log.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX)
 from ..records.codecs import CODEC_NAMES
 from ..records.control import Marker, decode_marker
@@ -50,6 +51,7 @@ LOG_FILE = "log"
 OFFSET_INDEX_FILE = "offset index"
 TIME_INDEX_FILE = "time index"
 CHECKPOINT_FILE = "checkpoint"
+SNAPSHOT_FILE = "producer snapshot"
 
 _CHECKPOINT_NAMES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
 _STATUS_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX, ".tmp")
@@ -124,8 +126,8 @@ def scan_log_file(path: str, start_position: int = 0, end_position: int | None =
 
 
 def file_kind(path: str) -> str:
-    """``log``, ``offset index``, ``time index`` or ``checkpoint``, from the file name; raises
-    ``ValueError`` for anything else."""
+    """``log``, ``offset index``, ``time index``, ``producer snapshot`` or ``checkpoint``, from the
+    file name; raises ``ValueError`` for anything else."""
     name = os.path.basename(path)
     if name.endswith(DAMAGED_SUFFIX):  # a checkpoint set aside by an open: <name>.<ms>.damaged
         name = name[: -len(DAMAGED_SUFFIX)].rsplit(".", 1)[0]
@@ -135,11 +137,12 @@ def file_kind(path: str) -> str:
             break
     if name in _CHECKPOINT_NAMES:
         return CHECKPOINT_FILE
-    for suffix, kind in ((LOG_SUFFIX, LOG_FILE), (INDEX_SUFFIX, OFFSET_INDEX_FILE), (TIME_INDEX_SUFFIX, TIME_INDEX_FILE)):
+    for suffix, kind in ((LOG_SUFFIX, LOG_FILE), (INDEX_SUFFIX, OFFSET_INDEX_FILE), (TIME_INDEX_SUFFIX, TIME_INDEX_FILE),
+                         (SNAPSHOT_SUFFIX, SNAPSHOT_FILE)):
         if name.endswith(suffix):
             return kind
-    raise ValueError(f"cannot tell what kind of file {path} is: expected a .log, .index or .timeindex file "
-                     f"or one of {', '.join(_CHECKPOINT_NAMES)}")
+    raise ValueError(f"cannot tell what kind of file {path} is: expected a .log, .index, .timeindex or .snapshot "
+                     f"file or one of {', '.join(_CHECKPOINT_NAMES)}")
 
 
 def base_offset_of(path: str) -> int | None:
@@ -181,6 +184,8 @@ def dump_file(path: str, records: bool = False, fs: FileSystem = OS_FILE_SYSTEM,
         yield from _dump_log(path, records, fs, timestamps)
     elif kind == CHECKPOINT_FILE:
         yield from _dump_checkpoint(path, fs)
+    elif kind == SNAPSHOT_FILE:
+        yield from _dump_snapshot(path, fs, timestamps)
     else:
         yield from _dump_index(path, kind, fs, timestamps)
 
@@ -309,6 +314,29 @@ def _dump_checkpoint(path: str, fs: FileSystem) -> Iterator[str]:
         yield f"topic: {topic} partition: {partition} offset: {offset}"
 
 
+def read_snapshot_file(path: str, fs: FileSystem = OS_FILE_SYSTEM) -> ProducerSnapshot:
+    """The producer snapshot at ``path`` (its offset from its name); ``CorruptSnapshotError`` when
+    it is damaged."""
+    return decode_snapshot(fs.read_file(path), offset=base_offset_of(path) or 0, path=path)
+
+
+def _dump_snapshot(path: str, fs: FileSystem, timestamps: str) -> Iterator[str]:
+    size_bytes = fs.path_size(path)
+    try:
+        snapshot = read_snapshot_file(path, fs)
+    except CorruptSnapshotError as exc:
+        yield f"Dumping {path}: producer snapshot, {size_bytes} bytes, DAMAGED: {exc}"
+        return
+    follow = ("producer batches may follow (a load replays from here)" if snapshot.batches_follow
+              else "exact (no replay)")
+    yield (f"Dumping {path}: producer snapshot, state before offset {snapshot.offset}, "
+           f"{len(snapshot.entries)} producers, {follow}, {size_bytes} bytes")
+    for entry in snapshot.entries:
+        yield (f"producer_id: {entry.producer_id} epoch: {entry.epoch} coordinator_epoch: {entry.coordinator_epoch} "
+               f"last_offset: {entry.last_offset} {_stamp('last_timestamp', entry.last_timestamp_ms, timestamps)} "
+               f"txn_first_offset: {entry.txn_first_offset}")
+
+
 # --- as one JSON document ------------------------------------------------------------------------
 
 
@@ -322,7 +350,9 @@ def dump_document(path: str, records: bool = False, fs: FileSystem = OS_FILE_SYS
     ``records`` a ``"records"`` list of ``{"offset", "timestamp_ms", "key", "value", "headers"}``,
     keys, values and header values base64, null for null) and ``"tail"`` (null, or ``{"status",
     "position", "size_bytes", "error"}``); an index's ``"entries"`` (``{"offset", "position"}`` or
-    ``{"timestamp_ms", "offset"}``) and ``"trailing_bytes"``; a checkpoint's ``"version"``,
+    ``{"timestamp_ms", "offset"}``) and ``"trailing_bytes"``; a producer snapshot's ``"batches_follow"``,
+    ``"entries"`` (``{"producer_id", "epoch", "coordinator_epoch", "last_offset",
+    "last_timestamp_ms", "txn_first_offset"}``) and ``"error"``; a checkpoint's ``"version"``,
     ``"entries"`` (``{"topic", "partition", "offset"}``), ``"damaged_copies"`` and ``"error"``
     (null, or why it cannot be read)."""
     if fs.exists(path) and not fs.is_file(path):
@@ -339,6 +369,14 @@ def dump_document(path: str, records: bool = False, fs: FileSystem = OS_FILE_SYS
                 break
             batches.append(_batch_json(entry, records))
         document.update(batches=batches, tail=tail)
+    elif kind == SNAPSHOT_FILE:
+        try:
+            snapshot = read_snapshot_file(path, fs)
+        except CorruptSnapshotError as exc:
+            document.update(batches_follow=None, entries=[], error=str(exc))
+        else:
+            document.update(batches_follow=snapshot.batches_follow,
+                            entries=[entry._asdict() for entry in snapshot.entries], error=None)
     elif kind == CHECKPOINT_FILE:
         try:
             contents = parse_checkpoint(fs.read_file(path), path)

@@ -213,3 +213,44 @@ def test_a_damaged_producer_batch_shows_no_producer(tmp_path):
     lines = [line for line in dump_file(str(path)) if line.startswith("position: ")]
     assert "BAD" in lines[1] and "producer=" not in lines[1]
     assert " producer=7/2 seq=-1 txn COMMIT marker" in lines[2]
+
+
+def write_snapshot_file(directory, offset=6, batches_follow=True):
+    from logstore.fs import OS_FILE_SYSTEM
+    from logstore.log.producer_snapshot import write_snapshot
+
+    return write_snapshot(OS_FILE_SYSTEM, str(directory), offset, [(8, 0, -1, 5, 1700000000000, 2),
+                                                                     (7, 2, 4, 3, 300, -1)],
+                          batches_follow=batches_follow)
+
+
+def test_snapshot_dump_shows_each_producer(tmp_path):
+    path = write_snapshot_file(tmp_path)
+    lines = list(dump_file(path))
+    assert lines[0] == (f"Dumping {path}: producer snapshot, state before offset 6, 2 producers, producer batches "
+                        f"may follow (a load replays from here), {os.path.getsize(path)} bytes")
+    assert [fields(line) for line in lines[1:]] == [
+        {"producer_id": "7", "epoch": "2", "coordinator_epoch": "4", "last_offset": "3", "last_timestamp_ms": "300",
+         "txn_first_offset": "-1"},
+        {"producer_id": "8", "epoch": "0", "coordinator_epoch": "-1", "last_offset": "5",
+         "last_timestamp_ms": "1700000000000", "txn_first_offset": "2"}]
+    assert "exact (no replay)" in next(dump_file(write_snapshot_file(tmp_path, 9, batches_follow=False)))
+    assert "last_timestamp: 2023-11-14T22:13:20.000Z" in list(dump_file(path, timestamps="iso"))[2]
+
+
+def test_snapshot_dump_json_and_damage(tmp_path):
+    path = write_snapshot_file(tmp_path)
+    result = CliRunner().invoke(main, ["dump", path, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert (document["kind"], document["base_offset"], document["batches_follow"], document["error"]) == \
+        ("producer snapshot", 6, True, None)
+    assert document["entries"][1] == {"producer_id": 8, "epoch": 0, "coordinator_epoch": -1, "last_offset": 5,
+                                      "last_timestamp_ms": 1700000000000, "txn_first_offset": 2}
+    with open(path, "r+b") as file:
+        file.seek(10)
+        file.write(b"\xff")
+    lines = list(dump_file(path))
+    assert len(lines) == 1 and "DAMAGED" in lines[0] and "CRC mismatch" in lines[0] and path in lines[0]
+    damaged = json.loads(CliRunner().invoke(main, ["dump", path, "--format", "json"]).stdout)
+    assert damaged["entries"] == [] and "CRC mismatch" in damaged["error"]
