@@ -133,6 +133,21 @@ class InvalidPartitionsError(RequestError, ValueError):
     topic's (Kafka's INVALID_PARTITIONS: partitions are only ever added), or above the limit."""
 
 
+class InvalidProducerEpochError(RequestError):
+    """A producer batch or transaction marker carries an epoch lower than the one the partition
+    knows for that producer id (Kafka's INVALID_PRODUCER_EPOCH, 47): a fenced, older producer."""
+
+
+class InvalidTxnStateError(RequestError):
+    """A producer's append contradicts its transaction on the partition, e.g. a non-transactional
+    batch while its transaction is open (Kafka's INVALID_TXN_STATE, 48)."""
+
+
+class TransactionCoordinatorFencedError(RequestError):
+    """A transaction marker written by a coordinator epoch older than the one the partition last
+    saw for that producer (Kafka's TRANSACTION_COORDINATOR_FENCED, 52): a stale coordinator."""
+
+
 # --- the environment -----------------------------------------------------------------------------
 
 

@@ -20,8 +20,13 @@ Owns, bottom up:
   for data and appends that wait for fsync, through the purgatory; the group-commit flusher; it sees
   a log through a protocol) and ``append_combiner`` (``AppendCombiner``: one-record appends handed to
   the thread holding the log's lock; it is given the calls it makes);
+- ``producer_state`` (``ProducerStateTable``: the producers of a partition, their epochs and open
+  transactions, Kafka's append checks, the first unstable offset), ``txn_index`` (the aborted
+  transactions and the search for those of a range) and ``txn_filter`` (``AbortedFilter``: which
+  batches of a read_committed read are aborted data);
 - ``log`` (``Log``: offsets, locks, append, lock-free reads, flush, truncation, retention and repair
-  as one object, holding a ``LocalLog``, an ``AppendCombiner`` and the ``LogWaits``).
+  as one object, holding a ``LocalLog``, an ``AppendCombiner``, the ``LogWaits`` and the
+  ``ProducerStateTable``; transaction markers, the last stable offset, reads at both isolation levels).
 
 May import: the foundations, ``records`` and ``timer``.
 """

@@ -31,7 +31,7 @@ from ..clock import Clock
 from ..config import LogConfig
 from ..errors import CorruptIndexError, CorruptRecordError, StorageError
 from ..fs import FileSystem
-from ..records.decoder import RECORD_OVERHEAD_BYTES, Record
+from ..records.decoder import CONTROL, RECORD_OVERHEAD_BYTES, Record
 from ..records.encoder import encode_batch, encode_batch_prefix
 from ..records.record_builder import PAUSE_MIN_RECORDS, call_paused
 from .loader import extend_valid_end, live_segment_bases, load_log
@@ -226,25 +226,51 @@ class LocalLog:
         return record if record is not None and record.offset == offset else None
 
     @staticmethod
-    def iter_batch_slices(view: View, start: int, stop: int, include_empty: bool = False) -> Iterator:
+    def iter_batch_slices(view: View, start: int, stop: int, include_empty: bool = False,
+                          control: bool = False) -> Iterator:
         """``(batch, first, stop)`` per verified batch of ``view`` holding offsets in [start, stop)
-        (``include_empty``: those without a record in range too)."""
+        (``include_empty``: those without a record in range too; ``control``: markers with their
+        record, see ``LogSegment.iter_batch_slices``)."""
         segments, bases = view
         sizes = [segment.size_bytes for segment in segments]
         first = max(bisect.bisect_right(bases, start) - 1, 0)
-        return chain.from_iterable(segments[slot].iter_batch_slices(start, stop, sizes[slot], include_empty)
+        return chain.from_iterable(segments[slot].iter_batch_slices(start, stop, sizes[slot], include_empty, control)
                                    for slot in range(first, len(segments)))
+
+    @staticmethod
+    def skip_unreadable(view: View, offset: int, end_offset: int) -> int:
+        """The first offset at or after ``offset`` (at most ``end_offset``) of a batch a read would
+        return records of: transaction markers and empty batches in between are passed (each
+        verified first: a damaged attribute must not hide records). Reads that end just before
+        markers tell their readers to go on after them, so no reader stalls at a marker."""
+        segments, bases = view
+        for slot in range(max(bisect.bisect_right(bases, offset) - 1, 0), len(segments)):
+            segment = segments[slot]
+            if segment.base_offset >= end_offset:
+                break
+            for position, header, buffer, at in segment.scan_from(offset, segment.size_bytes):
+                if header.last_offset < offset:
+                    continue
+                if header.base_offset >= end_offset:
+                    return min(offset, end_offset)
+                if header.record_count and not header.attributes & CONTROL:
+                    return offset
+                segment.load_batch(position, header, buffer, at)
+                offset = header.last_offset + 1
+        return min(offset, end_offset)
 
     @staticmethod
     def iter_batch_slices_resuming(view: View, get_view: Callable[[], View], start: int, stop: int,
                                    include_empty: bool,
-                                   recover: Callable[[Sequence[LogSegment], Exception, int], None]) -> Iterator:
+                                   recover: Callable[[Sequence[LogSegment], Exception, int], None],
+                                   control: bool = False) -> Iterator:
         """``iter_batch_slices`` of ``view`` that survives what a lazy scan meets on the way: on an
         error it calls ``recover(segments of the view, error, offset)`` (which rebuilds a lying
         index, re-reads a changed segment list, or raises) and goes on from the first offset not
         yet yielded, on the view then current (``get_view()``): no slice twice, none skipped."""
         return LocalLog._resuming(view, get_view, start, recover,
-                                  lambda view, start: LocalLog.iter_batch_slices(view, start, stop, include_empty),
+                                  lambda view, start: LocalLog.iter_batch_slices(view, start, stop, include_empty,
+                                                                                 control),
                                   lambda batch_slice: batch_slice[0].header.last_offset + 1)
 
     @staticmethod

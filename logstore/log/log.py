@@ -39,13 +39,14 @@ Damage the loader found (``damage.LogDamage``) makes reads and writes raise ``Lo
 
 from __future__ import annotations
 
+import bisect
 import errno
 import logging
 import os
 import threading
 from functools import partial
 from itertools import chain
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 from ..clock import Clock
 from ..config import LogConfig
@@ -53,15 +54,22 @@ from ..errors import (CorruptIndexError, CorruptRecordError, DurabilityTimeoutEr
                       OffsetOutOfRangeError, ReadOnlyError, ResourceShortageError, StorageError, StoreClosedError,
                       is_resource_shortage)
 from ..fs import FileSystem
-from ..records.batching import AppendInfo, Batch, PreparedAppend, encode_records, small_batch_plan
-from ..records.decoder import RECORD_OVERHEAD_BYTES, BatchHeader, Record, RecordBatch, read_header
-from ..records.encoder import assign_base_offset, encode_one
+from ..records import control
+from ..records.batching import AppendInfo, Batch, PreparedAppend, ProducerBatch, encode_records, small_batch_plan
+from ..records.decoder import (CONTROL, HEADER_BYTES, RECORD_OVERHEAD_BYTES, BatchHeader, ProducerFields, Record,
+                               RecordBatch, read_header)
+from ..records.encoder import assign_base_offset, encode_marker_batch, encode_one
+from ..records.fetch import take_records
+from ..records.record_builder import PAUSE_MIN_RECORDS, call_paused
 from .append_combiner import COMBINED_FLUSH_MESSAGES, AppendCombiner
 from .damage import RepairPlan, apply_repair, plan_repair
 from .loader import load_log
-from .local_log import LocalLog, retry_while_renamed
+from .local_log import LocalLog, View, retry_while_renamed
+from .producer_state import CompletedTxn, ProducerStateTable
 from .retention import RetentionDecision, RetentionResult, plan_retention
 from .segment import CLEANED_SUFFIX, LogSegment
+from .txn_filter import AbortedFilter
+from .txn_index import AbortedTxn, TxnIndexEntry, collect_aborted
 from .waits import (DEFAULT_DURABLE_TIMEOUT_MS, MAX_TIMEOUT_MS, LogWaits, check_timeout, check_wait, durable_acks,
                     read_or_wait)
 
@@ -73,6 +81,28 @@ LATEST_TIMESTAMP = -1
 READ_ONLY_READ_ATTEMPTS = 10
 """How often a read-only view's read starts again when the writer's retention or compaction swapped
 the segments it was reading (each time after re-reading the segment list)."""
+READ_UNCOMMITTED = "read_uncommitted"
+READ_COMMITTED = "read_committed"
+ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
+
+
+class ReadResult(NamedTuple):
+    """What ``Log.fetch`` returns: the records, the offset to read from next (past markers and
+    aborted data that end the range, so a reader never stalls at a marker), the high watermark (the
+    log end offset: one replica), the last stable offset, and the aborted transactions whose data
+    may lie in the range returned (read_committed; [] for read_uncommitted)."""
+
+    records: list[Record]
+    next_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    aborted: list[AbortedTxn]
+
+
+def check_isolation(isolation: str) -> None:
+    """Raise ``ValueError`` naming ``isolation`` unless it is one of ``ISOLATION_LEVELS``."""
+    if isolation not in ISOLATION_LEVELS:
+        raise ValueError(f"isolation must be one of {', '.join(ISOLATION_LEVELS)}, got {isolation!r}")
 
 
 class Log:
@@ -115,6 +145,12 @@ class Log:
         self.log_start_offset = loaded.log_start_offset
         self.last_flush_ms = clock.time_ms()
         self._small_plan = small_batch_plan(config)  # the config's view of one-record appends
+        # The producers and open transactions of this partition (changed under the lock). A reopened
+        # log starts empty here; the loader's producer-state recovery fills it.
+        self.producer_state = ProducerStateTable()
+        # The aborted transactions, by marker offset (``aborted_transactions``).
+        self._aborted_entries: list[TxnIndexEntry] = []
+        self._aborted_last_offsets: list[int] = []
         # One-record appends handed to the append holding the lock.
         self._combiner = AppendCombiner(self._lock, clock, self._write_one, self._wake_readers, self._flush_rounds,
                                         self.durable_outcome)
@@ -147,6 +183,23 @@ class Log:
     @property
     def size_bytes(self) -> int:
         return sum(segment.size_bytes for segment in self._local.segments)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset a read_committed reader may not read yet: the first offset of the oldest
+        open transaction (never below the log start offset), else the log end offset. Read without a
+        lock: the end offset first, then the first unstable offset, the reverse of the order in which
+        appends publish them (see ``_write_producer_batches``, ``_write_marker``)."""
+        end = self.log_end_offset
+        first = self.producer_state.first_unstable_offset
+        if first is None or first >= end:
+            return end
+        return max(first, self.log_start_offset)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction, or None when none is open."""
+        return self.producer_state.first_unstable_offset
 
     @property
     def unflushed_messages(self) -> int:
@@ -204,7 +257,7 @@ class Log:
     # --- appending -------------------------------------------------------------------------------
 
     def append(self, records: Sequence[Record], *, acks: int | str = 1,
-               timeout_ms: int = DEFAULT_DURABLE_TIMEOUT_MS) -> AppendInfo:
+               timeout_ms: int = DEFAULT_DURABLE_TIMEOUT_MS, producer: ProducerBatch | None = None) -> AppendInfo:
         """Append ``records`` and return the offsets assigned. Records without a timestamp get the
         current time. An append larger than ``max.message.bytes`` is split into several batches
         (each batch is atomic); a single record larger than that raises ``RecordTooLargeError``.
@@ -213,13 +266,17 @@ class Log:
         this process, not a power loss. ``acks="all"`` returns only once an fsync covers the records
         (the recovery point is past them); concurrent durable appends share fsyncs. If that takes
         longer than ``timeout_ms`` it raises ``DurabilityTimeoutError``: the records are appended
-        and may still become durable later."""
+        and may still become durable later.
+
+        ``producer``: the batches carry its producer block and pass the producer-state checks
+        (``append_prepared``); a transactional one opens the producer's transaction here."""
         # durable_acks' own first test inline: the default costs no call (once per append)
         durable = (False if type(acks) is int and acks == 1 and type(timeout_ms) is int
                    and 0 <= timeout_ms <= MAX_TIMEOUT_MS else durable_acks(acks, timeout_ms))
-        info = self._append_one(records, durable, timeout_ms)  # None unless one record takes the short path
+        # None unless one record (of no producer) takes the short path
+        info = self._append_one(records, durable, timeout_ms) if producer is None else None
         if info is None:
-            info = self.append_prepared(self.prepare(records))
+            info = self.append_prepared(self.prepare(records, producer))
         # (a combined durable append has waited already: its records are below the recovery point)
         if durable and info.last_offset is not None and self.recovery_point <= info.last_offset:
             self.wait_durable(info.last_offset + 1, timeout_ms)
@@ -331,24 +388,120 @@ class Log:
         return AppendInfo(base, base, 1, timestamp_ms if timestamp_ms > -1 else -1, 1,
                           now_ms if plan.log_append_time else -1)  # type: ignore[arg-type]
 
-    def prepare(self, records: Sequence[Record]) -> PreparedAppend:
+    def prepare(self, records: Sequence[Record], producer: ProducerBatch | None = None) -> PreparedAppend:
         """Validate and encode ``records`` for ``append_prepared`` without writing anything: raises
         what ``append`` would raise for bad input. ``LogManager.append`` prepares every partition's
-        records before appending any, so a rejected record appends nothing anywhere."""
+        records before appending any, so a rejected record appends nothing anywhere. ``producer``:
+        the batches carry its producer block (the producer-state checks run at ``append_prepared``,
+        under the lock)."""
         self._check_writable()
+        if producer is not None and type(producer) is not ProducerBatch:
+            raise TypeError(f"producer must be a ProducerBatch or None, got {producer!r}")
         now_ms = self._clock.time_ms()
-        return PreparedAppend(self, encode_records(records, self.config, now_ms, self.topic or self.name),
-                              len(records), now_ms)
+        return PreparedAppend(self, encode_records(records, self.config, now_ms, self.topic or self.name, producer),
+                              len(records), now_ms, producer)
 
     def append_prepared(self, prepared: PreparedAppend) -> AppendInfo:
-        """Append what ``prepare`` encoded (once; offsets are assigned now)."""
+        """Append what ``prepare`` encoded (once; offsets are assigned now). A producer's batches
+        are first checked against the partition's producer state, under the lock:
+        ``InvalidProducerEpochError`` for an epoch older than the producer's,
+        ``InvalidTxnStateError`` for a non-transactional batch while its transaction is open."""
         if prepared.log is not self:
             raise ValueError(f"records prepared for {prepared.log.name} cannot be appended to {self.name}")
         batches, now_ms = prepared.take(), prepared.now_ms
         if not batches:
             return AppendInfo(None, None, 0, -1, 0)
+        if prepared.producer is not None:
+            return self._append_flushing(prepared.record_count, self._write_producer_batches, batches, now_ms,
+                                         prepared.record_count, prepared.producer)
         return self._append_flushing(prepared.record_count, self._write_batches, batches, now_ms,
                                      prepared.record_count)
+
+    def _write_producer_batches(self, batches: list[Batch], now_ms: int, record_count: int,
+                                producer: ProducerBatch) -> AppendInfo:
+        """``_write_batches`` for a producer's batches: checked against the producer state first;
+        each batch is fed to it after its bytes are written and before its end offset is published,
+        so a transaction it opens is unstable before any reader can see its data."""
+        self._check_writable()
+        state = self.producer_state
+        producer_id, epoch, transactional = producer.producer_id, producer.producer_epoch, producer.transactional
+        state.check_data(producer_id, epoch, transactional)
+        first_offset = None
+        max_timestamp = -1
+        for header_bytes, parts in batches:
+            header: BatchHeader = read_header(header_bytes, 0, whole=False)  # type: ignore[assignment]
+            base = self.log_end_offset
+            last = base + header.last_offset_delta
+            segment = self._maybe_roll(header.size_bytes, header.max_timestamp, last, now_ms)
+            assign_base_offset(header_bytes, base)
+            try:
+                segment.append(base, last, header.max_timestamp, [header_bytes, *parts])
+            except OSError as exc:
+                self._after_write_error(segment, exc)
+            state.on_data(producer_id, epoch, transactional, base, last, header.max_timestamp)
+            self.log_end_offset = last + 1
+            first_offset = base if first_offset is None else first_offset
+            max_timestamp = max(max_timestamp, header.max_timestamp)
+        log_append = self.config.message_timestamp_type == "LogAppendTime"
+        return AppendInfo(first_offset, self.log_end_offset - 1, record_count, max_timestamp, len(batches),
+                          now_ms if log_append else -1)
+
+    def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, *,
+                      timestamp_ms: int | None = None) -> int:
+        """Append the COMMIT (``commit``) or ABORT marker of ``producer_id``'s transaction and return
+        its offset. It closes the producer's open transaction here (a marker for a producer without
+        one is appended and closes nothing: a coordinator resending its markers); an ABORT of a
+        transaction that had data here is recorded for ``aborted_transactions``. Raises
+        ``InvalidProducerEpochError`` for an epoch older than the producer's and
+        ``TransactionCoordinatorFencedError`` for a coordinator epoch older than its last marker's;
+        a newer epoch is taken. Written to the OS, as any append (``wait_durable`` for an fsync)."""
+        for name, value in (("producer_id", producer_id), ("producer_epoch", producer_epoch),
+                            ("coordinator_epoch", coordinator_epoch)):
+            if type(value) is not int:
+                raise TypeError(f"{name} must be an int, got {value!r}")
+        if type(commit) is not bool:
+            raise TypeError(f"commit must be a bool, got {commit!r}")
+        if timestamp_ms is not None and type(timestamp_ms) is not int:
+            raise TypeError(f"timestamp_ms must be an int or None, got {timestamp_ms!r}")
+        info = self._append_flushing(1, self._write_marker, producer_id, producer_epoch, coordinator_epoch, commit,
+                                     timestamp_ms)
+        return info.first_offset  # type: ignore[return-value]
+
+    def _write_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                      timestamp_ms: int | None) -> AppendInfo:
+        """Under the lock: check, write and publish a marker. Publication order: the aborted
+        transaction's index entry, then the end offset, then the first unstable offset, so a reader
+        that sees the transaction decided (past the last stable offset) also sees its abort."""
+        self._check_writable()
+        state = self.producer_state
+        state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        now_ms = self._clock.time_ms()
+        timestamp_ms = now_ms if timestamp_ms is None else timestamp_ms
+        data = encode_marker_batch(commit, coordinator_epoch, producer_id, producer_epoch, timestamp_ms)
+        header_bytes, body = bytearray(data[:HEADER_BYTES]), bytes(data[HEADER_BYTES:])
+        base = self.log_end_offset
+        segment = self._maybe_roll(len(data), timestamp_ms, base, now_ms)
+        assign_base_offset(header_bytes, base)
+        try:
+            segment.append(base, base, timestamp_ms, [header_bytes, body])
+        except OSError as exc:
+            self._after_write_error(segment, exc)
+        completed = state.on_marker(producer_id, producer_epoch, coordinator_epoch, commit, base, timestamp_ms,
+                                    publish=False)
+        if completed is not None and completed.aborted:
+            self._record_aborted(completed, segment)
+        self.log_end_offset = base + 1
+        state.publish_first_unstable()
+        return AppendInfo(base, base, 1, timestamp_ms, 1, -1)
+
+    def _record_aborted(self, completed: CompletedTxn, segment: LogSegment) -> None:
+        """Record the aborted transaction ``completed``, whose marker is the last batch of
+        ``segment``, with the last stable offset just after its marker."""
+        first_unstable = self.producer_state.pending_first_unstable()  # not yet published: see _write_marker
+        lso = completed.last_offset + 1 if first_unstable is None else max(first_unstable, self.log_start_offset)
+        entry = TxnIndexEntry(completed.producer_id, completed.first_offset, completed.last_offset, lso)
+        self._aborted_entries.append(entry)
+        self._aborted_last_offsets.append(entry.last_offset)
 
     def _write_batches(self, batches: list[Batch], now_ms: int, record_count: int) -> AppendInfo:
         """Under the lock: write prepared ``batches`` one after another, assigning their offsets."""
@@ -485,7 +638,7 @@ class Log:
     # --- reading ---------------------------------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int = DEFAULT_MAX_BYTES, max_records: int | None = None, *,
-             min_bytes: int = 1, max_wait_ms: int = 0) -> list[Record]:
+             min_bytes: int = 1, max_wait_ms: int = 0, isolation: str = READ_UNCOMMITTED) -> list[Record]:
         """Records with offset >= ``offset``, in order: at least one when any exists (even if it alone
         is larger than ``max_bytes``), then as many as fit in ``max_bytes`` (key, value and header
         bytes plus a small per-record overhead) and ``max_records``. Reading at the log end offset
@@ -493,7 +646,16 @@ class Log:
 
         With ``max_wait_ms`` > 0 a read that finds fewer than ``min_bytes`` waits (Kafka's fetch
         wait): it returns as soon as appends bring ``min_bytes`` (batch bytes) or after
-        ``max_wait_ms``, with whatever is there then (possibly nothing)."""
+        ``max_wait_ms``, with whatever is there then (possibly nothing).
+
+        Transaction markers are never returned. ``isolation="read_committed"`` reads only below the
+        last stable offset (an offset in [LSO, LEO] gives []) and drops the data of aborted
+        transactions (``fetch``, which also says where to read next)."""
+        if isolation != READ_UNCOMMITTED:
+            check_isolation(isolation)
+            if max_wait_ms or min_bytes != 1:
+                return self._read_waiting(offset, max_bytes, max_records, min_bytes, max_wait_ms, isolation)
+            return self.fetch(offset, max_bytes, max_records, isolation=isolation).records
         if max_wait_ms or min_bytes != 1:
             return self._read_waiting(offset, max_bytes, max_records, min_bytes, max_wait_ms)
         if (max_records == 1 or 0 <= max_bytes < RECORD_OVERHEAD_BYTES) and type(offset) is int:
@@ -566,32 +728,181 @@ class Log:
                 pass
 
     def _read_waiting(self, offset: int, max_bytes: int, max_records: int | None, min_bytes: int,
-                      max_wait_ms: int) -> list[Record]:
+                      max_wait_ms: int, isolation: str = READ_UNCOMMITTED) -> list[Record]:
         check_wait(min_bytes, max_wait_ms)
         key = self.key
-        found = read_or_wait({key: (self, offset)}, lambda: {key: self.read(offset, max_bytes, max_records)},
+        found = read_or_wait({key: (self, offset)},
+                             lambda: {key: self.read(offset, max_bytes, max_records, isolation=isolation)},
                              min_bytes, max_wait_ms, None if self.read_only else self._get_waits(),
                              None if max_records is None else lambda found: len(found[key]) >= max_records)
         return found[key]
 
-    def iter_records(self, offset: int | None = None, end_offset: int | None = None) -> Iterator[Record]:
+    def fetch(self, offset: int, max_bytes: int = DEFAULT_MAX_BYTES, max_records: int | None = None, *,
+              isolation: str = READ_UNCOMMITTED) -> ReadResult:
+        """``read`` (no wait) with what a consumer needs besides the records (``ReadResult``): where
+        to read next, past markers and aborted data that end the range (so a reader never stalls at
+        a marker, even when no record is returned), the high watermark, the last stable offset and,
+        for ``isolation="read_committed"``, the aborted transactions whose data may lie in what was
+        returned (those with their ABORT marker at or after ``offset`` and data below the next offset)."""
+        check_isolation(isolation)
+        if not isinstance(offset, int) or isinstance(offset, bool):
+            raise TypeError(f"offset must be an int, got {offset!r}")
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0, got {max_bytes!r}")
+        if max_records is None:
+            max_records = 2**62
+        elif max_records < 1:
+            raise ValueError(f"max_records must be >= 1, got {max_records!r}")
+        committed = isolation == READ_COMMITTED
+        repaired = False
+        for _attempt in range(READ_ONLY_READ_ATTEMPTS if self.read_only else 3):
+            view, truncations = self._local.view, self.truncations
+            segments = view[0]
+            # The end offset first, then the first unstable offset: the reverse of the order appends
+            # publish them (see ``last_stable_offset``).
+            log_end_offset = self.log_end_offset
+            first_unstable = self.producer_state.first_unstable_offset
+            log_start_offset = self.log_start_offset
+            last_stable = (log_end_offset if first_unstable is None or first_unstable >= log_end_offset
+                           else max(first_unstable, log_start_offset))
+            if self._closed:
+                raise StoreClosedError(f"log {self.name} is closed")
+            if offset < log_start_offset or offset > log_end_offset:
+                raise self._out_of_range(offset, log_start_offset, log_end_offset)
+            upper = last_stable if committed else log_end_offset
+            if offset >= upper:
+                return ReadResult([], offset, log_end_offset, last_stable, [])
+            try:
+                aborted = self.aborted_transactions(offset, upper) if committed else []
+                if aborted:
+                    records, next_offset = self._read_filtered(view, offset, upper, max_bytes, max_records,
+                                                               aborted)
+                    aborted = [txn for txn in aborted if txn.first_offset < next_offset]
+                else:
+                    records = LocalLog.read(view, offset, upper, max_bytes, max_records)
+                    next_offset = records[-1].offset + 1 if records else upper  # (none: only markers)
+                    if next_offset < upper and self.producer_state.seen_producer_batches:
+                        next_offset = LocalLog.skip_unreadable(view, next_offset, upper)
+                return ReadResult(records, next_offset, log_end_offset, last_stable, aborted)
+            except (ValueError, TypeError, OSError) as exc:
+                self._segment_lost(segments, exc)
+            except (CorruptIndexError, CorruptRecordError) as exc:
+                # As in ``read``: torn bytes of a concurrent truncation, or a lying index (rebuilt once).
+                if self._local.view is not view or self.truncations != truncations or truncations % 2:
+                    self._wait_for_truncation()
+                elif isinstance(exc, CorruptIndexError) and not repaired:
+                    repaired = True
+                    self._repair_indexes(segments, exc)
+                else:
+                    raise
+        raise StorageError(f"log {self.name} kept changing during a read at offset {offset}")
+
+    @staticmethod
+    def _read_filtered(view: View, offset: int, upper: int, max_bytes: int, max_records: int,
+                       aborted: list[AbortedTxn]) -> tuple[list[Record], int]:
+        """A read_committed read of [offset, upper) that overlaps aborted transactions: batch by
+        batch through an ``AbortedFilter``. Returns the records and the offset to read next."""
+        if max_records >= PAUSE_MIN_RECORDS and max_bytes >= PAUSE_MIN_RECORDS * RECORD_OVERHEAD_BYTES:
+            return call_paused(Log._read_filtered_now, view, offset, upper, max_bytes, max_records, aborted)
+        return Log._read_filtered_now(view, offset, upper, max_bytes, max_records, aborted)
+
+    @staticmethod
+    def _read_filtered_now(view: View, offset: int, upper: int, max_bytes: int, max_records: int,
+                           aborted: list[AbortedTxn]) -> tuple[list[Record], int]:
+        keep = AbortedFilter(aborted).keep
+        records: list[Record] = []
+        charged = 0
+        resume = -1  # once a limit is reached: where the next read starts
+        for batch, first, stop in LocalLog.iter_batch_slices(view, offset, upper, True, True):
+            if not keep(batch) or first >= stop:  # a marker, aborted data, no record in range
+                if resume >= 0:
+                    resume = batch.header.last_offset + 1
+                continue
+            if resume >= 0:
+                return records, resume
+            cost, done = take_records(batch, offset, upper, max_bytes - charged, max_records, records, not records)
+            charged += cost
+            if done:
+                resume = records[-1].offset + 1
+                if resume <= batch.header.last_offset:  # the batch's records go on
+                    return records, resume
+        return records, upper if resume < 0 else min(resume, upper)
+
+    def aborted_transactions(self, start_offset: int, upper_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions whose data may lie in [``start_offset``, ``upper_offset``):
+        their ABORT marker is at or after ``start_offset`` and their first offset below
+        ``upper_offset`` (what a read_committed fetch of that range reports), by marker offset."""
+        found: list[AbortedTxn] = []
+        if self._aborted_entries:
+            collect_aborted(self._aborted_entries, self._aborted_last_offsets, start_offset, upper_offset, found)
+        return found
+
+    def iter_records(self, offset: int | None = None, end_offset: int | None = None, *,
+                     isolation: str = READ_UNCOMMITTED) -> Iterator[Record]:
         """Every record from ``offset`` (default: the log start offset) up to ``end_offset``
         (default: the log end offset when called), lazily: each ``Record`` is built when the
-        iterator reaches it, so a scan holds one batch of bytes and few objects at a time."""
+        iterator reaches it, so a scan holds one batch of bytes and few objects at a time.
+        Markers are never returned; ``isolation="read_committed"`` also ends at the last stable
+        offset and leaves out aborted data."""
         view = self._local.view  # the snapshot, taken now: a scan created before retention reads it all
         start, stop = self._scan_range(offset, end_offset)
+        if isolation != READ_UNCOMMITTED:
+            check_isolation(isolation)
+            stop = min(stop, self.last_stable_offset)
+            aborted = self.aborted_transactions(start, stop)
+            if aborted:
+                return chain.from_iterable(batch.iter_records(first, last) for batch, first, last
+                                           in self._committed_slices(view, start, stop, aborted, False))
         return chain.from_iterable(LocalLog.iter_records_resuming(view, lambda: self._local.view, start, stop,
                                                                   self._resume_scan))
 
     def iter_batch_slices(self, offset: int | None = None, end_offset: int | None = None, *,
-                          include_empty: bool = False) -> Iterator[tuple[RecordBatch, int, int]]:
+                          include_empty: bool = False,
+                          isolation: str = READ_UNCOMMITTED) -> Iterator[tuple[RecordBatch, int, int]]:
         """``(batch, first, stop)`` per batch over the same range as ``iter_records``: records
         [first, stop) of each verified ``RecordBatch`` are in range (Spark's Arrow path takes its raw
-        columns). ``include_empty``: also batches with offsets but no record in range (first == stop)."""
+        columns). ``include_empty``: also batches with offsets but no record in range (first == stop),
+        markers among them (else markers are left out). ``isolation`` as for ``iter_records``: read
+        committed, aborted batches are left out too (or come as empty slices)."""
         view = self._local.view  # the snapshot, taken now: a scan created before retention reads it all
         start, stop = self._scan_range(offset, end_offset)
+        if isolation != READ_UNCOMMITTED:
+            check_isolation(isolation)
+            stop = min(stop, self.last_stable_offset)
+            aborted = self.aborted_transactions(start, stop)
+            if aborted:
+                return self._committed_slices(view, start, stop, aborted, include_empty)
         return LocalLog.iter_batch_slices_resuming(view, lambda: self._local.view, start, stop,
                                                    include_empty, self._resume_scan)
+
+    def _committed_slices(self, view: View, start: int, stop: int, aborted: list[AbortedTxn],
+                          include_empty: bool) -> Iterator[tuple[RecordBatch, int, int]]:
+        """The slices of [start, stop) with every batch (markers included) fed to an
+        ``AbortedFilter``: what it drops comes as an empty slice (``include_empty``) or not at all."""
+        keep = AbortedFilter(aborted).keep
+        for batch, first, last in LocalLog.iter_batch_slices_resuming(view, lambda: self._local.view, start, stop,
+                                                                      True, self._resume_scan, True):
+            if keep(batch) and first < last:
+                yield batch, first, last
+            elif include_empty:
+                yield batch, first, first
+
+    def iter_batches_with_control(self, start_offset: int | None = None, end_offset: int | None = None) -> \
+            Iterator[tuple[RecordBatch, ProducerFields | None, control.Marker | None]]:
+        """``(batch, producer, marker)`` for every verified batch holding offsets in [start_offset,
+        end_offset) (defaults as ``iter_records``), in log order, empty ones and transaction markers
+        included: ``producer`` is the batch's producer block (or None), ``marker`` the decoded marker
+        of a control batch (else None). For replays that need the markers (producer state, group
+        offsets, checks)."""
+        view = self._local.view
+        start, stop = self._scan_range(start_offset, end_offset)
+        for batch, _first, _last in LocalLog.iter_batch_slices_resuming(view, lambda: self._local.view, start, stop,
+                                                                        True, self._resume_scan, True):
+            marker = None
+            if batch.header.attributes & CONTROL:
+                record = batch.record_at(0)
+                marker = control.decode_marker(record.key, record.value)
+            yield batch, batch.producer, marker
 
     def _scan_range(self, offset: int | None, end_offset: int | None) -> tuple[int, int]:
         start = self.log_start_offset if offset is None else offset
@@ -754,8 +1065,29 @@ class Log:
                 raise self._fail(exc) from exc
         self.log_end_offset, self.recovery_point = offset, min(self.recovery_point, offset)
         self.log_start_offset = min(self.log_start_offset, offset)
+        self._truncate_transactions(offset)
         if self.on_checkpoint_needed is not None:
             self.on_checkpoint_needed(self)
+
+    def _truncate_transactions(self, offset: int) -> None:
+        """After the log was cut at ``offset``: forget the aborted transactions whose marker is gone,
+        and rebuild the producer state from what is left (``rebuild_producer_state``)."""
+        cut = bisect.bisect_left(self._aborted_last_offsets, offset)
+        if cut < len(self._aborted_entries):
+            self._aborted_entries = self._aborted_entries[:cut]
+            self._aborted_last_offsets = self._aborted_last_offsets[:cut]
+        if self.producer_state.seen_producer_batches:
+            self.rebuild_producer_state()
+
+    def rebuild_producer_state(self) -> None:
+        """Under the lock: replace the producer state by a replay of the whole log
+        (``ProducerStateTable.on_batch`` over ``iter_batches_with_control``), published at once."""
+        table = ProducerStateTable()
+        table.seen_producer_batches = True  # a truncated transactional log keeps paying for its markers
+        for batch, producer, marker in self.iter_batches_with_control(self.log_start_offset, self.log_end_offset):
+            if producer is not None:
+                table.on_batch(batch.header, producer, marker)
+        self.producer_state = table
 
     def delete_records(self, before_offset: int) -> int:
         """Make records below ``before_offset`` unreadable by advancing the log start offset, and
@@ -771,6 +1103,7 @@ class Log:
                     f"cannot delete records before {before_offset}: the log end offset of {self.name} is "
                     f"{self.log_end_offset}", before_offset, self.log_start_offset, self.log_end_offset)
             self.log_start_offset = before_offset  # first: readers never reach a deleted segment
+            self.producer_state.forget_below(before_offset)
             self.recovery_point = max(self.recovery_point, min(before_offset, self.log_end_offset))
             if self.on_checkpoint_needed is not None:
                 self.on_checkpoint_needed(self)
@@ -811,6 +1144,7 @@ class Log:
             # The start offset moves before the segments leave the list: a reader never finds a
             # hole between the log start offset and the first segment.
             self.log_start_offset = max(self.log_start_offset, self._local.segments[count].base_offset)
+            self.producer_state.forget_below(self.log_start_offset)
             self.recovery_point = max(self.recovery_point, min(self.log_start_offset, self.log_end_offset))
             doomed = self._local.remove_prefix(count)
         except OSError as exc:
@@ -851,6 +1185,7 @@ class Log:
             self.log_end_offset = self.recovery_point = kept[-1].read_next_offset()
             self.log_start_offset = min(plan.log_start_offset, self.log_end_offset)
             self.damage, self._orphan_indexes = None, []
+            self._truncate_transactions(self.log_end_offset)
         if self.on_checkpoint_needed is not None:
             self.on_checkpoint_needed(self)
         if self.on_truncated is not None and plan.slot is not None:

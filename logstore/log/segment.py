@@ -46,8 +46,8 @@ from typing import Iterator
 from ..clock import Clock
 from ..errors import CorruptIndexError, CorruptRecordError, LogSegmentOffsetOverflowError
 from ..fs import FileSystem
-from ..records.decoder import (COMPRESSION_MASK, HEADER_BYTES, LOG_OVERHEAD_BYTES, BatchHeader, Record, RecordBatch,
-                               body_at, columns_bytes, read_header)
+from ..records.decoder import (COMPRESSION_MASK, CONTROL, HEADER_BYTES, LOG_OVERHEAD_BYTES, BatchHeader, Record,
+                               RecordBatch, body_at, columns_bytes, read_header)
 from ..records.fetch import HEAD_CACHE, CachedHead, take_records
 from ..records.record_builder import NO_LIMIT, PointHead, take_single_record_batches
 from .file_records import FileRecords
@@ -471,8 +471,9 @@ class LogSegment:
             batch_position, header, buffer, at = item
             if header.base_offset >= end_offset:
                 return records, charged, True
-            if header.record_count == 0 and header.last_offset >= start_offset:
-                # Verified, though it adds nothing: a damaged count must not hide a batch's records.
+            if (header.record_count == 0 or header.attributes & CONTROL) and header.last_offset >= start_offset:
+                # Verified, though it adds nothing (an empty batch, or a transaction marker, which
+                # reads never return): a damaged count or attribute must not hide a batch's records.
                 self.load_batch(batch_position, header, buffer, at)
             elif header.last_offset >= start_offset:
                 batch = self._batch_for_read(batch_position, header, buffer, at, wanted_bytes - charged)
@@ -508,7 +509,7 @@ class LogSegment:
                 return
             if header.last_offset >= start_offset:
                 batch = self.load_batch(batch_position, header, buffer, at)  # empty ones too (see ``read``)
-                if header.record_count:
+                if header.record_count and not header.attributes & CONTROL:  # markers are never returned
                     first = batch.index_of(start_offset) if header.base_offset < start_offset else 0
                     stop = batch.index_of(stop_offset) if header.last_offset >= stop_offset else header.record_count
                     if first < stop:
@@ -536,19 +537,21 @@ class LogSegment:
                                          batch_position - at)
 
     def iter_batch_slices(self, start_offset: int, stop_offset: int, end: int | None = None,
-                          include_empty: bool = False) -> Iterator:
+                          include_empty: bool = False, control: bool = False) -> Iterator:
         """``(batch, first, stop)`` for every non-empty verified batch holding offsets in
         [start_offset, stop_offset) within the first ``end`` bytes: records [first, stop) of the
         batch are the ones in range. For column-wise consumers (Arrow) that take whole columns.
         ``include_empty``: also the batches holding offsets in range but no record in it (an empty
-        batch, or a compacted one whose records in range were removed), with first == stop."""
+        batch, or a compacted one whose records in range were removed), with first == stop.
+        Transaction markers come as such empty slices (``include_empty``) or not at all, unless
+        ``control`` (replays that need them): then with their record."""
         for batch_position, header, buffer, at in self.scan_from(start_offset, end, _LARGE_CHUNK_BYTES):
             if header.base_offset >= stop_offset:
                 return
             if header.last_offset < start_offset:
                 continue
             batch = self.load_batch(batch_position, header, buffer, at)  # empty ones too (see ``read``)
-            if header.record_count == 0:
+            if header.record_count == 0 or (header.attributes & CONTROL and not control):
                 if include_empty:
                     yield batch, 0, 0
                 continue

@@ -36,10 +36,10 @@ from ..fs import OS_FILE_SYSTEM, FileSystem
 from ..log.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from ..log.damage import LogDamage, RepairPlan
 from ..log.file_records import ACTIVE_SEGMENT_DESCRIPTORS, OPEN_FILES
-from ..log.log import Log
+from ..log.log import READ_UNCOMMITTED, Log, ReadResult, check_isolation
 from ..log.retention import RetentionResult
 from ..log.waits import DEFAULT_DURABLE_TIMEOUT_MS, LogWaits, check_wait, durable_acks, read_or_wait
-from ..records.batching import AppendInfo, check_record_sequence
+from ..records.batching import AppendInfo, ProducerBatch, check_record_sequence
 from ..records.decoder import Record
 from ..timer.scheduler import Scheduler
 from .jobs import BackgroundJobs
@@ -441,7 +441,8 @@ class LogManager:
         return self._dirs.dir_of[(topic, partition)]
 
     def append(self, topic: str, records: Sequence[Record], partition: int | None = None, *, acks: int | str = 1,
-               timeout_ms: int = DEFAULT_DURABLE_TIMEOUT_MS) -> dict[int, AppendInfo]:
+               timeout_ms: int = DEFAULT_DURABLE_TIMEOUT_MS,
+               producer: ProducerBatch | None = None) -> dict[int, AppendInfo]:
         """Append to ``topic``: to ``partition`` when given, else each record to the partition of
         its key by the topic's placement (``topic_placement``: Kafka's murmur2, or crc32 for a topic
         created before placements were recorded), or round-robin for records without a key. Returns
@@ -450,10 +451,19 @@ class LogManager:
         ``acks=1`` returns once the records are written to the OS (they survive a crash of this
         process); ``acks="all"`` returns once an fsync covers them in every partition touched (they
         survive a power loss), or raises ``DurabilityTimeoutError`` after ``timeout_ms`` (the
-        records stay appended and may still become durable). See ``Log.append``."""
+        records stay appended and may still become durable). See ``Log.append``.
+
+        ``producer``: the records are one producer's batch (``Log.append``'s ``producer``), for one
+        partition: ``partition`` must be given (or the topic have one)."""
         durable = durable_acks(acks, timeout_ms)
         _refuse_internal(topic)
-        infos = self._append(topic, records, partition)
+        if producer is not None:
+            if partition is None and self._meta(topic).partitions != 1:
+                raise ValueError(f"an append with a producer names its partition (topic {topic!r} has "
+                                 f"{self._meta(topic).partitions})")
+            infos = {partition or 0: self.get_log(topic, partition or 0).append(records, producer=producer)}
+        else:
+            infos = self._append(topic, records, partition)
         if durable:
             waiting = [(self.get_log(topic, target), info.last_offset + 1)
                        for target, info in infos.items() if info.last_offset is not None]
@@ -515,26 +525,39 @@ class LogManager:
         return cycle
 
     def read(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20,
-             max_records: int | None = None, *, min_bytes: int = 1, max_wait_ms: int = 0) -> list[Record]:
+             max_records: int | None = None, *, min_bytes: int = 1, max_wait_ms: int = 0,
+             isolation: str = READ_UNCOMMITTED) -> list[Record]:
         """``get_log(topic, partition).read(...)``: with ``max_wait_ms`` > 0, waits for ``min_bytes``."""
         return self.get_log(topic, partition).read(offset, max_bytes, max_records, min_bytes=min_bytes,
-                                                   max_wait_ms=max_wait_ms)
+                                                   max_wait_ms=max_wait_ms, isolation=isolation)
+
+    def fetch_results(self, positions: Mapping[tuple[str, int], int], *, max_bytes: int = 1 << 20,
+                      isolation: str = READ_UNCOMMITTED) -> dict[tuple[str, int], ReadResult]:
+        """``Log.fetch`` of several partitions (no wait): the ``ReadResult`` per ``(topic, partition)``."""
+        check_isolation(isolation)
+        logs = {key: self.get_log(*key) for key in positions}
+        if self.read_only:
+            for log in logs.values():
+                log.refresh()
+        return {key: log.fetch(positions[key], max_bytes, isolation=isolation) for key, log in logs.items()}
 
     def fetch(self, positions: Mapping[tuple[str, int], int], *, max_bytes: int = 1 << 20, min_bytes: int = 1,
-              max_wait_ms: int = 0) -> dict[tuple[str, int], list[Record]]:
+              max_wait_ms: int = 0, isolation: str = READ_UNCOMMITTED) -> dict[tuple[str, int], list[Record]]:
         """Read several partitions at once (Kafka's fetch): ``positions`` maps ``(topic, partition)``
         to the offset to read from; returns the records per partition (``max_bytes`` each). When
         fewer than ``min_bytes`` are found in total and ``max_wait_ms`` > 0, waits until appends to
         any of them bring ``min_bytes`` or ``max_wait_ms`` passes (no polling: the purgatory in a
         writing store, the files' change notifications in a read-only one), then reads again."""
         check_wait(min_bytes, max_wait_ms)
+        check_isolation(isolation)
         logs = {key: self.get_log(*key) for key in positions}
         if self.read_only:  # a view sees what the writing process appended since only when refreshed
             for log in logs.values():
                 log.refresh()
 
         return read_or_wait({key: (log, positions[key]) for key, log in logs.items()},
-                            lambda: {key: log.read(positions[key], max_bytes) for key, log in logs.items()},
+                            lambda: {key: log.read(positions[key], max_bytes, isolation=isolation)
+                                     for key, log in logs.items()},
                             min_bytes, max_wait_ms, None if self.read_only else self.waits)
 
     def flush(self) -> None:

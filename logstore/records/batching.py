@@ -268,11 +268,13 @@ class PreparingLog(Protocol):
 class PreparedAppend:
     """Records validated and encoded by ``Log.prepare``, waiting for ``Log.append_prepared``."""
 
-    def __init__(self, log: PreparingLog, batches: list[Batch], record_count: int, now_ms: int) -> None:
+    def __init__(self, log: PreparingLog, batches: list[Batch], record_count: int, now_ms: int,
+                 producer: ProducerBatch | None = None) -> None:
         self.log = log
         self._batches: list[Batch] | None = batches
         self.record_count = record_count
         self.now_ms = now_ms
+        self.producer = producer  # whose batches these are (their producer block), for the log's checks
 
     def take(self) -> list[Batch]:
         """The batches, once: a prepared append cannot be appended twice."""
