@@ -1,26 +1,27 @@
 """The transaction part of ``logstore check``: producer state replayed over a partition's batches.
 
 Owns ``TransactionReplay``, which ``check._verify_segment`` feeds every verified batch of a
-partition in log order (the same single scan that checks CRCs: no second read). It keeps, per
-producer id, the epoch, the coordinator epoch of its last marker and the first offset of its open
-transaction, and reports as errors what the log would have refused when it was appended:
+partition in log order (the same single scan that checks CRCs: no second read). It replays them
+into the log's own ``ProducerStateTable``, checking each producer batch first with the table's
+append checks, so what the log would have refused when it was appended is an error naming the
+segment:
 
 - a batch whose producer epoch is below the producer's epoch of an earlier batch or marker
   (INVALID_PRODUCER_EPOCH), including a transactional batch after its producer's marker with a
   higher epoch;
-- a marker written by an older coordinator than the producer's last marker (a fenced
-  coordinator);
-- a non-transactional producer batch while that producer's transaction is open.
+- a marker written by an older coordinator than the producer's last marker
+  (TRANSACTION_COORDINATOR_FENCED);
+- a non-transactional producer batch while that producer's transaction is open (INVALID_TXN_STATE).
 
 A marker with no transaction open is allowed (a duplicate marker, or one whose data retention or
-the cleaner removed). At the end of each segment the ABORT markers that closed a transaction with
-data in it are compared with the segment's ``.txnindex`` (``log/txn_index.py``): a missing entry,
-an entry naming no ABORT marker of its producer in that segment, or one whose first offset or last
-stable offset differs from the replay is an error naming the index file. The first offset and the
-last stable offset are compared only where the replay knows the whole history (the log starts at
-offset 0 and the topic is not compacted: the cleaner removes aborted and overwritten batches, so a
-transaction's first offset can be gone); otherwise an entry's first offset must only not follow
-what the replay found. At the end, the log's last stable offset must be the replay's (the first
+the cleaner removed). ``end_segment`` compares the ABORT markers that closed a transaction with
+data in a segment with that segment's ``.txnindex`` entries: a missing entry, an entry naming no
+ABORT marker of its producer in that segment, or one whose first offset or last stable offset
+differs from the replay is an error naming the index file. The first offset and the last stable
+offset are compared only where the replay knows the whole history (the log starts at offset 0 and
+the topic is not compacted: the cleaner removes aborted and overwritten batches, so a transaction's
+first offset can be gone); otherwise an entry's first offset must only not follow what the replay
+found. ``finish`` compares the log's last stable offset, when known, with the replay's (the first
 offset of the oldest transaction still open, else the log end offset).
 
 Producer snapshots (``log/producer_snapshot.py``): the newest one at or below the log end offset
@@ -36,7 +37,9 @@ import logging
 from dataclasses import dataclass
 from typing import Callable
 
+from ..errors import InvalidProducerEpochError, InvalidTxnStateError, TransactionCoordinatorFencedError
 from ..log.producer_snapshot import ProducerSnapshot
+from ..log.producer_state import ProducerEntry, ProducerStateTable
 from .dump import BatchEntry, batch_producer
 
 logger = logging.getLogger(__name__)
@@ -44,25 +47,17 @@ logger = logging.getLogger(__name__)
 Report = Callable[[str, str], None]
 """Records an error: ``(path, message)``."""
 
-
-@dataclass
-class _Producer:
-    epoch: int
-    coordinator_epoch: int = -1  # of its last marker; -1 before any
-    txn_first_offset: int | None = None  # the first offset of its open transaction
-    last_offset: int = -1  # of its last batch or marker
-
-    def copy(self) -> "_Producer":
-        return _Producer(self.epoch, self.coordinator_epoch, self.txn_first_offset, self.last_offset)
+_REFUSALS = {InvalidProducerEpochError: "INVALID_PRODUCER_EPOCH", InvalidTxnStateError: "INVALID_TXN_STATE",
+             TransactionCoordinatorFencedError: "TRANSACTION_COORDINATOR_FENCED"}
 
 
 @dataclass(frozen=True)
 class ExpectedAbort:
-    """An aborted transaction the replay found: what its ``.txnindex`` entry must say. ``first_offset``
-    and ``last_stable_offset`` are None where the replay cannot know them."""
+    """An aborted transaction the replay found: what its ``.txnindex`` entry must say.
+    ``last_stable_offset`` is None where the replay cannot know it."""
 
     producer_id: int
-    first_offset: int | None
+    first_offset: int
     last_offset: int
     last_stable_offset: int | None
 
@@ -70,68 +65,51 @@ class ExpectedAbort:
 class TransactionReplay:
     """Producer state of one partition replayed batch by batch (see the module docstring).
     ``exact``: the replay sees the partition's whole history (it starts at offset 0, the topic is
-    not compacted), so first offsets and last stable offsets are compared exactly."""
+    not compacted), so first offsets and last stable offsets are compared exactly. ``snapshot``:
+    ``(path, snapshot)`` to compare with the state before its offset."""
 
     def __init__(self, report: Report, exact: bool, snapshot: tuple[str, ProducerSnapshot] | None = None) -> None:
         self._report = report
         self.exact = exact
-        self.producers: dict[int, _Producer] = {}
-        # (path, snapshot) to compare with the state before its offset, captured on the way
-        self._snapshot = snapshot if exact else None
-        self._at_snapshot: dict[int, _Producer] | None = None
+        self.table = ProducerStateTable()
         self.next_offset = 0  # the offset after the last batch seen: the log end offset so far
         self._aborts: list[ExpectedAbort] = []  # found in the current segment
         self._markers: dict[int, int] = {}  # ABORT marker offset -> producer id, in the current segment
+        self._snapshot = snapshot if exact else None
+        self._at_snapshot: dict[int, ProducerEntry] | None = None  # the state before the snapshot's offset
 
     def last_stable_offset(self) -> int:
         """The first offset of the oldest open transaction, else the offset after the last batch."""
-        return min((state.txn_first_offset for state in self.producers.values()
-                    if state.txn_first_offset is not None), default=self.next_offset)
+        first = self.table.pending_first_unstable()
+        return self.next_offset if first is None else first
 
     def batch(self, path: str, entry: BatchEntry) -> None:
         """Replay one verified batch of the segment ``path``."""
         header = entry.header
         if self._snapshot is not None and self._at_snapshot is None and header.base_offset >= self._snapshot[1].offset:
-            self._at_snapshot = {pid: state.copy() for pid, state in self.producers.items()}
+            self._at_snapshot = {state.producer_id: state for state in self.table.entries()}
         self.next_offset = max(self.next_offset, header.last_offset + 1)
         producer, marker = batch_producer(entry)
         if producer is None:
             return
-        where = f"batch at position {entry.position} (offsets {header.base_offset}..{header.last_offset})"
-        pid, epoch = producer.producer_id, producer.producer_epoch
-        state = self.producers.get(pid)
-        if state is not None and epoch < state.epoch:
-            kind = "marker" if marker is not None else "transactional batch" if producer.transactional else "batch"
-            self._report(path, f"{where}: a {kind} of producer {pid} with epoch {epoch}, below the epoch "
-                               f"{state.epoch} of its earlier batches or markers (the log refuses it: "
-                               "INVALID_PRODUCER_EPOCH)")
+        pid = producer.producer_id
+        try:
+            if marker is None:
+                self.table.check_data(pid, producer.producer_epoch, producer.transactional)
+            else:
+                self.table.check_marker(pid, producer.producer_epoch, marker.coordinator_epoch)
+        except tuple(_REFUSALS) as exc:
+            kind = ("a COMMIT marker" if marker.commit else "an ABORT marker") if marker is not None else \
+                "a transactional batch" if producer.transactional else "a non-transactional batch"
+            self._report(path, f"batch at position {entry.position} (offsets {header.base_offset}.."
+                               f"{header.last_offset}): {kind} the log refuses ({_REFUSALS[type(exc)]}): {exc}")
             return  # the log would not have appended it: it changes nothing
-        if state is None:
-            state = self.producers[pid] = _Producer(epoch)
-        state.last_offset = header.last_offset
-        if marker is None:
-            if producer.transactional:
-                if state.txn_first_offset is None:
-                    state.txn_first_offset = header.base_offset
-            elif state.txn_first_offset is not None:
-                self._report(path, f"{where}: a non-transactional batch of producer {pid} while its transaction "
-                                   f"from offset {state.txn_first_offset} is open (the log refuses it: "
-                                   "INVALID_TXN_STATE)")
-            state.epoch = epoch
-            return
-        if marker.coordinator_epoch < state.coordinator_epoch:
-            self._report(path, f"{where}: {'a COMMIT' if marker.commit else 'an ABORT'} marker of producer {pid} "
-                               f"from coordinator epoch {marker.coordinator_epoch}, below the coordinator epoch "
-                               f"{state.coordinator_epoch} of its previous marker (the log refuses it: a fenced "
-                               "coordinator)")
-            return
-        state.epoch, state.coordinator_epoch = epoch, marker.coordinator_epoch
-        first, state.txn_first_offset = state.txn_first_offset, None
-        if not marker.commit:
+        completed = self.table.on_batch(header, producer, marker)
+        if marker is not None and not marker.commit:
             self._markers[header.base_offset] = pid
-            if first is not None:
-                self._aborts.append(ExpectedAbort(pid, first, header.base_offset,
-                                                  self.last_stable_offset() if self.exact else None))
+        if completed is not None and completed.aborted:
+            self._aborts.append(ExpectedAbort(pid, completed.first_offset, completed.last_offset,
+                                              self.last_stable_offset() if self.exact else None))
 
     def end_segment(self, index_path: str, entries: list[tuple[int, int, int, int]] | None) -> None:
         """Compare the segment's ``.txnindex`` entries ``(producer_id, first_offset, last_offset,
@@ -149,8 +127,7 @@ class TransactionReplay:
             abort = expected.get(last)
             if abort is None:
                 continue  # the marker closed nothing the replay saw: its data is gone (retention, cleaner)
-            if abort.first_offset is not None and (first != abort.first_offset if self.exact
-                                                   else first > abort.first_offset):
+            if first != abort.first_offset if self.exact else first > abort.first_offset:
                 self._report(index_path, f"{entry}: the transaction's first offset in the log is "
                                          f"{abort.first_offset}")
             if abort.last_stable_offset is not None and stable != abort.last_stable_offset:
@@ -159,10 +136,8 @@ class TransactionReplay:
         for last, abort in sorted(expected.items()):
             if last not in found:
                 self._report(index_path, f"no entry for the transaction of producer {abort.producer_id} aborted "
-                                         f"by the marker at offset {last}"
-                                         + (f" (first offset {abort.first_offset})"
-                                            if abort.first_offset is not None else "")
-                                         + ": read_committed readers would see its records")
+                                         f"by the marker at offset {last} (first offset {abort.first_offset}): "
+                                         "read_committed readers would see its records")
 
     def finish(self, dir_path: str, log_last_stable_offset: int | None) -> None:
         """Compare the newest snapshot and the log's last stable offset (None: not known) with the
@@ -173,8 +148,7 @@ class TransactionReplay:
             return
         replayed = self.last_stable_offset()
         if log_last_stable_offset != replayed:
-            open_ones = sorted((state.txn_first_offset, pid) for pid, state in self.producers.items()
-                               if state.txn_first_offset is not None)
+            open_ones = sorted((first, pid) for pid, first in self.table.open_transactions().items())
             self._report(dir_path, f"the log's last stable offset {log_last_stable_offset} is not the replay's "
                                    f"{replayed} (open transactions by first offset and producer: "
                                    f"{open_ones or 'none'})")
@@ -182,7 +156,7 @@ class TransactionReplay:
     def _check_snapshot(self, path: str, snapshot: ProducerSnapshot) -> None:
         replayed = self._at_snapshot
         if replayed is None:  # no batch at or after its offset: the state at the end
-            replayed = self.producers
+            replayed = {state.producer_id: state for state in self.table.entries()}
         listed = {entry.producer_id: entry for entry in snapshot.entries}
         for pid, entry in sorted(listed.items()):
             state = replayed.get(pid)
@@ -190,15 +164,14 @@ class TransactionReplay:
                 self._report(path, f"producer {pid} (epoch {entry.epoch}) has no batch or marker before offset "
                                    f"{snapshot.offset} in the log")
                 continue
-            first = -1 if state.txn_first_offset is None else state.txn_first_offset
             found = (entry.epoch, entry.coordinator_epoch, entry.last_offset, entry.txn_first_offset)
-            expected = (state.epoch, state.coordinator_epoch, state.last_offset, first)
+            expected = (state.epoch, state.coordinator_epoch, state.last_offset, state.txn_first_offset)
             if found != expected:
                 self._report(path, f"producer {pid}: (epoch, coordinator epoch, last offset, open transaction's "
                                    f"first offset) is {found}, the log's batches before offset {snapshot.offset} "
                                    f"say {expected}")
         for pid, state in sorted(replayed.items()):
-            if pid not in listed and state.txn_first_offset is not None:
+            if pid not in listed and state.txn_first_offset >= 0:
                 self._report(path, f"producer {pid}'s transaction open from offset {state.txn_first_offset} is "
                                    "missing: a load would not know it is open (read_committed readers would read "
                                    "past it)")

@@ -110,19 +110,20 @@ def test_without_the_whole_history_an_entry_may_start_earlier(tmp_path):
 def test_a_transactional_batch_after_a_marker_with_a_higher_epoch_is_an_error(tmp_path):
     _, errors = replay_of(tmp_path, data(0, 1, 0), marker(1, 1, 3, False), data(2, 1, 2))
     assert len(errors) == 1 and errors[0][0].endswith(f"{SEGMENT}.log")
-    assert errors[0][1] == ("batch at position %d (offsets 2..2): a transactional batch of producer 1 with epoch 2, "
-                            "below the epoch 3 of its earlier batches or markers (the log refuses it: "
-                            "INVALID_PRODUCER_EPOCH)" % (len(data(0, 1, 0)) + len(marker(1, 1, 3, False))))
+    assert errors[0][1] == ("batch at position %d (offsets 2..2): a transactional batch the log refuses "
+                            "(INVALID_PRODUCER_EPOCH): producer 1 epoch 2 is older than its current epoch 3"
+                            % (len(data(0, 1, 0)) + len(marker(1, 1, 3, False))))
 
 
 def test_a_marker_with_a_lower_epoch_or_an_older_coordinator_is_an_error(tmp_path):
     _, errors = replay_of(tmp_path, data(0, 1, 2), marker(1, 1, 1, True))
-    assert "a marker of producer 1 with epoch 1, below the epoch 2" in messages(errors)[0]
+    assert messages(errors)[0].endswith("a COMMIT marker the log refuses (INVALID_PRODUCER_EPOCH): marker for producer "
+                                        "1 has epoch 1, older than its current epoch 2")
     _, errors = replay_of(tmp_path, data(0, 1, 0), marker(1, 1, 0, True, coordinator_epoch=5), data(2, 1, 0),
                           marker(3, 1, 0, False, coordinator_epoch=4))
     assert messages(errors) == [
-        "batch at position %d (offsets 3..3): an ABORT marker of producer 1 from coordinator epoch 4, below the "
-        "coordinator epoch 5 of its previous marker (the log refuses it: a fenced coordinator)"
+        "batch at position %d (offsets 3..3): an ABORT marker the log refuses (TRANSACTION_COORDINATOR_FENCED): marker "
+        "for producer 1 comes from coordinator epoch 4, older than 5"
         % (2 * len(data(0, 1, 0)) + len(marker(1, 1, 0, True)))]
 
 
@@ -130,11 +131,95 @@ def test_markers_without_a_transaction_and_higher_epochs_are_allowed(tmp_path):
     replay, errors = replay_of(tmp_path, marker(0, 1, 0, False), marker(1, 1, 0, False), data(2, 1, 0),
                                marker(3, 1, 4, False), data(4, 1, 4), marker(5, 1, 4, True))
     assert errors == []
-    assert replay.producers[1].epoch == 4 and replay.last_stable_offset() == 6
+    assert replay.table.entry(1).epoch == 4 and replay.last_stable_offset() == 6
 
 
 def test_a_non_transactional_producer_batch_inside_its_open_transaction_is_an_error(tmp_path):
     _, errors = replay_of(tmp_path, data(0, 1, 0), data(1, 1, 0, transactional=False, sequence=1))
     assert messages(errors) == [
-        "batch at position %d (offsets 1..1): a non-transactional batch of producer 1 while its transaction from "
-        "offset 0 is open (the log refuses it: INVALID_TXN_STATE)" % len(data(0, 1, 0))]
+        "batch at position %d (offsets 1..1): a non-transactional batch the log refuses (INVALID_TXN_STATE): producer 1 "
+        "appends outside its transaction while the transaction is open (from offset 0)" % len(data(0, 1, 0))]
+
+
+# --- a store -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def store_dir(tmp_path):
+    """``t-0``: producer 1 epoch 3 committed 0..1 (COMMIT at 2), producer 2 aborted 3 (ABORT at 4),
+    plain 5, producer 3's transaction open from 6."""
+    path = tmp_path / "store"
+    with LogManager([str(path)]) as store:
+        store.create_topic("t", partitions=1)
+        log = store.get_log("t", 0)
+        log.append([Record(value=b"c0"), Record(value=b"c1")], producer=ProducerBatch(1, 3, 0, True))
+        log.append_marker(1, 3, 0, True)
+        log.append([Record(value=b"a3")], producer=ProducerBatch(2, 0, 0, True))
+        log.append_marker(2, 0, 0, False)
+        log.append([Record(value=b"plain")])
+        log.append([Record(value=b"open")], producer=ProducerBatch(3, 0, 0, True))
+        assert log.last_stable_offset == 6
+    return path
+
+
+def check(store_dir):
+    with LogManager([str(store_dir)], read_only=True) as store:
+        return verify_store(store)
+
+
+def test_a_store_with_transactions_passes(store_dir):
+    report = check(store_dir)
+    assert report.ok and report.problems == [], report.problems
+    assert report.batches == 6
+
+
+def append_raw(store_dir, batch):
+    """Append ``batch`` (bytes the log itself would refuse) at the log end of ``t-0``."""
+    with LogManager([str(store_dir)], read_only=True) as store:
+        end = store.get_log("t", 0).log_end_offset
+    assign_base_offset(batch, end)
+    path = store_dir / "t-0" / f"{SEGMENT}.log"
+    with open(path, "ab") as file:
+        file.write(batch)
+    return str(path), end
+
+
+def test_a_marker_the_log_would_refuse_is_an_error_naming_the_segment(store_dir):
+    path, offset = append_raw(store_dir, encode_marker_batch(True, 0, 1, 2, timestamp_ms=10))
+    report = check(store_dir)
+    assert [(p.path, p.message.split(": ", 1)[1]) for p in report.errors] == [
+        (path, "a COMMIT marker the log refuses (INVALID_PRODUCER_EPOCH): marker for producer 1 has epoch 2, older "
+               "than its current epoch 3")]
+    assert f"(offsets {offset}..{offset})" in report.errors[0].message
+    result = CliRunner().invoke(main, ["--dir", str(store_dir), "check"])
+    assert result.exit_code == 1 and path in result.stdout + result.stderr
+
+
+def test_snapshots_must_decode_and_agree_with_the_log(store_dir):
+    from logstore.fs import OS_FILE_SYSTEM
+    from logstore.log.producer_snapshot import write_snapshot
+
+    directory = str(store_dir / "t-0")
+    # the state before offset 5 as the batches say it: producer 1 (epoch 3, COMMIT at 2), producer 2 (ABORT at 4)
+    good = write_snapshot(OS_FILE_SYSTEM, directory, 5, [(1, 3, 0, 2, 0, -1), (2, 0, 0, 4, 0, -1)],
+                          batches_follow=True)
+    assert check(store_dir).problems == []
+    bad = write_snapshot(OS_FILE_SYSTEM, directory, 6, [(1, 3, 0, 2, 0, -1), (2, 1, 0, 4, 0, -1)],
+                         batches_follow=False)
+    report = check(store_dir)
+    assert [(p.path, p.message) for p in report.errors] == [
+        (bad, "producer 2: (epoch, coordinator epoch, last offset, open transaction's first offset) is (1, 0, 4, -1), "
+              "the log's batches before offset 6 say (0, 0, 4, -1)")]
+    os.remove(bad)
+    # producer 3's open transaction (from 6) missing from a snapshot after it
+    missing = write_snapshot(OS_FILE_SYSTEM, directory, 7, [(1, 3, 0, 2, 0, -1), (2, 0, 0, 4, 0, -1)],
+                             batches_follow=False)
+    assert [p.message for p in check(store_dir).errors] == [
+        "producer 3's transaction open from offset 6 is missing: a load would not know it is open (read_committed "
+        "readers would read past it)"]
+    with open(missing, "r+b") as file:
+        file.seek(12)
+        file.write(b"\x7f")
+    report = check(store_dir)
+    assert [p.path for p in report.errors] == [missing] and "CRC mismatch" in report.errors[0].message
+    assert good  # the older intact one is the newest that counts now, and it agrees
