@@ -161,7 +161,7 @@ def test_validation_errors_and_codes():
     assert codes_of(rewrite(GOOD, 21, "h", 0x20 | 0x10))[:2] == (InvalidRecordError, 87)  # control
     kind, code, message = codes_of(encode_produce_batch([Record(b"k", b"v", (), T0)], transactional=True,
                                                         producer_id=1, producer_epoch=0, base_sequence=0))
-    assert (kind, code) == (InvalidRecordError, 87) and "transactions are not supported" in message
+    assert (kind, code) == (InvalidRecordError, 87) and "needs a produce request with a transactional id" in message
     assert codes_of(rewrite(GOOD, 21, "h", 0x08))[:2] == (InvalidTimestampError, 32)  # LogAppendTime
     assert codes_of(rewrite(GOOD, 21, "h", 5))[:2] == (UnsupportedCompressionError, 76)  # codec 5
     assert codes_of(rewrite(GOOD, 27, "q", 2**63 - 1))[:2] == (InvalidTimestampError, 32)  # base at int64's edge

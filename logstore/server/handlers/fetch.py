@@ -19,8 +19,15 @@ answers with a fresh read once ``min_bytes`` are there or the wait is over. Only
 waits with it (the network layer mutes that connection alone, until the fetch is answered: a parked
 fetch is ``exclusive``, so pipelined fetches cannot come due together).
 
-Without transactions the last stable offset is the high watermark (= the log end offset, one
-replica), so read_committed consumers see every record at once; fetch sessions are declined by
+Transactions: the high watermark is the log end offset (one replica); every answer carries the
+partition's last stable offset (the first offset of its oldest open transaction, else the high
+watermark). A read_committed fetch (isolation level 1) reads up to the last stable offset only and
+lists the aborted transactions whose data may lie in what it sends (``aborted_transactions``, [] when
+none; null for read_uncommitted), so the client drops their records; transaction markers are sent as
+the control batches they are (clients skip them and move past their offsets). A read_committed
+fetch parked at the last stable offset wakes when it moves (the marker's append), not when the open
+transaction grows. ListOffsets with read_committed answers LATEST with the last stable offset, and a
+time lookup landing at or past it with no offset (-1), as Kafka does. Fetch sessions are declined by
 answering session id 0 (docs/design.md §4.1; Kafka's fetch sessions: https://cwiki.apache.org/confluence/display/KAFKA/KIP-227%3A+Introduce+Incremental+FetchRequests+to+Increase+Partition+Scalability).
 """
 
@@ -41,8 +48,35 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3  # KIP-734
 EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-1005
 LATEST_TIERED_TIMESTAMP = -5  # KIP-1005
+READ_COMMITTED = 1  # Fetch and ListOffsets isolation_level (0: read_uncommitted)
 _SPECIAL_TIMESTAMP_VERSIONS = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED_TIMESTAMP: 9}
 """The first ListOffsets version that knows each special timestamp; any other negative one is refused."""
+_UNBOUNDED_TIMESTAMPS = (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP)
+"""ListOffsets lookups a read_committed answer does not bound by the last stable offset (LATEST is it)."""
+
+
+class CommittedFetchPosition:
+    """A read_committed fetch's position: the log's ``FetchPosition``, whose appended bytes count
+    only once the last stable offset has passed the offset (an open transaction growing there is
+    not readable yet; its marker makes it so)."""
+
+    __slots__ = ("position", "log", "offset")
+
+    def __init__(self, position: FetchPosition) -> None:
+        self.position = position
+        self.log = position.log
+        self.offset = position.offset
+
+    @classmethod
+    def at(cls, log, offset: int, found_bytes: int = 0) -> "CommittedFetchPosition":
+        return cls(FetchPosition.at(log, offset, found_bytes))
+
+    def available_bytes(self) -> int | None:
+        position = self.position
+        available = position.available_bytes()
+        if available is None or self.log.last_stable_offset > self.offset:
+            return available
+        return position.found_bytes
 
 
 class DelayedFetchResponse(DelayedFetch):
@@ -83,7 +117,8 @@ class FetchHandler:
         max_bytes = min(max_bytes, self.broker.config.fetch_max_bytes)
         min_bytes = request.get("min_bytes", 1)
         max_wait_ms = request.get("max_wait_ms", 0)
-        body, found_bytes, positions = self._read(wanted, max_bytes)
+        committed = request.get("isolation_level", 0) == READ_COMMITTED
+        body, found_bytes, positions = self._read(wanted, max_bytes, committed)
         if max_wait_ms <= 0 or found_bytes >= min_bytes or not positions or found_bytes < 0:
             self._count_out(body)
             context.respond(body)
@@ -95,7 +130,7 @@ class FetchHandler:
                 context.no_response()
                 return
             try:
-                body = self._read(wanted, max_bytes)[0]
+                body = self._read(wanted, max_bytes, committed)[0]
                 self._count_out(body)
                 context.respond(body)
             except Exception:
@@ -135,15 +170,17 @@ class FetchHandler:
             topics.append({"topic": topic["topic"], "partitions": partitions})
         context.respond({"throttle_time_ms": 0, "topics": topics})
 
-    def _read(self, wanted, max_bytes: int) -> tuple[dict, int, list]:
-        """(response body, bytes found or -1 when an error must be answered at once, wait positions)."""
+    def _read(self, wanted, max_bytes: int, committed: bool = False) -> tuple[dict, int, list]:
+        """(response body, bytes found or -1 when an error must be answered at once, wait positions);
+        ``committed``: read_committed (up to the last stable offset, with the aborted transactions)."""
         store = self.broker.store
         cache = self.broker.fetch_cache
         topics: list[dict] = []
         by_topic: dict[str, dict] = {}
         total = 0
         answer_now = False
-        positions: list[FetchPosition] = []
+        positions: list = []  # FetchPosition or CommittedFetchPosition
+        position_at = CommittedFetchPosition.at if committed else FetchPosition.at
         for topic, partition, fetch_offset, partition_max_bytes in wanted:
             entry = by_topic.get(topic)
             if entry is None or topics[-1] is not entry:
@@ -157,15 +194,21 @@ class FetchHandler:
             try:
                 log = store.get_log(topic, partition)
                 end_offset = log.log_end_offset
-                result["high_watermark"] = result["last_stable_offset"] = end_offset
+                # read after the end: an append in between cannot put the stable offset past it
+                stable_offset = min(log.last_stable_offset, end_offset)
+                result["high_watermark"] = end_offset
+                result["last_stable_offset"] = stable_offset
                 result["log_start_offset"] = log.log_start_offset
                 chunks: list = []
                 partition_bytes = 0
                 if fetch_offset < log.log_start_offset or fetch_offset > end_offset:
                     raise OffsetOutOfRangeError(f"offset {fetch_offset} is out of range", fetch_offset,
                                                 log.log_start_offset, end_offset)
-                if fetch_offset < end_offset:
-                    for batch, _first, _stop in log.iter_batch_slices(fetch_offset, end_offset, include_empty=True):
+                read_to = stable_offset if committed else end_offset
+                last_sent = None
+                if fetch_offset < read_to:
+                    # markers and batches compaction emptied come too (include_empty)
+                    for batch, _first, _stop in log.iter_batch_slices(fetch_offset, read_to, include_empty=True):
                         header = batch.header
                         data = cache.get_or_encode((topic, partition, header.base_offset, header.crc), batch)
                         size = len(data)
@@ -174,12 +217,19 @@ class FetchHandler:
                                 chunks.append(data)  # KIP-74: the first batch goes whole, however large
                                 partition_bytes += size
                                 total += size
+                                last_sent = header
                             break
                         chunks.append(data)
                         partition_bytes += size
                         total += size
+                        last_sent = header
                 result["records"] = chunks
-                positions.append(FetchPosition.at(log, fetch_offset, partition_bytes))
+                if committed:
+                    # the aborted transactions whose data may lie in what is sent (none when nothing is)
+                    result["aborted_transactions"] = [] if last_sent is None else [
+                        {"producer_id": aborted.producer_id, "first_offset": aborted.first_offset}
+                        for aborted in log.aborted_transactions(fetch_offset, last_sent.next_offset)]
+                positions.append(position_at(log, fetch_offset, partition_bytes))
             except LogStoreError as exc:
                 result["error_code"] = errors.error_code_for(exc)
                 result["records"] = b""
@@ -193,6 +243,7 @@ class FetchHandler:
 
     def list_offsets(self, context: RequestContext, request: dict) -> None:
         store = self.broker.store
+        committed = request.get("isolation_level", 0) == READ_COMMITTED
         topics = []
         for topic in request.get("topics") or []:
             name = topic["name"]
@@ -205,7 +256,7 @@ class FetchHandler:
                 try:
                     log = store.get_log(name, index)
                     if timestamp == LATEST_TIMESTAMP:
-                        result["offset"] = log.log_end_offset
+                        result["offset"] = log.last_stable_offset if committed else log.log_end_offset
                     elif timestamp == EARLIEST_TIMESTAMP:
                         result["offset"] = log.log_start_offset
                     elif timestamp < 0 and context.api_version < _SPECIAL_TIMESTAMP_VERSIONS.get(timestamp, 1 << 15):
@@ -224,6 +275,11 @@ class FetchHandler:
                             found = log.read(offset, max_records=1)
                             result["offset"] = offset
                             result["timestamp"] = found[0].timestamp_ms if found else -1
+                    bounded = committed and timestamp not in _UNBOUNDED_TIMESTAMPS
+                    if bounded and result["offset"] >= log.last_stable_offset:
+                        # Kafka's bound for a lookup by time: no offset a read_committed reader cannot read yet
+                        result["offset"] = result["timestamp"] = -1
+                        result["leader_epoch"] = -1
                 except LogStoreError as exc:
                     result["error_code"] = errors.error_code_for(exc)
                     result["leader_epoch"] = -1

@@ -15,6 +15,19 @@ completes once the recovery points cover every partition's last offset; after th
 and may still become durable, as in Kafka). ``acks=0`` is never answered; if anything in it failed
 the connection is closed, so the client notices (Kafka's rule). Records for an internal topic
 (``__consumer_offsets``, ``__transaction_state``) are INVALID_TOPIC_EXCEPTION, as in Kafka.
+
+Transactions: a request with a ``transactional_id`` may carry transactional batches (Kafka's bit 4,
+with the producer id and epoch the transaction coordinator handed out; control batches never come
+from clients); transactional batches in a request without one refuse the whole request with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka does. A transactional batch keeps the journal's
+sequence checks and is appended with its producer block (``ProducerBatch(..., transactional=True)``):
+the log checks the producer's epoch and transaction under its lock (INVALID_PRODUCER_EPOCH,
+INVALID_TXN_STATE, TRANSACTION_COORDINATOR_FENCED), and a refusal takes the batch's journal line
+back. Before the first transactional batch of a producer on a partition, the coordinator is asked
+whether the partition is in the producer's open transaction
+(``transaction.partition.verification.enable``, KIP-890): a late retry cannot open a transaction
+nobody will end. An idempotent non-transactional batch from a producer whose transaction is open on
+the partition is INVALID_TXN_STATE (Kafka's rule).
 """
 
 from __future__ import annotations
@@ -24,11 +37,12 @@ import logging
 from ...errors import LogStoreError
 from ...log.log import Log
 from ...manager.topics import is_internal_topic
-from ...records.batching import timestamp_errors
+from ...records.batching import ProducerBatch, timestamp_errors
 from ...timer.purgatory import DelayedOperation
 from ..network.request_context import RequestContext
 from ..protocol import errors
 from ..wire_records import WireRecordError, decode_produce_columns
+from ..wire_records.batch import ATTRIBUTES_AT, TRANSACTIONAL_MASK
 from .kafka_apis import Broker
 from .producer_state import ProducerIdsExhaustedError
 
@@ -70,11 +84,12 @@ class ProduceHandler:
         version = context.api_version
         acks = request.get("acks", -1)
         topics = request.get("topic_data") or []
+        transactional_id = request.get("transactional_id")
         refuse = None
         if version < 3:
             refuse = errors.UNSUPPORTED_VERSION  # the pre-v2 record formats are not spoken
-        elif request.get("transactional_id") is not None:
-            refuse = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif transactional_id is None and _has_transactional_batches(topics):
+            refuse = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # Kafka's answer to such a request
         elif acks not in (-1, 0, 1):
             refuse = errors.INVALID_REQUIRED_ACKS
         responses: list[dict] = []
@@ -89,7 +104,8 @@ class ProduceHandler:
                 if refuse is not None:
                     result = _partition_response(index, refuse)
                 else:
-                    result, log = self._append_partition(name, index, partition.get("records"), version)
+                    result, log = self._append_partition(name, index, partition.get("records"), version,
+                                                         transactional_id)
                     if result["error_code"] != errors.NONE:
                         failures.append(f"{name}-{index}: {errors.NAMES.get(result['error_code'])}")
                     elif acks == -1 and log is not None and result.get("_last_offset") is not None:
@@ -144,7 +160,8 @@ class ProduceHandler:
         context.respond({"throttle_time_ms": 0, "error_code": errors.NONE, "producer_id": producer_id,
                          "producer_epoch": 0})
 
-    def _append_partition(self, topic: str, partition: int, records, version: int) -> tuple[dict, Log | None]:
+    def _append_partition(self, topic: str, partition: int, records, version: int,
+                          transactional_id: str | None = None) -> tuple[dict, Log | None]:
         broker = self.broker
         if is_internal_topic(topic):
             # Only the broker writes its own state (the group coordinator, ``__consumer_offsets``):
@@ -156,7 +173,8 @@ class ProduceHandler:
         except LogStoreError as exc:
             return _partition_response(partition, errors.error_code_for(exc)), None
         try:
-            batches = decode_produce_columns(records, max_message_bytes=log.config.max_message_bytes)
+            batches = decode_produce_columns(records, max_message_bytes=log.config.max_message_bytes,
+                                             transactional=transactional_id is not None)
         except WireRecordError as exc:
             logger.info("produce to %s-%d refused: %s", topic, partition, exc)
             return _partition_response(partition, _for_version(exc.error_code, version), str(exc)), log
@@ -176,7 +194,7 @@ class ProduceHandler:
         try:
             for batch, batch_records in batches:
                 if batch.producer_id >= 0:
-                    outcome = self._append_idempotent(log, topic, partition, batch, batch_records)
+                    outcome = self._append_idempotent(log, topic, partition, batch, batch_records, transactional_id)
                     if isinstance(outcome, dict):
                         return outcome, log
                     base, last, append_time_ms = outcome
@@ -199,37 +217,97 @@ class ProduceHandler:
         result["_last_offset"] = last_offset
         return result, log
 
-    def _append_idempotent(self, log: Log, topic: str, partition: int, batch, batch_records):
-        """Append one batch of an idempotent producer: (base, last, append time), or a response
-        dict for a refused batch. A retried batch returns its first append's offsets."""
+    def _append_idempotent(self, log: Log, topic: str, partition: int, batch, batch_records,
+                           transactional_id: str | None = None):
+        """Append one batch of an idempotent or transactional producer: (base, last, append
+        time), or a response dict for a refused batch. A retried batch returns its first append's
+        offsets."""
         producers = self.broker.producers
+        producer_id = batch.producer_id
         first_sequence = batch.base_sequence
         last_sequence = (first_sequence + batch.last_offset_delta) % 2**31
         with self.broker.partition_lock(topic, partition):
-            verdict = producers.check(topic, partition, batch.producer_id, batch.producer_epoch, first_sequence,
+            verdict = producers.check(topic, partition, producer_id, batch.producer_epoch, first_sequence,
                                       last_sequence)
             if verdict.duplicate is not None:
                 logger.info("produce to %s-%d: batch %d..%d of producer %d is a retry; answered with offset %d",
-                            topic, partition, first_sequence, last_sequence, batch.producer_id,
+                            topic, partition, first_sequence, last_sequence, producer_id,
                             verdict.duplicate.first_offset)
                 return verdict.duplicate.first_offset, verdict.duplicate.last_offset, -1
             if verdict.error_code != errors.NONE:
                 return _partition_response(partition, verdict.error_code, verdict.message)
-            prepared = log.prepare(batch_records)
+            open_at = log.producer_state.open_transaction(producer_id)
+            if batch.attributes & TRANSACTIONAL_MASK:
+                if open_at is None:
+                    refusal = self._verify(transactional_id, producer_id, batch.producer_epoch, topic, partition)
+                    if refusal is not None:
+                        return refusal
+                prepared = log.prepare(batch_records, producer=ProducerBatch(producer_id, batch.producer_epoch,
+                                                                             first_sequence, True))
+            elif open_at is not None:
+                return _partition_response(partition, errors.INVALID_TXN_STATE,
+                                           f"producer {producer_id} has a transaction open on {topic}-{partition} "
+                                           f"(from offset {open_at}): a non-transactional batch is refused")
+            else:
+                prepared = log.prepare(batch_records)
             expected_first = log.log_end_offset
             expected_last = expected_first + len(batch_records) - 1
-            producers.will_append(topic, partition, batch.producer_id, batch.producer_epoch, first_sequence,
+            producers.will_append(topic, partition, producer_id, batch.producer_epoch, first_sequence,
                                   last_sequence, expected_first, expected_last)
             try:
                 info = log.append_prepared(prepared)
             except BaseException:
-                producers.forget(topic, partition, batch.producer_id, batch.producer_epoch, first_sequence)
+                # refused by the log (a fenced epoch, a transaction in the wrong state) or failed
+                producers.forget(topic, partition, producer_id, batch.producer_epoch, first_sequence)
                 raise
             if info.first_offset != expected_first:  # another writer of the store appended meanwhile
-                producers.forget(topic, partition, batch.producer_id, batch.producer_epoch, first_sequence)
-                producers.will_append(topic, partition, batch.producer_id, batch.producer_epoch, first_sequence,
+                producers.forget(topic, partition, producer_id, batch.producer_epoch, first_sequence)
+                producers.will_append(topic, partition, producer_id, batch.producer_epoch, first_sequence,
                                       last_sequence, info.first_offset, info.last_offset)
             return info.first_offset, info.last_offset, info.log_append_time_ms
+
+    def _verify(self, transactional_id: str | None, producer_id: int, producer_epoch: int, topic: str,
+                partition: int) -> dict | None:
+        """KIP-890's check before a producer's first transactional batch on a partition: is the
+        partition in the producer's open transaction? None when it is (or when there is no
+        coordinator to ask, or ``transaction.partition.verification.enable`` is false), else the
+        refusal, with the codes Kafka gives Produce clients for the coordinator's answers."""
+        verify = getattr(getattr(self.broker, "txn_coordinator", None), "verify_partitions", None)
+        if verify is None or not getattr(self.broker.config, "transaction_partition_verification_enable", True):
+            return None
+        code = verify(transactional_id, producer_id, producer_epoch, [(topic, partition)]).get(
+            (topic, partition), errors.INVALID_TXN_STATE)
+        if code == errors.NONE:
+            return None
+        code = _VERIFICATION_CODES.get(code, code)
+        return _partition_response(partition, code, f"partition {topic}-{partition} is not in an ongoing transaction "
+                                                    f"of producer {producer_id} ({errors.NAMES.get(code, code)})")
+
+
+# What a produce client gets for the coordinator's verification answers (Kafka's mapping for
+# Produce below v11): fenced -> the epoch error producers handle; "abortable" -> INVALID_TXN_STATE;
+# a transition in progress or no coordinator -> NOT_ENOUGH_REPLICAS, which clients retry without
+# refreshing metadata.
+_VERIFICATION_CODES = {
+    errors.PRODUCER_FENCED: errors.INVALID_PRODUCER_EPOCH,
+    errors.TRANSACTION_ABORTABLE: errors.INVALID_TXN_STATE,
+    errors.CONCURRENT_TRANSACTIONS: errors.NOT_ENOUGH_REPLICAS,
+    errors.COORDINATOR_LOAD_IN_PROGRESS: errors.NOT_ENOUGH_REPLICAS,
+    errors.COORDINATOR_NOT_AVAILABLE: errors.NOT_ENOUGH_REPLICAS,
+    errors.NOT_COORDINATOR: errors.NOT_ENOUGH_REPLICAS,
+}
+
+
+def _has_transactional_batches(topics) -> bool:
+    """Whether a partition's (first) batch has the transactional bit: one byte looked at per
+    partition (a request holds one batch per partition)."""
+    at = ATTRIBUTES_AT + 1  # the low byte of the big-endian attributes
+    for topic in topics:
+        for partition in topic.get("partition_data") or ():
+            records = partition.get("records")
+            if records is not None and len(records) > at and records[at] & TRANSACTIONAL_MASK:
+                return True
+    return False
 
 
 def _record_errors(config, topic: str, partition: int, records, now_ms: int, version: int) -> dict | None:

@@ -9,9 +9,10 @@ the same code from every API.
 from __future__ import annotations
 
 from ...errors import (CodecUnavailableError, CorruptDataError, InvalidConfigError, InvalidPartitionsError,
-                       InvalidRecordError, InvalidTimestampError, InvalidTopicError, LogFailedError,
-                       OffsetOutOfRangeError, ReadOnlyError, RecordTooLargeError, StorageError, StoreClosedError,
-                       TopicExistsError, UnknownTopicOrPartitionError)
+                       InvalidProducerEpochError, InvalidRecordError, InvalidTimestampError, InvalidTopicError,
+                       InvalidTxnStateError, LogFailedError, OffsetOutOfRangeError, ReadOnlyError, RecordTooLargeError,
+                       StorageError, StoreClosedError, TopicExistsError, TransactionCoordinatorFencedError,
+                       UnknownTopicOrPartitionError)
 
 UNKNOWN_SERVER_ERROR = -1
 NONE = 0
@@ -26,6 +27,7 @@ MESSAGE_TOO_LARGE = 10
 NETWORK_EXCEPTION = 13
 COORDINATOR_LOAD_IN_PROGRESS = 14
 COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
 INVALID_TOPIC_EXCEPTION = 17
 RECORD_LIST_TOO_LARGE = 18
 NOT_ENOUGH_REPLICAS = 19
@@ -49,6 +51,11 @@ POLICY_VIOLATION = 44
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 DUPLICATE_SEQUENCE_NUMBER = 46
 INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
+TRANSACTION_COORDINATOR_FENCED = 52
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 SECURITY_DISABLED = 54
 KAFKA_STORAGE_ERROR = 56
@@ -57,9 +64,12 @@ UNKNOWN_PRODUCER_ID = 59
 FETCH_SESSION_ID_NOT_FOUND = 70
 UNSUPPORTED_COMPRESSION_TYPE = 76
 INVALID_RECORD = 87
+PRODUCER_FENCED = 90
 RESOURCE_NOT_FOUND = 91
 DUPLICATE_RESOURCE = 92
 UNACCEPTABLE_CREDENTIAL = 93
+TRANSACTIONAL_ID_NOT_FOUND = 105
+TRANSACTION_ABORTABLE = 120
 
 NAMES = {value: name for name, value in globals().items() if name.isupper() and isinstance(value, int)}
 
@@ -86,6 +96,14 @@ def error_code_for(exc: BaseException) -> int:
         return INVALID_CONFIG
     if isinstance(exc, InvalidPartitionsError):
         return INVALID_PARTITIONS
+    # a producer's append the partition's producer state refuses (a fenced epoch, a batch outside
+    # its transaction, a marker from a stale coordinator)
+    if isinstance(exc, InvalidProducerEpochError):
+        return INVALID_PRODUCER_EPOCH
+    if isinstance(exc, InvalidTxnStateError):
+        return INVALID_TXN_STATE
+    if isinstance(exc, TransactionCoordinatorFencedError):
+        return TRANSACTION_COORDINATOR_FENCED
     if isinstance(exc, (LogFailedError, StoreClosedError, ReadOnlyError, StorageError, CorruptDataError, OSError)):
         # The partition's dir is offline or its data damaged: Kafka's answer for a log dir that failed.
         return KAFKA_STORAGE_ERROR

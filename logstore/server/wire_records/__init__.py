@@ -6,11 +6,14 @@ and ``runs`` (a produce request's batches decoded and validated; the column-at-a
 ``encode`` (a stored batch as a fetch answer; a producer's batch), ``compression`` (gzip, snappy,
 lz4, zstd, bounded), ``crc32c`` and ``fetch_cache``:
 
-- ``decode_produce(data, *, max_message_bytes)`` -> ``[(WireBatch, [Record])]``: a Produce request's
-  batches, validated as Kafka validates a client's (``decode``); ``decode_produce_columns`` gives
-  each batch's records as ``RecordColumns`` (what the produce handler appends);
+- ``decode_produce(data, *, max_message_bytes, transactional=False)`` -> ``[(WireBatch, [Record])]``:
+  a Produce request's batches, validated as Kafka validates a client's (``decode``; transactional
+  batches only in a request with a transactional id, control batches never);
+  ``decode_produce_columns`` gives each batch's records as ``RecordColumns`` (what the produce
+  handler appends);
 - ``encode_fetch_batch(batch, *, partition_leader_epoch=0)`` -> bytes: one stored ``RecordBatch`` as
-  one uncompressed v2 batch for a Fetch response (``encode``);
+  one uncompressed v2 batch for a Fetch response, with its producer fields and Kafka's
+  transactional and control bits (``encode``);
 - ``FetchBatchCache``: encoded fetch batches by a caller's key, so several consumers of the same
   data pay the conversion once;
 - ``encode_produce_batch(records, ...)`` and ``decode_fetch(data)``: the client's side, for tests,

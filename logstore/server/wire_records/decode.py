@@ -13,7 +13,9 @@ size (batch_length + 12) > ``max_message_bytes``                       MessageTo
 base_offset != 0 (clients always send 0; Kafka refuses anything else)  InvalidRecordError (87)
 CRC-32C of [21, end) != crc                                            CorruptMessageError (2)
 codec id > 4, or a codec this process lacks                            UnsupportedCompressionError (76)
-control batch; transactional batch (no transactions here)              InvalidRecordError (87)
+control batch (only the broker writes markers)                         InvalidRecordError (87)
+transactional batch outside a transactional request, or without a      InvalidRecordError (87)
+producer id and epoch
 LogAppendTime bit set by the client; a timestamp outside int64          InvalidTimestampError (32)
 record_count <= 0, or last_offset_delta + 1 != record_count            InvalidRecordError (87)
 producer_id >= 0 with base_sequence < 0                                InvalidRecordError (87)
@@ -70,21 +72,22 @@ def _header_at(buffer: bytes, position: int, total: int) -> WireBatch:
     return batch
 
 
-def decode_produce(data, *, max_message_bytes: int,
-                   max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> list[tuple[WireBatch, list[Record]]]:
+def decode_produce(data, *, max_message_bytes: int, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+                   transactional: bool = False) -> list[tuple[WireBatch, list[Record]]]:
     """The batches of a Produce request's ``records`` (bytes or memoryview; several batches may
     follow each other), validated as Kafka validates a client's batches (see the module docstring),
     as ``(WireBatch, records)`` pairs. Records are ``Record(key, value, headers, timestamp_ms)``
     with ``offset`` None; ``timestamp_ms`` is ``base_timestamp + timestamp_delta`` (CreateTime).
-    Empty or None ``data`` gives ``[]``. Raises a ``WireRecordError`` subclass carrying Kafka's
-    error code; nothing else, whatever the bytes."""
+    Empty or None ``data`` gives ``[]``. ``transactional``: the request carries a transactional
+    id, so batches with the transactional bit (and a producer id and epoch) are accepted. Raises a
+    ``WireRecordError`` subclass carrying Kafka's error code; nothing else, whatever the bytes."""
     return [(batch, list(records)) for batch, records in
             decode_produce_columns(data, max_message_bytes=max_message_bytes,
-                                   max_decompressed_bytes=max_decompressed_bytes)]
+                                   max_decompressed_bytes=max_decompressed_bytes, transactional=transactional)]
 
 
-def decode_produce_columns(data, *, max_message_bytes: int, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
-                           ) -> list[tuple[WireBatch, RecordColumns]]:
+def decode_produce_columns(data, *, max_message_bytes: int, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+                           transactional: bool = False) -> list[tuple[WireBatch, RecordColumns]]:
     """``decode_produce`` with each batch's records as ``RecordColumns`` (a sequence of the same
     records, held as columns): what the produce handler appends, so that no ``Record`` is built
     per record only to be taken apart again by the append."""
@@ -107,7 +110,7 @@ def decode_produce_columns(data, *, max_message_bytes: int, max_decompressed_byt
             raise InvalidRecordError(f"the base offset of a produced batch must be 0, not {batch.base_offset}")
         if crc32c(buffer[position + ATTRIBUTES_AT : end]) != batch.crc:
             raise CorruptMessageError(f"record batch CRC mismatch at position {position}")
-        _check_produced_header(batch)
+        _check_produced_header(batch, transactional)
         keys, values, headers, timestamps, _offsets = _columns_of(buffer, position + HEADER_BYTES, end, batch, None,
                                                                   max_decompressed_bytes)
         # the producer's codec goes with the records: a topic with compression.type=producer keeps it
@@ -116,13 +119,19 @@ def decode_produce_columns(data, *, max_message_bytes: int, max_decompressed_byt
     return out
 
 
-def _check_produced_header(batch: WireBatch) -> None:
-    """Kafka's rules for the header of a batch a client produces (after its CRC was checked)."""
+def _check_produced_header(batch: WireBatch, transactional: bool) -> None:
+    """Kafka's rules for the header of a batch a client produces (after its CRC was checked);
+    ``transactional``: the request carries a transactional id."""
     attributes = batch.attributes
-    if attributes & CONTROL_MASK:
-        raise InvalidRecordError("clients may not produce control batches")
-    if attributes & TRANSACTIONAL_MASK:
-        raise InvalidRecordError("transactions are not supported by this server: transactional batches are refused")
+    if attributes & (CONTROL_MASK | TRANSACTIONAL_MASK):
+        # only the broker writes transaction markers (control batches)
+        if attributes & CONTROL_MASK:
+            raise InvalidRecordError("clients may not produce control batches")
+        if not transactional:
+            raise InvalidRecordError("a transactional batch needs a produce request with a transactional id")
+        if batch.producer_id < 0 or batch.producer_epoch < 0:
+            raise InvalidRecordError(f"a transactional batch needs a producer id and epoch, got producer id "
+                                     f"{batch.producer_id} epoch {batch.producer_epoch}")
     if attributes & TIMESTAMP_TYPE_MASK:
         raise InvalidTimestampError("a produced batch may not set the LogAppendTime timestamp type")
     count = batch.record_count

@@ -18,8 +18,9 @@ from operator import add, sub
 from typing import Sequence
 
 from ...clock import SYSTEM_CLOCK
-from ...records.decoder import TIMESTAMP_TYPE_LOG_APPEND, Record, RecordBatch, columns_struct
-from .batch import (CRC_STRUCT, HEAD_STRUCT, HEADER_BYTES, LOG_OVERHEAD_BYTES, MAGIC, NO_PRODUCER_EPOCH,
+from ...records.decoder import (CONTROL, HAS_PRODUCER, TIMESTAMP_TYPE_LOG_APPEND, TRANSACTIONAL, Record, RecordBatch,
+                                columns_struct)
+from .batch import (CONTROL_MASK, CRC_STRUCT, HEAD_STRUCT, HEADER_BYTES, LOG_OVERHEAD_BYTES, MAGIC, NO_PRODUCER_EPOCH,
                     NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP, NONNEGATIVE_VARINT_LIMIT, NONNEGATIVE_VARINTS,
                     TAIL_STRUCT, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK, encode_varint)
 from .compression import compress
@@ -161,11 +162,26 @@ def encode_fetch_batch(batch: RecordBatch, *, partition_leader_epoch: int = 0, p
     ``base_timestamp`` and per-record deltas from it; LogAppendTime batches set attribute bit 3,
     ``max_timestamp`` = the append time (clients report it for every record) and deltas 0. A stored
     batch without records becomes what Kafka's cleaner writes for an emptied batch: record count 0,
-    ``base_timestamp`` -1, ``max_timestamp`` the stored one. Producer fields are -1 unless given."""
+    ``base_timestamp`` -1, ``max_timestamp`` the stored one.
+
+    Producer fields: a stored batch with a producer block (a transactional batch, a transaction
+    marker) carries its producer id, epoch and base sequence, and Kafka's bits: ``TRANSACTIONAL``
+    becomes bit 4 (0x10), ``CONTROL`` bit 5 (0x20, with bit 4: a marker is part of its
+    transaction); a marker's one record (Kafka's key and value bytes already) is encoded like any
+    record. Other batches carry the keyword arguments (-1 unless given)."""
     header = batch.header
     count = header.record_count
-    log_append = bool(header.attributes & TIMESTAMP_TYPE_LOG_APPEND)
+    stored_attributes = header.attributes
+    log_append = bool(stored_attributes & TIMESTAMP_TYPE_LOG_APPEND)
     attributes = TIMESTAMP_TYPE_MASK if log_append else 0
+    if stored_attributes & HAS_PRODUCER:  # one test per batch: plain batches pay nothing more
+        producer = batch.producer
+        if producer is not None:
+            producer_id, producer_epoch, base_sequence = producer[:3]
+            if stored_attributes & TRANSACTIONAL:
+                attributes |= TRANSACTIONAL_MASK
+            if stored_attributes & CONTROL:
+                attributes |= TRANSACTIONAL_MASK | CONTROL_MASK
     if not count:
         return _batch(header.base_offset, partition_leader_epoch, attributes, header.last_offset_delta, NO_TIMESTAMP,
                       header.max_timestamp, producer_id, producer_epoch, base_sequence, 0, b"")
@@ -205,7 +221,8 @@ def encode_produce_batch(records: Sequence[Record], *, compression: int = 0, bas
     """The v2 batch a producer would send for ``records`` (``Record`` tuples; their ``offset`` is
     ignored): offset deltas 0..n-1, CreateTime, records compressed with codec ``compression``.
     A record without a timestamp gets the current time. ``base_timestamp`` defaults to the first
-    record's timestamp. ``transactional`` sets the transactional bit (for testing refusals)."""
+    record's timestamp. ``transactional`` sets the transactional bit (a transactional producer's
+    batch: give it a producer id, epoch and base sequence too)."""
     count = len(records)
     if count:
         keys, values, headers, timestamps = zip(*(record[:4] for record in records))
