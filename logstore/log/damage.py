@@ -283,6 +283,7 @@ def apply_repair(fs: FileSystem, dir_path: str, segments: list[LogSegment], plan
         if target.file.file_size() > plan.position:
             target.file.truncate_to(plan.position)
         target.recover()
+        target.txn_index.truncate_to(target.read_next_offset())  # aborts whose marker was cut go too
         target.flush()
     for path in plan.removed_files:
         if path.endswith((".index", ".timeindex")) and fs.exists(path):

@@ -35,6 +35,7 @@ import logging
 import os
 import re
 from dataclasses import dataclass, field
+from itertools import chain
 
 from ..clock import Clock
 from ..config import LogConfig
@@ -45,10 +46,11 @@ from .damage import (LogDamage, data_damage, drop_segments, is_zero, missing_seg
                      orphan_index_bases, segment_end, valid_batch_after)
 from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                       TIME_INDEX_SUFFIX, LogSegment)
+from .txn_index import TXN_INDEX_SUFFIX
 
 logger = logging.getLogger(__name__)
 
-_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 def _split_name(name: str) -> tuple[int, str, str] | None:
@@ -80,6 +82,7 @@ class DirectoryPlan:
     rename: list[tuple[str, str]] = field(default_factory=list)
     segments: dict[int, str] = field(default_factory=dict)
     orphan_indexes: list[str] = field(default_factory=list)
+    txn_indexes: set[int] = field(default_factory=set)  # the segments with a ``.txnindex`` file
 
 
 def plan_directory(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig) -> DirectoryPlan:
@@ -125,6 +128,9 @@ def plan_directory(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfi
             plan.orphan_indexes.extend(files)
     for base in valid_swaps:
         plan.segments[base] = SWAP_SUFFIX
+    txn_index_names = (TXN_INDEX_SUFFIX, TXN_INDEX_SUFFIX + SWAP_SUFFIX)
+    plan.txn_indexes = {base for base, files in chain(ordinary.items(), valid_swaps.items())
+                        if any(name[20:] in txn_index_names for name in files)}
     return plan
 
 
@@ -186,6 +192,7 @@ def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, 
             suffix = plan.segments[base] if read_only else ""
             segment, found = _open_segment(fs, clock, dir_path, base, config, suffix, read_only,
                                            slot >= first_recovered)
+            segment.txn_index.present = base in plan.txn_indexes
             segments.append(segment)
             damage = damage or found
         # Offsets run on from one segment to the next, except in a compacted topic: a truncation
@@ -211,6 +218,9 @@ def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, 
                                      gaps, start)
             if damage is None and not clean_shutdown:
                 segments, damage = _recover(fs, segments, first_recovered, recovery_point, problems, gaps, start)
+                for segment in segments[first_recovered:]:  # an abort whose marker a crash lost goes too
+                    if segment.txn_index.present:
+                        segment.txn_index.truncate_to(segment.read_next_offset())
             if damage is None and segments and segments[-1].read_next_offset() < log_start_offset:
                 log_end_offset = segments[-1].read_next_offset()
                 # A clean store never has its end below its start; after a crash it may (the

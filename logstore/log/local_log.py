@@ -37,6 +37,7 @@ from ..records.record_builder import PAUSE_MIN_RECORDS, call_paused
 from .loader import extend_valid_end, live_segment_bases, load_log
 from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
 from .time_lookup import checked_max_timestamp, find_offset_by_timestamp
+from .txn_index import TXN_INDEX_SUFFIX
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ class LocalLog:
         """A new, empty segment file set at ``base_offset`` (stale files of those names removed).
         When making it fails (a full disk), the files it created are removed again."""
         paths = [os.path.join(self.dir_path, f"{base_offset:020d}{suffix}{file_suffix}")
-                 for suffix in (".log", ".index", ".timeindex")]
+                 for suffix in (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX)]
         for path in paths:
             if self._fs.exists(path):
                 self._fs.remove(path)
@@ -389,6 +390,7 @@ class LocalLog:
         copy = self.new_segment(segment.base_offset, CLEANED_SUFFIX)
         try:
             segment.copy_to(copy, position)
+            segment.txn_index.copy_below(copy.txn_index, offset)
             if straddling is not None:
                 copy.append(straddling.base_offset, offset - 1, straddling.max_timestamp,
                             encode_batch_prefix(straddling, offset))

@@ -60,7 +60,6 @@ from ..records.decoder import (CONTROL, HEADER_BYTES, RECORD_OVERHEAD_BYTES, Bat
                                RecordBatch, read_header)
 from ..records.encoder import assign_base_offset, encode_marker_batch, encode_one
 from ..records.fetch import take_records
-from ..records.record_builder import PAUSE_MIN_RECORDS, call_paused
 from .append_combiner import COMBINED_FLUSH_MESSAGES, AppendCombiner
 from .damage import RepairPlan, apply_repair, plan_repair
 from .loader import load_log
@@ -148,9 +147,8 @@ class Log:
         # The producers and open transactions of this partition (changed under the lock). A reopened
         # log starts empty here; the loader's producer-state recovery fills it.
         self.producer_state = ProducerStateTable()
-        # The aborted transactions, by marker offset (``aborted_transactions``).
-        self._aborted_entries: list[TxnIndexEntry] = []
-        self._aborted_last_offsets: list[int] = []
+        # Whether a segment may hold a ``.txnindex``: until one does, ``aborted_transactions`` is [] at once.
+        self._txn_indexes = any(segment.txn_index.present is not False for segment in loaded.segments)
         # One-record appends handed to the append holding the lock.
         self._combiner = AppendCombiner(self._lock, clock, self._write_one, self._wake_readers, self._flush_rounds,
                                         self.durable_outcome)
@@ -495,13 +493,19 @@ class Log:
         return AppendInfo(base, base, 1, timestamp_ms, 1, -1)
 
     def _record_aborted(self, completed: CompletedTxn, segment: LogSegment) -> None:
-        """Record the aborted transaction ``completed``, whose marker is the last batch of
-        ``segment``, with the last stable offset just after its marker."""
+        """Add the aborted transaction ``completed``, whose marker is the last batch of ``segment``,
+        to that segment's ``.txnindex``, with the last stable offset just after its marker. A write
+        error is treated as one of the marker's own (the marker is cut back: nothing happened)."""
         first_unstable = self.producer_state.pending_first_unstable()  # not yet published: see _write_marker
         lso = completed.last_offset + 1 if first_unstable is None else max(first_unstable, self.log_start_offset)
         entry = TxnIndexEntry(completed.producer_id, completed.first_offset, completed.last_offset, lso)
-        self._aborted_entries.append(entry)
-        self._aborted_last_offsets.append(entry.last_offset)
+        self._txn_indexes = True
+        try:
+            segment.txn_index.append(entry)
+        except CorruptIndexError as exc:
+            self._rebuild_txn_index(segment, exc, completed.last_offset + 1)  # the marker's entry included
+        except OSError as exc:
+            self._after_write_error(segment, exc)
 
     def _write_batches(self, batches: list[Batch], now_ms: int, record_count: int) -> AppendInfo:
         """Under the lock: write prepared ``batches`` one after another, assigning their offsets."""
@@ -734,7 +738,8 @@ class Log:
         found = read_or_wait({key: (self, offset)},
                              lambda: {key: self.read(offset, max_bytes, max_records, isolation=isolation)},
                              min_bytes, max_wait_ms, None if self.read_only else self._get_waits(),
-                             None if max_records is None else lambda found: len(found[key]) >= max_records)
+                             None if max_records is None else lambda found: len(found[key]) >= max_records,
+                             isolation == READ_COMMITTED)
         return found[key]
 
     def fetch(self, offset: int, max_bytes: int = DEFAULT_MAX_BYTES, max_records: int | None = None, *,
@@ -780,7 +785,8 @@ class Log:
                     aborted = [txn for txn in aborted if txn.first_offset < next_offset]
                 else:
                     records = LocalLog.read(view, offset, upper, max_bytes, max_records)
-                    next_offset = records[-1].offset + 1 if records else upper  # (none: only markers)
+                    # (read back: a record has its offset; none read: only markers up to ``upper``)
+                    next_offset = records[-1].offset + 1 if records else upper  # type: ignore[operator]
                     if next_offset < upper and self.producer_state.seen_producer_batches:
                         next_offset = LocalLog.skip_unreadable(view, next_offset, upper)
                 return ReadResult(records, next_offset, log_end_offset, last_stable, aborted)
@@ -802,13 +808,6 @@ class Log:
                        aborted: list[AbortedTxn]) -> tuple[list[Record], int]:
         """A read_committed read of [offset, upper) that overlaps aborted transactions: batch by
         batch through an ``AbortedFilter``. Returns the records and the offset to read next."""
-        if max_records >= PAUSE_MIN_RECORDS and max_bytes >= PAUSE_MIN_RECORDS * RECORD_OVERHEAD_BYTES:
-            return call_paused(Log._read_filtered_now, view, offset, upper, max_bytes, max_records, aborted)
-        return Log._read_filtered_now(view, offset, upper, max_bytes, max_records, aborted)
-
-    @staticmethod
-    def _read_filtered_now(view: View, offset: int, upper: int, max_bytes: int, max_records: int,
-                           aborted: list[AbortedTxn]) -> tuple[list[Record], int]:
         keep = AbortedFilter(aborted).keep
         records: list[Record] = []
         charged = 0
@@ -823,7 +822,7 @@ class Log:
             cost, done = take_records(batch, offset, upper, max_bytes - charged, max_records, records, not records)
             charged += cost
             if done:
-                resume = records[-1].offset + 1
+                resume = records[-1].offset + 1  # type: ignore[operator]  # (read back: an int)
                 if resume <= batch.header.last_offset:  # the batch's records go on
                     return records, resume
         return records, upper if resume < 0 else min(resume, upper)
@@ -832,10 +831,61 @@ class Log:
         """The aborted transactions whose data may lie in [``start_offset``, ``upper_offset``):
         their ABORT marker is at or after ``start_offset`` and their first offset below
         ``upper_offset`` (what a read_committed fetch of that range reports), by marker offset."""
-        found: list[AbortedTxn] = []
-        if self._aborted_entries:
-            collect_aborted(self._aborted_entries, self._aborted_last_offsets, start_offset, upper_offset, found)
-        return found
+        if not self._txn_indexes:
+            return []
+        for attempt in range(3):
+            segments, bases = self._local.view
+            found: list[AbortedTxn] = []
+            try:
+                for slot in range(max(bisect.bisect_right(bases, start_offset) - 1, 0), len(segments)):
+                    entries, last_offsets = segments[slot].txn_index.load()
+                    if entries and collect_aborted(entries, last_offsets, start_offset, upper_offset, found):
+                        break
+                return found
+            except CorruptIndexError as exc:
+                if attempt:
+                    raise
+                segment = next(s for s in segments if s.txn_index.path in str(exc))
+                with self._lock:
+                    self._rebuild_txn_index(segment, exc, self.log_end_offset)
+            except OSError as exc:  # a segment deleted or renamed underneath: again on the new list
+                self._segment_lost(segments, exc)
+        raise StorageError(f"log {self.name} kept changing while its aborted transactions were read")
+
+    def _rebuild_txn_index(self, segment: LogSegment, exc: CorruptIndexError, stop_offset: int) -> None:
+        """Under the lock: ``segment``'s ``.txnindex`` failed its checks (``exc``). Derived data: it
+        is rebuilt by replaying the producer state over the log below ``stop_offset`` and keeping the
+        aborted transactions whose marker is in that segment (a read-only view keeps them in memory
+        only). Logged and recorded in ``load_problems``, as a lying offset index is."""
+        view = self._local.view
+        segments, bases = view
+        slot = segments.index(segment)
+        segment_end = bases[slot + 1] if slot + 1 < len(segments) else 2**63
+        table = ProducerStateTable()
+        entries: list[TxnIndexEntry] = []
+        for batch, _first, _last in LocalLog.iter_batch_slices(view, self.log_start_offset, stop_offset, True, True):
+            producer = batch.producer
+            if producer is None:
+                continue
+            header = batch.header
+            marker = None
+            if header.attributes & CONTROL:
+                record = batch.record_at(0)
+                marker = control.decode_marker(record.key, record.value)
+            completed = table.on_batch(header, producer, marker)
+            if completed is not None and completed.aborted and segment.base_offset <= completed.last_offset < segment_end:
+                first_unstable = table.first_unstable_offset
+                lso = (completed.last_offset + 1 if first_unstable is None
+                       else max(first_unstable, self.log_start_offset))
+                entries.append(TxnIndexEntry(completed.producer_id, completed.first_offset, completed.last_offset, lso))
+        done = (f"{exc}; {'rebuilt in memory' if self.read_only else 'rebuilt'} from the log "
+                f"({len(entries)} aborted transaction(s))")
+        logger.warning("%s", done)
+        self.load_problems.append(done)
+        try:
+            segment.txn_index.replace(entries, write=not self.read_only)
+        except OSError as os_exc:
+            raise self._fail(os_exc) from exc
 
     def iter_records(self, offset: int | None = None, end_offset: int | None = None, *,
                      isolation: str = READ_UNCOMMITTED) -> Iterator[Record]:
@@ -1006,6 +1056,12 @@ class Log:
                     best = (timestamp_ms, record.offset)  # type: ignore[assignment]
         return best
 
+    def expire_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Forget the producers whose last batch is ``expiration_ms`` or more older than ``now_ms``
+        and that hold no open transaction here (Kafka's producer.id.expiration.ms); returns their ids."""
+        with self._lock:
+            return self.producer_state.expire(now_ms, expiration_ms)
+
     # --- a read-only view ------------------------------------------------------------------------
 
     def refresh(self) -> bool:
@@ -1021,6 +1077,10 @@ class Log:
         self.log_start_offset = max(self.log_start_offset, log_start_offset)
         for segment in replaced:  # a read in flight on these retries on the new view
             segment.close_handlers()
+        segments = self._local.segments
+        if not replaced:  # the active segment grew: the writer may have added aborted transactions
+            segments[-1].txn_index.reload()
+        self._txn_indexes = any(segment.txn_index.present is not False for segment in segments)
         return True
 
     # --- removing data ----------------------------------------------------------------------------
@@ -1070,12 +1130,8 @@ class Log:
             self.on_checkpoint_needed(self)
 
     def _truncate_transactions(self, offset: int) -> None:
-        """After the log was cut at ``offset``: forget the aborted transactions whose marker is gone,
-        and rebuild the producer state from what is left (``rebuild_producer_state``)."""
-        cut = bisect.bisect_left(self._aborted_last_offsets, offset)
-        if cut < len(self._aborted_entries):
-            self._aborted_entries = self._aborted_entries[:cut]
-            self._aborted_last_offsets = self._aborted_last_offsets[:cut]
+        """After the log was cut at ``offset`` (the segments cut their ``.txnindex`` entries with
+        it): rebuild the producer state from what is left (``rebuild_producer_state``)."""
         if self.producer_state.seen_producer_batches:
             self.rebuild_producer_state()
 

@@ -53,6 +53,7 @@ from ..records.record_builder import NO_LIMIT, PointHead, take_single_record_bat
 from .file_records import FileRecords
 from .index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
 from .time_lookup import load_max_timestamp
+from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +113,9 @@ class LogSegment:
             self.file.close()
             raise
         self.offset_index = offset_index
+        # The aborted transactions whose marker is here (no file until the first one; a new segment has none).
+        self.txn_index = TransactionIndex(fs, prefix + TXN_INDEX_SUFFIX + file_suffix, writable=writable,
+                                          present=False if create else None)
         self.created_ms = clock.time_ms()
         self._rolling_based_timestamp: int | None = None
         self._max_timestamp: TimestampOffset | None = None  # unknown until first needed
@@ -592,6 +596,7 @@ class LogSegment:
         # its final entry, and a power loss would leave an index that understates its timestamps.
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def resize_indexes(self, size_bytes: int) -> None:
         self.offset_index.resize(size_bytes)
@@ -794,6 +799,7 @@ class LogSegment:
         self._forget_verified()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.resize_indexes(self.max_index_size_bytes)
         removed = 0
         if found is not None:
@@ -815,10 +821,11 @@ class LogSegment:
     # --- durability and files --------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync the data file and both indexes."""
+        """fsync the data file, both indexes and the transaction index (when written to)."""
         self.file.flush()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Final time index entry, trimmed indexes, data fsynced, files closed. Safe twice."""
@@ -840,6 +847,7 @@ class LogSegment:
                 self.time_index.flush()
             self.offset_index.close()
             self.time_index.close()
+            self.txn_index.flush()
             self.file.flush()
         self.close_handlers()
 
@@ -848,6 +856,7 @@ class LogSegment:
         self._forget_verified()
         self.offset_index.close_handlers()
         self.time_index.close_handlers()
+        self.txn_index.release()
         self.file.close()
 
     @property
@@ -855,8 +864,9 @@ class LogSegment:
         return self.file.closed
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
-        """Rename all three files from ``old_suffix`` to ``new_suffix`` (e.g. "" to ".deleted")."""
-        for holder in (self.file, self.offset_index, self.time_index):
+        """Rename all three files (and the transaction index, when there is one) from ``old_suffix``
+        to ``new_suffix`` (e.g. "" to ".deleted")."""
+        for holder in (self.file, self.offset_index, self.time_index, self.txn_index):
             if not holder.path.endswith(old_suffix):
                 raise ValueError(f"{holder.path} does not end with {old_suffix!r}")
             new_path = holder.path[: len(holder.path) - len(old_suffix)] + new_suffix
@@ -866,12 +876,13 @@ class LogSegment:
                 holder.rename_to(new_path)
 
     def delete(self) -> None:
-        """Close and remove all three files."""
+        """Close and remove all three files (and the transaction index)."""
         self.deleted = True
         self.close_handlers()
         for path in (self.log_path, self.offset_index.path, self.time_index.path):
             if self._fs.exists(path):
                 self._fs.remove(path)
+        self.txn_index.delete()
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size_bytes={self.size_bytes}, path={self.log_path!r})"

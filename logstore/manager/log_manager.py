@@ -558,7 +558,8 @@ class LogManager:
         return read_or_wait({key: (log, positions[key]) for key, log in logs.items()},
                             lambda: {key: log.read(positions[key], max_bytes, isolation=isolation)
                                      for key, log in logs.items()},
-                            min_bytes, max_wait_ms, None if self.read_only else self.waits)
+                            min_bytes, max_wait_ms, None if self.read_only else self.waits,
+                            committed=isolation == "read_committed")
 
     def flush(self) -> None:
         """fsync every log and advance their recovery points."""
@@ -575,6 +576,12 @@ class LogManager:
             return
         self._check_writable()
         self._jobs.start()
+
+    def expire_producers(self) -> int:
+        """Run the producer-expiration job now: drop the state of producers idle for
+        ``producer.id.expiration.ms`` without an open transaction; returns how many were dropped."""
+        self._check_writable()
+        return self._jobs.expire_producers()
 
     def cleanup_logs(self, topic: str | None = None, *, dry_run: bool = False, now_ms: int | None = None,
                      skip_compacted: bool = False) -> list[RetentionResult]:
