@@ -299,12 +299,12 @@ def drop_segments(fs: FileSystem, dir_path: str, segments: list[LogSegment], kee
     doomed = segments[keep:]
     for segment in reversed(doomed):
         segment.close_handlers()
-        for path in (segment.log_path, segment.offset_index.path, segment.time_index.path):
+        for path in (segment.log_path, segment.offset_index.path, segment.time_index.path, segment.txn_index.path):
             if fs.exists(path):
                 fs.rename(path, path + DELETED_SUFFIX)
         fs.fsync_dir(dir_path)
     for segment in doomed:
-        for path in (segment.log_path, segment.offset_index.path, segment.time_index.path):
+        for path in (segment.log_path, segment.offset_index.path, segment.time_index.path, segment.txn_index.path):
             if fs.exists(path + DELETED_SUFFIX):
                 fs.remove(path + DELETED_SUFFIX)
     return segments[:keep]

@@ -20,6 +20,11 @@
 6. **Offsets.** A log whose end is below the checkpointed log start offset after a crash (and whose
    recovery point is not above that start) restarts empty at the log start offset: records below it
    were deleted. The last segment's indexes get their full capacity back.
+7. **Producer state** (only where producer-state snapshots exist: ``producer_snapshot``): the newest
+   intact snapshot at or below the log end offset, and a replay of the producer batches after it
+   when they may exist; snapshots above the log end are removed, damaged ones reported and
+   rewritten from the replay. After an unclean shutdown the replay starts at or below the recovery
+   point and the aborted transactions whose markers recovery re-verified are re-derived.
 
 Whatever else is wrong is *damage* (module ``damage``): nothing is cut and ``LoadedLog.damage`` says
 what was found; the partition stays as it is until an explicit repair.
@@ -31,11 +36,13 @@ the same segments a writer would after an interrupted swap.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import re
 from dataclasses import dataclass, field
 from itertools import chain
+from typing import Any, Callable
 
 from ..clock import Clock
 from ..config import LogConfig
@@ -44,9 +51,11 @@ from ..fs import FileSystem
 from ..records.decoder import HEADER_BYTES
 from .damage import (LogDamage, data_damage, drop_segments, is_zero, missing_segment_damage, next_offset_before,
                      orphan_index_bases, segment_end, valid_batch_after)
+from .producer_snapshot import SNAPSHOT_SUFFIX, ProducerStateLoad, load_producer_state, snapshot_offset
+from .producer_state import ProducerStateTable
 from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                       TIME_INDEX_SUFFIX, LogSegment)
-from .txn_index import TXN_INDEX_SUFFIX
+from .txn_index import TXN_INDEX_SUFFIX, TxnIndexEntry
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +91,7 @@ class DirectoryPlan:
     rename: list[tuple[str, str]] = field(default_factory=list)
     segments: dict[int, str] = field(default_factory=dict)
     orphan_indexes: list[str] = field(default_factory=list)
+    snapshots: list[int] = field(default_factory=list)  # producer-state snapshot offsets, ascending
     txn_indexes: set[int] = field(default_factory=set)  # the segments with a ``.txnindex`` file
 
 
@@ -96,6 +106,12 @@ def plan_directory(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfi
     ordinary: dict[int, list[str]] = {}
     for name, info in parsed.items():
         if info is None:
+            if name.endswith(SNAPSHOT_SUFFIX):
+                offset = snapshot_offset(name)
+                if offset is not None:
+                    plan.snapshots.append(offset)
+            elif name.endswith(SNAPSHOT_SUFFIX + ".tmp") and snapshot_offset(name[:-4]) is not None:
+                plan.remove.append(name)  # a snapshot write a crash interrupted (the old file, if any, stands)
             continue
         base, _kind, status = info
         if status in (DELETED_SUFFIX, CLEANED_SUFFIX):
@@ -131,6 +147,7 @@ def plan_directory(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfi
     txn_index_names = (TXN_INDEX_SUFFIX, TXN_INDEX_SUFFIX + SWAP_SUFFIX)
     plan.txn_indexes = {base for base, files in chain(ordinary.items(), valid_swaps.items())
                         if any(name[20:] in txn_index_names for name in files)}
+    plan.snapshots.sort()
     return plan
 
 
@@ -160,13 +177,64 @@ class LoadedLog:
     problems: list[str] = field(default_factory=list)
     damage: LogDamage | None = None
     orphan_indexes: list[str] = field(default_factory=list)
+    # Pass 7: the partition's producers and open transactions (empty without snapshots), and what
+    # the snapshots looked like (None for a damaged log: repair reloads it).
+    producer_state: ProducerStateTable = field(default_factory=ProducerStateTable)
+    producer_load: ProducerStateLoad | None = None
+    snapshot_offsets: list[int] = field(default_factory=list)  # the snapshot files found (a damaged log's too)
 
 
 def load_log(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, *, recovery_point: int,
-             log_start_offset: int, clean_shutdown: bool, read_only: bool = False) -> LoadedLog:
+             log_start_offset: int, clean_shutdown: bool, read_only: bool = False,
+             ) -> LoadedLog:
     """Run the passes over ``dir_path`` and return the loaded segments. Damage that no crash could
-    have left (module ``damage``) is returned as ``LoadedLog.damage``, with nothing cut."""
+    have left (module ``damage``) is returned as ``LoadedLog.damage``, with nothing cut.
+    """
     plan = plan_directory(fs, clock, dir_path, config)
+    loaded = _load_segments(fs, clock, dir_path, config, plan, recovery_point=recovery_point,
+                            log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, read_only=read_only)
+    loaded.snapshot_offsets = plan.snapshots
+    if loaded.damage is None and loaded.segments and plan.snapshots:
+        rederive = None if clean_shutdown or read_only else recovery_point
+        on_aborted = None
+        if rederive is not None:
+            on_aborted = _rederive_txn_indexes(loaded.segments, rederive)
+        loaded.producer_load = load_producer_state(
+            fs, dir_path, plan.snapshots, loaded.segments, loaded.producer_state,
+            log_start_offset=loaded.log_start_offset, log_end_offset=loaded.log_end_offset,
+            recovery_point=rederive, read_only=read_only,
+            problems=loaded.problems, on_aborted=on_aborted)
+        if on_aborted is not None:
+            for segment in loaded.segments:
+                if segment.txn_index.present:
+                    segment.txn_index.flush()
+        loaded.snapshot_offsets = loaded.producer_load.snapshots
+        loaded.producer_state.forget_below(loaded.log_start_offset)
+    return loaded
+
+
+def _rederive_txn_indexes(segments: list[LogSegment], recovery_point: int) -> Callable[[Any, int], None]:
+    """After an unclean shutdown: cut every ``.txnindex`` entry whose marker is at or above the
+    recovery point (a power loss may have kept the marker and lost the entry, or the reverse) and
+    return pass 7's callback that writes them again from the replay, in the segment of each marker."""
+    bases = [segment.base_offset for segment in segments]
+    for segment in segments:
+        if segment.txn_index.present and segment.read_next_offset() > recovery_point:
+            segment.txn_index.truncate_to(recovery_point)
+
+    def rederived(completed: Any, last_stable_offset: int) -> None:
+        segment = segments[bisect.bisect_right(bases, completed.last_offset) - 1]
+        try:
+            segment.txn_index.append(TxnIndexEntry(completed.producer_id, completed.first_offset,
+                                                   completed.last_offset, last_stable_offset))
+        except CorruptIndexError:
+            pass  # a damaged file (reported when truncated): the log rebuilds it from the data on first use
+    return rederived
+
+
+def _load_segments(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfig, plan: DirectoryPlan, *,
+                   recovery_point: int, log_start_offset: int, clean_shutdown: bool, read_only: bool) -> LoadedLog:
+    """Passes 1-6."""
     problems: list[str] = []
     # Index files whose .log is gone, where that segment must have existed (a clean store, or below
     # the recovery point) may be a missing segment's: judged once the segments are open.

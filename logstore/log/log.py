@@ -64,6 +64,7 @@ from .append_combiner import COMBINED_FLUSH_MESSAGES, AppendCombiner
 from .damage import RepairPlan, apply_repair, plan_repair
 from .loader import load_log
 from .local_log import LocalLog, View, retry_while_renamed
+from .producer_snapshot import ProducerSnapshots, iter_producer_batches
 from .producer_state import CompletedTxn, ProducerStateTable
 from .retention import RetentionDecision, RetentionResult, plan_retention
 from .segment import CLEANED_SUFFIX, LogSegment
@@ -144,9 +145,15 @@ class Log:
         self.log_start_offset = loaded.log_start_offset
         self.last_flush_ms = clock.time_ms()
         self._small_plan = small_batch_plan(config)  # the config's view of one-record appends
-        # The producers and open transactions of this partition (changed under the lock). A reopened
-        # log starts empty here; the loader's producer-state recovery fills it.
-        self.producer_state = ProducerStateTable()
+        # The producers and open transactions of this partition (changed under the lock), as the
+        # loader's pass 7 rebuilt them from the producer snapshots (empty without any).
+        self.producer_state = loaded.producer_state
+        # The snapshot files' writing rules (a writer's); what the load found. A read-only view
+        # writes none: it follows the writer's appends in ``refresh``.
+        producer_load = loaded.producer_load
+        # (A damaged log's snapshots were not read: its repair reloads them, removing those above the cut.)
+        self._snapshots = None if read_only else ProducerSnapshots(
+            fs, dir_path, loaded.snapshot_offsets, producer_load.newest_flagged if producer_load else False)
         # Whether a segment may hold a ``.txnindex``: until one does, ``aborted_transactions`` is [] at once.
         self._txn_indexes = any(segment.txn_index.present is not False for segment in loaded.segments)
         # One-record appends handed to the append holding the lock.
@@ -431,6 +438,7 @@ class Log:
             base = self.log_end_offset
             last = base + header.last_offset_delta
             segment = self._maybe_roll(header.size_bytes, header.max_timestamp, last, now_ms)
+            self._before_producer_batch(base)
             assign_base_offset(header_bytes, base)
             try:
                 segment.append(base, last, header.max_timestamp, [header_bytes, *parts])
@@ -479,6 +487,7 @@ class Log:
         header_bytes, body = bytearray(data[:HEADER_BYTES]), bytes(data[HEADER_BYTES:])
         base = self.log_end_offset
         segment = self._maybe_roll(len(data), timestamp_ms, base, now_ms)
+        self._before_producer_batch(base)
         assign_base_offset(header_bytes, base)
         try:
             segment.append(base, base, timestamp_ms, [header_bytes, body])
@@ -491,6 +500,25 @@ class Log:
         self.log_end_offset = base + 1
         state.publish_first_unstable()
         return AppendInfo(base, base, 1, timestamp_ms, 1, -1)
+
+    def _before_producer_batch(self, offset: int) -> None:
+        """Under the lock, before a producer batch is written at ``offset``: the flagged snapshot
+        that makes a load replay it (``ProducerSnapshots.before_producer_batch``; a dict test when
+        it exists already). Nothing is written when it fails."""
+        snapshots = self._snapshots
+        if snapshots is not None and not snapshots.newest_flagged:
+            self._write_snapshot(snapshots.before_producer_batch, offset)
+
+    def _write_snapshot(self, rule: Callable[[int, ProducerStateTable], None], offset: int) -> None:
+        """Apply a snapshot writing ``rule`` at ``offset``: a full disk or a shortage raises and may
+        be retried (the files are as before: a temp file at most), another error is fail-stop."""
+        try:
+            rule(offset, self.producer_state)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise StorageError(f"cannot write a producer snapshot of {self.name} at offset {offset}: "
+                                   f"{exc}") from exc
+            raise self._fail_unless_shortage(exc, "writing a producer snapshot of") from exc
 
     def _record_aborted(self, completed: CompletedTxn, segment: LogSegment) -> None:
         """Add the aborted transaction ``completed``, whose marker is the last batch of ``segment``,
@@ -559,7 +587,7 @@ class Log:
             if active.base_offset == self.log_end_offset and active.size_bytes:
                 raise StorageError(f"cannot roll {self.name}: segment {self.log_end_offset} already exists")
             try:
-                return self._local.roll(self.log_end_offset)
+                segment = self._local.roll(self.log_end_offset)
             except OSError as exc:
                 if active.base_offset == self.log_end_offset:  # the empty active segment is gone
                     raise self._fail(exc) from exc
@@ -568,6 +596,9 @@ class Log:
                     raise self._fail_unless_shortage(exc, "rolling") from exc
                 # A full disk: the roll changed nothing; reads go on, appends once space is freed.
                 raise StorageError(f"cannot roll {self.name} at offset {self.log_end_offset}: {exc}") from exc
+            if self._snapshots is not None and self._snapshots.offsets:  # a partition that had producer batches
+                self._write_snapshot(self._snapshots.on_roll, segment.base_offset)
+            return segment
 
     # --- durability ------------------------------------------------------------------------------
 
@@ -1073,6 +1104,8 @@ class Log:
         changed = self._local.refresh(self.log_start_offset)
         if changed is None:
             return False
+        previous_end = self.log_end_offset
+        self._follow_producers(previous_end, changed[0])
         self.log_end_offset, self.recovery_point, log_start_offset, replaced = changed
         self.log_start_offset = max(self.log_start_offset, log_start_offset)
         for segment in replaced:  # a read in flight on these retries on the new view
@@ -1082,6 +1115,18 @@ class Log:
             segments[-1].txn_index.reload()
         self._txn_indexes = any(segment.txn_index.present is not False for segment in segments)
         return True
+
+    def _follow_producers(self, previous_end: int, log_end_offset: int) -> None:
+        """A read-only view: feed the producer batches the writer appended in [``previous_end``,
+        ``log_end_offset``) to the producer state (before the new end is published, as the writer
+        does); when the writer truncated, a replay from the log start (rare) instead. Headers of the
+        new batches only; a partition without producer batches finds none."""
+        table, start = self.producer_state, previous_end
+        if log_end_offset < previous_end:
+            table, start = ProducerStateTable(), self.log_start_offset
+        for header, producer, marker in iter_producer_batches(self._local.segments, start, log_end_offset):
+            table.on_batch(header, producer, marker)  # (the aborted ones: the writer's .txnindex files)
+        self.producer_state = table
 
     # --- removing data ----------------------------------------------------------------------------
 
@@ -1131,15 +1176,28 @@ class Log:
 
     def _truncate_transactions(self, offset: int) -> None:
         """After the log was cut at ``offset`` (the segments cut their ``.txnindex`` entries with
-        it): rebuild the producer state from what is left (``rebuild_producer_state``)."""
-        if self.producer_state.seen_producer_batches:
+        it): rebuild the producer state from what is left (``rebuild_producer_state``), snapshots
+        above the cut removed."""
+        if self.producer_state.seen_producer_batches or (self._snapshots is not None and self._snapshots.offsets):
             self.rebuild_producer_state()
 
     def rebuild_producer_state(self) -> None:
-        """Under the lock: replace the producer state by a replay of the whole log
-        (``ProducerStateTable.on_batch`` over ``iter_batches_with_control``), published at once."""
+        """Under the lock: replace the producer state by the state at the log end, published at
+        once: the newest producer snapshot at or below it and a replay after it
+        (``ProducerSnapshots.reload``, which removes the snapshots above the end), or without
+        snapshot files a replay of the whole log (``ProducerStateTable.on_batch`` over
+        ``iter_batches_with_control``)."""
         table = ProducerStateTable()
         table.seen_producer_batches = True  # a truncated transactional log keeps paying for its markers
+        if self._snapshots is not None and self._snapshots.offsets:
+            try:
+                self._snapshots.reload(self._local.segments, table, log_start_offset=self.log_start_offset,
+                                       log_end_offset=self.log_end_offset, problems=self.load_problems)
+            except OSError as exc:
+                raise self._fail(exc) from exc
+            table.forget_below(self.log_start_offset)
+            self.producer_state = table
+            return
         for batch, producer, marker in self.iter_batches_with_control(self.log_start_offset, self.log_end_offset):
             if producer is not None:
                 table.on_batch(batch.header, producer, marker)
@@ -1165,6 +1223,8 @@ class Log:
                 self.on_checkpoint_needed(self)
             try:
                 self._local.remove_below(before_offset)
+                if self._snapshots is not None:  # (after the segments: their replay stays possible until then)
+                    self._snapshots.on_log_start_moved(before_offset)
             except OSError as exc:
                 # The segments left the list first: a shortage leaves files below the start offset,
                 # which the next open removes (the start offset is checkpointed already).
@@ -1203,6 +1263,8 @@ class Log:
             self.producer_state.forget_below(self.log_start_offset)
             self.recovery_point = max(self.recovery_point, min(self.log_start_offset, self.log_end_offset))
             doomed = self._local.remove_prefix(count)
+            if self._snapshots is not None:  # (after the segments: their replay stays possible until then)
+                self._snapshots.on_log_start_moved(self.log_start_offset)
         except OSError as exc:
             # A shortage while renaming the segments that already left the list leaves files below
             # the start offset, which the next open removes (retention by the start offset).
@@ -1293,11 +1355,24 @@ class Log:
                 return
             try:
                 if not self.read_only and self._failure is None and self.damage is None:
+                    self._snapshot_at_close()
                     self._local.close_segments()
                     self.recovery_point = self.log_end_offset
             finally:
                 self._release_handlers()
         self._answer_waiters()
+
+    def _snapshot_at_close(self) -> None:
+        """Rule 2 at a clean close: the exact producer state at the log end, so the next open
+        replays nothing. Optional: when it cannot be written the flagged one stays, and the next
+        open replays from it (logged, never raised: the close goes on)."""
+        if self._snapshots is None or not self._snapshots.newest_flagged:
+            return
+        try:
+            self._snapshots.on_close(self.log_end_offset, self.producer_state)
+        except OSError as exc:
+            logger.warning("%s: no producer snapshot at close (%s); the next open replays the producer batches",
+                           self.name, exc)
 
     def close_handlers(self) -> None:
         """Close without writing (an offline dir, a damaged log): release descriptors and mappings."""
