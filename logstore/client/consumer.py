@@ -42,7 +42,7 @@ from ..group.consumer import ConsumerRecord
 from ..group.consumer_protocol import ASSIGNORS
 from .cluster import NetworkClient
 from .errors import NetworkError
-from .fetcher import EARLIEST, READ_COMMITTED, READ_UNCOMMITTED, Fetcher, high_watermarks
+from .fetcher import EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED, Fetcher, high_watermarks
 from .group_member import GroupMember, coordinator_unavailable
 from .security import SECURITY_DEFAULTS, ClientSecurity
 
@@ -300,8 +300,13 @@ class Consumer:
                 self._fetcher.list_offsets({_check_tp(tp): EARLIEST for tp in partitions}).items()}
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """The log end offset (high watermark) of each of ``partitions`` (``fetcher.high_watermarks``)."""
+        """The log end offset (high watermark) of each of ``partitions`` (``fetcher.high_watermarks``);
+        with ``isolation.level=read_committed`` the last stable offset (ListOffsets at that level), as
+        Kafka's consumer answers: the end such a consumer reads up to."""
         self._check_open()
+        if self._fetcher.isolation_level == READ_COMMITTED:
+            found = self._fetcher.list_offsets(dict.fromkeys(partitions, LATEST))
+            return {tp: offset for tp, (offset, _timestamp) in found.items()}
         starts = self.beginning_offsets(partitions)
         return high_watermarks(self._network, list(starts), starts)
 

@@ -113,11 +113,14 @@ class TransactionReplay:
 
     def end_segment(self, index_path: str, entries: list[tuple[int, int, int, int]] | None) -> None:
         """Compare the segment's ``.txnindex`` entries ``(producer_id, first_offset, last_offset,
-        last_stable_offset)`` (None: no index file) with the aborted transactions replayed in it."""
+        last_stable_offset)`` (``[]``: no index file; None: nothing to compare, a damaged file) with
+        the aborted transactions replayed in it."""
         expected = {abort.last_offset: abort for abort in self._aborts}
         markers, self._aborts, self._markers = self._markers, [], {}
+        if entries is None:
+            return
         found: set[int] = set()
-        for slot, (pid, first, last, stable) in enumerate(entries or ()):
+        for slot, (pid, first, last, stable) in enumerate(entries):
             entry = f"entry {slot} (producer {pid}, offsets {first}..{last}, last stable offset {stable})"
             if markers.get(last) != pid:
                 self._report(index_path, f"{entry} names no ABORT marker of producer {pid} at offset {last} "
@@ -139,12 +142,13 @@ class TransactionReplay:
                                          f"by the marker at offset {last} (first offset {abort.first_offset}): "
                                          "read_committed readers would see its records")
 
-    def finish(self, dir_path: str, log_last_stable_offset: int | None) -> None:
-        """Compare the newest snapshot and the log's last stable offset (None: not known) with the
-        replay's."""
+    def finish(self, dir_path: str, log_last_stable_offset: int, log_end_offset: int) -> None:
+        """Compare the newest snapshot and the log's last stable offset with the replay's. The log's
+        are compared only when the scan ended at its log end offset (a writer may have appended
+        after the log was opened: then its numbers are older than the scan)."""
         if self._snapshot is not None:
             self._check_snapshot(*self._snapshot)
-        if log_last_stable_offset is None or not self.exact:
+        if not self.exact or self.next_offset != log_end_offset:
             return
         replayed = self.last_stable_offset()
         if log_last_stable_offset != replayed:

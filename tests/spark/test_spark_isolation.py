@@ -67,6 +67,13 @@ def test_read_uncommitted_reads_to_the_log_end_without_markers(store):
     assert rows(options, ranges) == EVERYTHING
 
 
+def test_read_committed_ends_at_the_last_stable_offset_without_aborted_records(store):
+    options = opts(store, **{"kafka.isolation.level": "read_committed"})
+    ranges = plan_batch(options)
+    assert ranges == [OffsetRange("events", 0, 0, 7)]
+    assert rows(options, ranges) == COMMITTED
+    # An explicit range over the whole log still leaves the aborted records out.
+    assert rows(options, [OffsetRange("events", 0, 0, 7)]) == COMMITTED
 
 
 def test_a_range_on_markers_only_has_no_rows(store):
@@ -75,4 +82,25 @@ def test_a_range_on_markers_only_has_no_rows(store):
         assert rows(options, [OffsetRange("events", 0, 3, 4), OffsetRange("events", 0, 5, 6)]) == []
 
 
+def test_a_stream_under_read_committed_waits_for_the_open_transaction(store):
+    options = opts(store, streaming=True, startingOffsets="earliest", **{"kafka.isolation.level": "read_committed"})
+    planner = StreamPlanner(options)
+    start = planner.initial_offset()
+    end = planner.latest_offset(start, None)
+    assert end == {("events", 0): 7}
+    assert rows(options, planner.partitions(start, end)) == COMMITTED
+    assert planner.latest_offset(end, None) == end  # nothing new while the transaction is open
+    with LogManager(store) as manager:
+        manager.get_log("events", 0).append_marker(3, 0, 0, True)
+    later = planner.latest_offset(end, None)
+    assert later == {("events", 0): 10}
+    assert rows(options, planner.partitions(end, later)) == [b"open-7", b"plain-8"]
 
+
+@pytest.mark.parametrize("isolation, latest", [("read_committed", 7), ("read_uncommitted", 9)])
+def test_latest_is_the_end_the_isolation_level_sees(store, isolation, latest):
+    options = opts(store, streaming=True, startingOffsets="latest", **{"kafka.isolation.level": isolation})
+    assert StreamPlanner(options).initial_offset() == {("events", 0): latest}
+    ending = json.dumps({"events": {"0": -1}})
+    assert plan_batch(opts(store, endingOffsets=ending, **{"kafka.isolation.level": isolation})) == \
+        [OffsetRange("events", 0, 0, latest)]

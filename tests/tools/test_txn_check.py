@@ -197,29 +197,54 @@ def test_a_marker_the_log_would_refuse_is_an_error_naming_the_segment(store_dir)
 
 def test_snapshots_must_decode_and_agree_with_the_log(store_dir):
     from logstore.fs import OS_FILE_SYSTEM
-    from logstore.log.producer_snapshot import write_snapshot
+    from logstore.log.producer_snapshot import list_snapshots, read_snapshot, write_snapshot
 
     directory = str(store_dir / "t-0")
-    # the state before offset 5 as the batches say it: producer 1 (epoch 3, COMMIT at 2), producer 2 (ABORT at 4)
-    good = write_snapshot(OS_FILE_SYSTEM, directory, 5, [(1, 3, 0, 2, 0, -1), (2, 0, 0, 4, 0, -1)],
-                          batches_follow=True)
-    assert check(store_dir).problems == []
-    bad = write_snapshot(OS_FILE_SYSTEM, directory, 6, [(1, 3, 0, 2, 0, -1), (2, 1, 0, 4, 0, -1)],
-                         batches_follow=False)
-    report = check(store_dir)
-    assert [(p.path, p.message) for p in report.errors] == [
-        (bad, "producer 2: (epoch, coordinator epoch, last offset, open transaction's first offset) is (1, 0, 4, -1), "
-              "the log's batches before offset 6 say (0, 0, 4, -1)")]
-    os.remove(bad)
-    # producer 3's open transaction (from 6) missing from a snapshot after it
-    missing = write_snapshot(OS_FILE_SYSTEM, directory, 7, [(1, 3, 0, 2, 0, -1), (2, 0, 0, 4, 0, -1)],
-                             batches_follow=False)
-    assert [p.message for p in check(store_dir).errors] == [
-        "producer 3's transaction open from offset 6 is missing: a load would not know it is open (read_committed "
-        "readers would read past it)"]
-    with open(missing, "r+b") as file:
+    newest = list_snapshots(OS_FILE_SYSTEM, directory)[-1]
+    assert newest == 7 and check(store_dir).problems == []  # the store's own snapshots agree with the log
+    (one, two, three) = read_snapshot(OS_FILE_SYSTEM, directory, newest).entries
+    assert (three.producer_id, three.txn_first_offset) == (3, 6)
+    path = write_snapshot(OS_FILE_SYSTEM, directory, newest, [one, two._replace(epoch=1), three], batches_follow=False)
+    assert [(p.path, p.message) for p in check(store_dir).errors] == [
+        (path, "producer 2: (epoch, coordinator epoch, last offset, open transaction's first offset) is (1, 0, 4, -1), "
+               "the log's batches before offset 7 say (0, 0, 4, -1)")]
+    write_snapshot(OS_FILE_SYSTEM, directory, newest, [one, two], batches_follow=False)  # producer 3's open one lost
+    assert [(p.path, p.message) for p in check(store_dir).errors] == [
+        (path, "producer 3's transaction open from offset 6 is missing: a load would not know it is open "
+               "(read_committed readers would read past it)"),
+        # and indeed the open loaded it without the transaction: its LSO is the log end
+        (directory, "the log's last stable offset 7 is not the replay's 6 (open transactions by first offset and "
+                    "producer: [(6, 3)])")]
+    with open(path, "r+b") as file:
         file.seek(12)
         file.write(b"\x7f")
     report = check(store_dir)
-    assert [p.path for p in report.errors] == [missing] and "CRC mismatch" in report.errors[0].message
-    assert good  # the older intact one is the newest that counts now, and it agrees
+    # the damage is reported (by the open); the newest intact snapshot before it is the one compared,
+    # and it agrees with the log (as does the log's LSO, which the open replayed from it)
+    assert len(report.errors) == 1 and path in report.errors[0].message and "CRC mismatch" in str(report.errors[0])
+
+
+def test_the_txnindex_must_hold_each_abort(store_dir):
+    index = store_dir / "t-0" / f"{SEGMENT}.txnindex"
+    from logstore.log.txn_index import TxnIndexEntry, decode_entries, encode_entry
+
+    entries = decode_entries(index.read_bytes(), str(index))
+    assert entries == [TxnIndexEntry(2, 3, 4, 5)]  # producer 2's data at 3, its ABORT at 4, then the LSO 5
+    index.write_bytes(encode_entry(entries[0]._replace(first_offset=2)))
+    assert [(p.path, p.message) for p in check(store_dir).errors] == [
+        (str(index), "entry 0 (producer 2, offsets 2..4, last stable offset 5): the transaction's first offset in the "
+                     "log is 3")]
+    index.write_bytes(encode_entry(entries[0]._replace(last_stable_offset=6)))
+    assert [p.message for p in check(store_dir).errors] == [
+        "entry 0 (producer 2, offsets 3..4, last stable offset 6): the last stable offset after the marker is 5"]
+    index.unlink()
+    assert [(p.path, p.message) for p in check(store_dir).errors] == [
+        (str(index), "no entry for the transaction of producer 2 aborted by the marker at offset 4 (first offset 3): "
+                     "read_committed readers would see its records")]
+    index.write_bytes(encode_entry(entries[0])[:-1] + b"\x00")
+    report = check(store_dir)
+    assert [p.path for p in report.errors] == [str(index)] and "fails its checksum" in report.errors[0].message
+    index.write_bytes(encode_entry(entries[0]) + encode_entry(TxnIndexEntry(1, 0, 5, 6)))
+    assert [p.message for p in check(store_dir).errors] == [
+        "entry 1 (producer 1, offsets 0..5, last stable offset 6) names no ABORT marker of producer 1 at offset 5 in "
+        "this segment"]

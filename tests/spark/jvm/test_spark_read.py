@@ -178,6 +178,9 @@ def test_kafka_isolation_level_reads_committed_records_only(spark, tmp_path):
         default = read(spark, path, subscribe="t", arrow=arrow).orderBy("offset").collect()
         assert [(row.offset, row.value) for row in default] == [
             (0, b"plain-0"), (1, b"aborted-1"), (2, b"aborted-2"), (4, b"committed-4"), (6, b"open-6"), (7, b"plain-7")]
+        committed = read(spark, path, subscribe="t", arrow=arrow,
+                         **{"kafka.isolation.level": "read_committed"}).orderBy("offset").collect()
+        assert [(row.offset, row.value) for row in committed] == [(0, b"plain-0"), (4, b"committed-4")]
 
 
 _APPENDER = """
