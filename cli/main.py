@@ -1085,7 +1085,8 @@ def repair(options: StoreOptions, topic: str, partition: int | None, yes: bool, 
                '{"offset", "timestamp_ms", "key", "value", "headers"}, bytes as base64) and "tail" (null, or the torn '
                'or unreadable end); for an index, "entries" and "trailing_bytes"; for a producer snapshot, '
                '"batches_follow", "entries" ({"producer_id", "epoch", "coordinator_epoch", "last_offset", '
-               '"last_timestamp_ms", "txn_first_offset"}) and "error"; for a checkpoint, "version", '
+               '"last_timestamp_ms", "txn_first_offset"}) and "error"; for a .txnindex, "entries" ({"producer_id", '
+               '"first_offset", "last_offset", "last_stable_offset"}) and "error"; for a checkpoint, "version", '
                '"entries" ({"topic", "partition", "offset"}), "damaged_copies" and "error".',
                help_text="kafka-dump-log-like lines")
 @click.option("--timestamps", type=click.Choice(TIMESTAMP_STYLES), default="ms", show_default=True,
@@ -1094,7 +1095,8 @@ def repair(options: StoreOptions, topic: str, partition: int | None, yes: bool, 
 def dump(path: str, records: bool, output_format: str, timestamps: str) -> None:
     """Print the content of one file: a segment's .log (batches: position, offsets, count,
     timestamps, size, CRC, a transactional producer's id/epoch and sequence, transaction markers),
-    .index or .timeindex (entries), .snapshot (producer state), or an offset checkpoint file."""
+    .index or .timeindex (entries), .txnindex (aborted transactions), .snapshot (producer state), or an
+    offset checkpoint file."""
     if output_format == "json":
         from logstore.tools.dump import dump_document
         echo_json(dump_document(path, records=records))

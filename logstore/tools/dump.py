@@ -9,7 +9,8 @@ Owns:
   bytes end inside a batch: an interrupted append, which recovery cuts; shown, never raised).
 - ``read_index_file``: the entries of a ``.index`` or ``.timeindex`` file with absolute offsets.
 - ``dump_file``: human-readable lines for a ``.log`` (optionally every record), ``.index``,
-  ``.timeindex``, ``.snapshot`` (producer state) or offset checkpoint file. The file type comes from the file name. Timestamps are
+  ``.timeindex``, ``.txnindex`` (aborted transactions), ``.snapshot`` (producer state) or offset
+  checkpoint file. The file type comes from the file name. Timestamps are
   ``NAME_ms: N`` (ms since the epoch), or with ``timestamps="iso"`` ``NAME: 2026-11-29T13:05:01.123Z``
   (UTC, ``logstore.clock.format_iso_ms``). A batch written for a producer shows its block
   (``producer=<pid>/<epoch> seq=<n>``, `` txn`` when transactional) and a transaction marker its
@@ -29,12 +30,13 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..clock import format_iso_ms
-from ..errors import CorruptCheckpointError, CorruptRecordError, CorruptSnapshotError
+from ..errors import CorruptCheckpointError, CorruptIndexError, CorruptRecordError, CorruptSnapshotError
 from ..fs import OS_FILE_SYSTEM, FileSystem
 from ..log.checkpoint import (CLEANER_OFFSET_CHECKPOINT, DAMAGED_SUFFIX, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
                               parse_checkpoint)
 from ..log.index import OffsetIndex, TimeIndex
 from ..log.producer_snapshot import SNAPSHOT_SUFFIX, ProducerSnapshot, decode_snapshot
+from ..log.txn_index import TXN_INDEX_SUFFIX, TxnIndexEntry, decode_entries
 from ..log.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX)
 from ..records.codecs import CODEC_NAMES
 from ..records.control import Marker, decode_marker
@@ -52,6 +54,7 @@ OFFSET_INDEX_FILE = "offset index"
 TIME_INDEX_FILE = "time index"
 CHECKPOINT_FILE = "checkpoint"
 SNAPSHOT_FILE = "producer snapshot"
+TXN_INDEX_FILE = "transaction index"
 
 _CHECKPOINT_NAMES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
 _STATUS_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX, ".tmp")
@@ -126,8 +129,8 @@ def scan_log_file(path: str, start_position: int = 0, end_position: int | None =
 
 
 def file_kind(path: str) -> str:
-    """``log``, ``offset index``, ``time index``, ``producer snapshot`` or ``checkpoint``, from the
-    file name; raises ``ValueError`` for anything else."""
+    """``log``, ``offset index``, ``time index``, ``transaction index``, ``producer snapshot`` or
+    ``checkpoint``, from the file name; raises ``ValueError`` for anything else."""
     name = os.path.basename(path)
     if name.endswith(DAMAGED_SUFFIX):  # a checkpoint set aside by an open: <name>.<ms>.damaged
         name = name[: -len(DAMAGED_SUFFIX)].rsplit(".", 1)[0]
@@ -138,11 +141,11 @@ def file_kind(path: str) -> str:
     if name in _CHECKPOINT_NAMES:
         return CHECKPOINT_FILE
     for suffix, kind in ((LOG_SUFFIX, LOG_FILE), (INDEX_SUFFIX, OFFSET_INDEX_FILE), (TIME_INDEX_SUFFIX, TIME_INDEX_FILE),
-                         (SNAPSHOT_SUFFIX, SNAPSHOT_FILE)):
+                         (TXN_INDEX_SUFFIX, TXN_INDEX_FILE), (SNAPSHOT_SUFFIX, SNAPSHOT_FILE)):
         if name.endswith(suffix):
             return kind
-    raise ValueError(f"cannot tell what kind of file {path} is: expected a .log, .index, .timeindex or .snapshot "
-                     f"file or one of {', '.join(_CHECKPOINT_NAMES)}")
+    raise ValueError(f"cannot tell what kind of file {path} is: expected a .log, .index, .timeindex, .txnindex or "
+                     f".snapshot file or one of {', '.join(_CHECKPOINT_NAMES)}")
 
 
 def base_offset_of(path: str) -> int | None:
@@ -186,6 +189,8 @@ def dump_file(path: str, records: bool = False, fs: FileSystem = OS_FILE_SYSTEM,
         yield from _dump_checkpoint(path, fs)
     elif kind == SNAPSHOT_FILE:
         yield from _dump_snapshot(path, fs, timestamps)
+    elif kind == TXN_INDEX_FILE:
+        yield from _dump_txn_index(path, fs)
     else:
         yield from _dump_index(path, kind, fs, timestamps)
 
@@ -314,6 +319,27 @@ def _dump_checkpoint(path: str, fs: FileSystem) -> Iterator[str]:
         yield f"topic: {topic} partition: {partition} offset: {offset}"
 
 
+def read_txn_index_file(path: str, fs: FileSystem = OS_FILE_SYSTEM) -> list[TxnIndexEntry]:
+    """The aborted transactions of the ``.txnindex`` at ``path``; ``CorruptIndexError`` when an
+    entry fails its checksum or order."""
+    return decode_entries(fs.read_file(path), path)
+
+
+def _dump_txn_index(path: str, fs: FileSystem) -> Iterator[str]:
+    size_bytes = fs.path_size(path)
+    base = base_offset_of(path)
+    try:
+        entries = read_txn_index_file(path, fs)
+    except CorruptIndexError as exc:
+        yield f"Dumping {path}: transaction index, {size_bytes} bytes, DAMAGED: {exc} (rebuilt from the log on open)"
+        return
+    yield (f"Dumping {path}: transaction index (aborted transactions), base offset "
+           f"{base if base is not None else 'unknown'}, {len(entries)} entries, {size_bytes} bytes")
+    for slot, entry in enumerate(entries):
+        yield (f"entry: {slot} producer_id: {entry.producer_id} first_offset: {entry.first_offset} "
+               f"last_offset: {entry.last_offset} last_stable_offset: {entry.last_stable_offset}")
+
+
 def read_snapshot_file(path: str, fs: FileSystem = OS_FILE_SYSTEM) -> ProducerSnapshot:
     """The producer snapshot at ``path`` (its offset from its name); ``CorruptSnapshotError`` when
     it is damaged."""
@@ -352,7 +378,9 @@ def dump_document(path: str, records: bool = False, fs: FileSystem = OS_FILE_SYS
     "position", "size_bytes", "error"}``); an index's ``"entries"`` (``{"offset", "position"}`` or
     ``{"timestamp_ms", "offset"}``) and ``"trailing_bytes"``; a producer snapshot's ``"batches_follow"``,
     ``"entries"`` (``{"producer_id", "epoch", "coordinator_epoch", "last_offset",
-    "last_timestamp_ms", "txn_first_offset"}``) and ``"error"``; a checkpoint's ``"version"``,
+    "last_timestamp_ms", "txn_first_offset"}``) and ``"error"``; a transaction index's
+    ``"entries"`` (``{"producer_id", "first_offset", "last_offset", "last_stable_offset"}``: an
+    aborted transaction, its ABORT marker at ``last_offset``) and ``"error"``; a checkpoint's ``"version"``,
     ``"entries"`` (``{"topic", "partition", "offset"}``), ``"damaged_copies"`` and ``"error"``
     (null, or why it cannot be read)."""
     if fs.exists(path) and not fs.is_file(path):
@@ -377,6 +405,11 @@ def dump_document(path: str, records: bool = False, fs: FileSystem = OS_FILE_SYS
         else:
             document.update(batches_follow=snapshot.batches_follow,
                             entries=[entry._asdict() for entry in snapshot.entries], error=None)
+    elif kind == TXN_INDEX_FILE:
+        try:
+            document.update(entries=[entry._asdict() for entry in read_txn_index_file(path, fs)], error=None)
+        except CorruptIndexError as exc:
+            document.update(entries=[], error=str(exc))
     elif kind == CHECKPOINT_FILE:
         try:
             contents = parse_checkpoint(fs.read_file(path), path)

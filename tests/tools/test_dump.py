@@ -254,3 +254,31 @@ def test_snapshot_dump_json_and_damage(tmp_path):
     assert len(lines) == 1 and "DAMAGED" in lines[0] and "CRC mismatch" in lines[0] and path in lines[0]
     damaged = json.loads(CliRunner().invoke(main, ["dump", path, "--format", "json"]).stdout)
     assert damaged["entries"] == [] and "CRC mismatch" in damaged["error"]
+
+
+def test_txnindex_dump_shows_the_aborted_transactions(tmp_path):
+    with LogManager([str(tmp_path)]) as store:
+        store.create_topic("t")
+        log = store.get_log("t", 0)
+        from logstore.records.batching import ProducerBatch
+
+        log.append([Record(value=b"a")], producer=ProducerBatch(4, 0, 0, True))
+        log.append([Record(value=b"b")], producer=ProducerBatch(5, 1, 0, True))
+        log.append_marker(4, 0, 2, False)  # offset 2: producer 5 still open from 1
+        log.append_marker(5, 1, 2, False)  # offset 3
+    path = str(tmp_path / "t-0" / f"{SEGMENT}.txnindex")
+    lines = list(dump_file(path))
+    assert lines[0] == f"Dumping {path}: transaction index (aborted transactions), base offset 0, 2 entries, 80 bytes"
+    assert [fields(line) for line in lines[1:]] == [
+        {"entry": "0", "producer_id": "4", "first_offset": "0", "last_offset": "2", "last_stable_offset": "1"},
+        {"entry": "1", "producer_id": "5", "first_offset": "1", "last_offset": "3", "last_stable_offset": "4"}]
+    document = json.loads(CliRunner().invoke(main, ["dump", path, "--format", "json"]).stdout)
+    assert (document["kind"], document["error"], document["entries"][1]) == (
+        "transaction index", None,
+        {"producer_id": 5, "first_offset": 1, "last_offset": 3, "last_stable_offset": 4})
+    with open(path, "r+b") as file:
+        file.seek(41)
+        file.write(b"\xff")
+    damaged = list(dump_file(path))
+    assert len(damaged) == 1 and "DAMAGED" in damaged[0] and "entry 1 fails its checksum" in damaged[0]
+    assert "fails its checksum" in json.loads(CliRunner().invoke(main, ["dump", path, "--format", "json"]).stdout)["error"]
