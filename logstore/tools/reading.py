@@ -15,21 +15,13 @@ from __future__ import annotations
 
 from typing import Iterator, Mapping
 
-from ..log.log import Log, ReadResult
+from ..log.log import READ_UNCOMMITTED, Log, ReadResult, check_isolation
 from ..manager.log_manager import LogManager
 from ..records.decoder import Record
 
-ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
-DEFAULT_ISOLATION = "read_uncommitted"
+DEFAULT_ISOLATION = READ_UNCOMMITTED
 
 TopicPartition = tuple[str, int]
-
-
-def check_isolation(isolation: str) -> str:
-    """``isolation``, or ``ValueError`` naming it when it is not one of ``ISOLATION_LEVELS``."""
-    if isolation not in ISOLATION_LEVELS:
-        raise ValueError(f"isolation must be read_uncommitted or read_committed, got {isolation!r}")
-    return isolation
 
 
 def read_chunks(log: Log, start: int, max_records: int, *, chunk_bytes: int, chunk_records: int,

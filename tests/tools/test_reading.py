@@ -71,5 +71,5 @@ def test_follow_moves_past_markers_and_aborted_records(store):
 
 
 def test_an_unknown_isolation_is_refused(store):
-    with pytest.raises(ValueError, match="isolation must be read_uncommitted or read_committed, got 'dirty'"):
+    with pytest.raises(ValueError, match="isolation must be one of read_uncommitted, read_committed, got 'dirty'"):
         list(read_chunks(store.get_log("t", 0), 0, 1, chunk_bytes=1, chunk_records=1, isolation="dirty"))
