@@ -58,13 +58,15 @@ def append(options, topic: str, entries: Sequence[InputRecord], batch_size: int,
             on_appended(partition, info)
 
 
-def read(options, topic: str, style: RecordStyle, **how) -> None:
+def read(options, topic: str, style: RecordStyle, settings: dict[str, str], **how) -> None:
     """``logstore read`` from a broker: each chunk printed as it comes; Ctrl-C ends a ``--follow``
-    (the reader is closed here, so that a commit it could not make is reported, not lost)."""
+    (the reader is closed here, so that a commit it could not make is reported, not lost).
+    ``settings`` (``isolation.level`` from ``--isolation``) override ``--command-config``'s."""
     from logstore.client.tools import read_chunks
 
     try:
-        with contextlib.closing(read_chunks(options.bootstrap, topic, client_config=options.client_config,
+        with contextlib.closing(read_chunks(options.bootstrap, topic,
+                                            client_config={**options.client_config, **settings},
                                             **how)) as chunks:
             for partition, records in chunks:
                 print_records(topic, partition, records, style)

@@ -726,6 +726,7 @@ class IsoDateTime(click.ParamType):
 
 
 TIMESTAMP_STYLES = ("ms", "iso")
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")  # logstore.tools.reading's, without importing it
 
 
 @main.command()
@@ -765,11 +766,16 @@ TIMESTAMP_STYLES = ("ms", "iso")
                    "does, append, topics, groups and offsets commands go through it too). With --partition, "
                    "without joining: on a store it needs the store to itself, and is refused while the group "
                    "has members.")
+@click.option("--isolation", type=click.Choice(ISOLATION_LEVELS), default=None,
+              help="read_uncommitted (the default, as Kafka consumers'): every record up to the end, aborted "
+                   "transactions' records included; read_committed: only up to the first offset of a transaction "
+                   "still open, without aborted transactions' records. Kafka's isolation.level (with "
+                   "--bootstrap-server it overrides --command-config's). Transaction markers are never printed.")
 @click.pass_obj
 def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple[str, int] | None,
          from_beginning: bool, from_timestamp_ms: int | None, from_datetime_ms: int | None,
          max_records: int | None, follow: bool, output_format: str, encoding: str, timestamps: str | None,
-         group: str | None) -> None:
+         group: str | None, isolation: str) -> None:
     """Print the records of TOPIC (read-only: works while another process writes). With --follow,
     then wait for new records and print them as they arrive, like tail -f (no polling: the store's
     files are watched). With --group, continue where the group's last read stopped."""
@@ -778,6 +784,8 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple
     if from_datetime_ms is not None:
         from_timestamp_ms = from_datetime_ms
     style = RecordStyle(output_format, encoding, timestamps)
+    client_config = {} if isolation is None else {"isolation.level": isolation}
+    isolation = isolation or "read_uncommitted"
     from_end = offset[1] if offset is not None and offset[0] == "from_end" else None
     if offset is not None and offset[0] == "beginning":
         offset, from_beginning = None, True
@@ -800,21 +808,22 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if options.bootstrap:
         from . import broker
-        return broker.read(options, topic, style, partition=partition, offset=offset,
+        return broker.read(options, topic, style, client_config, partition=partition, offset=offset,
                            from_timestamp_ms=from_timestamp_ms, from_end=from_end, follow=follow, group=group,
                            max_records=max_records)
     if group is not None and partition is None and _can_host(follow):
         from logstore.client.store_host import read_group_on_store  # loads the server: only when used
         try:
             with contextlib.closing(read_group_on_store(options.dirs, options.settings, topic, group, follow=follow,
-                                                        max_records=max_records)) as chunks:
+                                                        max_records=max_records,
+                                                        client_config=client_config)) as chunks:
                 for number, records in chunks:
                     print_records(topic, number, records, style)
         except KeyboardInterrupt:
             pass  # the way to end --follow: not an error
         return
     if group is not None:
-        _read_as_group(options, topic, partition, group, remaining, style)
+        _read_as_group(options, topic, partition, group, remaining, style, isolation)
         return
     with options.open(read_only=True) as store:
         partitions = [partition] if partition is not None else range(store.partitions(topic))
@@ -822,8 +831,9 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple
         for log in [store.get_log(topic, number) for number in partitions]:
             if offset is not None:
                 start = offset
-            elif from_end is not None:
-                start = max(log.log_start_offset, log.log_end_offset - from_end)
+            elif from_end is not None:  # -N counts back from the end this reader sees
+                end = log.last_stable_offset if isolation == "read_committed" else log.log_end_offset
+                start = max(log.log_start_offset, end - from_end)
             elif from_timestamp_ms is not None:
                 found = log.offset_for_timestamp(from_timestamp_ms)
                 start = log.log_end_offset if found is None else found
@@ -833,16 +843,19 @@ def read(options: StoreOptions, topic: str, partition: int | None, offset: tuple
         positions = {}
         for log, start in starts:
             positions[(topic, log.partition)] = start
-            remaining = _print_from(topic, log, positions, remaining, style)
+            remaining = _print_from(topic, log, positions, remaining, style, isolation)
         try:
+            from logstore.tools.reading import follow_chunks
             while follow and remaining > 0:
-                for (_, number), records in sorted(store.fetch(positions, max_bytes=READ_CHUNK_BYTES,
-                                                               max_wait_ms=FOLLOW_WAIT_MS).items()):
-                    records = records[:remaining]
+                moved = follow_chunks(store, positions, chunk_bytes=READ_CHUNK_BYTES, wait_ms=FOLLOW_WAIT_MS,
+                                      isolation=isolation)
+                for (_, number), (records, next_offset) in sorted(moved.items()):
+                    if len(records) > remaining:
+                        records, next_offset = records[:remaining], records[remaining].offset
                     if records:
                         print_records(topic, number, records, style)
-                        positions[(topic, number)] = records[-1].offset + 1
                         remaining -= len(records)
+                    positions[(topic, number)] = next_offset
         except KeyboardInterrupt:
             pass  # the way to end --follow: not an error
 
@@ -860,7 +873,7 @@ def _can_host(follow: bool) -> bool:
 
 
 def _read_as_group(options: StoreOptions, topic: str, partition: int | None, group: str, remaining: int,
-                   style: RecordStyle) -> None:
+                   style: RecordStyle, isolation: str) -> None:
     from .groups import open_admin
     with open_admin(options, read_only=False) as admin:
         starts = admin.start_positions(group, topic, None if partition is None else [partition])
@@ -868,23 +881,24 @@ def _read_as_group(options: StoreOptions, topic: str, partition: int | None, gro
         try:
             for start in starts:
                 remaining = _print_from(topic, admin.store.get_log(topic, start.partition), positions, remaining,
-                                        style)
+                                        style, isolation)
         finally:
             # What reached stdout is committed, even when a later record could not be printed.
             admin.commit(group, {(topic, start.partition): positions[(topic, start.partition)]
                                  for start in starts if positions[(topic, start.partition)] != start.offset})
 
 
-def _print_from(topic: str, log, positions: dict[tuple[str, int], int], remaining: int, style: RecordStyle) -> int:
+def _print_from(topic: str, log, positions: dict[tuple[str, int], int], remaining: int, style: RecordStyle,
+                isolation: str) -> int:
     """Print ``log``'s records from ``positions[(topic, partition)]`` on, at most ``remaining``,
     moving the position past each chunk once printed; returns what remains of ``remaining``."""
+    from logstore.tools.reading import read_chunks
     key = (topic, log.partition)
-    while remaining > 0:
-        records = log.read(positions[key], READ_CHUNK_BYTES, min(remaining, READ_CHUNK_RECORDS))
-        if not records:
-            break
-        print_records(topic, log.partition, records, style)
-        positions[key] = records[-1].offset + 1
+    for records, next_offset in read_chunks(log, positions[key], remaining, chunk_bytes=READ_CHUNK_BYTES,
+                                            chunk_records=READ_CHUNK_RECORDS, isolation=isolation):
+        if records:
+            print_records(topic, log.partition, records, style)
+        positions[key] = next_offset
         remaining -= len(records)
     return remaining
 
@@ -1065,9 +1079,14 @@ def repair(options: StoreOptions, topic: str, partition: int | None, yes: bool, 
 @click.option("--records", is_flag=True, help="Also print every record of a .log file.")
 @format_option('{"path", "kind", "base_offset", "size_bytes"} and, for a .log, "batches" (each {"position", '
                '"status", "base_offset", "last_offset", "count", "base_timestamp_ms", "max_timestamp_ms", '
-               '"size_bytes", "compression", "timestamp_type", "crc", "error"}, with --records a "records" list of '
+               '"size_bytes", "compression", "timestamp_type", "crc", "error", "producer" (null or {"producer_id", '
+               '"producer_epoch", "base_sequence", "transactional"}), "marker" (null or {"type": COMMIT or ABORT, '
+               '"coordinator_epoch"})}, with --records a "records" list of '
                '{"offset", "timestamp_ms", "key", "value", "headers"}, bytes as base64) and "tail" (null, or the torn '
-               'or unreadable end); for an index, "entries" and "trailing_bytes"; for a checkpoint, "version", '
+               'or unreadable end); for an index, "entries" and "trailing_bytes"; for a producer snapshot, '
+               '"batches_follow", "entries" ({"producer_id", "epoch", "coordinator_epoch", "last_offset", '
+               '"last_timestamp_ms", "txn_first_offset"}) and "error"; for a .txnindex, "entries" ({"producer_id", '
+               '"first_offset", "last_offset", "last_stable_offset"}) and "error"; for a checkpoint, "version", '
                '"entries" ({"topic", "partition", "offset"}), "damaged_copies" and "error".',
                help_text="kafka-dump-log-like lines")
 @click.option("--timestamps", type=click.Choice(TIMESTAMP_STYLES), default="ms", show_default=True,
@@ -1075,7 +1094,9 @@ def repair(options: StoreOptions, topic: str, partition: int | None, yes: bool, 
                    "(base_timestamp: 2026-11-29T13:05:01.123Z, ISO 8601 in UTC with milliseconds).")
 def dump(path: str, records: bool, output_format: str, timestamps: str) -> None:
     """Print the content of one file: a segment's .log (batches: position, offsets, count,
-    timestamps, size, CRC), .index or .timeindex (entries), or an offset checkpoint file."""
+    timestamps, size, CRC, a transactional producer's id/epoch and sequence, transaction markers),
+    .index or .timeindex (entries), .txnindex (aborted transactions), .snapshot (producer state), or an
+    offset checkpoint file."""
     if output_format == "json":
         from logstore.tools.dump import dump_document
         echo_json(dump_document(path, records=records))

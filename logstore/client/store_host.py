@@ -168,14 +168,15 @@ class StoreHost:
 
 
 def read_group_on_store(dirs: list[str], settings: Mapping[str, object], topic: str, group: str, *,
-                        follow: bool, max_records: int | None,
+                        follow: bool, max_records: int | None, client_config: dict | None = None,
                         clock: Clock = SYSTEM_CLOCK) -> Iterator[tuple[int, list[Record]]]:
     """``(partition, records)`` chunks of ``topic`` read as a member of ``group`` on the store at
     ``dirs`` (``settings``: the store's, the server's and the coordinator's, by Kafka name), hosting
     the store when it is free and reading through its host when another process hosts it; a host
     that ends is taken over (see the module docstring). Without ``follow`` it ends once the
     partitions it holds are read to the end they had when assigned. A chunk is committed when the
-    caller comes back for the next one."""
+    caller comes back for the next one. ``client_config``: the reader's consumer settings
+    (``isolation.level``)."""
     from ..server.server_config import ServerConfig  # lazily: the CLI asks hosted_address on every command
     from .admin import BrokerAdmin
     from .errors import NetworkError
@@ -212,7 +213,7 @@ def read_group_on_store(dirs: list[str], settings: Mapping[str, object], topic: 
                     store.partitions(topic)  # an unknown topic fails here, naming it, before any hosting
                     with StoreHost(store, server_settings, clock=clock) as host:
                         for partition, records in read_chunks(host.address, topic, group=group, follow=follow,
-                                                              max_records=remaining):
+                                                              max_records=remaining, client_config=client_config):
                             if remaining is not None:
                                 remaining -= len(records)
                             yield partition, records
@@ -239,7 +240,8 @@ def read_group_on_store(dirs: list[str], settings: Mapping[str, object], topic: 
             with BrokerAdmin(address, client_id="logstore-cli") as admin:
                 admin.partitions(topic)  # an unknown topic fails here, naming it, as on a store
             for partition, records in read_chunks(address, topic, group=group, follow=follow,
-                                                  max_records=remaining, stop_when=host_ended):
+                                                  max_records=remaining, stop_when=host_ended,
+                                                  client_config=client_config):
                 if remaining is not None:
                     remaining -= len(records)
                 yield partition, records

@@ -10,6 +10,13 @@ assignor when it leads, heartbeats on a background thread (a REBALANCE_IN_PROGRE
 It follows Kafka's consumer: the protocol type is ``consumer`` and the metadata and assignments are
 ConsumerProtocol bytes, so ``logstore groups describe`` and Kafka's tools see what it holds.
 
+``isolation_level`` is Kafka's consumer setting: ``read_uncommitted`` (the default) returns every
+record up to the log end offset, aborted transactions' records included; ``read_committed`` stops
+at the last stable offset (the first offset of a transaction still open) and leaves aborted
+transactions' records out, and a ``latest`` reset starts there. Transaction markers are never
+returned either way: positions move past them (to each read's ``next_offset``), so a committed
+position may point just after a marker, as in Kafka.
+
 The member that leads remembers the partition counts its assignment used; every ``poll`` compares
 them with the store's (a lookup, no I/O) and rejoins when a topic grew (``create_partitions``), so
 the group rebalances and the new partitions are assigned, as Kafka's leader does on a metadata change.
@@ -23,6 +30,7 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from ..errors import LogStoreError, OffsetOutOfRangeError, RequestError
 from ..manager.log_manager import LogManager
+from ..tools.reading import fetch_results
 from . import errors
 from .consumer_protocol import ASSIGNORS, Assignment, Subscription, decode_assignment, decode_subscription, \
     encode_assignment, encode_subscription
@@ -69,11 +77,14 @@ class Consumer:
                  rebalance_timeout_ms: int = 60000, heartbeat_interval_ms: int = 3000,
                  assignors: Sequence[str] = ("range", "roundrobin"), auto_offset_reset: str = "earliest",
                  max_poll_records: int = 500, fetch_max_bytes: int = 1 << 20,
+                 isolation_level: str = "read_uncommitted",
                  coordinator_config: Mapping[str, Any] | None = None) -> None:
         if not isinstance(group_id, str) or not group_id:
             raise ValueError(f"group_id must be a non-empty str, got {group_id!r}")
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(f"auto_offset_reset must be earliest, latest or none, got {auto_offset_reset!r}")
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ValueError(f"isolation_level must be read_uncommitted or read_committed, got {isolation_level!r}")
         unknown = [name for name in assignors if name not in ASSIGNORS]
         if not assignors or unknown:
             raise ValueError(f"assignors must name some of {sorted(ASSIGNORS)}, got {list(assignors)!r}")
@@ -91,6 +102,7 @@ class Consumer:
         self.auto_offset_reset = auto_offset_reset
         self.max_poll_records = max_poll_records
         self.fetch_max_bytes = fetch_max_bytes
+        self.isolation_level = isolation_level
         self.member_id = ""
         self.generation_id = -1
         self._topics: list[str] = []
@@ -239,20 +251,23 @@ class Consumer:
         if not positions:
             self._stop.wait(min(timeout_ms, self.heartbeat_interval_ms) / 1000.0)
             return []
-        fetched = self.store.fetch(positions, max_bytes=self.fetch_max_bytes, max_wait_ms=max(0, timeout_ms))
+        fetched = fetch_results(self.store, positions, max_bytes=self.fetch_max_bytes, max_wait_ms=max(0, timeout_ms),
+                                isolation=self.isolation_level)
         out: list[ConsumerRecord] = []
         with self._lock:
-            for (topic, partition), records in sorted(fetched.items()):
-                if (topic, partition) not in self._positions:
-                    continue  # revoked meanwhile
+            for (topic, partition), result in sorted(fetched.items()):
+                if self._positions.get((topic, partition)) != positions[(topic, partition)]:
+                    continue  # revoked or sought meanwhile
                 room = self.max_poll_records - len(out)
+                records = result.records
                 for record in records[:room]:  # (read records: their offset and timestamp are not None)
                     out.append(ConsumerRecord(topic, partition, record.offset,  # type: ignore[arg-type]
                                               record.key, record.value, record.headers,
                                               record.timestamp_ms))  # type: ignore[arg-type]
-                taken = records[:room]
-                if taken:
-                    self._positions[(topic, partition)] = taken[-1].offset + 1  # type: ignore[operator]
+                if len(records) > room:  # the rest comes with the next poll
+                    self._positions[(topic, partition)] = records[room].offset  # type: ignore[assignment]
+                else:  # past the records and any markers or aborted data that ended the read
+                    self._positions[(topic, partition)] = result.next_offset
                 if len(out) >= self.max_poll_records:
                     break
         return out
@@ -272,7 +287,8 @@ class Consumer:
                 elif self.auto_offset_reset == "earliest":
                     position = log.log_start_offset
                 elif self.auto_offset_reset == "latest":
-                    position = log.log_end_offset
+                    position = log.last_stable_offset if self.isolation_level == "read_committed" \
+                        else log.log_end_offset
                 else:
                     raise OffsetOutOfRangeError(
                         f"{key[0]}-{key[1]}: no committed offset for group {self.group_id}" if value is None else

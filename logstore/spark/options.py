@@ -21,6 +21,11 @@ Options (names as Spark's Kafka source spells them: https://spark.apache.org/doc
   timestamp >= it (the log end when there is none); they take precedence over ``endingOffsets``.
 * ``minPartitions``, ``failOnDataLoss`` (default true), ``maxOffsetsPerTrigger`` (streaming),
   ``includeHeaders`` (default false).
+* ``kafka.isolation.level``: ``read_uncommitted`` (the default, as Spark's Kafka source, whose
+  consumer defaults to it) reads every record up to the log end offset, aborted transactions' records
+  included; ``read_committed`` ends "latest" at the last stable offset (the first offset of a
+  transaction still open) and leaves aborted transactions' records out. Transaction markers are
+  never rows either way (their offsets are gaps, as in Kafka).
 * ``arrow`` (logstore's own, default true): read tasks yield Arrow batches built from the batch
   columns; ``false`` yields one tuple per record (kept for comparison and as a fallback).
 """
@@ -41,7 +46,8 @@ OffsetSpec = Union[str, dict]  # "earliest" | "latest" | {(topic, partition): of
 SOURCE_OPTIONS = ("path", "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets",
                   "startingTimestamp", "startingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
                   "endingTimestamp", "endingOffsetsByTimestamp", "minPartitions", "failOnDataLoss",
-                  "maxOffsetsPerTrigger", "includeHeaders", "arrow")
+                  "maxOffsetsPerTrigger", "includeHeaders", "kafka.isolation.level", "arrow")
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 TimestampSpec = Union[int, dict, None]  # one timestamp for every partition, or {(topic, partition): ms}
 _KNOWN = {name.lower(): name for name in SOURCE_OPTIONS}
 
@@ -67,7 +73,12 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     max_offsets_per_trigger: int | None = None
     include_headers: bool = False
+    isolation: str = "read_uncommitted"
     arrow: bool = True
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation == "read_committed"
 
     def selects(self, topic: str) -> bool:
         """Whether ``topic`` is one of the selected topics (by name, pattern or assignment)."""
@@ -121,13 +132,18 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     if strategy not in ("error", "latest"):
         raise SourceOptionError(f"option startingOffsetsByTimestampStrategy must be 'error' or 'latest', "
                                 f"got {strategy!r}")
+    isolation = str(given.get("kafka.isolation.level", "read_uncommitted")).strip().lower()
+    if isolation not in ISOLATION_LEVELS:
+        raise SourceOptionError(f"option kafka.isolation.level must be read_uncommitted or read_committed, "
+                                f"got {given['kafka.isolation.level']!r}")
     return SourceOptions(
         data_dirs=data_dirs, subscribe=subscribe, subscribe_pattern=pattern, assign=assign, starting=starting,
         ending=ending, starting_timestamps=_parse_timestamps(given, "starting"),
         ending_timestamps=_parse_timestamps(given, "ending"), timestamp_strategy=strategy, min_partitions=_parse_int(given, "minpartitions", minimum=1),
         fail_on_data_loss=parse_bool(given, "failondataloss", True),
         max_offsets_per_trigger=_parse_int(given, "maxoffsetspertrigger", minimum=1),
-        include_headers=parse_bool(given, "includeheaders", False), arrow=parse_bool(given, "arrow", True))
+        include_headers=parse_bool(given, "includeheaders", False), isolation=isolation,
+        arrow=parse_bool(given, "arrow", True))
 
 
 def parse_path(path: str | None) -> tuple[str, ...]:

@@ -12,6 +12,8 @@ job reads while a writer process holds the store.
   ``maxOffsetsPerTrigger`` split over the partitions in proportion to their backlog (exactly the
   limit in total, the remainder going to the largest fractions) and never past the
   ``Trigger.AvailableNow`` target.
+* ``kafka.isolation.level=read_committed``: a partition's end ("latest") is its last stable offset
+  (``bounds_of``), so a read never waits on, nor returns, a transaction still open.
 * Data loss (a start offset below the log start offset: retention deleted it; or above the log end
   offset: the partition was truncated or recreated) raises ``DataLossError`` with
   ``failOnDataLoss=true`` (the default) and otherwise skips to the earliest offset still there.
@@ -27,7 +29,9 @@ from ..errors import RequestError
 from ..manager.log_manager import LogManager
 from .options import EARLIEST, LATEST, SourceOptionError, SourceOptions, TopicPartition
 
-Bounds = dict[TopicPartition, tuple[int, int]]  # (log start offset, log end offset)
+Bounds = dict[TopicPartition, tuple[int, int]]
+"""Per partition: (log start offset, end): the end is the log end offset, or under read_committed
+the last stable offset (what a Kafka consumer at that isolation level sees as the end)."""
 
 
 class DataLossError(RequestError):
@@ -86,14 +90,14 @@ def _check_topic(topic: str, topics: list[str], options: SourceOptions) -> None:
                                 f"(topics: {', '.join(topics) or 'none'})")
 
 
-def bounds_of(manager: LogManager, keys) -> Bounds:
-    """``(log start offset, log end offset)`` of each partition, refreshed to what the writer has
-    appended by now."""
+def bounds_of(manager: LogManager, keys, read_committed: bool = False) -> Bounds:
+    """``(log start offset, end)`` of each partition, refreshed to what the writer has appended by
+    now; the end is the log end offset, or with ``read_committed`` the last stable offset."""
     bounds = {}
     for key in keys:
         log = manager.get_log(*key)
         log.refresh()
-        bounds[key] = (log.log_start_offset, log.log_end_offset)
+        bounds[key] = (log.log_start_offset, log.last_stable_offset if read_committed else log.log_end_offset)
     return bounds
 
 
@@ -224,7 +228,7 @@ def plan_batch(options: SourceOptions) -> list[OffsetRange]:
     with open_view(options) as catalog:
         keys = select_partitions(options, catalog)
     with open_view(options, keys) as manager:
-        bounds = bounds_of(manager, keys)
+        bounds = bounds_of(manager, keys, options.read_committed)
         starts = resolve_starting(options, manager, bounds)
         ends = resolve_ending(options, manager, bounds)
     return split_ranges(plan_ranges(starts, ends, bounds, options.fail_on_data_loss), options.min_partitions)
@@ -262,7 +266,7 @@ class StreamPlanner:
         with open_view(self.options) as catalog:
             keys = select_partitions(self.options, catalog)
         manager = LogManager(list(self.options.data_dirs), read_only=True, load_only=set(keys))
-        return bounds_of(manager, keys), manager
+        return bounds_of(manager, keys, self.options.read_committed), manager
 
     def initial_offset(self) -> dict[TopicPartition, int]:
         """Where a new query starts (``startingOffsets``/``startingTimestamp``; default latest)."""
@@ -303,7 +307,7 @@ class StreamPlanner:
         if not moved:
             return []
         with open_view(self.options, moved) as manager:
-            bounds = bounds_of(manager, moved)
+            bounds = bounds_of(manager, moved, self.options.read_committed)
         ranges = []
         for key, end_offset in sorted(moved.items()):
             log_start, log_end = bounds[key]

@@ -50,7 +50,9 @@ def read_range(options: SourceOptions, offset_range: OffsetRange | None) -> Iter
                                    log.log_end_offset, options.fail_on_data_loss)
         if start >= end:
             return
-        slices = log.iter_batch_slices(start, end)
+        # Markers are never rows; read_committed also leaves aborted transactions' records out
+        # (the range ends at or below the last stable offset the plan saw).
+        slices = log.iter_batch_slices(start, end, isolation=options.isolation)
         if options.arrow:
             yield from arrow_batches(slices, key[0], key[1], options.include_headers)
         else:

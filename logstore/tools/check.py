@@ -26,6 +26,12 @@ while another process writes). Checked:
   files. The next writable open completes them, so they are warnings ("interrupted operation,
   completed at the next open"), not damage. Index files without their ``.log`` stay errors: the
   segment is missing;
+- transactions (``txn_check.TransactionReplay``): producer state replayed over every batch in log
+  order; a producer batch or marker the log would have refused (an epoch below its producer's, a
+  marker from a fenced coordinator, a non-transactional batch inside its producer's open
+  transaction) is an error; each segment's ``.txnindex`` decodes and holds an entry for each
+  transaction an ABORT marker in that segment aborted, and nothing else; the log's last stable
+  offset is the replay's; every producer snapshot decodes, and the newest agrees with the replay;
 - checkpoints: a damaged copy (the other is used) is a warning, a file with no intact copy an error,
   as is a checkpoint that a writable open set aside as ``.damaged``; partitions missing from the data
   dirs and the other problems the open found (``LogManager.problems``).
@@ -42,16 +48,19 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from ..clock import SYSTEM_CLOCK
-from ..errors import CorruptCheckpointError
+from ..errors import CorruptCheckpointError, CorruptIndexError, CorruptSnapshotError
 from ..fs import OS_FILE_SYSTEM
 from ..log.checkpoint import (CLEANER_OFFSET_CHECKPOINT, DAMAGED_SUFFIX, LOG_START_OFFSET_CHECKPOINT,
                               RECOVERY_POINT_CHECKPOINT, parse_checkpoint)
 from ..log.loader import plan_directory
+from ..log.producer_snapshot import ProducerSnapshot, list_snapshots, snapshot_file_name
 from ..log.log import Log
 from ..log.segment import LogSegment
+from ..log.txn_index import decode_entries
 from ..manager.log_manager import LogManager
 from ..manager.topics import DELETE_DIR_SUFFIX, TOPICS_FILE, parse_topics_file
-from .dump import BATCH_TORN, scan_log_file
+from .dump import BATCH_TORN, read_snapshot_file, scan_log_file
+from .txn_check import TransactionReplay
 
 logger = logging.getLogger(__name__)
 
@@ -207,6 +216,8 @@ def _verify_log(log: Log, report: VerifyReport, on_progress: ProgressCallback | 
                                  f"{log.log_end_offset}] (first segment's base offset, log end offset)")
     previous_last_offset = -1
     previous_end = None  # where the previous segment's offsets end (None: not known)
+    replay = TransactionReplay(report.add, exact=segments[0].base_offset == 0 and log.log_start_offset == 0
+                               and not log.config.compact, snapshot=_newest_snapshot(log, report))
     for slot, segment in enumerate(segments):
         if not os.path.exists(segment.log_path):
             report.add(segment.log_path, "segment deleted during the check (retention or cleaning by the "
@@ -219,14 +230,17 @@ def _verify_log(log: Log, report: VerifyReport, on_progress: ProgressCallback | 
                                          "this segment (a hole: a segment file is missing or was cut)")
         last_before = previous_last_offset
         previous_last_offset = _verify_segment(log, segment, slot == len(segments) - 1, previous_last_offset,
-                                               report, on_progress, clean)
+                                               report, on_progress, clean, replay)
         previous_end = previous_last_offset + 1 if previous_last_offset > last_before else segment.base_offset
+    replay.finish(log.dir_path, log.last_stable_offset, log.log_end_offset)
 
 
 def _verify_segment(log: Log, segment: LogSegment, is_last: bool, previous_last_offset: int,
-                    report: VerifyReport, on_progress: ProgressCallback | None, clean: bool = False) -> int:
+                    report: VerifyReport, on_progress: ProgressCallback | None, clean: bool = False,
+                    replay: TransactionReplay | None = None) -> int:
     """Check one segment; returns the last offset seen (for the next segment's monotonicity).
-    ``clean``: the store shut down cleanly, so even the last segment has no torn tail."""
+    ``clean``: the store shut down cleanly, so even the last segment has no torn tail. ``replay``
+    takes each verified batch (the partition's producer state) and then the segment's ``.txnindex``."""
     report.segments += 1
     path = segment.log_path
     by_position = _offset_index_entries(segment, report)
@@ -268,6 +282,8 @@ def _verify_segment(log: Log, segment: LogSegment, is_last: bool, previous_last_
         if header.last_offset >= log.log_end_offset and not appended_since_open:
             report.add(path, f"{where} lies at or beyond the log end offset {log.log_end_offset}")
         previous_last_offset = max(previous_last_offset, header.last_offset)
+        if replay is not None:
+            replay.batch(path, entry)
         max_timestamp = max(max_timestamp, header.max_timestamp)
         for slot, offset in pointers:
             if offset != header.base_offset:
@@ -280,6 +296,8 @@ def _verify_segment(log: Log, segment: LogSegment, is_last: bool, previous_last_
                                                     f"{header.last_offset} is {max_timestamp}")
     if on_progress is not None and pending_bytes:
         on_progress(pending_bytes)
+    if replay is not None:
+        replay.end_segment(*_txn_index_entries(segment, report, torn_at is None))
     in_torn_tail = " (in the torn tail; recovery rebuilds the index)"
     for position, pointers in sorted(by_position.items()):
         torn = torn_at is not None and position >= torn_at
@@ -298,6 +316,45 @@ def _verify_segment(log: Log, segment: LogSegment, is_last: bool, previous_last_
         report.add(segment.time_index.path, f"the segment is no longer active but its last entry {tuple(last_entry)} "
                                             f"is not its largest timestamp {max_timestamp}")
     return previous_last_offset
+
+
+def _newest_snapshot(log: Log, report: VerifyReport) -> tuple[str, ProducerSnapshot] | None:
+    """The newest intact producer snapshot of ``log`` at or below the log end offset, with its path
+    (a damaged one is skipped: the open reports it). Newer ones are a warning: a writable open
+    deletes them (a recovery cut the log below them)."""
+    newest = None
+    for offset in list_snapshots(OS_FILE_SYSTEM, log.dir_path):
+        path = os.path.join(log.dir_path, snapshot_file_name(offset))
+        try:
+            snapshot = read_snapshot_file(path)
+        except FileNotFoundError:
+            continue  # removed by the writer meanwhile
+        except CorruptSnapshotError:
+            continue  # the open reported it (LogManager.problems) and loaded an older one, as this does
+        if offset > log.log_end_offset:
+            report.add(path, f"producer snapshot past the log end offset {log.log_end_offset}; deleted at the next "
+                             "writable open", WARNING)
+            continue
+        newest = (path, snapshot)
+    return newest
+
+
+def _txn_index_entries(segment: LogSegment, report: VerifyReport,
+                       compare: bool) -> tuple[str, list[tuple[int, int, int, int]] | None]:
+    """The segment's ``.txnindex`` path and entries (``[]`` without the file; None when they cannot
+    be compared: the file is damaged, reported here, or ``compare`` is False: a torn tail, whose
+    recovery re-derives the entries past it)."""
+    path = segment.txn_index.path
+    try:
+        data = OS_FILE_SYSTEM.read_file(path)
+    except FileNotFoundError:
+        return path, [] if compare else None
+    try:
+        entries = decode_entries(data, path)
+    except CorruptIndexError as exc:
+        report.add(path, f"{exc}; rebuilt from the log at the next writable open")
+        return path, None
+    return path, [tuple(entry) for entry in entries] if compare else None
 
 
 def _offset_index_entries(segment: LogSegment, report: VerifyReport) -> dict[int, list[tuple[int, int]]]:

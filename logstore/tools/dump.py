@@ -9,9 +9,12 @@ Owns:
   bytes end inside a batch: an interrupted append, which recovery cuts; shown, never raised).
 - ``read_index_file``: the entries of a ``.index`` or ``.timeindex`` file with absolute offsets.
 - ``dump_file``: human-readable lines for a ``.log`` (optionally every record), ``.index``,
-  ``.timeindex`` or offset checkpoint file. The file type comes from the file name. Timestamps are
+  ``.timeindex``, ``.txnindex`` (aborted transactions), ``.snapshot`` (producer state) or offset
+  checkpoint file. The file type comes from the file name. Timestamps are
   ``NAME_ms: N`` (ms since the epoch), or with ``timestamps="iso"`` ``NAME: 2026-11-29T13:05:01.123Z``
-  (UTC, ``logstore.clock.format_iso_ms``).
+  (UTC, ``logstore.clock.format_iso_ms``). A batch written for a producer shows its block
+  (``producer=<pid>/<epoch> seq=<n>``, `` txn`` when transactional) and a transaction marker its
+  kind and coordinator epoch (``COMMIT marker coordinator_epoch=<e>``).
 - ``dump_document``: the same as one JSON-ready document (``logstore dump --format json``).
 
 It only reads. Files renamed with a status suffix (``.deleted``, ``.cleaned``, ``.swap``) are dumped
@@ -27,15 +30,18 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..clock import format_iso_ms
-from ..errors import CorruptCheckpointError, CorruptRecordError
+from ..errors import CorruptCheckpointError, CorruptIndexError, CorruptRecordError, CorruptSnapshotError
 from ..fs import OS_FILE_SYSTEM, FileSystem
 from ..log.checkpoint import (CLEANER_OFFSET_CHECKPOINT, DAMAGED_SUFFIX, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
                               parse_checkpoint)
 from ..log.index import OffsetIndex, TimeIndex
+from ..log.producer_snapshot import SNAPSHOT_SUFFIX, ProducerSnapshot, decode_snapshot
+from ..log.txn_index import TXN_INDEX_SUFFIX, TxnIndexEntry, decode_entries
 from ..log.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX)
 from ..records.codecs import CODEC_NAMES
-from ..records.decoder import (COMPRESSION_MASK, HEADER_BYTES, TIMESTAMP_TYPE_LOG_APPEND, BatchHeader,
-                      Record, RecordBatch, read_header)
+from ..records.control import Marker, decode_marker
+from ..records.decoder import (COMPRESSION_MASK, CONTROL, HEADER_BYTES, TIMESTAMP_TYPE_LOG_APPEND, BatchHeader,
+                               ProducerFields, Record, RecordBatch, read_header)
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +53,8 @@ LOG_FILE = "log"
 OFFSET_INDEX_FILE = "offset index"
 TIME_INDEX_FILE = "time index"
 CHECKPOINT_FILE = "checkpoint"
+SNAPSHOT_FILE = "producer snapshot"
+TXN_INDEX_FILE = "transaction index"
 
 _CHECKPOINT_NAMES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
 _STATUS_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX, ".tmp")
@@ -121,8 +129,8 @@ def scan_log_file(path: str, start_position: int = 0, end_position: int | None =
 
 
 def file_kind(path: str) -> str:
-    """``log``, ``offset index``, ``time index`` or ``checkpoint``, from the file name; raises
-    ``ValueError`` for anything else."""
+    """``log``, ``offset index``, ``time index``, ``transaction index``, ``producer snapshot`` or
+    ``checkpoint``, from the file name; raises ``ValueError`` for anything else."""
     name = os.path.basename(path)
     if name.endswith(DAMAGED_SUFFIX):  # a checkpoint set aside by an open: <name>.<ms>.damaged
         name = name[: -len(DAMAGED_SUFFIX)].rsplit(".", 1)[0]
@@ -132,11 +140,12 @@ def file_kind(path: str) -> str:
             break
     if name in _CHECKPOINT_NAMES:
         return CHECKPOINT_FILE
-    for suffix, kind in ((LOG_SUFFIX, LOG_FILE), (INDEX_SUFFIX, OFFSET_INDEX_FILE), (TIME_INDEX_SUFFIX, TIME_INDEX_FILE)):
+    for suffix, kind in ((LOG_SUFFIX, LOG_FILE), (INDEX_SUFFIX, OFFSET_INDEX_FILE), (TIME_INDEX_SUFFIX, TIME_INDEX_FILE),
+                         (TXN_INDEX_SUFFIX, TXN_INDEX_FILE), (SNAPSHOT_SUFFIX, SNAPSHOT_FILE)):
         if name.endswith(suffix):
             return kind
-    raise ValueError(f"cannot tell what kind of file {path} is: expected a .log, .index or .timeindex file "
-                     f"or one of {', '.join(_CHECKPOINT_NAMES)}")
+    raise ValueError(f"cannot tell what kind of file {path} is: expected a .log, .index, .timeindex, .txnindex or "
+                     f".snapshot file or one of {', '.join(_CHECKPOINT_NAMES)}")
 
 
 def base_offset_of(path: str) -> int | None:
@@ -178,6 +187,10 @@ def dump_file(path: str, records: bool = False, fs: FileSystem = OS_FILE_SYSTEM,
         yield from _dump_log(path, records, fs, timestamps)
     elif kind == CHECKPOINT_FILE:
         yield from _dump_checkpoint(path, fs)
+    elif kind == SNAPSHOT_FILE:
+        yield from _dump_snapshot(path, fs, timestamps)
+    elif kind == TXN_INDEX_FILE:
+        yield from _dump_txn_index(path, fs)
     else:
         yield from _dump_index(path, kind, fs, timestamps)
 
@@ -231,7 +244,33 @@ def _batch_line(entry: BatchEntry, timestamps: str = "ms") -> str:
     return (f"position: {entry.position} base_offset: {header.base_offset} last_offset: {header.last_offset} "
             f"count: {header.record_count} {_stamp('base_timestamp', header.base_timestamp, timestamps)} "
             f"{_stamp('max_timestamp', header.max_timestamp, timestamps)} size_bytes: {header.size_bytes} "
-            f"compression: {compression} timestamp_type: {timestamp_type} crc: {header.crc:#010x} {crc}")
+            f"compression: {compression} timestamp_type: {timestamp_type}{_producer_text(entry)} "
+            f"crc: {header.crc:#010x} {crc}")
+
+
+def batch_producer(entry: BatchEntry) -> tuple[ProducerFields | None, Marker | None]:
+    """The producer block of a verified batch (None without one, or when the batch is damaged: its
+    block is not to be trusted) and, for a control batch, the transaction marker it holds."""
+    if not entry.ok:
+        return None, None
+    producer = entry.batch.producer
+    if producer is None or not entry.header.attributes & CONTROL:
+        return producer, None
+    record = entry.batch.record_at(0)
+    return producer, decode_marker(record.key, record.value)  # verify() decoded it already: cannot fail
+
+
+def _producer_text(entry: BatchEntry) -> str:
+    """`` producer=<pid>/<epoch> seq=<n>`` with `` txn`` for a transactional batch and, for a
+    marker, `` COMMIT marker coordinator_epoch=<e>`` (or ABORT); "" for a batch without a producer."""
+    producer, marker = batch_producer(entry)
+    if producer is None:
+        return ""
+    text = (f" producer={producer.producer_id}/{producer.producer_epoch} seq={producer.base_sequence}"
+            + (" txn" if producer.transactional else ""))
+    if marker is not None:
+        text += f" {'COMMIT' if marker.commit else 'ABORT'} marker coordinator_epoch={marker.coordinator_epoch}"
+    return text
 
 
 def _record_line(record: Record, timestamps: str = "ms") -> str:
@@ -280,6 +319,50 @@ def _dump_checkpoint(path: str, fs: FileSystem) -> Iterator[str]:
         yield f"topic: {topic} partition: {partition} offset: {offset}"
 
 
+def read_txn_index_file(path: str, fs: FileSystem = OS_FILE_SYSTEM) -> list[TxnIndexEntry]:
+    """The aborted transactions of the ``.txnindex`` at ``path``; ``CorruptIndexError`` when an
+    entry fails its checksum or order."""
+    return decode_entries(fs.read_file(path), path)
+
+
+def _dump_txn_index(path: str, fs: FileSystem) -> Iterator[str]:
+    size_bytes = fs.path_size(path)
+    base = base_offset_of(path)
+    try:
+        entries = read_txn_index_file(path, fs)
+    except CorruptIndexError as exc:
+        yield f"Dumping {path}: transaction index, {size_bytes} bytes, DAMAGED: {exc} (rebuilt from the log on open)"
+        return
+    yield (f"Dumping {path}: transaction index (aborted transactions), base offset "
+           f"{base if base is not None else 'unknown'}, {len(entries)} entries, {size_bytes} bytes")
+    for slot, entry in enumerate(entries):
+        yield (f"entry: {slot} producer_id: {entry.producer_id} first_offset: {entry.first_offset} "
+               f"last_offset: {entry.last_offset} last_stable_offset: {entry.last_stable_offset}")
+
+
+def read_snapshot_file(path: str, fs: FileSystem = OS_FILE_SYSTEM) -> ProducerSnapshot:
+    """The producer snapshot at ``path`` (its offset from its name); ``CorruptSnapshotError`` when
+    it is damaged."""
+    return decode_snapshot(fs.read_file(path), offset=base_offset_of(path) or 0, path=path)
+
+
+def _dump_snapshot(path: str, fs: FileSystem, timestamps: str) -> Iterator[str]:
+    size_bytes = fs.path_size(path)
+    try:
+        snapshot = read_snapshot_file(path, fs)
+    except CorruptSnapshotError as exc:
+        yield f"Dumping {path}: producer snapshot, {size_bytes} bytes, DAMAGED: {exc}"
+        return
+    follow = ("producer batches may follow (a load replays from here)" if snapshot.batches_follow
+              else "exact (no replay)")
+    yield (f"Dumping {path}: producer snapshot, state before offset {snapshot.offset}, "
+           f"{len(snapshot.entries)} producers, {follow}, {size_bytes} bytes")
+    for entry in snapshot.entries:
+        yield (f"producer_id: {entry.producer_id} epoch: {entry.epoch} coordinator_epoch: {entry.coordinator_epoch} "
+               f"last_offset: {entry.last_offset} {_stamp('last_timestamp', entry.last_timestamp_ms, timestamps)} "
+               f"txn_first_offset: {entry.txn_first_offset}")
+
+
 # --- as one JSON document ------------------------------------------------------------------------
 
 
@@ -287,11 +370,17 @@ def dump_document(path: str, records: bool = False, fs: FileSystem = OS_FILE_SYS
     """What ``dump_file`` shows, as one JSON-ready document (``logstore dump --format json``):
     ``{"path", "kind", "base_offset", "size_bytes", ...}`` and by kind: a log's ``"batches"``
     (each ``{"position", "status", "base_offset", "last_offset", "count", "base_timestamp_ms",
-    "max_timestamp_ms", "size_bytes", "compression", "timestamp_type", "crc", "error"}``, with
+    "max_timestamp_ms", "size_bytes", "compression", "timestamp_type", "crc", "error", "producer",
+    "marker"}``: ``producer`` null or ``{"producer_id", "producer_epoch", "base_sequence",
+    "transactional"}``, ``marker`` null or ``{"type": "COMMIT" | "ABORT", "coordinator_epoch"}``; with
     ``records`` a ``"records"`` list of ``{"offset", "timestamp_ms", "key", "value", "headers"}``,
     keys, values and header values base64, null for null) and ``"tail"`` (null, or ``{"status",
     "position", "size_bytes", "error"}``); an index's ``"entries"`` (``{"offset", "position"}`` or
-    ``{"timestamp_ms", "offset"}``) and ``"trailing_bytes"``; a checkpoint's ``"version"``,
+    ``{"timestamp_ms", "offset"}``) and ``"trailing_bytes"``; a producer snapshot's ``"batches_follow"``,
+    ``"entries"`` (``{"producer_id", "epoch", "coordinator_epoch", "last_offset",
+    "last_timestamp_ms", "txn_first_offset"}``) and ``"error"``; a transaction index's
+    ``"entries"`` (``{"producer_id", "first_offset", "last_offset", "last_stable_offset"}``: an
+    aborted transaction, its ABORT marker at ``last_offset``) and ``"error"``; a checkpoint's ``"version"``,
     ``"entries"`` (``{"topic", "partition", "offset"}``), ``"damaged_copies"`` and ``"error"``
     (null, or why it cannot be read)."""
     if fs.exists(path) and not fs.is_file(path):
@@ -308,6 +397,19 @@ def dump_document(path: str, records: bool = False, fs: FileSystem = OS_FILE_SYS
                 break
             batches.append(_batch_json(entry, records))
         document.update(batches=batches, tail=tail)
+    elif kind == SNAPSHOT_FILE:
+        try:
+            snapshot = read_snapshot_file(path, fs)
+        except CorruptSnapshotError as exc:
+            document.update(batches_follow=None, entries=[], error=str(exc))
+        else:
+            document.update(batches_follow=snapshot.batches_follow,
+                            entries=[entry._asdict() for entry in snapshot.entries], error=None)
+    elif kind == TXN_INDEX_FILE:
+        try:
+            document.update(entries=[entry._asdict() for entry in read_txn_index_file(path, fs)], error=None)
+        except CorruptIndexError as exc:
+            document.update(entries=[], error=str(exc))
     elif kind == CHECKPOINT_FILE:
         try:
             contents = parse_checkpoint(fs.read_file(path), path)
@@ -333,6 +435,12 @@ def _batch_json(entry: BatchEntry, records: bool) -> dict:
            "compression": CODEC_NAMES.get(header.attributes & COMPRESSION_MASK, "unknown"),
            "timestamp_type": "LogAppendTime" if header.attributes & TIMESTAMP_TYPE_LOG_APPEND else "CreateTime",
            "crc": header.crc, "error": entry.error or None}
+    producer, marker = batch_producer(entry)
+    row["producer"] = None if producer is None else {
+        "producer_id": producer.producer_id, "producer_epoch": producer.producer_epoch,
+        "base_sequence": producer.base_sequence, "transactional": producer.transactional}
+    row["marker"] = None if marker is None else {"type": "COMMIT" if marker.commit else "ABORT",
+                                                 "coordinator_epoch": marker.coordinator_epoch}
     if records:
         row["records"] = [{"offset": record.offset, "timestamp_ms": record.timestamp_ms, "key": _base64(record.key),
                            "value": _base64(record.value),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -154,3 +155,130 @@ def test_renamed_segment_files_are_dumped_too(partition_dir):
 def test_unknown_file_kind_is_an_error(partition_dir):
     with pytest.raises(ValueError, match="cannot tell what kind of file"):
         list(dump_file(str(partition_dir.parent / "topics.json")))
+
+
+# --- producer batches and transaction markers ----------------------------------------------------
+
+
+def write_transactional_segment(path):
+    """A segment of: a plain batch (0..1), producer 7 epoch 2's transaction (2..4) and its COMMIT
+    marker (5, coordinator epoch 4), producer 8's batch (6) and its ABORT marker (7)."""
+    from logstore.records.encoder import assign_base_offset, encode_batch, encode_marker_batch
+
+    batches = [encode_batch([Record(b"k", b"plain", (), 100)] * 2),
+               encode_batch([Record(b"k", b"t%d" % i, (), 200) for i in range(3)], producer=(7, 2, 0),
+                            transactional=True, base_offset=2),
+               encode_marker_batch(True, 4, 7, 2, timestamp_ms=300),
+               encode_batch([Record(b"k", b"aborted", (), 400)], producer=(8, 0, 5), transactional=True,
+                            base_offset=6),
+               encode_marker_batch(False, 4, 8, 0, timestamp_ms=500)]
+    assign_base_offset(batches[2], 5)
+    assign_base_offset(batches[4], 7)
+    path.write_bytes(b"".join(batches))
+    return path
+
+
+def test_log_dump_shows_producers_and_markers(tmp_path):
+    path = str(write_transactional_segment(tmp_path / f"{SEGMENT}.log"))
+    lines = [line for line in dump_file(path) if line.startswith("position: ")]
+    assert [int(fields(line)["base_offset"]) for line in lines] == [0, 2, 5, 6, 7]
+    assert "producer=" not in lines[0] and "marker" not in lines[0]
+    assert " producer=7/2 seq=0 txn crc: " in lines[1]
+    assert " producer=7/2 seq=-1 txn COMMIT marker coordinator_epoch=4 crc: " in lines[2]
+    assert " producer=8/0 seq=5 txn crc: " in lines[3] and "marker" not in lines[3]
+    assert " producer=8/0 seq=-1 txn ABORT marker coordinator_epoch=4 crc: " in lines[4]
+    assert all(line.endswith(" ok") for line in lines)
+
+
+def test_log_dump_json_shows_producers_and_markers(tmp_path):
+    path = str(write_transactional_segment(tmp_path / f"{SEGMENT}.log"))
+    result = CliRunner().invoke(main, ["dump", path, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    batches = json.loads(result.stdout)["batches"]
+    assert [batch["producer"] for batch in batches] == [
+        None, {"producer_id": 7, "producer_epoch": 2, "base_sequence": 0, "transactional": True},
+        {"producer_id": 7, "producer_epoch": 2, "base_sequence": -1, "transactional": True},
+        {"producer_id": 8, "producer_epoch": 0, "base_sequence": 5, "transactional": True},
+        {"producer_id": 8, "producer_epoch": 0, "base_sequence": -1, "transactional": True}]
+    assert [batch["marker"] for batch in batches] == [None, None, {"type": "COMMIT", "coordinator_epoch": 4}, None,
+                                                      {"type": "ABORT", "coordinator_epoch": 4}]
+
+
+def test_a_damaged_producer_batch_shows_no_producer(tmp_path):
+    path = write_transactional_segment(tmp_path / f"{SEGMENT}.log")
+    data = bytearray(path.read_bytes())
+    second = next(entry for entry in scan_log_file(str(path)) if entry.header.base_offset == 2)
+    data[second.position + 60] ^= 0xFF  # inside its producer block: the body CRC fails
+    path.write_bytes(bytes(data))
+    lines = [line for line in dump_file(str(path)) if line.startswith("position: ")]
+    assert "BAD" in lines[1] and "producer=" not in lines[1]
+    assert " producer=7/2 seq=-1 txn COMMIT marker" in lines[2]
+
+
+def write_snapshot_file(directory, offset=6, batches_follow=True):
+    from logstore.fs import OS_FILE_SYSTEM
+    from logstore.log.producer_snapshot import write_snapshot
+
+    return write_snapshot(OS_FILE_SYSTEM, str(directory), offset, [(8, 0, -1, 5, 1700000000000, 2),
+                                                                     (7, 2, 4, 3, 300, -1)],
+                          batches_follow=batches_follow)
+
+
+def test_snapshot_dump_shows_each_producer(tmp_path):
+    path = write_snapshot_file(tmp_path)
+    lines = list(dump_file(path))
+    assert lines[0] == (f"Dumping {path}: producer snapshot, state before offset 6, 2 producers, producer batches "
+                        f"may follow (a load replays from here), {os.path.getsize(path)} bytes")
+    assert [fields(line) for line in lines[1:]] == [
+        {"producer_id": "7", "epoch": "2", "coordinator_epoch": "4", "last_offset": "3", "last_timestamp_ms": "300",
+         "txn_first_offset": "-1"},
+        {"producer_id": "8", "epoch": "0", "coordinator_epoch": "-1", "last_offset": "5",
+         "last_timestamp_ms": "1700000000000", "txn_first_offset": "2"}]
+    assert "exact (no replay)" in next(dump_file(write_snapshot_file(tmp_path, 9, batches_follow=False)))
+    assert "last_timestamp: 2023-11-14T22:13:20.000Z" in list(dump_file(path, timestamps="iso"))[2]
+
+
+def test_snapshot_dump_json_and_damage(tmp_path):
+    path = write_snapshot_file(tmp_path)
+    result = CliRunner().invoke(main, ["dump", path, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert (document["kind"], document["base_offset"], document["batches_follow"], document["error"]) == \
+        ("producer snapshot", 6, True, None)
+    assert document["entries"][1] == {"producer_id": 8, "epoch": 0, "coordinator_epoch": -1, "last_offset": 5,
+                                      "last_timestamp_ms": 1700000000000, "txn_first_offset": 2}
+    with open(path, "r+b") as file:
+        file.seek(10)
+        file.write(b"\xff")
+    lines = list(dump_file(path))
+    assert len(lines) == 1 and "DAMAGED" in lines[0] and "CRC mismatch" in lines[0] and path in lines[0]
+    damaged = json.loads(CliRunner().invoke(main, ["dump", path, "--format", "json"]).stdout)
+    assert damaged["entries"] == [] and "CRC mismatch" in damaged["error"]
+
+
+def test_txnindex_dump_shows_the_aborted_transactions(tmp_path):
+    with LogManager([str(tmp_path)]) as store:
+        store.create_topic("t")
+        log = store.get_log("t", 0)
+        from logstore.records.batching import ProducerBatch
+
+        log.append([Record(value=b"a")], producer=ProducerBatch(4, 0, 0, True))
+        log.append([Record(value=b"b")], producer=ProducerBatch(5, 1, 0, True))
+        log.append_marker(4, 0, 2, False)  # offset 2: producer 5 still open from 1
+        log.append_marker(5, 1, 2, False)  # offset 3
+    path = str(tmp_path / "t-0" / f"{SEGMENT}.txnindex")
+    lines = list(dump_file(path))
+    assert lines[0] == f"Dumping {path}: transaction index (aborted transactions), base offset 0, 2 entries, 80 bytes"
+    assert [fields(line) for line in lines[1:]] == [
+        {"entry": "0", "producer_id": "4", "first_offset": "0", "last_offset": "2", "last_stable_offset": "1"},
+        {"entry": "1", "producer_id": "5", "first_offset": "1", "last_offset": "3", "last_stable_offset": "4"}]
+    document = json.loads(CliRunner().invoke(main, ["dump", path, "--format", "json"]).stdout)
+    assert (document["kind"], document["error"], document["entries"][1]) == (
+        "transaction index", None,
+        {"producer_id": 5, "first_offset": 1, "last_offset": 3, "last_stable_offset": 4})
+    with open(path, "r+b") as file:
+        file.seek(41)
+        file.write(b"\xff")
+    damaged = list(dump_file(path))
+    assert len(damaged) == 1 and "DAMAGED" in damaged[0] and "entry 1 fails its checksum" in damaged[0]
+    assert "fails its checksum" in json.loads(CliRunner().invoke(main, ["dump", path, "--format", "json"]).stdout)["error"]

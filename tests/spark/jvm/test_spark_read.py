@@ -160,6 +160,29 @@ def test_fail_on_data_loss(spark, tmp_path):
     assert [row.offset for row in df.collect()] == list(range(4, 10))
 
 
+def test_kafka_isolation_level_reads_committed_records_only(spark, tmp_path):
+    from logstore.records.batching import ProducerBatch
+
+    path = str(tmp_path / "store")
+    with LogManager(path) as manager:
+        manager.create_topic("t", 1)
+        log = manager.get_log("t", 0)
+        log.append([Record(None, b"plain-0")])
+        log.append([Record(None, b"aborted-1"), Record(None, b"aborted-2")], producer=ProducerBatch(5, 0, 0, True))
+        log.append_marker(5, 0, 0, False)
+        log.append([Record(None, b"committed-4")], producer=ProducerBatch(6, 0, 0, True))
+        log.append_marker(6, 0, 0, True)
+        log.append([Record(None, b"open-6")], producer=ProducerBatch(7, 0, 0, True))
+        log.append([Record(None, b"plain-7")])
+    for arrow in ("true", "false"):
+        default = read(spark, path, subscribe="t", arrow=arrow).orderBy("offset").collect()
+        assert [(row.offset, row.value) for row in default] == [
+            (0, b"plain-0"), (1, b"aborted-1"), (2, b"aborted-2"), (4, b"committed-4"), (6, b"open-6"), (7, b"plain-7")]
+        committed = read(spark, path, subscribe="t", arrow=arrow,
+                         **{"kafka.isolation.level": "read_committed"}).orderBy("offset").collect()
+        assert [(row.offset, row.value) for row in committed] == [(0, b"plain-0"), (4, b"committed-4")]
+
+
 _APPENDER = """
 import os, sys, time
 from logstore.manager import LogManager
