@@ -4,9 +4,10 @@ Built from the aborted transactions that overlap the range read (``Log.aborted_t
 is fed every batch of the range in offset order, markers included, and answers whether a data batch
 is delivered. The rule is the one Kafka's consumers apply to a fetch response:
 
-- aborted transactions wait in a min-heap by first offset; before a transactional data batch is
-  judged, every one starting at or below the batch's last offset becomes active (its producer joins
-  the aborted-producers set);
+- aborted transactions wait in a min-heap by first offset; before a transactional batch (data or
+  marker) is judged, every one starting at or below the batch's last offset becomes active (its
+  producer joins the aborted-producers set). Markers count too: compaction removes an aborted
+  transaction's data before its marker, and the marker must still end the transaction;
 - a transactional data batch of an active producer is dropped; any other data batch is delivered;
 - a marker of an active producer ends that transaction: the producer leaves the set. (Kafka tests
   that the marker is an ABORT; it must be: a producer's transaction is open from its first offset to
@@ -42,10 +43,10 @@ class AbortedFilter:
             return True
         producer = batch.producer
         producer_id = -1 if producer is None else producer.producer_id
-        if attributes & CONTROL:
-            self._active.discard(producer_id)
-            return False
         waiting = self._waiting
         while waiting and waiting[0][0] <= header.last_offset:
             self._active.add(heapq.heappop(waiting)[1])
+        if attributes & CONTROL:
+            self._active.discard(producer_id)
+            return False
         return producer_id not in self._active
