@@ -266,7 +266,7 @@ class LogConfig:
             if key in BROKER_SYNONYMS:
                 topic_key = BROKER_SYNONYMS[key]
                 overrides[topic_key] = TOPIC_KEYS[topic_key].parse(key, value)  # errors name ``key``
-            elif key not in _BROKER_UNITS and key not in MANAGER_KEYS:
+            elif key not in _BROKER_UNITS and key not in MANAGER_KEYS and key not in PRODUCER_KEYS:
                 raise InvalidConfigError(f"unknown store setting {key!r}")
         # Kafka's precedence: the millisecond key, then minutes, then hours.
         for key, (topic_key, unit_ms) in _BROKER_UNITS.items():
@@ -389,6 +389,15 @@ _MANAGER_KEYS = [
          "how long a cleaner thread sleeps when no log needs cleaning"),
 ]
 MANAGER_KEYS: dict[str, _Key] = {key.name: key for key in _MANAGER_KEYS}
+# Store settings the Kafka-protocol server lists among its own (its producer journal expires by them
+# too: server_config.SERVER_KEYS documents them): a store reads them from its settings all the same.
+PRODUCER_KEYS: dict[str, _Key] = {key.name: key for key in [
+    _Key("producer.id.expiration.ms", "producer_id_expiration_ms", 86400000, _integer(1),
+         "how long a partition keeps an idle producer's state (epoch, last offset) after its last batch; "
+         "never while the producer's transaction is open there"),
+    _Key("producer.id.expiration.check.interval.ms", "producer_id_expiration_check_interval_ms", 600000,
+         _integer(1), "how often the producer-expiration job drops idle producers' state"),
+]}
 
 
 @dataclass(frozen=True)
@@ -409,12 +418,14 @@ class ManagerConfig:
     cleaner_load_factor: float = MANAGER_KEYS["log.cleaner.io.buffer.load.factor"].default
     cleaner_max_bytes_per_second: float = MANAGER_KEYS["log.cleaner.io.max.bytes.per.second"].default
     cleaner_backoff_ms: int = MANAGER_KEYS["log.cleaner.backoff.ms"].default
+    producer_id_expiration_ms: int = PRODUCER_KEYS["producer.id.expiration.ms"].default
+    producer_id_expiration_check_interval_ms: int = PRODUCER_KEYS["producer.id.expiration.check.interval.ms"].default
 
     @classmethod
     def from_broker_properties(cls, settings: Mapping[str, Any]) -> "ManagerConfig":
         """The store-wide keys of ``settings`` (topic defaults in it are ``LogConfig``'s business)."""
-        return cls(**{MANAGER_KEYS[key].field: MANAGER_KEYS[key].parse(key, value)
-                      for key, value in settings.items() if key in MANAGER_KEYS})
+        keys = {**MANAGER_KEYS, **PRODUCER_KEYS}
+        return cls(**{keys[key].field: keys[key].parse(key, value) for key, value in settings.items() if key in keys})
 
 
 def describe_manager_keys() -> list[tuple[str, Any, str]]:

@@ -60,7 +60,6 @@ from ..records.decoder import (CONTROL, HEADER_BYTES, RECORD_OVERHEAD_BYTES, Bat
                                RecordBatch, read_header)
 from ..records.encoder import assign_base_offset, encode_marker_batch, encode_one
 from ..records.fetch import take_records
-from ..records.record_builder import PAUSE_MIN_RECORDS, call_paused
 from .append_combiner import COMBINED_FLUSH_MESSAGES, AppendCombiner
 from .damage import RepairPlan, apply_repair, plan_repair
 from .loader import load_log
@@ -785,7 +784,8 @@ class Log:
                     aborted = [txn for txn in aborted if txn.first_offset < next_offset]
                 else:
                     records = LocalLog.read(view, offset, upper, max_bytes, max_records)
-                    next_offset = records[-1].offset + 1 if records else upper  # (none: only markers)
+                    # (read back: a record has its offset; none read: only markers up to ``upper``)
+                    next_offset = records[-1].offset + 1 if records else upper  # type: ignore[operator]
                     if next_offset < upper and self.producer_state.seen_producer_batches:
                         next_offset = LocalLog.skip_unreadable(view, next_offset, upper)
                 return ReadResult(records, next_offset, log_end_offset, last_stable, aborted)
@@ -807,13 +807,6 @@ class Log:
                        aborted: list[AbortedTxn]) -> tuple[list[Record], int]:
         """A read_committed read of [offset, upper) that overlaps aborted transactions: batch by
         batch through an ``AbortedFilter``. Returns the records and the offset to read next."""
-        if max_records >= PAUSE_MIN_RECORDS and max_bytes >= PAUSE_MIN_RECORDS * RECORD_OVERHEAD_BYTES:
-            return call_paused(Log._read_filtered_now, view, offset, upper, max_bytes, max_records, aborted)
-        return Log._read_filtered_now(view, offset, upper, max_bytes, max_records, aborted)
-
-    @staticmethod
-    def _read_filtered_now(view: View, offset: int, upper: int, max_bytes: int, max_records: int,
-                           aborted: list[AbortedTxn]) -> tuple[list[Record], int]:
         keep = AbortedFilter(aborted).keep
         records: list[Record] = []
         charged = 0
@@ -828,7 +821,7 @@ class Log:
             cost, done = take_records(batch, offset, upper, max_bytes - charged, max_records, records, not records)
             charged += cost
             if done:
-                resume = records[-1].offset + 1
+                resume = records[-1].offset + 1  # type: ignore[operator]  # (read back: an int)
                 if resume <= batch.header.last_offset:  # the batch's records go on
                     return records, resume
         return records, upper if resume < 0 else min(resume, upper)
@@ -1061,6 +1054,12 @@ class Log:
                 if timestamp_ms >= 0 and (best is None or timestamp_ms > best[0]):
                     best = (timestamp_ms, record.offset)  # type: ignore[assignment]
         return best
+
+    def expire_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Forget the producers whose last batch is ``expiration_ms`` or more older than ``now_ms``
+        and that hold no open transaction here (Kafka's producer.id.expiration.ms); returns their ids."""
+        with self._lock:
+            return self.producer_state.expire(now_ms, expiration_ms)
 
     # --- a read-only view ------------------------------------------------------------------------
 

@@ -6,8 +6,8 @@ is delivered. The rule is the one Kafka's consumers apply to a fetch response:
 
 - aborted transactions wait in a min-heap by first offset; before a transactional batch (data or
   marker) is judged, every one starting at or below the batch's last offset becomes active (its
-  producer joins the aborted-producers set). Markers count too: compaction removes an aborted
-  transaction's data before its marker, and the marker must still end the transaction;
+  producer joins the aborted-producers set): a read that starts at an ABORT marker activates its
+  transaction there, so the marker ends it before the producer's next transaction;
 - a transactional data batch of an active producer is dropped; any other data batch is delivered;
 - a marker of an active producer ends that transaction: the producer leaves the set. (Kafka tests
   that the marker is an ABORT; it must be: a producer's transaction is open from its first offset to
@@ -44,7 +44,7 @@ class AbortedFilter:
         producer = batch.producer
         producer_id = -1 if producer is None else producer.producer_id
         waiting = self._waiting
-        while waiting and waiting[0][0] <= header.last_offset:
+        while waiting and waiting[0][0] <= header.last_offset:  # before a marker too: a read may start at it
             self._active.add(heapq.heappop(waiting)[1])
         if attributes & CONTROL:
             self._active.discard(producer_id)

@@ -141,7 +141,7 @@ class TransactionIndex:
             self.present, self._dirty = bool(entries), False
         self._entries, self._last_offsets = entries, [entry.last_offset for entry in entries]
 
-    def copy_below(self, target: "TransactionIndex", offset: int) -> None:
+    def copy_below(self, target: TransactionIndex, offset: int) -> None:
         """Give ``target`` (a rewritten copy of this segment) the entries whose marker is below
         ``offset``, durably; a damaged file is copied as it is (its use rebuilds it)."""
         try:

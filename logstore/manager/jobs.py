@@ -10,6 +10,7 @@ A ``LogManager`` holds one and starts it in ``startup()``; ``start`` schedules, 
 | `log-flusher`                 | ``flush_dirty_logs()``: logs past ``flush.ms`` | ``log.flush.scheduler.interval.ms`` (never)      |
 | `recovery-point-checkpoint`   | writes ``recovery-point-offset-checkpoint``    | ``log.flush.offset.checkpoint.interval.ms`` (60000) |
 | `log-start-offset-checkpoint` | writes ``log-start-offset-checkpoint``         | ``log.flush.start.offset.checkpoint.interval.ms`` (60000) |
+| `producer-expiration`         | ``expire_producers()``: idle producers' state  | ``producer.id.expiration.check.interval.ms`` (600000) |
 
 and one-shot `delete-segment-files` jobs, ``file.delete.delay.ms`` after retention renamed segments
 to ``.deleted``: the files stay open until then, so a reader holding them finishes its read. Segments
@@ -71,7 +72,8 @@ class BackgroundJobs:
                 ("log-flusher", self._flush_job, config.flush_check_interval_ms),
                 ("recovery-point-checkpoint", self._recovery_point_job, config.recovery_point_checkpoint_interval_ms),
                 ("log-start-offset-checkpoint", self._log_start_offset_job,
-                 config.log_start_offset_checkpoint_interval_ms)]
+                 config.log_start_offset_checkpoint_interval_ms),
+                ("producer-expiration", self.expire_producers, config.producer_id_expiration_check_interval_ms)]
         if self._cleaner is not None and config.cleaner_enable:  # first: the retention job asks if it runs
             self._cleaner.startup()
         for name, fn, period_ms in jobs:
@@ -175,6 +177,16 @@ class BackgroundJobs:
         if flushed and not short:
             self._note_recovered("log-flusher")
         return flushed
+
+    def expire_producers(self) -> int:
+        """Drop, in every writable log, the state of producers idle for ``producer.id.expiration.ms``
+        that hold no open transaction there (``Log.expire_producers``); returns how many were dropped."""
+        now_ms = self._clock.time_ms()
+        dropped = 0
+        for log in self._logs():
+            if log.writable_now():
+                dropped += len(log.expire_producers(now_ms, self._config.producer_id_expiration_ms))
+        return dropped
 
     # --- delayed deletion of segment files ---------------------------------------------------------
 

@@ -576,6 +576,12 @@ class LogManager:
         self._check_writable()
         self._jobs.start()
 
+    def expire_producers(self) -> int:
+        """Run the producer-expiration job now: drop the state of producers idle for
+        ``producer.id.expiration.ms`` without an open transaction; returns how many were dropped."""
+        self._check_writable()
+        return self._jobs.expire_producers()
+
     def cleanup_logs(self, topic: str | None = None, *, dry_run: bool = False, now_ms: int | None = None,
                      skip_compacted: bool = False) -> list[RetentionResult]:
         """Apply retention now to every log (or every partition of ``topic``); returns what was

@@ -8,6 +8,7 @@ import os
 import random
 import struct
 import zlib
+from pathlib import Path
 
 import pytest
 
@@ -59,7 +60,7 @@ def test_an_abort_writes_one_checksummed_40_byte_entry_and_a_commit_none(log):
     log.append_marker(12, 0, 0, commit=False)  # 5
     log.append_marker(13, 0, 0, commit=False)  # 6
     assert txnindex_files(log) == ["00000000000000000000.txnindex"]
-    data = open(os.path.join(log.dir_path, "00000000000000000000.txnindex"), "rb").read()
+    data = Path(log.dir_path, "00000000000000000000.txnindex").read_bytes()
     assert data == golden(12, 2, 5, 4) + golden(13, 4, 6, 7)
     assert decode_entries(data, "x") == [TxnIndexEntry(12, 2, 5, 4), TxnIndexEntry(13, 4, 6, 7)]
 
@@ -154,14 +155,14 @@ def test_a_damaged_entry_is_rebuilt_from_the_log_and_reported(log):
     log.append_marker(1, 0, 0, commit=False)  # 2: 2 still open, so the LSO after it is 1
     log.append_marker(2, 0, 0, commit=False)  # 3
     path = log.segments[0].txn_index.path
-    good = open(path, "rb").read()
+    good = Path(path).read_bytes()
     damaged = bytearray(good)
     damaged[45] ^= 0x40  # the second entry's first offset
-    open(path, "wb").write(bytes(damaged))
+    Path(path).write_bytes(bytes(damaged))
     log.segments[0].txn_index.reload()
     assert log.aborted_transactions(0, 4) == [AbortedTxn(1, 0), AbortedTxn(2, 1)]
     assert any("fails its checksum" in problem and "rebuilt" in problem for problem in log.load_problems)
-    assert open(path, "rb").read() == good
+    assert Path(path).read_bytes() == good
     assert [record.value for record in log.read(0, isolation=RC)] == []
 
 

@@ -332,3 +332,29 @@ def test_the_log_manager_passes_producer_and_isolation_through(store):
 def test_a_read_committed_read_waits_for_the_lso_to_move(store, log):
     log.append([rec("a", 0)], producer=txn(1))
     assert log.read(0, min_bytes=1, max_wait_ms=1, isolation=RC) == []
+
+
+def test_a_read_starting_at_an_abort_marker_still_delivers_the_next_transaction(log):
+    log.append([rec("a", 0)], producer=txn(1))  # 0
+    abort = log.append_marker(1, 0, 0, commit=False)  # 1
+    log.append([rec("b", 0)], producer=txn(1))  # 2: the producer's next transaction
+    log.append_marker(1, 0, 0, commit=True)  # 3
+    result = log.fetch(abort, isolation=RC)
+    assert result.aborted == [AbortedTxn(1, 0)] and values(result.records) == [b"value-b-0"]
+    assert values(log.iter_records(abort, isolation=RC)) == [b"value-b-0"]
+
+
+def test_idle_producers_expire_unless_their_transaction_is_open(tmp_path):
+    clock = ManualClock(T0)
+    with LogManager([str(tmp_path)], clock=clock, config={"producer.id.expiration.ms": 60_000}) as store:
+        store.create_topic("t", 1)
+        log = store.get_log("t", 0)
+        log.append([Record(b"k", b"v", (), T0)], producer=ProducerBatch(1, 0, 0))
+        log.append([Record(b"k", b"v", (), T0)], producer=txn(2))
+        log.append([Record(b"k", b"v", (), T0 + 50_000)], producer=ProducerBatch(3, 0, 0))
+        clock.advance(60_000)
+        assert store.expire_producers() == 1  # 2's transaction is open; 3 is younger
+        assert [entry.producer_id for entry in log.producer_state.entries()] == [2, 3]
+        log.append_marker(2, 0, 0, commit=True, timestamp_ms=T0)
+        clock.advance(60_000)
+        assert store.expire_producers() == 2 and len(log.producer_state) == 0

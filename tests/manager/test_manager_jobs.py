@@ -59,7 +59,7 @@ from logstore.testing import OperationHookFileSystem, SimulatedCrashFileSystem
 T0 = 1_700_000_000_000
 SEGMENT_BYTES = 300  # three one-record batches per segment
 NEVER = 10**12
-JOB_NAMES = {"log-retention", "recovery-point-checkpoint", "log-start-offset-checkpoint"}
+JOB_NAMES = {"log-retention", "recovery-point-checkpoint", "log-start-offset-checkpoint", "producer-expiration"}
 
 
 # --- helpers -----------------------------------------------------------------------------------------
@@ -234,7 +234,7 @@ def test_context_manager_starts_the_jobs_and_shutdown_stops_them(tmp_path, flush
         assert set(tasks) == JOB_NAMES | ({"log-flusher"} if flusher else set())
         assert {task.next_run_ms for task in tasks.values()} == {T0 + 700}
         periods = {"log-retention": 5000, "recovery-point-checkpoint": 6000, "log-start-offset-checkpoint": 7000,
-                   "log-flusher": 8000}
+                   "log-flusher": 8000, "producer-expiration": 600000}
         assert all(task.period_ms == periods[name] for name, task in tasks.items())
         # startup() again changes nothing.
         store.startup()
@@ -260,7 +260,7 @@ def test_startup_without_the_context_manager_and_explicit_shutdown(tmp_path):
         store.startup()
         assert {task.name for task in store.scheduler.tasks()} == JOB_NAMES
         store.startup()
-        assert len(store.scheduler.tasks()) == 3
+        assert len(store.scheduler.tasks()) == len(JOB_NAMES)
         store.scheduler.advance(10)
         assert all(task.runs == 1 for task in store.scheduler.tasks())
     finally:
@@ -615,3 +615,19 @@ def test_status_after_clean_and_unclean_shutdown(tmp_path):
         assert statuses[1].recovery_points == {("t", 1): 8}
         assert statuses[0].recovery_points == {("t", 0): 4, ("t", 2): 12}
         assert [s.size_bytes for s in statuses] == [_log_file_bytes(d) for d in dirs]
+
+
+def test_the_producer_expiration_job_drops_idle_producers(tmp_path):
+    from logstore.records.batching import ProducerBatch
+    store, clock = open_store(dirs_of(tmp_path, 1), **{"log.initial.task.delay.ms": 0,
+                                                       "producer.id.expiration.ms": 1000,
+                                                       "producer.id.expiration.check.interval.ms": 500})
+    with store:
+        store.create_topic("t", 1)
+        log = store.get_log("t", 0)
+        log.append([Record(b"k", b"v", (), clock.time_ms())], producer=ProducerBatch(1, 0, 0))
+        log.append([Record(b"k", b"v", (), clock.time_ms())], producer=ProducerBatch(2, 0, 0, transactional=True))
+        store.scheduler.advance(500)
+        assert len(log.producer_state) == 2
+        store.scheduler.advance(1000)
+        assert [entry.producer_id for entry in log.producer_state.entries()] == [2]  # its transaction is open
