@@ -32,6 +32,12 @@ A round gets the log's cleanable range ``[first_dirty_offset, first_uncleanable_
    old segment, between the start and the swap aborts the round (``CleaningAbortedError``) with the
    ``.cleaned`` files removed.
 
+Transactions (``transactions``): the range ends below the first unstable offset; the map skips
+markers and aborted data, the recopy drops aborted data, keeps each marker while its transaction has
+data in the output and then gives it a delete horizon, keeps producers' last batches (emptied), keeps
+producer blocks on rebuilt batches, and gives each cleaned segment the ``.txnindex`` entries whose
+ABORT marker it keeps.
+
 Read and written bytes go through the shared ``Throttler`` (``log.cleaner.io.max.bytes.per.second``).
 Per-record Python work is a few C-level passes per batch (``map(dict.get)``, ``zip``, ``compress``);
 records are built only for batches that are rebuilt.
