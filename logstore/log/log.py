@@ -738,7 +738,8 @@ class Log:
         found = read_or_wait({key: (self, offset)},
                              lambda: {key: self.read(offset, max_bytes, max_records, isolation=isolation)},
                              min_bytes, max_wait_ms, None if self.read_only else self._get_waits(),
-                             None if max_records is None else lambda found: len(found[key]) >= max_records)
+                             None if max_records is None else lambda found: len(found[key]) >= max_records,
+                             isolation == READ_COMMITTED)
         return found[key]
 
     def fetch(self, offset: int, max_bytes: int = DEFAULT_MAX_BYTES, max_records: int | None = None, *,

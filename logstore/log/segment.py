@@ -856,6 +856,7 @@ class LogSegment:
         self._forget_verified()
         self.offset_index.close_handlers()
         self.time_index.close_handlers()
+        self.txn_index.release()
         self.file.close()
 
     @property

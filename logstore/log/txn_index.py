@@ -8,9 +8,10 @@ entry lives in the segment that holds its marker; entries strictly increase by m
 
 ``TransactionIndex`` is the file of one segment. It is created at the segment's first aborted
 transaction (a segment without one has no file and costs no descriptor), written with ``pwrite`` at
-each ABORT marker and fsynced with the segment's data (``flush``). Its entries are read once, on
-first use, and kept in memory (40 bytes each); readers take no lock: a change publishes new lists
-(the entries first, then their marker offsets). An entry that fails its checksum or the order is
+each ABORT marker and fsynced with the segment's data (``flush``). Its entries are read on first use
+and kept in memory, within a process-wide bound (``LOADED``, ``MAX_LOADED_ENTRIES``): the indexes
+used least recently forget theirs and read the file again when next used. Readers take no lock: a
+change publishes new lists (the entries first, then their marker offsets). An entry that fails its checksum or the order is
 ``CorruptIndexError``: the index is derived data, and the ``Log`` rebuilds it from the log.
 
 ``collect_aborted`` answers a read_committed read: the aborted transactions whose data may lie in
@@ -23,7 +24,9 @@ import bisect
 import logging
 import os
 import struct
+import threading
 import zlib
+from collections import OrderedDict
 from typing import NamedTuple, Sequence
 
 from ..errors import CorruptIndexError
@@ -36,6 +39,8 @@ ENTRY_STRUCT = struct.Struct("<qqqqHHI")  # pid, first, last, lso, version, rese
 ENTRY_BYTES = ENTRY_STRUCT.size  # 40
 _CHECKED = struct.Struct("<qqqqHH")  # the 36 bytes the crc covers
 VERSION = 0
+MAX_LOADED_ENTRIES = 1_000_000
+"""The transaction-index entries held in memory by the whole process (about 100 MB at most)."""
 
 
 class AbortedTxn(NamedTuple):
@@ -82,6 +87,47 @@ def decode_entries(data: bytes, path: str) -> list[TxnIndexEntry]:
     return entries
 
 
+class _LoadedIndexes:
+    """The indexes holding their entries in memory, least recently used first, and their entry
+    count: beyond ``max_entries`` the oldest forget theirs (``TransactionIndex.forget``), except
+    those whose entries exist only in memory (a read-only view's rebuild) and the one in use."""
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self._held: OrderedDict[TransactionIndex, int] = OrderedDict()
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def hold(self, index: TransactionIndex, entries: int) -> None:
+        """``index`` was used and holds ``entries`` entries now (0: it holds none)."""
+        evicted = []
+        with self._lock:
+            self._count += entries - self._held.pop(index, 0)
+            if entries:
+                self._held[index] = entries
+            while self._count > self.max_entries and len(self._held) > 1:
+                oldest, count = next(iter(self._held.items()))
+                if oldest is index:
+                    break
+                del self._held[oldest]
+                if oldest.pinned:
+                    self._held[oldest] = count  # to the end: it cannot forget
+                    if all(other.pinned or other is index for other in self._held):
+                        break
+                    continue
+                self._count -= count
+                evicted.append(oldest)
+        for oldest in evicted:
+            oldest.forget()
+
+    @property
+    def entries(self) -> int:
+        return self._count
+
+
+LOADED = _LoadedIndexes(MAX_LOADED_ENTRIES)
+
+
 class TransactionIndex:
     """The ``.txnindex`` file at ``path`` of the segment at ``base_offset`` (module docstring).
     ``present``: whether the file exists, when the caller knows (None: looked up on first use)."""
@@ -95,6 +141,13 @@ class TransactionIndex:
         self._last_offsets: list[int] = []
         self._dirty = False
         self._created = False  # the file is new since the last flush: its directory entry needs an fsync too
+        self.pinned = False  # entries held only in memory (a read-only view's rebuild): never forgotten
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
 
     def load(self) -> tuple[list[TxnIndexEntry], list[int]]:
         """The entries and their marker offsets (read from the file on first use)."""
@@ -107,7 +160,22 @@ class TransactionIndex:
                 self.present, entries = False, []
             self._last_offsets = [entry.last_offset for entry in entries]
             self._entries = entries
+        if entries:
+            LOADED.hold(self, len(entries))
         return entries, self._last_offsets
+
+    def release(self) -> None:
+        """The segment closed: drop the entries held in memory and leave the process-wide count."""
+        held = bool(self._entries)
+        self.pinned = False
+        self._entries, self._last_offsets = None, []
+        if held:  # (closing a segment that never held any costs nothing)
+            LOADED.hold(self, 0)
+
+    def forget(self) -> None:
+        """Drop the entries held in memory (the file has them all): the next use reads it again."""
+        if not self.pinned:
+            self._entries, self._last_offsets = None, []
 
     @property
     def entries(self) -> list[TxnIndexEntry]:
@@ -128,6 +196,7 @@ class TransactionIndex:
         self.present, self._dirty = True, True
         entries.append(entry)  # the entry before its marker offset: lock-free readers index by the latter
         last_offsets.append(entry.last_offset)
+        LOADED.hold(self, len(entries))
 
     def replace(self, entries: Sequence[TxnIndexEntry], write: bool = True) -> None:
         """Replace the entries (a rebuild); ``write``: the file too, atomically and durably (no
@@ -139,7 +208,9 @@ class TransactionIndex:
             elif self.present is not False and self._fs.exists(self.path):
                 self._fs.remove(self.path)
             self.present, self._dirty = bool(entries), False
+        self.pinned = not write and bool(entries)
         self._entries, self._last_offsets = entries, [entry.last_offset for entry in entries]
+        LOADED.hold(self, len(entries))
 
     def copy_below(self, target: TransactionIndex, offset: int) -> None:
         """Give ``target`` (a rewritten copy of this segment) the entries whose marker is below
@@ -171,6 +242,7 @@ class TransactionIndex:
         finally:
             self._fs.close(fd)
         self._entries, self._last_offsets = entries[:cut], last_offsets[:cut]
+        LOADED.hold(self, cut)
 
     def flush(self) -> None:
         """fsync what ``append`` wrote since the last flush."""
@@ -194,12 +266,14 @@ class TransactionIndex:
     def reload(self) -> None:
         """Forget what was read: the next use reads the file again (a read-only view, after the
         writing process may have added to it)."""
-        self.present, self._entries, self._last_offsets = None, None, []
+        self.present, self._entries, self._last_offsets, self.pinned = None, None, [], False
+        LOADED.hold(self, 0)
 
     def delete(self) -> None:
         if self.present is not False and self._fs.exists(self.path):
             self._fs.remove(self.path)
-        self.present, self._entries, self._last_offsets = False, [], []
+        self.present, self._entries, self._last_offsets, self.pinned = False, [], [], False
+        LOADED.hold(self, 0)
 
 
 def collect_aborted(entries: Sequence[TxnIndexEntry], last_offsets: Sequence[int], start: int, upper: int,

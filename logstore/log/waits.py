@@ -80,6 +80,9 @@ class WaitedLog(Protocol):
     def log_end_offset(self) -> int: ...
 
     @property
+    def last_stable_offset(self) -> int: ...
+
+    @property
     def recovery_point(self) -> int: ...
 
     @property
@@ -99,18 +102,20 @@ class WaitedLog(Protocol):
 @dataclass
 class FetchPosition:
     """Where one log is read from: the offset, the active segment and its size when the wait began,
-    and the bytes the first read already found there."""
+    and the bytes the first read already found there. ``committed``: a read_committed read, for
+    which only data below the last stable offset is available."""
 
     log: WaitedLog
     offset: int
     segment: GrowingSegment
     size_bytes: int
     found_bytes: int = 0
+    committed: bool = False
 
     @classmethod
-    def at(cls, log: WaitedLog, offset: int, found_bytes: int = 0) -> "FetchPosition":
+    def at(cls, log: WaitedLog, offset: int, found_bytes: int = 0, committed: bool = False) -> "FetchPosition":
         segment = log.segments[-1]
-        return cls(log, offset, segment, segment.size_bytes, found_bytes)
+        return cls(log, offset, segment, segment.size_bytes, found_bytes, committed)
 
     def available_bytes(self) -> int | None:
         """Bytes available since the wait began; None when the read must be answered at once
@@ -121,8 +126,8 @@ class FetchPosition:
         active = log.segments[-1]
         if active is not self.segment:
             return None  # Kafka's "the end offset moved to another segment": answer with what is there
-        if log.log_end_offset <= self.offset:
-            return self.found_bytes
+        if (log.last_stable_offset if self.committed else log.log_end_offset) <= self.offset:
+            return self.found_bytes  # (read_committed: appended, but not decided yet)
         return self.found_bytes + max(active.size_bytes - self.size_bytes, 1)
 
 
@@ -455,7 +460,8 @@ _Read = TypeVar("_Read")
 
 def read_or_wait(reads: Mapping[_Key, tuple[WaitedLog, int]], read_all: Callable[[], dict[_Key, list[_Read]]],
                  min_bytes: int, max_wait_ms: int, waits: LogWaits | None,
-                 enough: Callable[[dict[_Key, list[_Read]]], bool] | None = None) -> dict[_Key, list[_Read]]:
+                 enough: Callable[[dict[_Key, list[_Read]]], bool] | None = None,
+                 committed: bool = False) -> dict[_Key, list[_Read]]:
     """Kafka's fetch: ``read_all()`` the positions ``reads`` (key -> (log, offset)); when that found
     fewer than ``min_bytes`` (and ``enough`` of it, if given, says it is not enough) and
     ``max_wait_ms`` > 0, wait (``wait_for_data``) for appends to any of them to bring ``min_bytes``
@@ -465,7 +471,7 @@ def read_or_wait(reads: Mapping[_Key, tuple[WaitedLog, int]], read_all: Callable
     if (max_wait_ms == 0 or not reads or sum(found_bytes.values()) >= min_bytes
             or (enough is not None and enough(found))):
         return found
-    wait_for_data([FetchPosition.at(log, offset, found_bytes[key]) for key, (log, offset) in reads.items()],
+    wait_for_data([FetchPosition.at(log, offset, found_bytes[key], committed) for key, (log, offset) in reads.items()],
                   min_bytes, max_wait_ms, waits)
     return read_all()
 

@@ -558,7 +558,8 @@ class LogManager:
         return read_or_wait({key: (log, positions[key]) for key, log in logs.items()},
                             lambda: {key: log.read(positions[key], max_bytes, isolation=isolation)
                                      for key, log in logs.items()},
-                            min_bytes, max_wait_ms, None if self.read_only else self.waits)
+                            min_bytes, max_wait_ms, None if self.read_only else self.waits,
+                            committed=isolation == "read_committed")
 
     def flush(self) -> None:
         """fsync every log and advance their recovery points."""

@@ -201,3 +201,22 @@ def test_the_index_file_on_its_own(tmp_path):
     assert os.path.exists(path + ".deleted") and not os.path.exists(path)
     again.delete()
     assert not os.path.exists(path + ".deleted")
+
+
+def test_the_entries_held_in_memory_are_bounded_and_read_again_when_needed(log, monkeypatch):
+    from logstore.log import txn_index
+
+    monkeypatch.setattr(txn_index, "LOADED", txn_index._LoadedIndexes(3))
+    for pid in range(1, 7):  # two entries per segment, three segments
+        log.append([rec(pid)], producer=txn(pid))
+        log.append_marker(pid, 0, 0, commit=False)
+        if pid % 2 == 0:
+            log.roll()
+    expected = [AbortedTxn(pid, 2 * (pid - 1)) for pid in range(1, 7)]
+    for _ in range(2):
+        assert log.aborted_transactions(0, 20) == expected
+        assert txn_index.LOADED.entries <= 3 + 2  # the bound, plus the index in use
+    held = [segment.txn_index._entries is not None for segment in log.segments[:3]]
+    assert held.count(True) < 3  # some forgot theirs, and were read again from their files
+    log.segments[0].close_handlers()
+    assert log.segments[0].txn_index._entries is None

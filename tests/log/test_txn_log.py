@@ -5,6 +5,8 @@ never left at a marker)."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from logstore import LogManager, ManualClock, Record
@@ -358,3 +360,23 @@ def test_idle_producers_expire_unless_their_transaction_is_open(tmp_path):
         log.append_marker(2, 0, 0, commit=True, timestamp_ms=T0)
         clock.advance(60_000)
         assert store.expire_producers() == 2 and len(log.producer_state) == 0
+
+
+def test_a_read_committed_wait_is_answered_by_the_marker_not_by_undecided_data(log):
+    from logstore.log.waits import FetchPosition
+
+    log.append([rec("plain")])
+    committed, uncommitted = FetchPosition.at(log, 1, 0, committed=True), FetchPosition.at(log, 1, 0)
+    log.append([rec("t", 0)], producer=txn(1))
+    assert uncommitted.available_bytes() > 0 and committed.available_bytes() == 0
+    log.append_marker(1, 0, 0, commit=True)
+    assert committed.available_bytes() > 0
+    # A waiting read_committed read: answered with the records once the marker decides them.
+    log.append([rec("t", 1)], producer=txn(1))
+    found: list = []
+    reader = threading.Thread(target=lambda: found.extend(
+        log.read(3, min_bytes=1, max_wait_ms=60_000, isolation=RC)))
+    reader.start()
+    log.append_marker(1, 0, 0, commit=True)
+    reader.join(60)
+    assert values(found) == [b"value-t-1"]
