@@ -283,3 +283,25 @@ def test_reads_and_the_txn_index_survive_a_reopen_after_compaction(tmp_path, clo
         log = store.get_log(TOPIC, 0)
         assert [(r.offset, r.value) for r in log.iter_records(isolation=RC)] == expected
         assert log.aborted_transactions(0, log.log_end_offset) == aborted
+
+
+def test_a_map_built_elsewhere_over_aborted_data_is_not_trusted(store, log):
+    """A ``PrebuiltMap`` (the Spark job's) made from a read_uncommitted scan holds an aborted record as
+    the latest of its key; used as it is, it would drop the committed value. The round maps that
+    range itself instead."""
+    from logstore.cleaner.log_cleaner import PrebuiltMap
+    from logstore.cleaner.offset_map import OffsetMap
+
+    log.append([rec("k", "committed")])
+    log.append([rec("k", "aborted")], producer=txn(7))
+    log.append_marker(7, 0, 0, commit=False)
+    log.append([rec("pad", "x")])
+    log.roll()
+    (first_dirty, first_uncleanable), = store.compaction_ranges(TOPIC).values()
+    offset_map = OffsetMap(1 << 20)
+    offset_map.put_batch([record.key for record in log.iter_records()],
+                         [record.offset for record in log.iter_records()])  # read_uncommitted: k -> 1
+    stats = store.compact(TOPIC, offset_maps={(TOPIC, 0): PrebuiltMap(first_dirty, first_uncleanable, offset_map)})
+    assert stats[(TOPIC, 0)] is not None
+    assert latest(log.iter_records(isolation=RC)) == {b"k": b"committed", b"pad": b"x"}
+    assert [(r.offset, r.value) for r in log.iter_records()] == [(0, b"committed"), (3, b"x")]
