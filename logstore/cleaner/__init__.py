@@ -7,6 +7,9 @@ Owns:
   per partition, survivor bitmaps, so the log is still recopied once);
 - ``cleaner`` (``Cleaner``: one round over one log: map the dirty section, recopy segment groups into
   ``.cleaned`` files, swap them in through the log);
+- ``transactions`` (``TxnRecopy``: what a round does with transactional batches: aborted data
+  dropped, markers kept while their data is, then given a delete horizon and dropped, producers'
+  last batches kept, the cleaned segments' aborted-transaction entries);
 - ``cleaner_manager`` (``LogCleanerManager``: which log is dirtiest, its cleanable range, the
   ``cleaner-offset-checkpoint`` files, the per-log states that keep cleaning apart from truncation,
   retention and deletion);

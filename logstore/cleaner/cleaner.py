@@ -32,6 +32,12 @@ A round gets the log's cleanable range ``[first_dirty_offset, first_uncleanable_
    old segment, between the start and the swap aborts the round (``CleaningAbortedError``) with the
    ``.cleaned`` files removed.
 
+Transactions (``transactions``): the range ends below the first unstable offset; the map skips
+markers and aborted data, the recopy drops aborted data, keeps each marker while its transaction has
+data in the output and then gives it a delete horizon, keeps producers' last batches (emptied), keeps
+producer blocks on rebuilt batches, and gives each cleaned segment the ``.txnindex`` entries whose
+ABORT marker it keeps.
+
 Read and written bytes go through the shared ``Throttler`` (``log.cleaner.io.max.bytes.per.second``).
 Per-record Python work is a few C-level passes per batch (``map(dict.get)``, ``zip``, ``compress``);
 records are built only for batches that are rebuilt.
@@ -49,11 +55,14 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..errors import CleaningAbortedError, LogStoreError
 from ..log.segment import LogSegment
-from ..records.decoder import COMPRESSION_MASK, HAS_NULL_KEYS, TIMESTAMP_TYPE_LOG_APPEND, RecordBatch
+from ..log.txn_filter import AbortedFilter
+from ..records.decoder import (COMPRESSION_MASK, CONTROL, HAS_NULL_KEYS, HAS_PRODUCER, TIMESTAMP_TYPE_LOG_APPEND,
+                               TRANSACTIONAL, RecordBatch)
 from ..records.encoder import assign_base_offset, encode_batch
 from .multipass import CLEAN, DIRTY, KeySpill, PassCounts, SpillExhausted, SurvivorBitmap, first_fanout, resolve
 from .offset_map import OffsetMap
 from .stats import CleanerStats, Throttler
+from .transactions import DROP, KEEP, TxnRecopy
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +111,7 @@ class Cleaner:
         self._clean_bitmap: SurvivorBitmap | None = None  # clean records by ordinal,
         self._clean_ordinal = 0  # and the ordinal the recopy has reached
         self._map = offset_map  # the map of the round under way (``clean(offset_map=...)`` may pass another)
+        self._txn: TxnRecopy | None = None  # the round's transactional bookkeeping (``transactions``)
 
     # --- one round -------------------------------------------------------------------------------
 
@@ -123,6 +133,12 @@ class Cleaner:
         stats.size_bytes_before = log.size_bytes
         segments, truncations = log.segments_and_truncations()
         now_ms = stats.start_ms
+        if offset_map is not None and log.aborted_transactions(to_clean.first_dirty_offset,
+                                                               to_clean.first_uncleanable_offset):
+            # A map built by another engine from the records may hold aborted records' offsets (a
+            # read_uncommitted scan): an aborted record must never shadow a committed value.
+            logger.info("cleaning %s: aborted transactions in its dirty section; mapping it here", log.name)
+            offset_map = None
         if offset_map is not None:
             self._map = offset_map
             end_offset = max(to_clean.first_uncleanable_offset, to_clean.first_dirty_offset)
@@ -147,6 +163,12 @@ class Cleaner:
             stats.map_utilization = self._map.utilization
         delete_horizon_ms = now_ms + log.config.delete_retention_ms
         cleanable = [segment for segment in segments[:-1] if segment.base_offset < end_offset]
+        if cleanable:
+            # Everything recopied lies below the first unstable offset: decided. The aborted
+            # transactions of the whole recopied prefix, and the producers' last batches.
+            upper = segments[len(cleanable)].base_offset
+            self._txn = TxnRecopy(log.aborted_transactions(segments[0].base_offset, upper),
+                                  [entry.last_offset for entry in log.producer_state.entries()], now_ms)
         try:
             for group in group_segments_by_size(cleanable, log.config.segment_bytes,
                                                 log.config.segment_index_bytes, end_offset):
@@ -157,6 +179,9 @@ class Cleaner:
                                     f"{self._first_dirty}, the mapping {self._clean_bitmap.end_offset}")
         finally:  # the buffer's memory goes back before the next round
             self._bitmap, self._clean_bitmap, self._survivors = None, None, []
+            if self._txn is not None:
+                stats.markers_removed = self._txn.markers_removed
+                self._txn = None
         stats.size_bytes_after = log.size_bytes
         stats.end_ms = self._clock.time_ms()
         return stats
@@ -199,7 +224,9 @@ class Cleaner:
         """Yield ``(keys, offsets, last_offset, null_keys)`` for every batch holding offsets in
         ``[start, end)``, its keys and offsets cut to that range (``null_keys``: some keys may be
         None), then ``((), (), next_start - 1, False)`` at the end of each segment (offset gaps at
-        segment ends count as mapped). Every batch read is CRC-checked and counted as read."""
+        segment ends count as mapped). Every batch read is CRC-checked and counted as read. Markers
+        and aborted data yield no keys (an aborted record never shadows a committed value)."""
+        aborted_filter: AbortedFilter | None = None
         next_bases = [segment.base_offset for segment in segments[1:]] + [2**63 - 1]
         chosen = [segment for segment, next_base in zip(segments, next_bases)
                   if segment.base_offset < end and next_base > start]
@@ -219,6 +246,12 @@ class Cleaner:
                     progress(header.size_bytes)
                 if header.last_offset < start:
                     continue
+                if header.attributes & TRANSACTIONAL:  # (one bit test per batch for other logs)
+                    if aborted_filter is None:
+                        aborted_filter = AbortedFilter(log.aborted_transactions(start, end))
+                    if not aborted_filter.keep(batch):  # a marker, or aborted data
+                        yield (), (), min(header.last_offset, end - 1), False
+                        continue
                 keys = offsets = ()
                 if header.record_count:
                     keys, offsets = batch.keys(), batch.offsets()
@@ -339,6 +372,8 @@ class Cleaner:
                     self._check(log, truncations)
                     raise
                 self._check(log, truncations)
+            if self._txn is not None:
+                self._write_txn_index(group, cleaned)
             cleaned.on_become_inactive()
             cleaned.flush()
             log.copy_mtime(group[-1], cleaned)
@@ -350,6 +385,18 @@ class Cleaner:
                 raise _aborted_by(exc, log) from exc
             raise
         stats.groups += 1
+
+    def _write_txn_index(self, group: Sequence[LogSegment], cleaned: LogSegment) -> None:
+        """Give the cleaned segment the aborted-transaction entries of ``group`` whose ABORT marker
+        it still holds (``<base>.txnindex.cleaned``, written atomically; it follows the segment
+        through the swap). An entry whose marker went goes with it: no reader may be told of an
+        aborted transaction whose marker would not end it."""
+        written = set(self._txn.markers_written)
+        self._txn.markers_written.clear()
+        if written:
+            entries = [entry for source in group for entry in source.txn_index.entries if entry.last_offset in written]
+            if entries:
+                cleaned.txn_index.replace(entries)
 
     def _clean_into(self, source: LogSegment, cleaned: LogSegment, last_source: bool, now_ms: int,
                     delete_horizon_ms: int, stats: CleanerStats, progress: Callable[[int], None] | None) -> None:
@@ -370,18 +417,26 @@ class Cleaner:
             self._write(cleaned, *pending, last_source, now_ms, delete_horizon_ms, stats)
 
     def _write(self, cleaned: LogSegment, batch: RecordBatch, mapped_up_to: int, keep_empty: bool, now_ms: int,
-               delete_horizon_ms: int, stats: CleanerStats) -> None:
-        """Filter ``batch`` and append what survives (or an empty batch when ``keep_empty``)."""
+               delete_horizon_ms: int, stats: CleanerStats, aborted: bool | None = None) -> bool:
+        """Filter ``batch`` and append what survives (or an empty batch when ``keep_empty``).
+        ``aborted``: whether it is aborted data (none of its records survive), None when not judged
+        yet. Returns whether a batch was appended."""
         header = batch.header
+        if aborted is None and header.attributes & HAS_PRODUCER and self._txn is not None:
+            return self._write_producer_batch(cleaned, batch, mapped_up_to, keep_empty, now_ms, delete_horizon_ms,
+                                             stats)
         count = header.record_count
         base = header.base_offset
-        if base > mapped_up_to or count == 0:
+        if (base > mapped_up_to and not aborted) or count == 0:
             if count or keep_empty:  # beyond the mapped range, or already empty: as it is
                 self._append(cleaned, base, header.last_offset, header.max_timestamp, batch.buffer, stats)
                 stats.records_kept += count
-            return
+                return True
+            return False
         offsets = batch.offsets()
-        if self._bitmap is not None:  # a round mapped in passes: the survivors of the whole range
+        if aborted:
+            kept_indexes = []
+        elif self._bitmap is not None:  # a round mapped in passes: the survivors of the whole range
             kept_indexes = self._kept_by_bitmaps(header, offsets, mapped_up_to)
         elif base >= self._first_dirty and header.last_offset <= mapped_up_to:
             # Wholly in the mapped dirty section: a record stays exactly when the map holds its
@@ -417,9 +472,9 @@ class Cleaner:
         stats.records_dropped += count - kept
         if kept == count and horizon == header.delete_horizon_ms:
             self._append(cleaned, base, header.last_offset, header.max_timestamp, batch.buffer, stats)
-            return
+            return True
         if not kept and not keep_empty:
-            return
+            return False
         if kept * 4 < count:
             records = [batch.record_at(index) for index in kept_indexes]
         else:
@@ -427,13 +482,57 @@ class Cleaner:
             for index in kept_indexes:
                 keep[index] = True
             records = list(compress(batch.iter_records(), keep))
+        self._rebuild(cleaned, batch, records, horizon if any(record.value is None for record in records) else -1,
+                      stats)
+        return True
+
+    def _write_producer_batch(self, cleaned: LogSegment, batch: RecordBatch, mapped_up_to: int, keep_empty: bool,
+                              now_ms: int, delete_horizon_ms: int, stats: CleanerStats) -> bool:
+        """``_write`` for a batch with a producer block: a transaction's data or marker, or a
+        producer's batch outside a transaction (``transactions`` says what stays)."""
+        txn = self._txn
+        header = batch.header
+        attributes = header.attributes
+        if attributes & CONTROL:
+            action = txn.marker(batch, keep_empty)
+            if action == DROP:
+                stats.records_dropped += 1
+                return False
+            stats.records_kept += 1
+            if action == KEEP:
+                self._append(cleaned, header.base_offset, header.last_offset, header.max_timestamp, batch.buffer,
+                             stats)
+            else:  # no data of its transaction is left: it goes once the horizon has passed
+                self._rebuild(cleaned, batch, [batch.record_at(0)], delete_horizon_ms, stats)
+            txn.markers_written.append(header.base_offset)
+            return True
+        keep_empty = keep_empty or txn.is_producer_last(header.last_offset)  # the producer's epoch survives
+        if not attributes & TRANSACTIONAL:
+            return self._write(cleaned, batch, mapped_up_to, keep_empty, now_ms, delete_horizon_ms, stats, False)
+        written = self._write(cleaned, batch, mapped_up_to, keep_empty, now_ms, delete_horizon_ms, stats,
+                              txn.data_aborted(batch))
+        if written:  # (even emptied: a replay must still find the marker that closes it)
+            txn.data_written(batch.producer.producer_id)
+        return written
+
+    def _rebuild(self, cleaned: LogSegment, batch: RecordBatch, records: list, delete_horizon_ms: int,
+                 stats: CleanerStats) -> None:
+        """Append ``batch`` rebuilt with only ``records`` (its base and last offsets, record offsets
+        and timestamps, compression, timestamp type and producer block kept)."""
+        header = batch.header
+        base = header.base_offset
         attributes = header.attributes
         log_append_time = bool(attributes & TIMESTAMP_TYPE_LOG_APPEND)
-        data = encode_batch(records, offset_deltas=[record.offset - base for record in records],
+        producer = batch.producer if attributes & HAS_PRODUCER else None
+        control = attributes & CONTROL  # one record at delta 0: no offset deltas (the format's rule)
+        data = encode_batch(records, offset_deltas=None if control else [record.offset - base for record in records],
                             last_offset_delta=header.last_offset_delta, compression=attributes & COMPRESSION_MASK,
                             log_append_time=log_append_time,
                             default_timestamp_ms=header.max_timestamp if log_append_time or not records else -1,
-                            delete_horizon_ms=horizon if any(record.value is None for record in records) else -1)
+                            delete_horizon_ms=delete_horizon_ms,
+                            producer=None if producer is None else tuple(producer[:3]),
+                            transactional=producer is not None and producer.transactional,
+                            control=bool(control))
         assign_base_offset(data, base)
         max_timestamp = max((record.timestamp_ms for record in records), default=header.max_timestamp)
         self._append(cleaned, base, header.last_offset, max(max_timestamp, -1) if not log_append_time

@@ -9,7 +9,9 @@ and retention (Kafka's LogCleanerManager; docs/design.md §8.3).
   from their start again, which costs time, never data.
 - **Cleanable range**: from the first dirty offset up to the *first uncleanable offset*: the base of
   the active segment (never cleaned), or earlier, the base of the first dirty segment holding a record
-  newer than ``min.compaction.lag.ms``. A log whose oldest dirty record is older than
+  newer than ``min.compaction.lag.ms``, or earlier still, the base of the segment holding the log's
+  first unstable offset (an open transaction's data, and everything after it, is never compacted: a
+  round only sees decided transactions). A log whose oldest dirty record is older than
   ``max.compaction.lag.ms`` must be cleaned whatever its ratio.
 - **Choice**: among compacted logs that are idle and not marked uncleanable, the one with the highest
   cleanable ratio = dirty bytes / (clean + dirty bytes) strictly above ``min.cleanable.dirty.ratio``
@@ -21,6 +23,7 @@ and retention (Kafka's LogCleanerManager; docs/design.md §8.3).
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import threading
@@ -125,6 +128,10 @@ class LogCleanerManager:
                 if segment.max_timestamp_so_far.timestamp_ms > now_ms - lag_ms:
                     first_uncleanable = min(first_uncleanable, segment.base_offset)
                     break
+        first_unstable = log.first_unstable_offset
+        if first_unstable is not None and first_unstable < first_uncleanable:
+            holding = bisect.bisect_right([segment.base_offset for segment in segments], first_unstable) - 1
+            first_uncleanable = segments[max(holding, 0)].base_offset
         return first_dirty, max(first_uncleanable, first_dirty), reset
 
     @staticmethod

@@ -32,6 +32,7 @@ class CleanerStats:
     records_kept: int = 0
     records_dropped: int = 0  # superseded, without a key, or tombstones past their horizon
     tombstones_removed: int = 0
+    markers_removed: int = 0  # transaction markers whose data was gone and whose delete horizon had passed
     keys_mapped: int = 0
     map_utilization: float = 0.0
     groups: int = 0
@@ -47,7 +48,7 @@ class CleanerStats:
         """These stats followed by a later round of the same log (for a clean to completion)."""
         merged = CleanerStats(self.log, self.start_ms, later.end_ms, self.first_dirty_offset, later.end_offset)
         for name in ("bytes_read", "bytes_written", "records_read", "records_dropped", "tombstones_removed",
-                     "groups", "passes"):
+                     "markers_removed", "groups", "passes"):
             setattr(merged, name, getattr(self, name) + getattr(later, name))
         merged.records_kept = later.records_kept  # the last round recopied everything below its end
         merged.keys_mapped = max(self.keys_mapped, later.keys_mapped)

@@ -137,6 +137,19 @@ def plan_directory(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfi
             for name in files:
                 plan.rename.append((name, name[: -len(SWAP_SUFFIX)]))
             ordinary.pop(base, None)
+    for base, files in swaps.items():
+        # A swap whose data file already has its final name (its .log.swap was renamed, and no
+        # .cleaned file lies at or below it: the whole group was durably in .swap before any old
+        # file was renamed away): that final .log is the new segment's, and so is the .txnindex.swap
+        # left behind. It is completed, not removed like the other indexes: they are rebuilt from
+        # the log when missing, while a missing .txnindex reads as "no aborted transaction".
+        txn_swap = f"{base:020d}{TXN_INDEX_SUFFIX}{SWAP_SUFFIX}"
+        if base not in valid_swaps and txn_swap in files and base_log_name(base) in ordinary.get(base, ()):
+            plan.remove.remove(txn_swap)
+            final = txn_swap[: -len(SWAP_SUFFIX)]
+            plan.rename.append((txn_swap, final))
+            if final not in ordinary[base]:
+                ordinary[base].append(final)
     for base, files in ordinary.items():
         if base_log_name(base) in files:
             plan.segments[base] = ""
