@@ -147,6 +147,7 @@ TESTS: dict[str, str] = {
     "0129": "fetch_aborted_msgs: a read_committed fetch of aborted transactions only",
     "0130": "store_offsets",
     "0132": "strategy_ordering: assignment strategies",
+    "0137": "barrier_batch_consume: consume_batch with seek, pause, store_offset and control records",
     "0139": "offset_validation_mock: leader epoch offset validation",
     "0140": "commit_metadata (C++)",
 }
@@ -190,7 +191,6 @@ EXCLUDED: dict[str, str] = {
     "0126": "OAUTHBEARER OIDC",
     "0127": "the client's fetch-queue backoff timing",
     "0135": "SASL",
-    "0137": "its control-message subtest needs transactions",
     "0142": "SASL re-authentication",
     "0150": "a broker-less mock-cluster test (telemetry)",
 }
