@@ -269,13 +269,14 @@ STANDIN_JAVA = {
         "package org.apache.kafka.clients.producer;\n"
         "public interface Producer<K, V> {\n"
         "  void initTransactions(); void beginTransaction(); void commitTransaction(); void abortTransaction();\n"
-        "  Object send(ProducerRecord<K, V> record); void flush(); void close();\n}\n",
+        "  java.util.concurrent.Future<Object> send(ProducerRecord<K, V> record); void flush(); void close();\n}\n",
     "org/apache/kafka/clients/producer/KafkaProducer.java":
         "package org.apache.kafka.clients.producer;\n"
         "public class KafkaProducer<K, V> implements Producer<K, V> {\n"
         "  public KafkaProducer(java.util.Properties config) { throw new UnsupportedOperationException(); }\n"
         "  public void initTransactions() {} public void beginTransaction() {} public void commitTransaction() {}\n"
-        "  public void abortTransaction() {} public Object send(ProducerRecord<K, V> r) { return null; }\n"
+        "  public void abortTransaction() {}\n"
+        "  public java.util.concurrent.Future<Object> send(ProducerRecord<K, V> r) { return null; }\n"
         "  public void flush() {} public void close() {}\n}\n",
     # the suite's `make -s java` compiles its other two classes too (never run by 0098)
     "org/apache/kafka/common/utils/Utils.java":
@@ -647,6 +648,13 @@ def run_test(tests_dir: Path, number: str, conf: Path, kafka_version: str, timeo
         env["LD_PRELOAD"] = str(one_replica_shim())
     if kafka_path is not None:
         env["KAFKA_PATH"] = str(kafka_path)
+        # the suite's `make -s java` keeps class files compiled against another KAFKA_PATH's jar
+        built_for = tests_dir / "java" / ".logstore-kafka-path"
+        jars = sorted((jar.name, jar.stat().st_mtime_ns) for jar in (kafka_path / "libs").glob("kafka-clients-*.jar"))
+        if not built_for.exists() or built_for.read_text() != f"{kafka_path} {jars}":
+            for stale in (tests_dir / "java").glob("*.class"):
+                stale.unlink()
+            built_for.write_text(f"{kafka_path} {jars}")
     started = time.monotonic()
     timed_out = False
     with open(log_path, "wb") as out:
