@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from logstore.group import errors, formats
 from logstore.group.results import OffsetCommit
 
+from conftest import GroupEnv  # (at import: another folder's conftest is 'conftest' once tests run)
+
 T0, T1 = ("t", 0), ("t", 1)
 PID, OTHER_PID = 4000, 4001
 
@@ -330,8 +332,6 @@ def test_memory_and_replay_agree_with_a_model(tmp_path_factory, operations):
     coordinator's committed and pending offsets equal a model's (the later record wins, a COMMIT
     applies a pending offset unless a plain record of its key came after it, an ABORT drops, a
     deletion drops both), and a restart's replay rebuilds exactly that."""
-    from conftest import GroupEnv
-
     env = GroupEnv(tmp_path_factory.mktemp("model") / "store")
     try:
         committed_model: dict = {}  # key -> (offset, position)
