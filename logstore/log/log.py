@@ -64,7 +64,7 @@ from .append_combiner import COMBINED_FLUSH_MESSAGES, AppendCombiner
 from .damage import RepairPlan, apply_repair, plan_repair
 from .loader import load_log
 from .local_log import LocalLog, View, retry_while_renamed
-from .producer_snapshot import ProducerSnapshots, iter_producer_batches
+from .producer_snapshot import ProducerSnapshots, iter_producer_batches, list_snapshots
 from .producer_state import CompletedTxn, ProducerStateTable
 from .retention import RetentionDecision, RetentionResult, plan_retention
 from .segment import CLEANED_SUFFIX, LogSegment
@@ -148,6 +148,7 @@ class Log:
         # The producers and open transactions of this partition (changed under the lock), as the
         # loader's pass 7 rebuilt them from the producer snapshots (empty without any).
         self.producer_state = loaded.producer_state
+        self._producers_stale = False  # a read-only view's refresh lost a segment while following them
         # The snapshot files' writing rules (a writer's); what the load found. A read-only view
         # writes none: it follows the writer's appends in ``refresh``.
         producer_load = loaded.producer_load
@@ -1122,10 +1123,22 @@ class Log:
         does); when the writer truncated, a replay from the log start (rare) instead. Headers of the
         new batches only; a partition without producer batches finds none."""
         table, start = self.producer_state, previous_end
-        if log_end_offset < previous_end:
+        if not table.seen_producer_batches and not list_snapshots(self._fs, self.dir_path):
+            # The writer snapshots a partition before its first producer batch (and keeps one while
+            # it has producers): none here means nothing to follow, so a plain partition's view
+            # reads no header twice.
+            return
+        if log_end_offset < previous_end or self._producers_stale:
             table, start = ProducerStateTable(), self.log_start_offset
-        for header, producer, marker in iter_producer_batches(self._local.segments, start, log_end_offset):
-            table.on_batch(header, producer, marker)  # (the aborted ones: the writer's .txnindex files)
+        try:
+            for header, producer, marker in iter_producer_batches(self._local.segments, start, log_end_offset):
+                table.on_batch(header, producer, marker)  # (the aborted ones: the writer's .txnindex files)
+        except OSError:
+            # A segment the writer removed meanwhile (retention, a compaction swap): the next
+            # refresh replays from the log start instead of missing what was in it.
+            self._producers_stale = True
+            return
+        self._producers_stale = False
         self.producer_state = table
 
     # --- removing data ----------------------------------------------------------------------------

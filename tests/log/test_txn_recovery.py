@@ -331,3 +331,51 @@ def test_repair_of_a_damaged_log_reloads_and_drops_the_snapshots_above_the_cut(t
     check(log)
     assert log.producer_state.open_transaction(3) is not None
     s.close()
+
+
+def test_a_read_only_view_of_a_plain_partition_scans_no_header_for_producers(tmp_path, monkeypatch):
+    """No snapshot file = the writer never appended a producer batch: the view's refresh does not
+    read the new batches' headers a second time (followers of plain topics pay nothing)."""
+    from logstore.log import log as log_module
+    s = Store(str(tmp_path))
+    log = s.open()
+    log.append([rec("a", 0)])
+    view = LogManager([str(tmp_path)], read_only=True).get_log("t", 0)
+    scans: list[int] = []
+    real = log_module.iter_producer_batches
+    monkeypatch.setattr(log_module, "iter_producer_batches",
+                        lambda *args: (scans.append(1), real(*args))[1])
+    log.append([rec("b", 0)])
+    assert view.refresh() and scans == []
+    log.append([rec("c", 0)], producer=txn(3))  # the first producer batch: its snapshot comes first
+    assert view.refresh() and scans == [1]
+    assert view.last_stable_offset == log.last_stable_offset == 2
+    view.close()
+    s.close()
+
+
+def test_a_read_only_view_that_loses_a_segment_while_following_replays_on_the_next_refresh(tmp_path,
+                                                                                          monkeypatch):
+    """The writer removed a segment under the view's header scan (retention, a compaction swap):
+    no raw OSError reaches the reader, and the next refresh replays the producers from the log start."""
+    from logstore.log import log as log_module
+    s = Store(str(tmp_path))
+    log = s.open()
+    workload(log)
+    view = LogManager([str(tmp_path)], read_only=True).get_log("t", 0)
+    real = log_module.iter_producer_batches
+    failures = [FileNotFoundError(2, "gone")]
+
+    def flaky(*args):
+        if failures:
+            raise failures.pop()
+        return real(*args)
+
+    monkeypatch.setattr(log_module, "iter_producer_batches", flaky)
+    log.append([rec("e", 0)], producer=txn(6))
+    assert view.refresh()  # the scan failed: the view keeps its state, marked stale
+    log.append_marker(6, 0, 5, commit=False)
+    assert view.refresh()
+    assert state(view) == state(log) == scratch(log)
+    view.close()
+    s.close()
