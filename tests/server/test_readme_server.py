@@ -57,3 +57,43 @@ def test_the_other_clients_snippets_run_against_a_server(tmp_path):
         assert shell.stdout.splitlines()[-3:] == ["0 k from-librdkafka", "1 k from-aiokafka", "2 k from-kcat"]
         assert [record.value for record in store.read("events", 0, 0)] == [b"from-librdkafka", b"from-aiokafka",
                                                                            b"from-kcat"]
+
+
+def test_the_transactional_clients_snippet_commits_and_aborts_against_a_server(tmp_path):
+    """confluent-kafka, kafka-python and aiokafka transactional producers as the guide shows them:
+    the read_committed consumer prints exactly what the guide says (never the aborted record)."""
+    from logstore import LogManager
+    from logstore.server import KafkaServer
+    snippet = block("docs/guide/server.md", "transactions-clients")
+    expected = snippet.rstrip().splitlines()[-1].removeprefix("# ")
+    with LogManager([str(tmp_path / "data")]) as store, KafkaServer(store, listen="127.0.0.1:0") as server:
+        store.create_topic("orders", 2)
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(compile(snippet.replace("127.0.0.1:9092", server.bootstrap_servers), PAGE, "exec"), {})
+        assert printed.getvalue().splitlines() == [expected]
+        uncommitted = [record.value for partition in (0, 1) for record in store.read("orders", partition, 0)]
+        assert b"never" in uncommitted  # aborted, yet in the log (read_uncommitted shows it, as Kafka's)
+        assert store.get_log("orders", 0).last_stable_offset == store.get_log("orders", 0).log_end_offset
+
+
+@pytest.mark.needs_tools("node", "kafkajs")
+def test_the_kafkajs_transaction_snippet_commits_against_a_server(tmp_path):
+    import subprocess
+
+    from clients.kafkajs_driver import find_node, node_env
+
+    from logstore import LogManager
+    from logstore.server import KafkaServer
+    snippet = block("docs/guide/server.md", "transactions-kafkajs")
+    env = node_env()
+    env["NODE_PATH"] = env["LOGSTORE_TEST_NODE_MODULES"]  # require("kafkajs") from a script in tmp_path
+    with LogManager([str(tmp_path / "data")]) as store, KafkaServer(store, listen="127.0.0.1:0") as server:
+        store.create_topic("orders", 2)
+        script = tmp_path / "transaction.js"
+        script.write_text(snippet.replace("127.0.0.1:9092", server.bootstrap_servers))
+        done = subprocess.run([find_node(), str(script)], capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 0, done.stderr[-2000:]
+        log = store.get_log("orders", 0)
+        assert [record.value for record in log.read(0, isolation="read_committed")] == [b"from-kafkajs"]
+        assert log.last_stable_offset == log.log_end_offset == 2  # the record and its COMMIT marker
