@@ -1,0 +1,472 @@
+"""The transaction coordinator through power losses: a committed transaction is visible whole or was
+never acknowledged, an aborted or unfinished one is aborted whole, never half.
+
+A scripted workload runs once on a ``RecordingFileSystem`` with the real pieces a server wires
+together (``KafkaServer._start_txn_coordinator``): a ``LogManager``, the group coordinator (offsets in
+transactions), ``TransactionStateLog``, ``StoreMarkerWriter`` and ``TransactionCoordinator``, all on
+a manual clock and an unthreaded scheduler (the group-commit flusher is the only thread), no
+network. Data goes through ``Log.append(producer=..., acks="all")`` as the produce path appends a
+transactional batch of an ``acks=-1`` request. The workload: three transactional ids; commits and
+aborts over two topics of two partitions, transactions interleaved on a partition, offsets committed
+in transactions (AddOffsetsToTxn + TxnOffsetCommit, each transaction into a group of its own), a
+transaction aborted by its timeout (its producer then fenced and initialised again), and one left
+open at the end. It marks in the recording what each call was about to do and what it answered.
+
+Then, at every cut point around a durable step (each fsync of a state-log record, of a marker, of
+a Complete* record, of a transactional append or offset commit, each directory fsync: just before
+and just after it) and at a sample of the others, power-loss states are drawn
+(``crash_states.DiskModel``: everything kept, nothing unsynced kept, random prefixes and tears). Each
+state is recovered as a server starts: the store opened, the group coordinator replayed, the
+transaction coordinator started (it finishes prepared transactions), then the manual clock moved
+past every transaction timeout (open transactions are aborted by the scanner). Checked:
+
+- a transaction whose EndTxn(commit) was answered NONE is visible to read_committed, whole, in
+  every partition it wrote; no transaction is visible in part anywhere (every record it wrote, in
+  every partition, or none); one whose EndTxn(commit) was never called is invisible;
+- every transactional id is idle (Empty/CompleteCommit/CompleteAbort), no partition has an open
+  transaction and every partition's last stable offset is its log end offset;
+- the offsets a transaction committed are the group's committed offsets if it is visible, absent if
+  not;
+- a second recovery after a power loss that drops whatever the first one left unsynced finds the
+  same: the same records, offsets, log end offsets and coordinator states.
+
+Worker processes share the states (by digest) until the budget is spent, having checked every
+"all"/"none" state of the durable steps first. Settings: ``LOGSTORE_TXN_COORD_CRASH_SECONDS``
+(default 12: the states drawn after the first pass), ``LOGSTORE_TXN_COORD_CRASH_WORKERS`` (default
+2), ``LOGSTORE_TXN_COORD_CRASH_SEED``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+
+from crash_helpers import collect_child, fork_child
+from crash_states import DiskModel, fingerprint, materialise, scratch_root
+
+from logstore import LogManager, Record
+from logstore.clock import ManualClock
+from logstore.group.coordinator import GroupCoordinator
+from logstore.group.results import OffsetCommit
+from logstore.records.batching import ProducerBatch
+from logstore.testing import RecordingFileSystem, SimulatedCrashFileSystem
+from logstore.timer.scheduler import Scheduler
+from logstore.txn import errors
+from logstore.txn.coordinator import IDLE, PREPARED, TransactionCoordinator
+from logstore.txn.formats import TRANSACTION_STATE_TOPIC
+from logstore.txn.markers import StoreMarkerWriter
+from logstore.txn.state_log import TransactionStateLog
+
+BUDGET_S = float(os.environ.get("LOGSTORE_TXN_COORD_CRASH_SECONDS", "12"))
+WORKERS = int(os.environ.get("LOGSTORE_TXN_COORD_CRASH_WORKERS", "2"))
+HARD_CAP_S = BUDGET_S + 150  # the first pass must finish; it gives up after this
+
+T0 = 1_700_000_000_000
+TOPICS = {"t": 2, "u": 2}
+DATA_PARTITIONS = [(topic, p) for topic, count in TOPICS.items() for p in range(count)]
+OFFSETS_TOPIC = "__consumer_offsets"
+STORE_CONFIG = {"log.cleaner.threads": 0, "log.index.size.max.bytes": 1024, "log.segment.bytes": 4096,
+                "log.index.interval.bytes": 256}
+GROUP_CONFIG = {"offsets.topic.num.partitions": 2, "offsets.topic.segment.bytes": 4096,
+                "group.initial.rebalance.delay.ms": 0}
+TXN_CONFIG = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000}
+STATE_LOG_PARTITIONS = 2
+TIMEOUT_MS = 5000  # every producer's transaction.timeout.ms
+SETTLE_S = 20.0  # real time for the markers' fsyncs (the flusher's thread) before a check gives up
+
+
+# --- the pieces a server wires, on a manual clock -------------------------------------------------
+
+
+class Node:
+    """A store with its group and transaction coordinators, as ``KafkaServer`` starts them."""
+
+    def __init__(self, data: str, fs, clock: ManualClock, first_producer_id: int) -> None:
+        self.clock = clock
+        self.scheduler = Scheduler(clock, threaded=False)
+        self.scheduler.startup()
+        self.store = LogManager([data], fs=fs, clock=clock, scheduler=self.scheduler, config=STORE_CONFIG)
+        for topic, count in TOPICS.items():
+            if topic not in self.store.topics():
+                self.store.create_topic(topic, count)
+        self.group = GroupCoordinator(self.store, config=GROUP_CONFIG, clock=clock, threaded=False)
+        self.group.startup()
+        ids = iter(range(first_producer_id, first_producer_id + 1000))
+        self.state_log = TransactionStateLog(self.store, clock, num_partitions=STATE_LOG_PARTITIONS,
+                                             segment_bytes=4096)
+        self.txn = TransactionCoordinator(self.state_log, StoreMarkerWriter(self.store, clock, self.scheduler,
+                                                                             self.group),
+                                          clock, self.scheduler, lambda: next(ids), TXN_CONFIG,
+                                          offsets_topic_num_partitions=GROUP_CONFIG["offsets.topic.num.partitions"])
+        self.txn.startup()
+
+    def settle(self) -> None:
+        """Run the scheduler until no transaction is being decided (markers fsynced by the flusher's
+        thread, then Complete* written on this one). Bounded in real time."""
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            self.scheduler.run_due()
+            with self.txn.lock:
+                busy = [tid for tid, meta in self.txn.transactions.items()
+                        if meta.pending is not None or meta.state in PREPARED]
+            if not busy:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"transactions {busy} still being decided after {SETTLE_S} s")
+            time.sleep(0.0005)
+            self.scheduler.advance(1)  # retries of failed marker writes are scheduled 100 ms on
+
+    def close(self) -> None:
+        self.txn.shutdown()
+        self.group.shutdown()
+        self.store.close()
+        self.scheduler.shutdown()
+
+
+class Producer:
+    """What a transactional client keeps: its id, epoch and sequence per partition."""
+
+    def __init__(self, node: Node, transactional_id: str) -> None:
+        self.transactional_id = transactional_id
+        self.init(node)
+
+    def init(self, node: Node) -> None:
+        result = node.txn.init_producer_id(self.transactional_id, TIMEOUT_MS)
+        assert result.error_code == errors.NONE, result
+        self.producer_id, self.epoch = result.producer_id, result.producer_epoch
+        self.sequences: dict = {}
+
+
+def value_of(name: str, partition: tuple[str, int], i: int) -> bytes:
+    return f"{name}|{partition[0]}-{partition[1]}|{i}".encode()
+
+
+def run_workload(root: str) -> tuple[list[tuple], int]:
+    """The workload on a ``RecordingFileSystem``; returns the recording and the clock at its end."""
+    fs = RecordingFileSystem(root)
+    clock = ManualClock(T0)
+    node = Node(os.path.join(root, "data"), fs, clock, 1000)
+    producers = {tid: Producer(node, tid) for tid in ("tx-a", "tx-b", "tx-c")}
+    node.settle()
+    fs.mark(("ready",))
+
+    def add(name: str, producer: Producer, partitions) -> None:
+        codes = node.txn.add_partitions(producer.transactional_id, producer.producer_id, producer.epoch, partitions)
+        assert set(codes.values()) == {errors.NONE}, (name, codes)
+
+    def send(name: str, producer: Producer, partition, count: int) -> None:
+        sequence = producer.sequences.get(partition, 0)
+        values = [value_of(name, partition, sequence + i) for i in range(count)]
+        node.store.get_log(*partition).append(
+            [Record(b"k", value, (), clock.time_ms()) for value in values], acks="all",
+            producer=ProducerBatch(producer.producer_id, producer.epoch, sequence, transactional=True))
+        producer.sequences[partition] = sequence + count
+        fs.mark(("data", name, partition, tuple(values)))
+
+    def offsets(name: str, producer: Producer, group: str, committed: dict) -> None:
+        code = node.txn.add_offsets(producer.transactional_id, producer.producer_id, producer.epoch, group)
+        assert code == errors.NONE, (name, code)
+        answer = node.group.txn_offset_commit(group, producer.transactional_id, producer.producer_id, producer.epoch,
+                                              -1, "", None, {key: OffsetCommit(value) for key, value in
+                                                              committed.items()})
+        assert set(answer.values()) == {0}, (name, answer)
+        fs.mark(("offsets", name, group, tuple(sorted(committed.items()))))
+
+    def end(name: str, producer: Producer, commit: bool) -> None:
+        fs.mark(("end", name, commit))
+        code = node.txn.end_txn(producer.transactional_id, producer.producer_id, producer.epoch, commit)
+        fs.mark(("ended", name, commit, code))
+        assert code == errors.NONE, (name, code)
+
+    a, b, c = producers["tx-a"], producers["tx-b"], producers["tx-c"]
+    # T1: commit over two topics, with offsets.
+    add("T1", a, [("t", 0), ("u", 1)])
+    send("T1", a, ("t", 0), 3)
+    send("T1", a, ("u", 1), 2)
+    offsets("T1", a, "g-T1", {("t", 0): 3, ("u", 1): 2})
+    end("T1", a, True)
+    node.settle()
+    clock.advance(10)
+    # T2: abort, with offsets.
+    add("T2", b, [("t", 0), ("t", 1)])
+    send("T2", b, ("t", 0), 2)
+    send("T2", b, ("t", 1), 2)
+    offsets("T2", b, "g-T2", {("t", 1): 7})
+    end("T2", b, False)
+    node.settle()
+    clock.advance(10)
+    # T3 (tx-c) stays open and times out; T4 (tx-a) and T5 (tx-b) interleave with it and each other.
+    add("T3", c, [("t", 1), ("u", 0)])
+    send("T3", c, ("t", 1), 2)
+    add("T4", a, [("t", 0), ("t", 1), ("u", 0), ("u", 1)])
+    add("T5", b, [("t", 1), ("u", 1)])
+    send("T4", a, ("t", 1), 1)
+    send("T5", b, ("t", 1), 2)
+    send("T3", c, ("u", 0), 1)
+    for partition in DATA_PARTITIONS:
+        send("T4", a, partition, 2)
+    send("T5", b, ("u", 1), 1)
+    offsets("T4", a, "g-T4", {("t", 0): 11, ("u", 0): 12})
+    end("T4", a, True)
+    node.settle()
+    end("T5", b, True)
+    node.settle()
+    fs.mark(("timeout", "T3"))
+    node.scheduler.advance(TIMEOUT_MS + 2000)  # the scanner aborts T3 under a bumped epoch
+    node.settle()
+    fenced = node.txn.add_partitions(c.transactional_id, c.producer_id, c.epoch, [("t", 0)])
+    assert set(fenced.values()) == {errors.PRODUCER_FENCED}, fenced
+    c.init(node)  # the fenced producer starts again
+    # T6: commit on one partition; T7 (tx-c) aborts with offsets; T8 (tx-b) is left open.
+    add("T6", a, [("u", 0)])
+    send("T6", a, ("u", 0), 4)
+    end("T6", a, True)
+    node.settle()
+    add("T7", c, [("t", 0), ("u", 1)])
+    send("T7", c, ("t", 0), 1)
+    send("T7", c, ("u", 1), 1)
+    offsets("T7", c, "g-T7", {("t", 0): 21})
+    end("T7", c, False)
+    node.settle()
+    add("T8", b, [("t", 0), ("u", 0)])
+    send("T8", b, ("t", 0), 2)
+    offsets("T8", b, "g-T8", {("u", 0): 31})
+    send("T8", b, ("u", 0), 1)
+    node.scheduler.run_due()
+    end_ms = clock.time_ms()
+    node.close()  # a clean close ends the recording
+    return fs.operations, end_ms
+
+
+# --- what must be true after a recovery -----------------------------------------------------------
+
+
+class Marks:
+    """The workload's marks seen before a cut point."""
+
+    def __init__(self) -> None:
+        self.ready = False
+        self.end_called: dict[str, bool] = {}  # name -> commit
+        self.acknowledged: set[str] = set()  # EndTxn(commit) answered NONE
+
+    def apply(self, mark: tuple) -> None:
+        if mark[0] == "ready":
+            self.ready = True
+        elif mark[0] == "end":
+            self.end_called[mark[1]] = mark[2]
+        elif mark[0] == "ended" and mark[2] and mark[3] == errors.NONE:
+            self.acknowledged.add(mark[1])
+
+
+def everything_written(ops: list[tuple]) -> tuple[dict, dict]:
+    """(name -> {partition: [values]}, name -> (group, offsets)) of the whole workload."""
+    data: dict[str, dict] = {}
+    offsets: dict[str, tuple] = {}
+    for op in ops:
+        if op[0] == "mark" and op[1][0] == "data":
+            _, name, partition, values = op[1]
+            data.setdefault(name, {}).setdefault(partition, []).extend(values)
+        elif op[0] == "mark" and op[1][0] == "offsets":
+            offsets[op[1][1]] = (op[1][2], dict(op[1][3]))
+    return data, offsets
+
+
+def observe(node: Node, groups: list[str]) -> dict:
+    """What a reader sees after the node settled (compared between the two recoveries)."""
+    visible = {}
+    ends = {}
+    for topic in [*TOPICS, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC]:
+        for p in range(node.store.partitions(topic)) if topic in node.store.topics() else ():
+            log = node.store.get_log(topic, p)
+            ends[(topic, p)] = (log.log_end_offset, log.last_stable_offset,
+                                sorted(log.producer_state.open_transactions()))
+            if topic in TOPICS:
+                visible[(topic, p)] = [record.value for record in log.iter_records(isolation="read_committed")]
+    committed = {}
+    for group in groups:
+        code, offsets = node.group.fetch_offsets(group, None)
+        committed[group] = (code, {key: value.offset for key, value in offsets.items() if value is not None})
+    with node.txn.lock:
+        states = {tid: (int(meta.state), meta.producer_id, meta.producer_epoch, meta.pending)
+                  for tid, meta in node.txn.transactions.items()}
+    return {"visible": visible, "ends": ends, "committed": committed, "states": states}
+
+
+def check(seen: dict, marks: Marks, data: dict, offsets: dict) -> list[str]:
+    problems = []
+    shown: dict[str, dict] = {}
+    for partition, values in seen["visible"].items():
+        for value in values:
+            name = value.decode().split("|")[0]
+            shown.setdefault(name, {}).setdefault(partition, []).append(value)
+    for name, written in data.items():
+        found = shown.get(name, {})
+        if found and found != {partition: list(values) for partition, values in written.items()}:
+            problems.append(f"{name} visible in part: {found} of {written}")
+        if found and not marks.end_called.get(name):
+            problems.append(f"{name} visible though its EndTxn(commit) was never called")
+        if name in marks.acknowledged and not found:
+            problems.append(f"{name}'s commit was acknowledged but it is not visible")
+    for name, (group, committed) in offsets.items():
+        code, got = seen["committed"][group]
+        want = committed if shown.get(name) else {}
+        if got != want:
+            problems.append(f"group {group} of {name}: committed offsets {got} (code {code}), expected {want}")
+    for partition, (end, stable, open_) in seen["ends"].items():
+        if open_ or stable != end:
+            problems.append(f"{partition}: last stable offset {stable}, log end {end}, open transactions {open_}")
+    for tid, (state, _pid, _epoch, pending) in seen["states"].items():
+        if state not in IDLE or pending is not None:
+            problems.append(f"transactional id {tid} left in state {state} (pending {pending})")
+    return problems
+
+
+def recover(path: str, end_ms: int, crash_rng: random.Random | None) -> tuple[dict, SimulatedCrashFileSystem]:
+    """Start a node on the state at ``path`` as a server starts, move the clock past every
+    transaction's timeout, let it settle; return what a reader sees. With ``crash_rng`` the node is
+    then abandoned in a power loss (its unsynced writes dropped)."""
+    fs = SimulatedCrashFileSystem()
+    clock = ManualClock(end_ms + 1)
+    node = Node(os.path.join(path, "data"), fs, clock, 10**6)
+    node.settle()
+    node.scheduler.advance(TIMEOUT_MS + 2 * TXN_CONFIG["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
+    node.settle()
+    return node, fs
+
+
+def check_state(path: str, files: dict, dirs: list, marks: Marks, data: dict, offsets: dict, end_ms: int,
+                rng: random.Random) -> list[str]:
+    materialise(path, files, dirs)
+    if not os.path.isdir(os.path.join(path, "data", "t-0")):
+        return []
+    groups = sorted({group for group, _ in offsets.values()})
+    node = fs = None
+    try:
+        node, fs = recover(path, end_ms, rng)
+        first = observe(node, groups)
+        problems = check(first, marks, data, offsets)
+        node.txn.shutdown()
+        node.group.shutdown()
+        node.store.waits.shutdown()  # its thread; the store itself is abandoned, not closed
+        fs.crash(rng, lose_unsynced=True)
+        node = None
+        node, fs = recover(path, end_ms + 60_000, None)
+        second = observe(node, groups)
+        if second != first:
+            changed = {key: (first[key], second[key]) for key in first if first[key] != second[key]}
+            problems.append(f"a second recovery changed {changed}")
+        return problems
+    except Exception:  # noqa: BLE001 - a recovery that raises on a state a power loss can leave is a bug
+        return [traceback.format_exc()[-2000:]]
+    finally:
+        if node is not None:
+            node.txn.shutdown()
+            node.group.shutdown()
+            node.store.waits.shutdown()
+        if fs is not None:
+            fs.abandon()
+
+
+def interesting(ops: list[tuple], start: int) -> list[int]:
+    """Cut points just before and just after every fsync and directory fsync, and every mark."""
+    cuts = set()
+    for i in range(start, len(ops)):
+        if ops[i][0] in ("fsync", "fsync_dir", "mark"):
+            cuts.update((i, i + 1))
+    return sorted(cut for cut in cuts if start <= cut <= len(ops))
+
+
+def run_worker(ops: list[tuple], end_ms: int, worker: int, seed: int) -> dict:
+    rng = random.Random(f"{seed}/{worker}")
+    started = time.monotonic()
+    scratch = os.path.join(scratch_root(), f"logstore-txn-coord-crash-{os.getpid()}")
+    data, offsets = everything_written(ops)
+    ready_at = next(i for i, op in enumerate(ops) if op == ("mark", ("ready",)))
+    cuts = set(interesting(ops, ready_at + 1))
+    seen: set[bytes] = set()
+    out = {"checked": 0, "passes": 0, "failures": [], "by_mode": Counter(), "acknowledged": 0}
+    try:
+        while True:
+            first_pass = out["passes"] == 0
+            if not first_pass and time.monotonic() - started > BUDGET_S:
+                break
+            if time.monotonic() - started > HARD_CAP_S:
+                out["failures"].append("the first pass did not finish within the hard cap")
+                break
+            disk, marks = DiskModel(), Marks()
+            for i in range(len(ops) + 1):
+                if marks.ready and (i in cuts if first_pass else rng.random() < 0.3 or i in cuts):
+                    modes = ["all", "none"] if first_pass else ["random"]
+                    for mode in modes if disk.uncertainty() else modes[:1]:
+                        files, dirs = disk.files(disk.sample(rng, mode))
+                        digest = fingerprint(files, dirs)
+                        if digest[0] % WORKERS != worker or digest in seen:
+                            continue
+                        seen.add(digest)
+                        out["checked"] += 1
+                        out["by_mode"][mode] += 1
+                        out["acknowledged"] += len(marks.acknowledged)
+                        for problem in check_state(scratch, files, dirs, marks, data, offsets, end_ms, rng):
+                            if len(out["failures"]) < 10:
+                                before = ops[i][0] if i < len(ops) else "end"
+                                out["failures"].append(f"cut {i} (before {before}, {mode}): {problem}")
+                    if not first_pass and time.monotonic() - started > BUDGET_S:
+                        break
+                if i < len(ops):
+                    if ops[i][0] == "mark":
+                        marks.apply(ops[i][1])
+                    disk.step(ops[i])
+            out["passes"] += 1
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    out["seconds"] = time.monotonic() - started
+    return out
+
+
+def durable_steps_by_topic(ops: list[tuple], start: int) -> Counter:
+    """How many fsyncs after ``start`` went to the files of each topic (directory fsyncs: "dir")."""
+    dir_names: dict[int, str] = {}
+    file_dirs: dict[int, str] = {}
+    for op in ops:
+        if op[0] == "mkdir":
+            dir_names[op[3]] = op[2]
+        elif op[0] == "create":
+            file_dirs[op[3]] = dir_names.get(op[1], "")
+    counts: Counter = Counter()
+    for op in ops[start:]:
+        if op[0] == "fsync":
+            counts[file_dirs.get(op[1], "").rpartition("-")[0] or "store"] += 1
+        elif op[0] == "fsync_dir":
+            counts["dir"] += 1
+    return counts
+
+
+def test_power_loss_at_every_coordinator_step(tmp_path: Path) -> None:
+    seed = int(os.environ.get("LOGSTORE_TXN_COORD_CRASH_SEED", random.SystemRandom().getrandbits(32)))
+    recording = tmp_path / "recording"
+    recording.mkdir()
+    ops, end_ms = run_workload(str(recording))
+    ready_at = next(i for i, op in enumerate(ops) if op == ("mark", ("ready",)))
+    durable_steps = sum(1 for op in ops[ready_at:] if op[0] in ("fsync", "fsync_dir"))
+    by_file = durable_steps_by_topic(ops, ready_at)
+    children = [fork_child(lambda w=w: run_worker(ops, end_ms, w, seed)) for w in range(WORKERS)]
+    outcomes = [collect_child(child, HARD_CAP_S + 120) for child in children]
+    broken = [f"worker {w}: {o.status} {o.result or o.detail}" for w, o in enumerate(outcomes) if o.status != "ok"]
+    assert not broken, "\n".join(broken)
+    parts = [outcome.result for outcome in outcomes]
+    failures = [text for part in parts for text in part["failures"]]
+    checked = sum(part["checked"] for part in parts)
+    modes = Counter()
+    for part in parts:
+        modes.update(part["by_mode"])
+    print(f"\ntransaction coordinator power-loss states: {checked} ({dict(modes)}) at {durable_steps} durable steps "
+          f"({', '.join(f'{k} {v}' for k, v in by_file.most_common())}) of {len(ops) - ready_at} operations; "
+          f"seed {seed}")
+    assert by_file[TRANSACTION_STATE_TOPIC] >= 20 and by_file[OFFSETS_TOPIC] and by_file["t"] and by_file["u"], by_file
+    assert not failures, f"seed {seed} (LOGSTORE_TXN_COORD_CRASH_SEED)\n" + "\n".join(failures)
+    assert checked >= 2 * durable_steps // 3, (checked, durable_steps)
