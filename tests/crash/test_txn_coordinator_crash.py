@@ -9,8 +9,10 @@ network. Data goes through ``Log.append(producer=..., acks="all")`` as the produ
 transactional batch of an ``acks=-1`` request. The workload: three transactional ids; commits and
 aborts over two topics of two partitions, transactions interleaved on a partition, offsets committed
 in transactions (AddOffsetsToTxn + TxnOffsetCommit, each transaction into a group of its own), a
-transaction aborted by its timeout (its producer then fenced and initialised again), and one left
-open at the end. It marks in the recording what each call was about to do and what it answered.
+transaction aborted by its timeout (its producer then fenced and initialised again), one aborted by
+a new instance of its transactional id (InitProducerId fences it), a partition added without data,
+a transaction of offsets only, and one left open at the end. It marks in the recording what each
+call was about to do and what it answered.
 
 Then, at every cut point around a durable step (each fsync of a state-log record, of a marker, of
 a Complete* record, of a transactional append or offset commit, each directory fsync: just before
@@ -26,14 +28,17 @@ past every transaction timeout (open transactions are aborted by the scanner). C
 - every transactional id is idle (Empty/CompleteCommit/CompleteAbort), no partition has an open
   transaction and every partition's last stable offset is its log end offset;
 - the offsets a transaction committed are the group's committed offsets if it is visible, absent if
-  not;
+  not (a transaction of offsets only: present if its commit was acknowledged, absent if its commit
+  was never asked for);
 - a second recovery after a power loss that drops whatever the first one left unsynced finds the
   same: the same records, offsets, log end offsets and coordinator states.
 
 Worker processes share the states (by digest) until the budget is spent, having checked every
-"all"/"none" state of the durable steps first. Settings: ``LOGSTORE_TXN_COORD_CRASH_SECONDS``
-(default 12: the states drawn after the first pass), ``LOGSTORE_TXN_COORD_CRASH_WORKERS`` (default
-2), ``LOGSTORE_TXN_COORD_CRASH_SEED``.
+"all"/"none" state of the durable steps first; after that, half the states drawn are first
+recovered by a node that loses the power at a random file operation of its recovery (a crash during
+recovery), and the checks are made on the recovery after that. Settings:
+``LOGSTORE_TXN_COORD_CRASH_SECONDS`` (default 12: the states drawn after the first pass),
+``LOGSTORE_TXN_COORD_CRASH_WORKERS`` (default 2), ``LOGSTORE_TXN_COORD_CRASH_SEED``.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ import traceback
 from collections import Counter
 from pathlib import Path
 
-from crash_helpers import collect_child, fork_child
+from crash_helpers import PowerCut, PowerCutFS, collect_child, fork_child
 from crash_states import DiskModel, fingerprint, materialise, scratch_root
 
 from logstore import LogManager, Record
@@ -77,6 +82,7 @@ GROUP_CONFIG = {"offsets.topic.num.partitions": 2, "offsets.topic.segment.bytes"
 TXN_CONFIG = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000}
 STATE_LOG_PARTITIONS = 2
 TIMEOUT_MS = 5000  # every producer's transaction.timeout.ms
+RECOVERY_CUTS: Counter = Counter()  # first recoveries that lost the power part way, per worker process
 SETTLE_S = 20.0  # real time for the markers' fsyncs (the flusher's thread) before a check gives up
 
 
@@ -87,6 +93,7 @@ class Node:
     """A store with its group and transaction coordinators, as ``KafkaServer`` starts them."""
 
     def __init__(self, data: str, fs, clock: ManualClock, first_producer_id: int) -> None:
+        self.fs = fs
         self.clock = clock
         self.scheduler = Scheduler(clock, threaded=False)
         self.scheduler.startup()
@@ -110,6 +117,8 @@ class Node:
         thread, then Complete* written on this one). Bounded in real time."""
         deadline = time.monotonic() + SETTLE_S
         while True:
+            if getattr(self.fs, "dead", False):
+                raise PowerCut()  # the flusher's thread met the cut: nothing more will be durable
             self.scheduler.run_due()
             with self.txn.lock:
                 busy = [tid for tid, meta in self.txn.transactions.items()
@@ -233,6 +242,18 @@ def run_workload(root: str) -> tuple[list[tuple], int]:
     offsets("T7", c, "g-T7", {("t", 0): 21})
     end("T7", c, False)
     node.settle()
+    # T9 (tx-a) has data on t-1 and none on u-1; a new instance of tx-a fences it (InitProducerId
+    # aborts it under a bumped epoch); T10 of the new instance commits offsets and no data.
+    add("T9", a, [("t", 1), ("u", 1)])
+    send("T9", a, ("t", 1), 2)
+    fs.mark(("fence", "T9"))
+    first = node.txn.init_producer_id(a.transactional_id, TIMEOUT_MS)
+    assert first.error_code == errors.CONCURRENT_TRANSACTIONS, first
+    node.settle()
+    a.init(node)
+    offsets("T10", a, "g-T10", {("u", 1): 41})
+    end("T10", a, True)
+    node.settle()
     add("T8", b, [("t", 0), ("u", 0)])
     send("T8", b, ("t", 0), 2)
     offsets("T8", b, "g-T8", {("u", 0): 31})
@@ -292,7 +313,7 @@ def observe(node: Node, groups: list[str]) -> dict:
         code, offsets = node.group.fetch_offsets(group, None)
         committed[group] = (code, {key: value.offset for key, value in offsets.items() if value is not None})
     with node.txn.lock:
-        states = {tid: (int(meta.state), meta.producer_id, meta.producer_epoch, meta.pending)
+        states = {tid: (int(meta.state), meta.producer_id, meta.producer_epoch, meta.pending, tuple(meta.partitions))
                   for tid, meta in node.txn.transactions.items()}
     return {"visible": visible, "ends": ends, "committed": committed, "states": states}
 
@@ -314,48 +335,79 @@ def check(seen: dict, marks: Marks, data: dict, offsets: dict) -> list[str]:
             problems.append(f"{name}'s commit was acknowledged but it is not visible")
     for name, (group, committed) in offsets.items():
         code, got = seen["committed"][group]
-        want = committed if shown.get(name) else {}
-        if got != want:
-            problems.append(f"group {group} of {name}: committed offsets {got} (code {code}), expected {want}")
+        if name in data:  # committed with the transaction's records, or not at all
+            wanted = [committed if shown.get(name) else {}]
+        elif name in marks.acknowledged:  # offsets only
+            wanted = [committed]
+        else:  # offsets only, never decided as committed (or never acknowledged)
+            wanted = [{}, committed] if marks.end_called.get(name) else [{}]
+        if got not in wanted:
+            problems.append(f"group {group} of {name}: committed offsets {got} (code {code}), expected one of "
+                            f"{wanted}")
     for partition, (end, stable, open_) in seen["ends"].items():
         if open_ or stable != end:
             problems.append(f"{partition}: last stable offset {stable}, log end {end}, open transactions {open_}")
-    for tid, (state, _pid, _epoch, pending) in seen["states"].items():
+    for tid, (state, _pid, _epoch, pending, _partitions) in seen["states"].items():
         if state not in IDLE or pending is not None:
             problems.append(f"transactional id {tid} left in state {state} (pending {pending})")
     return problems
 
 
-def recover(path: str, end_ms: int, crash_rng: random.Random | None) -> tuple[dict, SimulatedCrashFileSystem]:
-    """Start a node on the state at ``path`` as a server starts, move the clock past every
-    transaction's timeout, let it settle; return what a reader sees. With ``crash_rng`` the node is
-    then abandoned in a power loss (its unsynced writes dropped)."""
-    fs = SimulatedCrashFileSystem()
-    clock = ManualClock(end_ms + 1)
-    node = Node(os.path.join(path, "data"), fs, clock, 10**6)
+def start(path: str, end_ms: int, fs: SimulatedCrashFileSystem | None = None) -> Node:
+    """A node started on the state at ``path`` as a server starts (its clock just past the workload's)."""
+    return Node(os.path.join(path, "data"), fs or SimulatedCrashFileSystem(), ManualClock(end_ms + 1), 10**6)
+
+
+def finish(node: Node) -> Node:
+    """Let ``node`` finish what it found prepared, move its clock past every transaction's timeout
+    (the scanner aborts the open ones) and let it settle again."""
     node.settle()
     node.scheduler.advance(TIMEOUT_MS + 2 * TXN_CONFIG["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
     node.settle()
-    return node, fs
+    return node
+
+
+def abandon(node: Node | None, fs: SimulatedCrashFileSystem) -> None:
+    """The node's process is gone: its coordinators stop, its threads end, its files are let go
+    (the store is not closed: nothing is flushed)."""
+    if node is not None:
+        node.txn.shutdown()
+        node.group.shutdown()
+        node.store.waits.shutdown()
+    fs.abandon()
 
 
 def check_state(path: str, files: dict, dirs: list, marks: Marks, data: dict, offsets: dict, end_ms: int,
-                rng: random.Random) -> list[str]:
+                rng: random.Random, cut_recovery_at: int | None = None) -> list[str]:
+    """Recover a state and check it (see the module docstring). With ``cut_recovery_at``, a first
+    recovery loses the power at its ``cut_recovery_at``-th file operation (or finishes before it)
+    and the checked recovery starts from what that left."""
     materialise(path, files, dirs)
     if not os.path.isdir(os.path.join(path, "data", "t-0")):
         return []
     groups = sorted({group for group, _ in offsets.values()})
     node = fs = None
     try:
-        node, fs = recover(path, end_ms, rng)
+        if cut_recovery_at is not None:
+            fs = PowerCutFS(cut_recovery_at)
+            fs.armed = True
+            try:
+                node = start(path, end_ms, fs)
+                finish(node)
+            except PowerCut:
+                RECOVERY_CUTS["reached"] += 1
+            abandon(node, fs)
+            fs.crash(rng, lose_unsynced=True)
+            node = None
+        fs = SimulatedCrashFileSystem()
+        node = finish(start(path, end_ms, fs))
         first = observe(node, groups)
         problems = check(first, marks, data, offsets)
-        node.txn.shutdown()
-        node.group.shutdown()
-        node.store.waits.shutdown()  # its thread; the store itself is abandoned, not closed
+        abandon(node, fs)
         fs.crash(rng, lose_unsynced=True)
         node = None
-        node, fs = recover(path, end_ms + 60_000, None)
+        fs = SimulatedCrashFileSystem()
+        node = finish(start(path, end_ms + 60_000, fs))
         second = observe(node, groups)
         if second != first:
             changed = {key: (first[key], second[key]) for key in first if first[key] != second[key]}
@@ -364,12 +416,8 @@ def check_state(path: str, files: dict, dirs: list, marks: Marks, data: dict, of
     except Exception:  # noqa: BLE001 - a recovery that raises on a state a power loss can leave is a bug
         return [traceback.format_exc()[-2000:]]
     finally:
-        if node is not None:
-            node.txn.shutdown()
-            node.group.shutdown()
-            node.store.waits.shutdown()
         if fs is not None:
-            fs.abandon()
+            abandon(node, fs)
 
 
 def interesting(ops: list[tuple], start: int) -> list[int]:
@@ -411,10 +459,16 @@ def run_worker(ops: list[tuple], end_ms: int, worker: int, seed: int) -> dict:
                         out["checked"] += 1
                         out["by_mode"][mode] += 1
                         out["acknowledged"] += len(marks.acknowledged)
-                        for problem in check_state(scratch, files, dirs, marks, data, offsets, end_ms, rng):
+                        # After the first pass, half the states are recovered twice: the first
+                        # recovery loses the power part way (a crash during recovery).
+                        cut_recovery_at = None if first_pass or rng.random() < 0.5 else rng.randint(1, 80)
+                        out["by_mode"]["recovery cut"] += cut_recovery_at is not None
+                        for problem in check_state(scratch, files, dirs, marks, data, offsets, end_ms, rng,
+                                                   cut_recovery_at):
                             if len(out["failures"]) < 10:
                                 before = ops[i][0] if i < len(ops) else "end"
-                                out["failures"].append(f"cut {i} (before {before}, {mode}): {problem}")
+                                out["failures"].append(f"cut {i} (before {before}, {mode}, recovery cut at "
+                                                       f"{cut_recovery_at}): {problem}")
                     if not first_pass and time.monotonic() - started > BUDGET_S:
                         break
                 if i < len(ops):
@@ -424,6 +478,7 @@ def run_worker(ops: list[tuple], end_ms: int, worker: int, seed: int) -> dict:
             out["passes"] += 1
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    out["by_mode"]["recovery cut reached"] = RECOVERY_CUTS["reached"]
     out["seconds"] = time.monotonic() - started
     return out
 
@@ -470,3 +525,5 @@ def test_power_loss_at_every_coordinator_step(tmp_path: Path) -> None:
     assert by_file[TRANSACTION_STATE_TOPIC] >= 20 and by_file[OFFSETS_TOPIC] and by_file["t"] and by_file["u"], by_file
     assert not failures, f"seed {seed} (LOGSTORE_TXN_COORD_CRASH_SEED)\n" + "\n".join(failures)
     assert checked >= 2 * durable_steps // 3, (checked, durable_steps)
+    if all(part["passes"] > 1 for part in parts):  # the budget left room after the first pass
+        assert modes["recovery cut reached"] >= 10, modes

@@ -279,7 +279,7 @@ def test_kill9_during_transactions(tmp_path: Path) -> None:
                             f"{max(serials) if serials else None}")
     print(f"\ntransactions through kill -9: {rounds} rounds, {len(ledger.sent)} transactions, "
           f"{len(ledger.acknowledged)} commits acknowledged, {len(ledger.abort_asked)} aborts asked, "
-          f"{len(ledger.commit_asked - ledger.acknowledged)} commits in flight at a kill, {len(shown)} visible; producer errors "
-          f"{dict(ledger.errors)}; seed {seed}")
+          f"{len(ledger.commit_asked - ledger.acknowledged)} commits in flight at a kill, {len(shown)} visible; "
+          f"producer errors {dict(ledger.errors)}; seed {seed}")
     assert not problems, f"seed {seed} (LOGSTORE_TXN_KILL9_SEED)\n" + "\n".join(problems[:20])
     assert ledger.acknowledged and ledger.abort_asked, "too little happened to check anything"
