@@ -6,9 +6,13 @@ transactional ids (the round picks which, so an id left with an open transaction
 taken up again and only its timeout ends it), each a thread with our client's ``Producer``: small
 transactions over 2 topics x 2 partitions (1-3 records on 1-4 partitions, each transaction's offset
 for a group of its own id sent with it), committed or aborted at random, recording which commits
-were acknowledged. The server is SIGKILLed (by pid) at a random moment; the threads give up on
-their dead server (short client timeouts; the next server listens on another port, so a late retry
-never reaches it). After the rounds, one more server gets a transaction with records in every
+were acknowledged. The server is SIGKILLed (by pid) at a random moment. In even rounds the threads
+then give up on their dead server (short client timeouts; the next server listens on another port,
+so a late retry never reaches it). In odd rounds the server is started again on the same port,
+once or twice, while the producers run on: their requests in flight are retried by the next server
+(a produce, AddPartitionsToTxn, EndTxn found prepared or complete after the restart), with client
+timeouts and a transaction timeout long enough to outlive a restart; then they stop and the server
+is killed once more. After the rounds, one more server gets a transaction with records in every
 partition and its offsets, acknowledged but neither committed nor aborted, and is killed under it
 (its id never comes back: only the timeout can end it). Then the server is started once more, no
 producer runs, and:
@@ -39,6 +43,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from logstore import LogManager
 from logstore.client.consumer import Consumer
 from logstore.client.errors import BrokerResponseError
@@ -56,18 +62,24 @@ OPEN_ID = "tx-open"
 SETTINGS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": CLEANUP_INTERVAL_MS,
             "transaction.state.log.num.partitions": 3, "offsets.topic.num.partitions": 3,
             "group.initial.rebalance.delay.ms": 0}
-CLIENT = {"request_timeout_ms": 2000, "max_block_ms": 3000, "delivery_timeout_ms": 4000, "retry_backoff_ms": 50,
-          "reconnect_backoff_ms": 20, "reconnect_backoff_max_ms": 200}
+CLIENT = {"transaction_timeout_ms": TIMEOUT_MS, "request_timeout_ms": 2000, "max_block_ms": 3000,
+          "delivery_timeout_ms": 4000, "retry_backoff_ms": 50, "reconnect_backoff_ms": 20,
+          "reconnect_backoff_max_ms": 200}
+# Producers that live through restarts on the same port: they wait for the next server (their requests
+# are retried there) and their transactions outlive a restart.
+ACROSS_TIMEOUT_MS = 15000
+CLIENT_ACROSS = {**CLIENT, "transaction_timeout_ms": ACROSS_TIMEOUT_MS, "max_block_ms": 20000,
+                 "delivery_timeout_ms": 20000}
 
 
 class Serve:
     """``logstore serve`` as a child process, stopped only by its pid."""
 
-    def __init__(self, data: Path, log_path: Path) -> None:
+    def __init__(self, data: Path, log_path: Path, port: int = 0) -> None:
         command = [sys.executable, "-P", "-m", "logstore.cli", "--dir", str(data)]
         for key, value in SETTINGS.items():
             command += ["--set", f"{key}={value}"]
-        command += ["serve", "--listen", "127.0.0.1:0"]
+        command += ["serve", "--listen", f"127.0.0.1:{port}"]
         self.log_path = log_path
         with open(log_path, "ab") as log:
             self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
@@ -81,6 +93,7 @@ class Serve:
             self.kill9()
             raise AssertionError(f"logstore serve did not start: {line!r}\n{self.log_tail()}")
         self.address = line.split("listening on ", 1)[1].split()[0]
+        self.port = int(self.address.rsplit(":", 1)[1])
 
     def log_tail(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
@@ -113,15 +126,17 @@ class Ledger:
     abort_asked: set[str] = field(default_factory=set)
     serials: dict[str, int] = field(default_factory=lambda: dict.fromkeys(IDS, 0))
     errors: Counter = field(default_factory=Counter)
+    details: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def produce(address: str, transactional_id: str, rng: random.Random, stop: threading.Event, ledger: Ledger) -> None:
+def produce(address: str, transactional_id: str, rng: random.Random, stop: threading.Event, ledger: Ledger,
+            client: dict) -> None:
     """Transactions of one transactional id until ``stop`` or an error (the server died)."""
     producer = None
     try:
-        producer = Producer(bootstrap_servers=address, transactional_id=transactional_id,
-                            transaction_timeout_ms=TIMEOUT_MS, linger_ms=1, client_id=transactional_id, **CLIENT)
+        producer = Producer(bootstrap_servers=address, transactional_id=transactional_id, linger_ms=1,
+                            client_id=transactional_id, **client)
         producer.init_transactions()
         while not stop.is_set():
             with ledger.lock:
@@ -145,7 +160,9 @@ def produce(address: str, transactional_id: str, rng: random.Random, stop: threa
                 producer.abort_transaction(timeout_s=5)
     except Exception as exc:  # noqa: BLE001 - the server was killed under it: counted, checked below
         with ledger.lock:
-            ledger.errors[f"{type(exc).__name__}{'' if stop.is_set() else ' (before the kill)'}"] += 1
+            ledger.errors[f"{type(exc).__name__}{'' if stop.is_set() else ' (before the stop)'}"] += 1
+            if len(ledger.details) < 10:
+                ledger.details.append(f"{transactional_id}: {exc!r}")
     finally:
         if producer is not None:
             try:
@@ -158,8 +175,8 @@ def leave_open(address: str, ledger: Ledger) -> Producer:
     """A transaction of ``OPEN_ID`` with records in every partition (acknowledged) and its offsets
     sent, neither committed nor aborted: the server is killed under it and the id never comes back,
     so only the transaction's timeout can end it."""
-    producer = Producer(bootstrap_servers=address, transactional_id=OPEN_ID, transaction_timeout_ms=TIMEOUT_MS,
-                        linger_ms=1, client_id=OPEN_ID, **CLIENT)
+    producer = Producer(bootstrap_servers=address, transactional_id=OPEN_ID, linger_ms=1, client_id=OPEN_ID,
+                        **CLIENT)
     producer.init_transactions()
     producer.begin_transaction()
     name = f"{OPEN_ID}.1"
@@ -198,7 +215,7 @@ def wait_until_stable(address: str) -> tuple[dict, dict]:
     (the transaction timeout, the abort scanner's interval and a margin) has passed."""
     with Consumer(bootstrap_servers=address, isolation_level="read_committed", request_timeout_ms=10000) as stable, \
             Consumer(bootstrap_servers=address, request_timeout_ms=10000) as plain:
-        deadline = time.monotonic() + (TIMEOUT_MS + CLEANUP_INTERVAL_MS) / 1000 + 20
+        deadline = time.monotonic() + (max(TIMEOUT_MS, ACROSS_TIMEOUT_MS) + CLEANUP_INTERVAL_MS) / 1000 + 20
         while True:
             lso, leo = offsets(stable), offsets(plain)
             if lso == leo or time.monotonic() > deadline:
@@ -206,6 +223,7 @@ def wait_until_stable(address: str) -> tuple[dict, dict]:
             time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_kill9_during_transactions(tmp_path: Path) -> None:
     seed = int(os.environ.get("LOGSTORE_TXN_KILL9_SEED", random.SystemRandom().getrandbits(32)))
     rng = random.Random(seed)
@@ -217,15 +235,29 @@ def test_kill9_during_transactions(tmp_path: Path) -> None:
     ledger = Ledger()
     started = time.monotonic()
     rounds = 0
+    restarts_under_producers = 0
     while rounds < MIN_ROUNDS or (time.monotonic() - started < BUDGET_S and rounds < MAX_ROUNDS):
+        # Odd rounds: the producers live through one or two kills, each server followed by the next
+        # on the same port; even rounds: they give up on their dead server.
+        across = rounds % 2 == 1
         server = Serve(data, log_path)
         stop = threading.Event()
         chosen = [IDS[(rounds + k) % len(IDS)] for k in (0, 1)]
         threads = [threading.Thread(target=produce, args=(server.address, tid, random.Random(rng.random()), stop,
-                                                          ledger), daemon=True) for tid in chosen]
+                                                          ledger, CLIENT_ACROSS if across else CLIENT), daemon=True)
+                   for tid in chosen]
         for thread in threads:
             thread.start()
         time.sleep(rng.uniform(0.3, 1.5))
+        for _ in range(rng.randint(1, 2) if across else 0):
+            server.kill9()
+            server = Serve(data, log_path, server.port)
+            restarts_under_producers += 1
+            time.sleep(rng.uniform(0.5, 1.5))
+        if across:
+            stop.set()  # they end their transaction with this server, then stop
+            for thread in threads:
+                thread.join(60)
         server.kill9()
         stop.set()
         for thread in threads:
@@ -277,9 +309,12 @@ def test_kill9_during_transactions(tmp_path: Path) -> None:
         if committed[tid] != (max(serials) if serials else None):
             problems.append(f"group g-{tid}: committed offset {committed[tid]}, its last visible transaction "
                             f"{max(serials) if serials else None}")
-    print(f"\ntransactions through kill -9: {rounds} rounds, {len(ledger.sent)} transactions, "
+    print(f"\ntransactions through kill -9: {rounds} rounds, {restarts_under_producers} restarts under running "
+          f"producers, {len(ledger.sent)} transactions, "
           f"{len(ledger.acknowledged)} commits acknowledged, {len(ledger.abort_asked)} aborts asked, "
           f"{len(ledger.commit_asked - ledger.acknowledged)} commits in flight at a kill, {len(shown)} visible; "
           f"producer errors {dict(ledger.errors)}; seed {seed}")
+    for text in ledger.details:
+        print("  " + text)
     assert not problems, f"seed {seed} (LOGSTORE_TXN_KILL9_SEED)\n" + "\n".join(problems[:20])
     assert ledger.acknowledged and ledger.abort_asked, "too little happened to check anything"
