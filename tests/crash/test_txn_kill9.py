@@ -99,6 +99,7 @@ class Serve:
         return self.log_path.read_text(errors="replace")[-4000:]
 
     def kill9(self) -> None:
+        """SIGKILL (by pid) and reap; nothing once it has ended."""
         if self.process.poll() is None:
             os.kill(self.process.pid, signal.SIGKILL)
         self.process.wait(30)
@@ -246,28 +247,32 @@ def test_kill9_during_transactions(tmp_path: Path) -> None:
         threads = [threading.Thread(target=produce, args=(server.address, tid, random.Random(rng.random()), stop,
                                                           ledger, CLIENT_ACROSS if across else CLIENT), daemon=True)
                    for tid in chosen]
-        for thread in threads:
-            thread.start()
-        time.sleep(rng.uniform(0.3, 1.5))
-        for _ in range(rng.randint(1, 2) if across else 0):
-            server.kill9()
-            server = Serve(data, log_path, server.port)
-            restarts_under_producers += 1
-            time.sleep(rng.uniform(0.5, 1.5))
-        if across:
-            stop.set()  # they end their transaction with this server, then stop
+        try:
             for thread in threads:
-                thread.join(60)
-        server.kill9()
-        stop.set()
+                thread.start()
+            time.sleep(rng.uniform(0.3, 1.5))
+            for _ in range(rng.randint(1, 2) if across else 0):
+                server.kill9()
+                server = Serve(data, log_path, server.port)
+                restarts_under_producers += 1
+                time.sleep(rng.uniform(0.5, 1.5))
+            if across:
+                stop.set()  # they end their transaction with this server, then stop
+                for thread in threads:
+                    thread.join(60)
+        finally:
+            server.kill9()
+            stop.set()
         for thread in threads:
             thread.join(30)
             assert not thread.is_alive(), "a producer thread did not give up on its dead server"
         rounds += 1
 
     server = Serve(data, log_path)
-    left_open = leave_open(server.address, ledger)
-    server.kill9()
+    try:
+        left_open = leave_open(server.address, ledger)
+    finally:
+        server.kill9()
     left_open.close(timeout_s=1)
 
     server = Serve(data, log_path)
