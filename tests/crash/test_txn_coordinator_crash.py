@@ -17,7 +17,8 @@ call was about to do and what it answered.
 Then, at every cut point around a durable step (each fsync of a state-log record, of a marker, of
 a Complete* record, of a transactional append or offset commit, each directory fsync: just before
 and just after it) and at a sample of the others, power-loss states are drawn
-(``crash_states.DiskModel``: everything kept, nothing unsynced kept, random prefixes and tears). Each
+(``crash_states.DiskModel``: everything kept, which is what a kill -9 there leaves; nothing unsynced
+kept; random prefixes and tears). Each
 state is recovered as a server starts: the store opened, the group coordinator replayed, the
 transaction coordinator started (it finishes prepared transactions), then the manual clock moved
 past every transaction timeout (open transactions are aborted by the scanner). Checked:
