@@ -8,7 +8,7 @@ power loss could leave:
 - every file keeps what was fsynced; of the bytes written since, a random prefix survives, and the
   last surviving bytes may be torn (replaced by zeros or garbage), as in ALICE's append model;
 - namespace changes since the directory's last fsync may be lost: a created file may vanish, a
-  rename may be undone (newest first);
+  rename may be undone (newest first; a file the rename replaced is back under its name);
 - every descriptor and mapping the code under test held is closed (the process is gone).
 
 Limits of the model: writes through mmap (index files) are not dropped (indexes are rebuilt after an
@@ -58,7 +58,8 @@ class SimulatedCrashFileSystem(FileSystem):
         self._fd_paths: dict[int, str] = {}
         self._maps: list = []
         self._lock_fds: set[int] = set()
-        self._pending: dict[str, list[tuple[str, str, str]]] = {}  # dir -> [(op, a, b)]
+        # dir -> [(op, a, b, the content b had before a rename replaced it, or None)]
+        self._pending: dict[str, list[tuple[str, str, str, bytes | None]]] = {}
         self.fsyncs = 0
 
     # --- bookkeeping -----------------------------------------------------------------------------
@@ -70,8 +71,8 @@ class SimulatedCrashFileSystem(FileSystem):
             state = self._files[path] = _FileState(size, size)
         return state
 
-    def _note(self, dir_path: str, op: str, a: str, b: str = "") -> None:
-        self._pending.setdefault(os.path.abspath(dir_path), []).append((op, a, b))
+    def _note(self, dir_path: str, op: str, a: str, b: str = "", replaced: bytes | None = None) -> None:
+        self._pending.setdefault(os.path.abspath(dir_path), []).append((op, a, b, replaced))
 
     # --- data files ------------------------------------------------------------------------------
 
@@ -135,12 +136,18 @@ class SimulatedCrashFileSystem(FileSystem):
 
     def rename(self, source: str, target: str) -> None:
         source, target = os.path.abspath(source), os.path.abspath(target)
+        # A rename over an existing file (temp + fsync + rename): until the directory is fsynced a
+        # power loss may leave the old file under that name, so its content is kept for the undo.
+        replaced = None
+        if os.path.isfile(target):
+            with open(target, "rb") as handle:
+                replaced = handle.read()
         super().rename(source, target)
         self._files[target] = self._files.pop(source, None) or self._state(target)
         for fd, path in self._fd_paths.items():
             if path == source:
                 self._fd_paths[fd] = target
-        self._note(os.path.dirname(target), "rename", source, target)
+        self._note(os.path.dirname(target), "rename", source, target, replaced)
 
     def remove(self, path: str) -> None:
         path = os.path.abspath(path)
@@ -191,7 +198,7 @@ class SimulatedCrashFileSystem(FileSystem):
     def _undo_namespace(self, rng: random.Random, report: CrashReport) -> None:
         for dir_path, ops in self._pending.items():
             keep = rng.randrange(len(ops) + 1)  # a random prefix of the changes reached the disk
-            for op, a, b in reversed(ops[keep:]):
+            for op, a, b, replaced in reversed(ops[keep:]):
                 # Even a file whose data was fsynced vanishes if its directory entry was not
                 # (KAFKA-3968): that is what the directory fsyncs are for.
                 if op == "create" and os.path.exists(a):
@@ -202,6 +209,10 @@ class SimulatedCrashFileSystem(FileSystem):
                     os.rename(b, a)
                     self._files[a] = self._files.pop(b, _FileState())
                     report.undone_renames.append((a, b))
+                    if replaced is not None:  # the file the rename replaced is back under its name
+                        with open(b, "wb") as handle:
+                            handle.write(replaced)
+                        self._files[b] = _FileState(len(replaced), len(replaced))
 
     def _cut(self, path: str, state: _FileState, rng: random.Random, report: CrashReport) -> None:
         new_size = rng.randint(state.synced_size, state.size)
