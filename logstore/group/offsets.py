@@ -123,6 +123,29 @@ class OffsetManager:
         except LogStoreError:
             return False
 
+    def _valid_offsets(self, group_id: str, offsets: Mapping[TopicPartition, OffsetCommit],
+                       callback: Callable[[dict[TopicPartition, int]], None]
+                       ) -> tuple[dict[TopicPartition, OffsetCommit], dict[TopicPartition, int]] | None:
+        """The first checks of a commit (plain or transactional): the coordinator's state for the
+        group, then each partition's existence. ``(the offsets to commit, the errors so far)``, or
+        None when ``callback`` has been answered already (nothing to commit: no group is created for
+        it, as Kafka never asks its coordinator)."""
+        error = self.coordinator.status_error(group_id, allow_empty_id=True)
+        if error != errors.NONE:
+            callback({key: error for key in offsets})
+            return None
+        results: dict[TopicPartition, int] = {}
+        valid: dict[TopicPartition, OffsetCommit] = {}
+        for key, commit in offsets.items():
+            if self._partition_exists(*key):
+                valid[key] = commit
+            else:
+                results[key] = errors.UNKNOWN_TOPIC_OR_PARTITION
+        if not valid:
+            callback(results)
+            return None
+        return valid, results
+
     # --- OffsetCommit ----------------------------------------------------------------------------
 
     def commit(self, group_id: str, generation_id: int, member_id: str,
@@ -131,20 +154,10 @@ class OffsetManager:
         """Commit ``offsets`` for a group; ``callback`` gets an error per partition once the commit
         is durable (or refused). ``retention_ms`` is OffsetCommit v2–v4's (-1: the broker's)."""
         coordinator = self.coordinator
-        results: dict[TopicPartition, int] = {}
-        error = coordinator.status_error(group_id, allow_empty_id=True)
-        if error != errors.NONE:
-            callback({key: error for key in offsets})
+        checked = self._valid_offsets(group_id, offsets, callback)
+        if checked is None:
             return
-        valid: dict[TopicPartition, OffsetCommit] = {}
-        for key, commit in offsets.items():
-            if self._partition_exists(*key):
-                valid[key] = commit
-            else:
-                results[key] = errors.UNKNOWN_TOPIC_OR_PARTITION
-        if not valid:  # nothing to commit: no group is created for it (Kafka never asks its coordinator)
-            callback(results)
-            return
+        valid, results = checked
         with coordinator.lock:
             group = coordinator.groups.get(group_id)
             if group is None:
@@ -224,20 +237,10 @@ class OffsetManager:
             if type(value) is not int or not 0 <= value < 2 ** (bits - 1):
                 raise ValueError(f"{name} must be an int{bits} >= 0, got {value!r}")
         coordinator = self.coordinator
-        results: dict[TopicPartition, int] = {}
-        error = coordinator.status_error(group_id, allow_empty_id=True)
-        if error != errors.NONE:
-            callback({key: error for key in offsets})
+        checked = self._valid_offsets(group_id, offsets, callback)
+        if checked is None:
             return
-        valid: dict[TopicPartition, OffsetCommit] = {}
-        for key, commit in offsets.items():
-            if self._partition_exists(*key):
-                valid[key] = commit
-            else:
-                results[key] = errors.UNKNOWN_TOPIC_OR_PARTITION
-        if not valid:
-            callback(results)
-            return
+        valid, results = checked
         with coordinator.lock:
             group = coordinator.groups.get(group_id)
             if group is None:

@@ -713,7 +713,6 @@ class Log:
         # (a read-only view beside a compacting writer) cannot be, so a view tries more often.
         for _attempt in range(READ_ONLY_READ_ATTEMPTS if self.read_only else 3):
             view, truncations = self._local.view, self.truncations
-            segments = view[0]
             log_end_offset, log_start_offset = self.log_end_offset, self.log_start_offset
             if self._closed:
                 raise StoreClosedError(f"log {self.name} is closed")
@@ -723,21 +722,30 @@ class Log:
                 return []
             try:
                 return LocalLog.read(view, offset, log_end_offset, max_bytes, max_records)
-            except (ValueError, TypeError, OSError) as exc:
-                self._segment_lost(segments, exc)
-            except (CorruptIndexError, CorruptRecordError) as exc:
-                # Bytes cut (and perhaps written again) under the snapshot by a concurrent truncation
-                # look torn, or make an index entry look wrong; damage that is really on disk is still
-                # there when no truncation ran meanwhile (an even count that did not move: none under
-                # way, none finished since the snapshot). A lying index is rebuilt once, then retried.
-                if self._local.view is not view or self.truncations != truncations or truncations % 2:
-                    self._wait_for_truncation()
-                elif isinstance(exc, CorruptIndexError) and not repaired:
-                    repaired = True
-                    self._repair_indexes(segments, exc)
-                else:
-                    raise
+            except (ValueError, TypeError, OSError, CorruptIndexError, CorruptRecordError) as exc:
+                repaired = self._retry_after_read_error(exc, view, truncations, repaired)
         raise StorageError(f"log {self.name} kept changing during a read at offset {offset}")
+
+    def _retry_after_read_error(self, exc: Exception, view: View, truncations: int, repaired: bool) -> bool:
+        """A read of the snapshot ``view`` (taken when ``truncations`` was the count) failed with
+        ``exc``: get ready to read again, or raise ``exc``. Returns whether a lying index has been
+        rebuilt (``repaired``: once per read)."""
+        segments = view[0]
+        if not isinstance(exc, (CorruptIndexError, CorruptRecordError)):
+            self._segment_lost(segments, exc)
+            return repaired
+        # Bytes cut (and perhaps written again) under the snapshot by a concurrent truncation look
+        # torn, or make an index entry look wrong; damage that is really on disk is still there when
+        # no truncation ran meanwhile (an even count that did not move: none under way, none
+        # finished since the snapshot). A lying index is rebuilt once, then retried.
+        if self._local.view is not view or self.truncations != truncations or truncations % 2:
+            self._wait_for_truncation()
+        elif isinstance(exc, CorruptIndexError) and not repaired:
+            self._repair_indexes(segments, exc)
+            return True
+        else:
+            raise exc
+        return repaired
 
     def _out_of_range(self, offset: int, log_start_offset: int, log_end_offset: int) -> OffsetOutOfRangeError:
         return OffsetOutOfRangeError(f"offset {offset} is out of range for {self.name} (log start offset "
@@ -794,7 +802,6 @@ class Log:
         repaired = False
         for _attempt in range(READ_ONLY_READ_ATTEMPTS if self.read_only else 3):
             view, truncations = self._local.view, self.truncations
-            segments = view[0]
             # The end offset first, then the first unstable offset: the reverse of the order appends
             # publish them (see ``last_stable_offset``).
             log_end_offset = self.log_end_offset
@@ -822,17 +829,8 @@ class Log:
                     if next_offset < upper and self.producer_state.seen_producer_batches:
                         next_offset = LocalLog.skip_unreadable(view, next_offset, upper)
                 return ReadResult(records, next_offset, log_end_offset, last_stable, aborted)
-            except (ValueError, TypeError, OSError) as exc:
-                self._segment_lost(segments, exc)
-            except (CorruptIndexError, CorruptRecordError) as exc:
-                # As in ``read``: torn bytes of a concurrent truncation, or a lying index (rebuilt once).
-                if self._local.view is not view or self.truncations != truncations or truncations % 2:
-                    self._wait_for_truncation()
-                elif isinstance(exc, CorruptIndexError) and not repaired:
-                    repaired = True
-                    self._repair_indexes(segments, exc)
-                else:
-                    raise
+            except (ValueError, TypeError, OSError, CorruptIndexError, CorruptRecordError) as exc:
+                repaired = self._retry_after_read_error(exc, view, truncations, repaired)
         raise StorageError(f"log {self.name} kept changing during a read at offset {offset}")
 
     @staticmethod

@@ -139,10 +139,6 @@ def test_replay_after_compaction_gives_the_same_state_for_one_producers_commits(
     assert committed(env, "g") == {T0: 1000, T1: 118, ("u", 0): 59}
 
 
-@pytest.mark.xfail(strict=True, reason="the cleaner does not know transactions yet: it compacts markers by their "
-                                       "control key (the last COMMIT and the last ABORT survive, whichever producer "
-                                       "wrote them), keeps an aborted record that is the last of its key, and cleans "
-                                       "past an open transaction (its record shadows the committed one)")
 def test_replay_after_compaction_gives_the_same_state_with_aborts_and_several_producers(env):
     for round_ in range(60):
         pid = 100 + round_ % 3
