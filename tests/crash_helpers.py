@@ -359,7 +359,9 @@ def collect_child(child: Child, timeout_s: float) -> ChildOutcome:
             if remaining <= 0:
                 hung = True
                 break
-            ready, _, _ = select.select([read_fd], [], [], remaining)
+            poller = select.poll()  # (not select: a test process may hold more than 1024 descriptors)
+            poller.register(read_fd, select.POLLIN)
+            ready = poller.poll(remaining * 1000)
             if ready:
                 chunk = os.read(read_fd, 1 << 20)
                 if not chunk:

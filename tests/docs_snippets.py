@@ -250,7 +250,9 @@ class PageRun:
             wanted = {"--listen": r"listening on (\S+:\d+)", "--metrics-listen": r"metrics on http://(\S+:\d+)/"}
             pending = b""  # read unbuffered: select() does not see lines a buffered reader holds
             while set(real) != {"--listen", *shown}:
-                ready, _, _ = select.select([server.stdout], [], [], SERVE_TIMEOUT_S)
+                poller = select.poll()  # (not select: this process may hold more than 1024 descriptors)
+                poller.register(server.stdout, select.POLLIN)
+                ready = poller.poll(SERVE_TIMEOUT_S * 1000)
                 chunk = os.read(server.stdout.fileno(), 4096) if ready else b""
                 assert chunk, (f"{block.where}: `{command}` printed {printed} and stopped there; stderr: "
                                f"{server.stderr.read() if server.poll() is not None else ''}")

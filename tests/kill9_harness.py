@@ -119,6 +119,14 @@ class Stats:
 
 # --- the writer child ----------------------------------------------------------------------------
 
+def readable_within(fd: int, timeout_s: float) -> bool:
+    """Whether ``fd`` becomes readable within ``timeout_s`` (poll, not select: a test process may
+    hold more than 1024 descriptors)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout_s * 1000))
+
+
 def _batch_size(rng: random.Random) -> int:
     roll = rng.random()
     if roll < 0.2:
@@ -414,7 +422,7 @@ def run_writer(lin: Lineage, rng: random.Random, stats: Stats, state: dict, work
             remaining = end - time.monotonic()
             if remaining <= 0:
                 return True
-            readable, _, _ = select.select([read_fd], [], [], remaining)
+            readable = readable_within(read_fd, remaining)
             if not readable:
                 return True
             chunk = os.read(read_fd, 65536)
@@ -540,7 +548,7 @@ def kill_a_recovery(lin: Lineage, rng: random.Random, stats: Stats, state: dict)
     if delay is not None:
         time.sleep(delay)
         os.kill(pid, signal.SIGKILL)
-    readable, _, _ = select.select([read_fd], [], [], CHILD_TIMEOUT_S)
+    readable = readable_within(read_fd, CHILD_TIMEOUT_S)
     answer = os.read(read_fd, 4096) if readable else b""
     os.close(read_fd)
     if not readable:

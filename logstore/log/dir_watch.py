@@ -224,8 +224,11 @@ class DirectoryWatcher:
     def _wait_inotify(self, deadline: float) -> bool:
         while True:
             remaining = max(0.0, deadline - _now_s())
-            # select retries on EINTR with the remaining time itself (PEP 475).
-            ready, _, _ = select.select([self._fd], [], [], remaining)
+            # poll, not select: a store's descriptor may be past FD_SETSIZE (1024) in a process
+            # with many partitions open; poll retries on EINTR with the remaining time (PEP 475).
+            poller = select.poll()
+            poller.register(self._fd, select.POLLIN)
+            ready = poller.poll(remaining * 1000)
             if ready and self._drain():
                 return True
             if _now_s() >= deadline:

@@ -253,7 +253,9 @@ def test_read_from_the_end_follows_only_new_records(tmp_path):
             # The follower's start is not observable: append until it prints (at most 100 appends)
             for attempt in range(100):
                 writer.append("ev", [Record(None, b"new-%d" % attempt)], partition=attempt % 3)
-                if select.select([follower.stdout], [], [], 0.1)[0]:
+                poller = select.poll()  # (not select: a test process may hold more than 1024 descriptors)
+                poller.register(follower.stdout, select.POLLIN)
+                if poller.poll(100):
                     line = follower.stdout.readline()
                     break
         record = json.loads(line)

@@ -272,3 +272,26 @@ def test_watch_limit_falls_back_to_polling_without_losing_changes(tmp_path, monk
         assert watcher.wait(1000) is True
         append(first / "00.log")
         assert watcher.wait(1000) is True
+
+
+def test_a_watcher_whose_descriptor_is_past_1024_still_waits(tmp_path, make_watcher):
+    """A store with many partitions open holds thousands of descriptors: the watcher's own may be
+    past FD_SETSIZE, where select() refuses it (it polls instead)."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        if hard != resource.RLIM_INFINITY and hard < 1200:
+            pytest.skip(f"RLIMIT_NOFILE's hard limit {hard} is below the 1200 descriptors this needs")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    filler = []
+    try:
+        while not filler or filler[-1] < 1100:
+            filler.append(os.open(os.devnull, os.O_RDONLY))
+        watcher = make_watcher([tmp_path])
+        timer = later(lambda: append(tmp_path / "00.log"))
+        assert watcher.wait(2000)
+        timer.join()
+    finally:
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -183,7 +183,9 @@ def test_read_only_follower_beside_retention_and_compaction(tmp_path):
         # Until the writer is done (its answer is readable), and once more after: what it wrote last.
         writing = True
         while writing and time.monotonic() < deadline and len(problems) < 20:
-            writing = not select.select([writer.read_fd], [], [], 0)[0]
+            poller = select.poll()  # (not select: a test process may hold more than 1024 descriptors)
+            poller.register(writer.read_fd, select.POLLIN)
+            writing = not poller.poll(0)
             try:
                 if view is None:
                     view = LogManager([data_dir], read_only=True)
