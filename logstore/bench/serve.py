@@ -148,12 +148,8 @@ def _create_topic(endpoint: Endpoint, topic: str) -> None:
         future.result(30)
 
 
-def confluent_produce(endpoint: Endpoint, topic: str, count: int, value: bytes, acks: str) -> float:
-    """Records/s of one librdkafka producer sending ``count`` records to partition 0."""
-    from confluent_kafka import Producer
-    producer = Producer({**endpoint.confluent(), "acks": acks, "linger.ms": 5,
-                         "queue.buffering.max.messages": max(100_000, count), "enable.idempotence": False})
-    started = time.perf_counter()
+def _produce(producer, topic: str, value: bytes, count: int) -> None:
+    """Queue ``count`` records to partition 0, serving deliveries while librdkafka's queue is full."""
     for _ in range(count):
         while True:
             try:
@@ -161,6 +157,15 @@ def confluent_produce(endpoint: Endpoint, topic: str, count: int, value: bytes, 
                 break
             except BufferError:
                 producer.poll(0.01)
+
+
+def confluent_produce(endpoint: Endpoint, topic: str, count: int, value: bytes, acks: str) -> float:
+    """Records/s of one librdkafka producer sending ``count`` records to partition 0."""
+    from confluent_kafka import Producer
+    producer = Producer({**endpoint.confluent(), "acks": acks, "linger.ms": 5,
+                         "queue.buffering.max.messages": max(100_000, count), "enable.idempotence": False})
+    started = time.perf_counter()
+    _produce(producer, topic, value, count)
     if producer.flush(120) != 0:
         raise RuntimeError("confluent-kafka did not deliver every record within 120 s")
     return count / (time.perf_counter() - started)
@@ -181,13 +186,7 @@ def confluent_produce_transactional(endpoint: Endpoint, topic: str, count: int, 
     while sent < count:
         producer.begin_transaction()
         batch = min(per_transaction, count - sent)
-        for _ in range(batch):
-            while True:
-                try:
-                    producer.produce(topic, value, partition=0)
-                    break
-                except BufferError:
-                    producer.poll(0.01)
+        _produce(producer, topic, value, batch)
         committing = time.perf_counter()
         producer.commit_transaction(60)
         commits.append((time.perf_counter() - committing) * 1000)

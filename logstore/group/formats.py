@@ -46,7 +46,8 @@ from ..errors import CorruptRecordError
 __all__ = [
     "OFFSETS_TOPIC", "GroupKey", "GroupValue", "MemberValue", "OffsetKey", "OffsetValue", "Reader", "Writer",
     "decode_group_value", "decode_key", "decode_offset_value", "encode_group_key", "encode_group_value",
-    "encode_key", "encode_offset_key", "encode_offset_value", "java_string_hash", "partition_for",
+    "encode_key", "encode_offset_key", "encode_offset_value", "java_string_hash", "partition_for", "coordinator_partition",
+    "utf8",
 ]
 
 logger = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _UNIT = struct.Struct(">H")
-_BITS = {_INT16: 16, _INT32: 32, _INT64: 64}
+_BITS = {_INT8: 8, _INT16: 16, _INT32: 32, _INT64: 64}
 _MAX_STRING_BYTES = 0x7FFF  # Kafka's strings, compact ones too, hold at most 32767 bytes
 # The hot records (one per partition of every commit) packed in one call each; anything these
 # cannot pack (a wrong type, a value out of range) goes through ``Writer``, which names the field.
@@ -96,22 +97,45 @@ def partition_for(group_id: str, partitions: int = DEFAULT_PARTITIONS) -> int:
     """The partition of ``__consumer_offsets`` that holds ``group_id``'s records:
     ``abs(java_string_hash(group_id)) % partitions``, where abs maps -2**31 to 0 (Kafka's
     ``Utils.abs``; Java's ``Math.abs`` would leave it negative)."""
-    if not isinstance(group_id, str):
-        raise TypeError(f"group_id must be a str, got {group_id!r}")
+    return coordinator_partition("group_id", group_id, partitions)
+
+
+def coordinator_partition(field: str, key: str, partitions: int) -> int:
+    """The partition of a coordinator's topic (``__consumer_offsets``, ``__transaction_state``)
+    that holds ``key``'s records, by Kafka's rule for both: ``abs(java_string_hash(key)) %
+    partitions``, abs mapping -2**31 to 0. Errors name ``field``."""
+    if not isinstance(key, str):
+        raise TypeError(f"{field} must be a str, got {key!r}")
     if isinstance(partitions, bool) or not isinstance(partitions, int):
         raise TypeError(f"partitions must be an int, got {partitions!r}")
     if partitions < 1:
         raise ValueError(f"partitions must be at least 1, got {partitions}")
-    h = java_string_hash(group_id)
+    h = java_string_hash(key)
+    # Utils.abs is Math.abs except at -2**31, not a mask (h & 0x7FFFFFFF differs for every negative h).
     return (0 if h == -(2**31) else abs(h)) % partitions
 
 
 # --- classic primitive types ----------------------------------------------------------------------
 
 
+def utf8(field: str, value: object) -> bytes:
+    """``value``'s UTF-8 bytes, checked as a Kafka string (a str of at most 32767 bytes); the
+    ``TypeError`` or ``ValueError`` names ``field``."""
+    if not isinstance(value, str):
+        raise TypeError(f"{field} must be a str, got {value!r}")
+    try:
+        data = value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(f"{field} {value!r} cannot be encoded as UTF-8: {error.reason}") from None
+    if len(data) > _MAX_STRING_BYTES:
+        raise ValueError(f"{field} is {len(data)} bytes of UTF-8, more than a string holds ({_MAX_STRING_BYTES})")
+    return data
+
+
 class Writer:
-    """Builds a record in Kafka's classic (non-flexible) encoding. Every method checks its value's
-    type and range and names ``field`` in the ``TypeError`` or ``ValueError`` it raises."""
+    """Builds a record in Kafka's encoding: the classic one, and the flexible one's varints and
+    compact strings. Every method checks its value's type and range and names ``field`` in the
+    ``TypeError`` or ``ValueError`` it raises."""
 
     __slots__ = ("_parts",)
 
@@ -126,6 +150,10 @@ class Writer:
         if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
             raise ValueError(f"{field} {value} does not fit in an int{bits}")
         self._parts.append(packer.pack(value))
+
+    def int8(self, field: str, value: int) -> None:
+        """Append an int8."""
+        self._int(_INT8, field, value)
 
     def int16(self, field: str, value: int) -> None:
         """Append a big-endian int16."""
@@ -146,13 +174,27 @@ class Writer:
             return
         if not isinstance(value, str):
             raise TypeError(f"{field} must be a str{' or None' if nullable else ''}, got {value!r}")
-        try:
-            data = value.encode("utf-8")
-        except UnicodeEncodeError as error:
-            raise ValueError(f"{field} {value!r} cannot be encoded as UTF-8: {error.reason}") from None
-        if len(data) > 0x7FFF:
-            raise ValueError(f"{field} is {len(data)} bytes of UTF-8, more than a string holds (32767)")
+        data = utf8(field, value)
         self._parts.append(_INT16.pack(len(data)))
+        self._parts.append(data)
+
+    def compact_string(self, field: str, value: str) -> None:
+        """Append a flexible version's string: an unsigned varint of length + 1, the UTF-8 bytes."""
+        data = utf8(field, value)
+        self.uvarint(len(data) + 1)
+        self._parts.append(data)
+
+    def uvarint(self, value: int) -> None:
+        """Append an unsigned varint (a flexible version's lengths, counts and tags: ``value`` >= 0)."""
+        out = bytearray()
+        while value >= 0x80:
+            out.append((value & 0x7F) | 0x80)
+            value >>= 7
+        out.append(value)
+        self._parts.append(bytes(out))
+
+    def raw(self, data: bytes) -> None:
+        """Append ``data`` as it is (bytes already encoded)."""
         self._parts.append(data)
 
     def bytes_(self, field: str, value, nullable: bool = False) -> None:

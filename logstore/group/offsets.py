@@ -146,6 +146,19 @@ class OffsetManager:
             return None
         return valid, results
 
+    def _group_for_commit(self, group_id: str, generation_id: int) -> tuple[GroupMetadata | None, int]:
+        """Under the coordinator's lock: the group a commit goes to, or ILLEGAL_GENERATION for a
+        commit naming a generation of a group that does not exist. A commit without one creates a
+        group without members (an assign() consumer's or an admin's commit, or a transactional
+        producer's whose consumer assigns its partitions itself)."""
+        coordinator = self.coordinator
+        group = coordinator.groups.get(group_id)
+        if group is not None:
+            return group, errors.NONE
+        if generation_id >= 0:
+            return None, errors.ILLEGAL_GENERATION
+        return coordinator.storage.add_group(GroupMetadata(group_id, coordinator.clock.time_ms())), errors.NONE
+
     # --- OffsetCommit ----------------------------------------------------------------------------
 
     def commit(self, group_id: str, generation_id: int, member_id: str,
@@ -159,12 +172,7 @@ class OffsetManager:
             return
         valid, results = checked
         with coordinator.lock:
-            group = coordinator.groups.get(group_id)
-            if group is None:
-                if generation_id >= 0:
-                    error = errors.ILLEGAL_GENERATION
-                else:  # an assign() consumer's (or an admin's) commit: a group without members
-                    group = coordinator.storage.add_group(GroupMetadata(group_id, coordinator.clock.time_ms()))
+            group, error = self._group_for_commit(group_id, generation_id)
             if group is not None:
                 error = self._validate_commit(group, generation_id, member_id, group_instance_id)
             if error == errors.NONE and group.is_state(COMPLETING_REBALANCE):
@@ -242,12 +250,7 @@ class OffsetManager:
             return
         valid, results = checked
         with coordinator.lock:
-            group = coordinator.groups.get(group_id)
-            if group is None:
-                if generation_id >= 0:
-                    error = errors.ILLEGAL_GENERATION
-                else:  # a producer whose consumer assigns its partitions itself: a group without members
-                    group = coordinator.storage.add_group(GroupMetadata(group_id, coordinator.clock.time_ms()))
+            group, error = self._group_for_commit(group_id, generation_id)
             if group is not None:
                 error = self._validate_txn_commit(group, generation_id, member_id, group_instance_id)
             if error != errors.NONE:

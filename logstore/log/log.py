@@ -105,6 +105,20 @@ def check_isolation(isolation: str) -> None:
         raise ValueError(f"isolation must be one of {', '.join(ISOLATION_LEVELS)}, got {isolation!r}")
 
 
+def read_limits(offset: Any, max_bytes: int, max_records: int | None) -> int:
+    """Check a read's ``offset``, ``max_bytes`` and ``max_records`` (TypeError/ValueError naming the
+    value); returns ``max_records`` with None as no limit."""
+    if not isinstance(offset, int) or isinstance(offset, bool):
+        raise TypeError(f"offset must be an int, got {offset!r}")
+    if max_bytes < 0:
+        raise ValueError(f"max_bytes must be >= 0, got {max_bytes!r}")
+    if max_records is None:
+        return 2**62
+    if max_records < 1:
+        raise ValueError(f"max_records must be >= 1, got {max_records!r}")
+    return max_records
+
+
 class Log:
     """One partition of a topic: ``append``, ``read``, ``roll``, ``flush``, ``truncate_to`` and
     ``delete_records``. Open it through ``LogManager.get_log`` (which persists its checkpoints), or
@@ -700,14 +714,7 @@ class Log:
                 record = self._local.read_one_cached(offset)
                 if record is not None:
                     return [record]
-        if not isinstance(offset, int) or isinstance(offset, bool):
-            raise TypeError(f"offset must be an int, got {offset!r}")
-        if max_bytes < 0:
-            raise ValueError(f"max_bytes must be >= 0, got {max_bytes!r}")
-        if max_records is None:
-            max_records = 2**62
-        elif max_records < 1:
-            raise ValueError(f"max_records must be >= 1, got {max_records!r}")
+        max_records = read_limits(offset, max_bytes, max_records)
         repaired = False
         # A writer in this process is waited for (its lock) before a retry; another process's swaps
         # (a read-only view beside a compacting writer) cannot be, so a view tries more often.
@@ -790,14 +797,7 @@ class Log:
         for ``isolation="read_committed"``, the aborted transactions whose data may lie in what was
         returned (those with their ABORT marker at or after ``offset`` and data below the next offset)."""
         check_isolation(isolation)
-        if not isinstance(offset, int) or isinstance(offset, bool):
-            raise TypeError(f"offset must be an int, got {offset!r}")
-        if max_bytes < 0:
-            raise ValueError(f"max_bytes must be >= 0, got {max_bytes!r}")
-        if max_records is None:
-            max_records = 2**62
-        elif max_records < 1:
-            raise ValueError(f"max_records must be >= 1, got {max_records!r}")
+        max_records = read_limits(offset, max_bytes, max_records)
         committed = isolation == READ_COMMITTED
         repaired = False
         for _attempt in range(READ_ONLY_READ_ATTEMPTS if self.read_only else 3):

@@ -28,7 +28,7 @@ import threading
 from typing import Any, Iterable, Mapping
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import DurabilityTimeoutError, InvalidRecordError, UnknownTopicOrPartitionError
+from ..errors import DurabilityTimeoutError, InvalidRecordError, LogStoreError, UnknownTopicOrPartitionError
 from ..group.formats import partition_for as offsets_partition_for
 from ..timer.scheduler import ScheduledTask, Scheduler
 from . import errors
@@ -445,10 +445,14 @@ class TransactionCoordinator:
         it current. Called without ``lock`` (the append waits for an fsync)."""
         try:
             self.state_log.append(meta.transactional_id, None if target is None else target.value())
-        except Exception as exc:
+        except Exception as exc:  # any failure: the pending state must go, or the id stays busy forever
             code = append_error_code(exc)
-            logger.warning("transaction state append for %r failed (%s): %s", meta.transactional_id,
-                           errors.name_of(code), exc)
+            if isinstance(exc, LogStoreError):
+                logger.warning("transaction state append for %r failed (%s): %s", meta.transactional_id,
+                               errors.name_of(code), exc)
+            else:  # not a storage failure but a bug: with its traceback
+                logger.exception("transaction state append for %r failed (%s)", meta.transactional_id,
+                                 errors.name_of(code))
             with self.lock:
                 meta.pending = None
             return code

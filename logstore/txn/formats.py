@@ -44,7 +44,7 @@ import struct
 from dataclasses import dataclass
 
 from ..errors import CorruptRecordError
-from ..group.formats import Reader, java_string_hash
+from ..group.formats import Reader, Writer, coordinator_partition
 
 __all__ = [
     "KEY_VERSION", "TRANSACTION_STATE_TOPIC", "TransactionLogFormatError", "TransactionLogValue", "TransactionState",
@@ -62,11 +62,9 @@ KEY_VERSION = 0
 VALUE_VERSIONS = (0, 1)
 FLEXIBLE_VALUE_VERSION = 1
 
-_INT8 = struct.Struct(">b")
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
-_MAX_STRING = 0x7FFF  # Kafka's strings, compact ones too, hold at most 32767 bytes
 
 # The tagged fields of value version 1: tag -> (field, packer, default).
 _TAG_PREVIOUS_PRODUCER_ID, _TAG_NEXT_PRODUCER_ID, _TAG_CLIENT_TRANSACTION_VERSION = 0, 1, 2
@@ -151,55 +149,18 @@ def partition_for(transactional_id: str, partitions: int = DEFAULT_PARTITIONS) -
     """The partition of ``__transaction_state`` that holds ``transactional_id``'s records:
     ``abs(java_string_hash(id)) % partitions``, where abs maps -2**31 to 0 (Kafka's ``Utils.abs``),
     the rule of Kafka's transaction state manager, so FindCoordinator and tools agree with Kafka."""
-    if not isinstance(transactional_id, str):
-        raise TypeError(f"transactional_id must be a str, got {transactional_id!r}")
-    if isinstance(partitions, bool) or not isinstance(partitions, int):
-        raise TypeError(f"partitions must be an int, got {partitions!r}")
-    if partitions < 1:
-        raise ValueError(f"partitions must be at least 1, got {partitions}")
-    h = java_string_hash(transactional_id)
-    # Utils.abs is Math.abs except at -2**31, not a mask (h & 0x7FFFFFFF differs for every negative h).
-    return (0 if h == -(2**31) else abs(h)) % partitions
+    return coordinator_partition("transactional_id", transactional_id, partitions)
 
 
 # --- writing --------------------------------------------------------------------------------------
 
 
-def _pack(packer: struct.Struct, field: str, value: object) -> bytes:
-    # bool is an int to Python, but True as a producer id is always a bug.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{field} must be an int, got {value!r}")
-    try:
-        return packer.pack(value)
-    except struct.error:
-        raise ValueError(f"{field} {value} does not fit in an int{packer.size * 8}") from None
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _utf8(field: str, value: object) -> bytes:
-    if not isinstance(value, str):
-        raise TypeError(f"{field} must be a str, got {value!r}")
-    try:
-        data = value.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise ValueError(f"{field} {value!r} cannot be encoded as UTF-8: {error.reason}") from None
-    if len(data) > _MAX_STRING:
-        raise ValueError(f"{field} is {len(data)} bytes of UTF-8, more than a string holds ({_MAX_STRING})")
-    return data
-
-
 def encode_key(transactional_id: str) -> bytes:
     """The key of ``transactional_id``'s records: version 0, the id as a string."""
-    data = _utf8("transactional_id", transactional_id)
-    return _INT16.pack(KEY_VERSION) + _INT16.pack(len(data)) + data
+    writer = Writer()
+    writer.int16("version", KEY_VERSION)
+    writer.string("transactional_id", transactional_id)
+    return writer.getvalue()
 
 
 def encode_value(value: TransactionLogValue, version: int | None = None) -> bytes:
@@ -220,32 +181,45 @@ def encode_value(value: TransactionLogValue, version: int | None = None) -> byte
     if value.state == TransactionState.EMPTY and value.partitions:
         raise ValueError(f"an Empty transaction has no partitions, got {value.partitions!r}")
     flexible = version >= FLEXIBLE_VALUE_VERSION
-    parts = [_INT16.pack(version), _pack(_INT64, "producer_id", value.producer_id),
-             _pack(_INT16, "producer_epoch", value.producer_epoch),
-             _pack(_INT32, "transaction_timeout_ms", value.transaction_timeout_ms),
-             _INT8.pack(int(value.state))]
+    writer = Writer()
+    writer.int16("version", version)
+    writer.int64("producer_id", value.producer_id)
+    writer.int16("producer_epoch", value.producer_epoch)
+    writer.int32("transaction_timeout_ms", value.transaction_timeout_ms)
+    writer.int8("state", int(value.state))
+
+    def count(field: str, items: int) -> None:  # an array's length: compact (n + 1) when flexible
+        if flexible:
+            writer.uvarint(items + 1)
+        else:
+            writer.array(field, items)
+
     if value.state == TransactionState.EMPTY:
-        parts.append(b"\x00" if flexible else _INT32.pack(-1))  # null
+        writer.raw(b"\x00" if flexible else _INT32.pack(-1))  # null
     else:
         by_topic: dict[str, list[int]] = {}
         for topic, partition in value.partitions:  # sorted: topics in order, each one's ids in order
             by_topic.setdefault(topic, []).append(partition)
-        parts.append(_uvarint(len(by_topic) + 1) if flexible else _INT32.pack(len(by_topic)))
+        count("partitions", len(by_topic))
         for topic, ids in by_topic.items():
-            name = _utf8("topic", topic)
-            parts.append(_uvarint(len(name) + 1) if flexible else _INT16.pack(len(name)))
-            parts.append(name)
-            parts.append(_uvarint(len(ids) + 1) if flexible else _INT32.pack(len(ids)))
-            parts.extend(_pack(_INT32, "partition", partition) for partition in ids)
             if flexible:
-                parts.append(b"\x00")  # the entry's tagged fields: none
-    parts.append(_pack(_INT64, "last_update_timestamp_ms", value.last_update_timestamp_ms))
-    parts.append(_pack(_INT64, "start_timestamp_ms", value.start_timestamp_ms))
+                writer.compact_string("topic", topic)
+            else:
+                writer.string("topic", topic)
+            count("partition_ids", len(ids))
+            for partition in ids:
+                writer.int32("partition", partition)
+            if flexible:
+                writer.uvarint(0)  # the entry's tagged fields: none
+    writer.int64("last_update_timestamp_ms", value.last_update_timestamp_ms)
+    writer.int64("start_timestamp_ms", value.start_timestamp_ms)
     if flexible:
-        parts.append(_uvarint(len(tagged)))
+        writer.uvarint(len(tagged))
         for tag, field, packer, field_value in tagged:  # _TAGGED is in tag order
-            parts.extend((_uvarint(tag), _uvarint(packer.size), _pack(packer, field, field_value)))
-    return b"".join(parts)
+            writer.uvarint(tag)
+            writer.uvarint(packer.size)
+            (writer.int64 if packer is _INT64 else writer.int16)(field, field_value)
+    return writer.getvalue()
 
 
 # --- reading --------------------------------------------------------------------------------------

@@ -205,13 +205,7 @@ class GroupHandlers:
 
     def offset_commit(self, context: RequestContext, request: dict) -> None:
         topics = request["topics"]
-        offsets = {}
-        for topic in topics:
-            for partition in topic["partitions"]:
-                offsets[(topic["name"], partition["partition_index"])] = OffsetCommit(
-                    partition["committed_offset"], partition.get("committed_leader_epoch", -1),
-                    # Kafka stores a null metadata as "" (OffsetAndMetadata.NoMetadata).
-                    partition["committed_metadata"] or "")
+        offsets = _offsets_of(topics)
 
         def build(results: dict) -> dict:
             return {"throttle_time_ms": 0, "topics": [
@@ -238,12 +232,7 @@ class GroupHandlers:
         loading coordinator would say COORDINATOR_LOAD_IN_PROGRESS (their clients took that as fatal)."""
         topics = request["topics"]
         version = context.api_version
-        offsets = {}
-        for topic in topics:
-            for partition in topic["partitions"]:
-                offsets[(topic["name"], partition["partition_index"])] = OffsetCommit(
-                    partition["committed_offset"], partition.get("committed_leader_epoch", -1),
-                    partition["committed_metadata"] or "")
+        offsets = _offsets_of(topics)
 
         def build(results: dict) -> dict:
             def code(key) -> int:
@@ -388,3 +377,11 @@ def fetched_partition(index: int, value, error: int = errors.NONE) -> dict:
     return {"partition_index": index, "committed_offset": value.offset,
             "committed_leader_epoch": -1 if value.leader_epoch is None else value.leader_epoch,
             "metadata": "" if value.metadata is None else value.metadata, "error_code": errors.NONE}
+
+
+def _offsets_of(topics: list[dict]) -> dict[tuple[str, int], OffsetCommit]:
+    """The offsets an OffsetCommit or TxnOffsetCommit request's ``topics`` name."""
+    return {(topic["name"], partition["partition_index"]): OffsetCommit(
+        partition["committed_offset"], partition.get("committed_leader_epoch", -1),
+        partition["committed_metadata"] or "")  # Kafka stores a null metadata as "" (OffsetAndMetadata.NoMetadata)
+        for topic in topics for partition in topic["partitions"]}

@@ -203,7 +203,9 @@ function brokerError (e) {
   return e
 }
 
-async function main () {
+// Read one JSON command on stdin, run it with ``commands[op](kafkaFor(command), command)``, print one
+// JSON line: {"ok": <result>} or {"error": {type, code, message}} (the broker's error, unwrapped).
+async function serve (commands, kafkaFor) {
   const chunks = []
   for await (const chunk of process.stdin) chunks.push(chunk)
   const command = JSON.parse(Buffer.concat(chunks).toString('utf8'))
@@ -220,7 +222,14 @@ async function main () {
   }
 }
 
-main().then(() => process.exit(0), e => {
-  process.stderr.write(`kafkajs_driver: ${e && e.stack ? e.stack : e}\n`)
-  process.exit(2)
-})
+// A driver script's main: ``serve``, exit 0; a failure outside a command (bad input) exits 2.
+function runMain (name, commands, kafkaFor) {
+  serve(commands, kafkaFor).then(() => process.exit(0), e => {
+    process.stderr.write(`${name}: ${e && e.stack ? e.stack : e}\n`)
+    process.exit(2)
+  })
+}
+
+module.exports = { brokerError, runMain }
+
+if (require.main === module) runMain('kafkajs_driver', commands, kafkaFor)

@@ -31,6 +31,7 @@
 const path = require('path')
 const NODE_MODULES = process.env.LOGSTORE_TEST_NODE_MODULES || path.join(__dirname, 'node_modules')
 const { Kafka, logLevel } = require(path.join(NODE_MODULES, 'kafkajs'))
+const { brokerError, runMain } = require(path.join(__dirname, '..', 'kafkajs_driver.js'))  // one command loop
 
 function kafkaFor (command) {
   return new Kafka({
@@ -201,36 +202,4 @@ async function fence (kafka, command) {
 
 const commands = { transactions, consume, transform, fence }
 
-// The broker's error inside whatever kafkajs wrapped it in (aggregate, per-partition, retry).
-function brokerError (e) {
-  const queue = [e]
-  while (queue.length) {
-    const x = queue.shift()
-    if (!x || typeof x !== 'object') continue
-    if (typeof x.type === 'string' && x.type !== 'UNKNOWN' && Number.isInteger(x.code)) return x
-    queue.push(x.originalError, x.cause, ...(x.errors || []), ...((x.partitions || []).map(p => p.error)))
-  }
-  return e
-}
-
-async function main () {
-  const chunks = []
-  for await (const chunk of process.stdin) chunks.push(chunk)
-  const command = JSON.parse(Buffer.concat(chunks).toString('utf8'))
-  const run = commands[command.op]
-  if (!run) throw new Error(`unknown op ${command.op}`)
-  try {
-    const result = await run(kafkaFor(command), command)
-    process.stdout.write(JSON.stringify({ ok: result }) + '\n')
-  } catch (e) {
-    const found = brokerError(e)
-    process.stdout.write(JSON.stringify({
-      error: { type: found.type || e.name, code: Number.isInteger(found.code) ? found.code : null, message: String(e.message || e) }
-    }) + '\n')
-  }
-}
-
-main().then(() => process.exit(0), e => {
-  process.stderr.write(`kafkajs_txn: ${e && e.stack ? e.stack : e}\n`)
-  process.exit(2)
-})
+runMain('kafkajs_txn', commands, kafkaFor)
