@@ -6,7 +6,9 @@ when it is a terminal. The workloads, the SQLite baseline and the targets live i
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import json
 import sys
 from typing import TYPE_CHECKING, Callable
@@ -46,10 +48,21 @@ def _max_message_bytes(_ctx, _param, value: str) -> int | None:
 
 def _output(command: Callable) -> Callable:
     """--format (and its hidden, deprecated alias --json) and --progress, shared by every perf
-    command; the command receives ``as_json``."""
+    command; the command receives ``as_json``. Every command's output ends with the machine and its
+    load average before and after the run (``"machine"`` in the JSON document)."""
     @functools.wraps(command)
     def run(*args, output_format: str, as_json: bool, **kwargs):
-        return command(*args, as_json=chosen_format(output_format, as_json) == "json", **kwargs)
+        from logstore.bench import machine
+        json_output = chosen_format(output_format, as_json) == "json"
+        before = machine.snapshot()
+        if not json_output:
+            command(*args, as_json=False, **kwargs)
+            click.echo(machine.describe(before, machine.snapshot()))
+            return
+        captured = io.StringIO()
+        with contextlib.redirect_stdout(captured):
+            command(*args, as_json=True, **kwargs)
+        click.echo(machine.with_machine(captured.getvalue(), before, machine.snapshot()), nl=False)
 
     run = click.option("--progress/--no-progress", default=None,
                        help="Progress on stderr (default: when stderr is a terminal).")(run)
