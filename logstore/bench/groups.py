@@ -15,6 +15,10 @@ codec (``WireTransport``):
   server and the client; with ``in_flight`` > 1 each member keeps that many commits on its
   connection, as ``commitAsync`` does. One in flight, the rate cannot pass members / mean latency
   (the ceiling row): a latency-bound figure, not the server's capacity;
+- the commit work floor, in-process on one thread: ``committers`` OffsetCommit requests decoded,
+  committed (the writer thread appends and fsyncs them as one round) and answered with encoded
+  responses, round after round: what a commit costs the server before any network, wake-up or
+  lock contention (``commit_work``);
 - the request floor: a Heartbeat round trip from the same members (the cheapest group request: no
   write), whose server CPU is what any request costs before the commit's own work;
 - over the wire, commits per fsync: the ``__consumer_offsets`` batches of the commits' group, counted
@@ -52,7 +56,8 @@ from ..group.consumer_protocol import (Assignment, Subscription, decode_assignme
 from ..group.coordinator import GroupCoordinator
 from ..group.results import OffsetCommit
 from ..manager.log_manager import LogManager
-from ..server.protocol.codec import decode_response, encode_request
+from ..server.protocol.codec import (decode_request, decode_request_header, decode_response, encode_request,
+                                     encode_response)
 from ..timer.scheduler import Scheduler
 from .serve import BrokerProcess, tansu_binary
 
@@ -246,8 +251,9 @@ def _summary(counts: int, elapsed_s: float, latencies: list, cpu_s: float) -> di
             "mean_ms": mean, "server_cpu_us_per_commit": cpu_s / max(1, counts) * 1e6}
 
 
-def commits_in_process(committers: int, seconds: float, root: str) -> dict:
-    """``committers`` threads, members of one group, each committing and waiting for the callback."""
+def commits_in_process(committers: int, seconds: float, root: str, work_seconds: float = 0.0) -> dict:
+    """``committers`` threads, members of one group, each committing and waiting for the callback;
+    then, with ``work_seconds``, ``commit_work`` on the same store (its result under ``"work"``)."""
     env = _Store(root, "commits")
     try:
         driver = RebalanceDriver(InProcessTransport(env.coordinator, "perf-commits"), committers)
@@ -279,10 +285,75 @@ def commits_in_process(committers: int, seconds: float, root: str) -> dict:
         if failures:
             raise BenchmarkError(f"in-process commit failed: {failures[0]}")
         writer = coordinator.storage.writer_stats()  # rounds: write rounds; fsyncs: log fsyncs
-        return _summary(sum(counts), elapsed, [x for mine in latencies for x in mine], _cpu_s() - cpu) | {
+        result = _summary(sum(counts), elapsed, [x for mine in latencies for x in mine], _cpu_s() - cpu) | {
             "fsync_rounds": writer["rounds"], "commits_per_fsync": sum(counts) / max(1, writer["fsyncs"])}
+        if work_seconds:
+            result["work"] = commit_work(committers, work_seconds, root, env)
+        return result
     finally:
         env.close()
+
+
+def commit_work(committers: int, seconds: float, root: str, env: _Store | None = None) -> dict:
+    """The server's own work per commit, without the network: one thread decodes ``committers``
+    OffsetCommit requests (1-4 partitions each, from the members of one group), hands them to a
+    threaded coordinator, waits for every answer of the round (its writer appends them as one batch
+    and fsyncs once) and encodes the responses; repeated for ``seconds``. Process CPU per commit.
+    ``env``: a store to use (a group of its own), else a new one."""
+    own = env is None
+    env = env or _Store(root, "work")
+    try:
+        driver = RebalanceDriver(InProcessTransport(env.coordinator, "perf-work"), committers)
+        generation = driver.run()["generation"]
+        coordinator, rng, sent = env.coordinator, random.Random(7), 0
+        answered, round_done = [], threading.Event()
+
+        def answer(results: dict) -> None:
+            answered.append(results)
+            if len(answered) == committers:
+                round_done.set()
+
+        count, started, cpu = 0, time.perf_counter(), _cpu_s()
+        fsyncs = coordinator.storage.writer_stats()["fsyncs"]
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            frames = []
+            for i in range(committers):  # the requests as they come off the wire (untimed: the client's)
+                sent += 1
+                frames.append(encode_request(COMMIT, COMMIT_V, sent, f"consumer-{i}", {
+                    "group_id": "perf-work", "generation_id_or_member_epoch": generation,
+                    "member_id": driver.member_ids[i], "group_instance_id": None, "topics": [{"name": TOPIC, "partitions": [
+                        {"partition_index": p, "committed_offset": sent, "committed_leader_epoch": -1,
+                         "committed_metadata": ""} for _t, p in _choose(rng, driver.assignment[i])]}]})[4:])
+            answered.clear()
+            round_done.clear()
+            requests = []
+            for frame in frames:
+                _header, offset = decode_request_header(frame)
+                request = decode_request(COMMIT, COMMIT_V, frame, offset)
+                requests.append(request)
+                coordinator.commit_offsets(request["group_id"], request["generation_id_or_member_epoch"],
+                                           request["member_id"], {
+                                               (topic["name"], p["partition_index"]): OffsetCommit(p["committed_offset"])
+                                               for topic in request["topics"] for p in topic["partitions"]},
+                                           callback=answer)
+            if not round_done.wait(10):
+                raise BenchmarkError("in-process commits unanswered within 10 s")
+            for request, results in zip(requests, answered):
+                if any(results.values()):
+                    raise BenchmarkError(f"in-process commit failed: {results}")
+                encode_response(COMMIT, COMMIT_V, 1, {"throttle_time_ms": 0, "topics": [
+                    {"name": topic["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": 0}
+                                                           for p in topic["partitions"]]}
+                    for topic in request["topics"]]})
+            count += committers
+        elapsed = time.perf_counter() - started
+        fsyncs = coordinator.storage.writer_stats()["fsyncs"] - fsyncs
+        return {"commits": count, "seconds": elapsed, "per_s": count / elapsed,
+                "cpu_us_per_commit": (_cpu_s() - cpu) / max(1, count) * 1e6, "commits_per_fsync": count / max(1, fsyncs)}
+    finally:
+        if own:
+            env.close()
 
 
 # --- memory ---------------------------------------------------------------------------------------
@@ -613,6 +684,7 @@ def bench_groups(*, members: tuple[int, ...] = (2, 10, 50), committers: int = 8,
         if committers:
             say(f"{target}: {committers} committers for {seconds:g} s")
             result = commits()
+            work = result.pop("work", None)  # in-process: the commit work floor, measured on the same store
             suffix = " + fetch" if fetch and target != "in-process" else ""
             if in_flight > 1 and target != "in-process":
                 suffix += f", {in_flight} in flight each"
@@ -626,6 +698,8 @@ def bench_groups(*, members: tuple[int, ...] = (2, 10, 50), committers: int = 8,
                 row(target, "client CPU per commit", result["client_cpu_us_per_commit"], "us")
             if "commits_per_fsync" in result:
                 row(target, "commits per fsync", result["commits_per_fsync"], "commits")
+            if work is not None:
+                row(target, "floor: commit work CPU, one thread", work["cpu_us_per_commit"], "us", **work)
             if heartbeats is not None:
                 say(f"{target}: {committers} members sending Heartbeats for {seconds / 2:g} s")
                 floor = heartbeats()
@@ -637,7 +711,7 @@ def bench_groups(*, members: tuple[int, ...] = (2, 10, 50), committers: int = 8,
     root = tempfile.mkdtemp(prefix="logstore-perf-groups-", dir=work_dir)
     try:
         measure("in-process", lambda count, _run: rebalance_in_process(count, root),
-                lambda: commits_in_process(committers, seconds, root))
+                lambda: commits_in_process(committers, seconds, root, work_seconds=seconds / 2))
         memory = None
         if memory_groups and memory_members:
             say(f"in-process: memory of {memory_groups} groups x {memory_members} members")

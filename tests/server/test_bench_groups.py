@@ -36,6 +36,8 @@ def test_in_process_rebalance_commits_and_memory(tmp_path):
     _check_target(rows, (1, 3), 2)
     assert len(rows["rebalance, 3 members"]["runs_ms"]) == 2 and rows["server CPU per commit"]["value"] > 0
     assert rows["commits/s, 2 committers"]["fsync_rounds"] > 0
+    work = rows["floor: commit work CPU, one thread"]  # both members' commits in each round
+    assert work["value"] > 0 and work["commits"] > 0 and work["commits_per_fsync"] >= 1
     memory = result["memory"]
     assert memory["bytes_per_member"] > 0 and memory["built_bytes"] > 0
     # Expired members and deleted groups leave nothing behind but container capacity (a constant
