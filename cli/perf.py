@@ -610,6 +610,9 @@ def _member_counts(_ctx, _param, value: str) -> list[int]:
 @click.option("--seconds", default=3.0, show_default=True, type=click.FloatRange(0.1),
               help="How long each commit run lasts.")
 @click.option("--fetch", is_flag=True, help="Over the wire, a Fetch of the committer's partitions between commits.")
+@click.option("--in-flight", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Over the wire, commits each committer keeps in flight on its connection (1: commitSync, "
+                   "more: commitAsync).")
 @click.option("--against", "against", type=click.Choice(["tansu", "none"]), default="tansu", show_default=True,
               help="The peer measured over the wire in the same run.")
 @click.option("--no-wire", is_flag=True, help="Only the in-process measurements (no server is started).")
@@ -622,8 +625,8 @@ def _member_counts(_ctx, _param, value: str) -> list[int]:
 @click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
               help="Parent dir of the temporary work dir (default: the system temp dir).")
 @_output
-def groups(members, committers, seconds, fetch, against, no_wire, memory_groups, memory_members, repeats, work_dir,
-           as_json, progress) -> None:
+def groups(members, committers, seconds, fetch, in_flight, against, no_wire, memory_groups, memory_members, repeats,
+           work_dir, as_json, progress) -> None:
     """The consumer-group coordinator: rebalance time of new groups (last JoinGroup to last SyncGroup
     answer, group.initial.rebalance.delay.ms=0), durable offset commits/s from members committing
     after every poll, and coordinator memory per member (and that it is returned). In-process, then
@@ -635,7 +638,8 @@ def groups(members, committers, seconds, fetch, against, no_wire, memory_groups,
     try:
         result = bench_groups(members=tuple(members), committers=committers, seconds=seconds,
                               against=() if against == "none" or no_wire else (against,), wire=not no_wire,
-                              fetch=fetch, memory_groups=memory_groups, memory_members=memory_members,
+                              fetch=fetch, in_flight=in_flight, memory_groups=memory_groups,
+                              memory_members=memory_members,
                               repeats=repeats, work_dir=work_dir, say=_say(progress, "perf groups"))
     except (BenchmarkError, OSError) as exc:
         raise click.ClickException(str(exc)) from None

@@ -46,8 +46,8 @@ from ..errors import CorruptRecordError
 __all__ = [
     "OFFSETS_TOPIC", "GroupKey", "GroupValue", "MemberValue", "OffsetKey", "OffsetValue", "Reader", "Writer",
     "decode_group_value", "decode_key", "decode_offset_value", "encode_group_key", "encode_group_value",
-    "encode_key", "encode_offset_key", "encode_offset_value", "java_string_hash", "partition_for", "coordinator_partition",
-    "utf8",
+    "encode_key", "encode_offset_key", "encode_offset_value", "encode_offset_value_fields", "java_string_hash",
+    "offset_key_prefix", "partition_for", "coordinator_partition", "utf8",
 ]
 
 logger = logging.getLogger(__name__)
@@ -390,20 +390,35 @@ class GroupKey:
 
 def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
     """The offset commit key, version 1 (identical to version 0, the version Kafka writes)."""
-    try:
-        if type(partition) is int and type(group) is str and type(topic) is str:
-            group_bytes, topic_bytes = group.encode("utf-8"), topic.encode("utf-8")
-            if len(group_bytes) <= 0x7FFF and len(topic_bytes) <= 0x7FFF:
-                return b"".join((_STRING_LENGTH.pack(OFFSET_KEY_VERSION, len(group_bytes)), group_bytes,
-                                 _INT16.pack(len(topic_bytes)), topic_bytes, _OFFSET_KEY_PARTITION.pack(partition)))
-    except (UnicodeEncodeError, struct.error):
-        pass  # Writer below says what is wrong
-    out = Writer()
+    if type(partition) is int and -0x80000000 <= partition <= 0x7FFFFFFF:
+        prefix = offset_key_prefix(group, topic, checked=False)
+        if prefix is not None:
+            return prefix + _OFFSET_KEY_PARTITION.pack(partition)
+    out = Writer()  # says what is wrong
     out.int16("version", OFFSET_KEY_VERSION)
     out.string("group", group)
     out.string("topic", topic)
     out.int32("partition", partition)
     return out.getvalue()
+
+
+def offset_key_prefix(group: str, topic: str, *, checked: bool = True) -> bytes | None:
+    """The bytes every offset key of ``group`` and ``topic`` starts with: the key of a partition is
+    this prefix and the partition as a big-endian int32 (what a commit of several partitions of a
+    topic encodes once). A group or topic that cannot be encoded raises what ``encode_offset_key``
+    raises (None with ``checked=False``)."""
+    try:
+        if type(group) is str and type(topic) is str:
+            group_bytes, topic_bytes = group.encode("utf-8"), topic.encode("utf-8")
+            if len(group_bytes) <= 0x7FFF and len(topic_bytes) <= 0x7FFF:
+                return b"".join((_STRING_LENGTH.pack(OFFSET_KEY_VERSION, len(group_bytes)), group_bytes,
+                                 _INT16.pack(len(topic_bytes)), topic_bytes))
+    except UnicodeEncodeError:
+        pass
+    if not checked:
+        return None
+    encode_offset_key(group, topic, 0)  # raises, naming the field
+    raise AssertionError("unreachable: encode_offset_key accepted what offset_key_prefix refused")
 
 
 def encode_group_key(group: str) -> bytes:
@@ -470,29 +485,38 @@ def encode_offset_value(value: OffsetValue) -> bytes:
     as "" (Kafka's ``NoMetadata``: the field is not nullable)."""
     if not isinstance(value, OffsetValue):
         raise TypeError(f"value must be an OffsetValue, got {value!r}")
-    metadata = "" if value.metadata is None else value.metadata
-    if value.expire_timestamp_ms is None and type(metadata) is str and type(value.offset) is int \
-            and type(value.leader_epoch) is int and type(value.commit_timestamp_ms) is int:
+    return encode_offset_value_fields(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp_ms,
+                                      value.expire_timestamp_ms)
+
+
+def encode_offset_value_fields(offset: int, leader_epoch: int, metadata: str | None, commit_timestamp_ms: int,
+                               expire_timestamp_ms: int | None) -> bytes:
+    """``encode_offset_value`` of an ``OffsetValue`` with these fields, without building one (a
+    commit encodes one value per partition)."""
+    if metadata is None:
+        metadata = ""
+    if expire_timestamp_ms is None and type(metadata) is str and type(offset) is int \
+            and type(leader_epoch) is int and type(commit_timestamp_ms) is int:
         try:
             data = metadata.encode("utf-8")
             if len(data) <= 0x7FFF:
-                return b"".join((_OFFSET_VALUE_HEAD.pack(OFFSET_VALUE_VERSION, value.offset, value.leader_epoch,
-                                                         len(data)), data, _INT64.pack(value.commit_timestamp_ms)))
+                return b"".join((_OFFSET_VALUE_HEAD.pack(OFFSET_VALUE_VERSION, offset, leader_epoch, len(data)),
+                                 data, _INT64.pack(commit_timestamp_ms)))
         except (UnicodeEncodeError, struct.error):
             pass  # Writer below says what is wrong
     out = Writer()
-    if value.expire_timestamp_ms is not None:
+    if expire_timestamp_ms is not None:
         out.int16("version", OFFSET_VALUE_EXPIRE_VERSION)
-        out.int64("offset", value.offset)
+        out.int64("offset", offset)
         out.string("metadata", metadata)
-        out.int64("commit_timestamp_ms", value.commit_timestamp_ms)
-        out.int64("expire_timestamp_ms", value.expire_timestamp_ms)
+        out.int64("commit_timestamp_ms", commit_timestamp_ms)
+        out.int64("expire_timestamp_ms", expire_timestamp_ms)
     else:
         out.int16("version", OFFSET_VALUE_VERSION)
-        out.int64("offset", value.offset)
-        out.int32("leader_epoch", value.leader_epoch)
+        out.int64("offset", offset)
+        out.int32("leader_epoch", leader_epoch)
         out.string("metadata", metadata)
-        out.int64("commit_timestamp_ms", value.commit_timestamp_ms)
+        out.int64("commit_timestamp_ms", commit_timestamp_ms)
     return out.getvalue()
 
 

@@ -117,11 +117,14 @@ class OffsetManager:
         self._decided: dict[tuple[int, int], tuple[int, bool]] = {}
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
-        store = self.coordinator.store
+        return 0 <= partition < self._partition_count(topic)
+
+    def _partition_count(self, topic: str) -> int:
+        """How many partitions ``topic`` has in the store (0: no such topic)."""
         try:
-            return 0 <= partition < store.partitions(topic)
+            return self.coordinator.store.partitions(topic)
         except LogStoreError:
-            return False
+            return 0
 
     def _valid_offsets(self, group_id: str, offsets: Mapping[TopicPartition, OffsetCommit],
                        callback: Callable[[dict[TopicPartition, int]], None]
@@ -136,8 +139,13 @@ class OffsetManager:
             return None
         results: dict[TopicPartition, int] = {}
         valid: dict[TopicPartition, OffsetCommit] = {}
+        counts: dict[str, int] = {}  # topic -> its partitions, looked up once per commit
         for key, commit in offsets.items():
-            if self._partition_exists(*key):
+            topic, partition = key
+            count = counts.get(topic)
+            if count is None:
+                count = counts[topic] = self._partition_count(topic)
+            if 0 <= partition < count:
                 valid[key] = commit
             else:
                 results[key] = errors.UNKNOWN_TOPIC_OR_PARTITION

@@ -14,6 +14,7 @@ gives the same state, which is what compaction is for.
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 from typing import Callable, Iterable
 
@@ -21,7 +22,7 @@ from ..clock import Clock
 from ..errors import (CorruptRecordError, InvalidProducerEpochError, InvalidTxnStateError, LogStoreError,
                       RecordTooLargeError, TopicExistsError)
 from ..manager.log_manager import LogManager
-from ..records.batching import ProducerBatch
+from ..records.batching import ProducerBatch, RecordColumns
 from ..records.decoder import Record
 from . import errors, formats
 from .config import GroupConfig
@@ -30,6 +31,12 @@ from .metadata import EMPTY, STABLE, GroupMetadata, MemberMetadata, OffsetAndMet
 logger = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = formats.OFFSETS_TOPIC
+PARTITION_CACHE_ENTRIES = 4096
+"""Group ids whose ``__consumer_offsets`` partition is remembered (hashing a group id is Java's
+String.hashCode over its UTF-16 units, paid otherwise by every commit): past this many the memory
+starts over, so it is bounded whatever the number of groups."""
+_OFFSET_KEY_PARTITION = struct.Struct(">i")
+_NO_HEADERS = ()
 
 
 class GroupMetadataManager:
@@ -50,6 +57,8 @@ class GroupMetadataManager:
         # their groups are answered COORDINATOR_NOT_AVAILABLE, never as empty groups.
         self.unavailable: dict[int, str] = {}
         self._writer: OffsetsWriter | None = None
+        self._partitions: dict[str, int] = {}  # group id -> its partition (at most PARTITION_CACHE_ENTRIES)
+        self._topic_created = False  # ensure_topic saw the topic: later appends need not look
 
     # --- the topic -------------------------------------------------------------------------------
 
@@ -59,12 +68,16 @@ class GroupMetadataManager:
         store = self.store
         if OFFSETS_TOPIC in store.topics():
             self.num_partitions = store.partitions(OFFSETS_TOPIC)
+            self._partitions.clear()
             self.load()
 
     def ensure_topic(self) -> None:
         """Create ``__consumer_offsets`` (compacted) unless it exists; ``ReadOnlyError`` in a view."""
+        if self._topic_created:
+            return
         store = self.store
         if OFFSETS_TOPIC in store.topics():
+            self._topic_created = True
             return
         try:
             store.create_topic(OFFSETS_TOPIC, partitions=self.num_partitions, config={
@@ -72,9 +85,17 @@ class GroupMetadataManager:
             logger.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
         except TopicExistsError:
             pass  # created meanwhile by another writer of this store
+        self._topic_created = True
 
     def partition_for(self, group_id: str) -> int:
-        return formats.partition_for(group_id, self.num_partitions)
+        partitions = self._partitions
+        partition = partitions.get(group_id)
+        if partition is None:
+            partition = formats.partition_for(group_id, self.num_partitions)
+            if len(partitions) >= PARTITION_CACHE_ENTRIES:
+                partitions.clear()
+            partitions[group_id] = partition
+        return partition
 
     def add_group(self, group: GroupMetadata) -> GroupMetadata:
         return self.groups.setdefault(group.group_id, group)
@@ -261,15 +282,22 @@ class GroupMetadataManager:
                       callback: Callable[[int, int], None], producer: ProducerBatch | None = None) -> None:
         """Write one record per partition, durably; ``callback(error, offset of the first record)``.
         ``producer``: a transactional commit's producer (its records form a batch of their own in
-        that producer's transaction)."""
-        now_ms = self.clock.time_ms()
-        records = [Record(key=formats.encode_offset_key(group_id, topic, partition),
-                          value=formats.encode_offset_value(formats.OffsetValue(
-                              value.offset, value.leader_epoch, value.metadata, value.commit_timestamp_ms,
-                              value.expire_timestamp_ms)),
-                          timestamp_ms=now_ms)
-                   for (topic, partition), value in commits.items()]
-        self.append(self.partition_for(group_id), records, callback, producer)
+        that producer's transaction). The records are columns (``RecordColumns``): keys and values
+        encoded here, each topic's key prefix once, and no ``Record`` built."""
+        prefixes: dict[str, bytes] = {}
+        keys, values = [], []
+        pack_partition, encode_value = _OFFSET_KEY_PARTITION.pack, formats.encode_offset_value_fields
+        for (topic, partition), value in commits.items():
+            prefix = prefixes.get(topic)
+            if prefix is None:
+                prefix = prefixes[topic] = formats.offset_key_prefix(group_id, topic)
+            keys.append(prefix + pack_partition(partition))
+            values.append(encode_value(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp_ms,
+                                       value.expire_timestamp_ms))
+        count = len(keys)
+        self.append(self.partition_for(group_id),
+                    RecordColumns(keys, values, (_NO_HEADERS,) * count, [self.clock.time_ms()] * count),
+                    callback, producer)
 
     def append(self, partition: int, records: list[Record], callback: Callable[[int, int], None],
                producer: ProducerBatch | None = None) -> None:
@@ -340,6 +368,23 @@ class GroupMetadataManager:
             logger.error("%s-%d: writing %d tombstone(s) failed: %s", OFFSETS_TOPIC, partition, len(records), exc)
 
 
+def _concatenated(parts: list) -> list[Record] | RecordColumns:
+    """The records of ``parts`` (sequences of records) as one sequence: columns when every part is
+    ``RecordColumns`` (the commits of a round: one batch encoded from their columns, no ``Record``
+    built), else a list."""
+    if len(parts) == 1:
+        return parts[0]
+    if all(type(part) is RecordColumns for part in parts):
+        keys, values, headers, timestamps = [], [], [], []
+        for part in parts:
+            keys += part.keys
+            values += part.values
+            headers += part.headers
+            timestamps += part.timestamps
+        return RecordColumns(keys, values, headers, timestamps)
+    return [record for part in parts for record in part]
+
+
 class OffsetsWriter:
     """The thread that writes ``__consumer_offsets`` for a threaded coordinator: group commit.
 
@@ -399,7 +444,7 @@ class OffsetsWriter:
         store = self.manager.store
         written = []
         for (partition, producer), items in by_batch.items():
-            records = [record for item_records, _callback in items for record in item_records]
+            records = _concatenated([item_records for item_records, _callback in items])
             log = None
             try:
                 log = store.get_log(OFFSETS_TOPIC, partition)

@@ -17,7 +17,7 @@ from logstore.group import formats
 from logstore.group.formats import (OFFSETS_TOPIC, GroupKey, GroupValue, MemberValue, OffsetKey, OffsetValue,
                                     decode_group_value, decode_key, decode_offset_value, encode_group_key,
                                     encode_group_value, encode_key, encode_offset_key, encode_offset_value,
-                                    java_string_hash, partition_for)
+                                    encode_offset_value_fields, java_string_hash, offset_key_prefix, partition_for)
 
 INT16_MAX = 2**15 - 1
 INT32 = (-(2**31), 2**31 - 1)
@@ -418,3 +418,26 @@ def test_group_value_misuse(change, error, name):
     fields.update(change)
     with pytest.raises(error, match=name):
         encode_group_value(GroupValue(**fields))
+
+
+@given(st.text(max_size=30), st.text(max_size=30), st.lists(st.integers(*INT32), min_size=1, max_size=4))
+def test_an_offset_key_is_its_topics_prefix_and_the_partition(group, topic, partitions):
+    """What a commit of several partitions of one topic encodes once: the key without its partition."""
+    prefix = offset_key_prefix(group, topic)
+    for partition in partitions:
+        assert prefix + partition.to_bytes(4, "big", signed=True) == encode_offset_key(group, topic, partition)
+
+
+def test_offset_key_prefix_misuse_names_the_value():
+    with pytest.raises(TypeError, match="group"):
+        offset_key_prefix(b"g", "t")
+    with pytest.raises(ValueError, match="topic"):
+        offset_key_prefix("g", "\ud800")
+    assert offset_key_prefix("g", "\ud800", checked=False) is None
+
+
+@given(st.integers(0, 2**63 - 1), st.integers(-1, 2**31 - 1), st.one_of(st.none(), st.text(max_size=20)),
+       st.integers(-1, 2**62), st.one_of(st.none(), st.integers(0, 2**62)))
+def test_offset_value_fields_encode_as_the_offset_value(offset, leader_epoch, metadata, commit, expire):
+    assert encode_offset_value_fields(offset, leader_epoch, metadata, commit, expire) == \
+        encode_offset_value(OffsetValue(offset, leader_epoch, metadata, commit, expire))

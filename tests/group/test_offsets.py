@@ -200,3 +200,136 @@ def test_a_damaged_offsets_partition_makes_its_groups_unavailable_not_empty(env)
     assert env.coordinator.list_groups()[0] == errors.COORDINATOR_NOT_AVAILABLE
     assert any(f"{formats.OFFSETS_TOPIC}-{partition}" in problem and "unavailable" in problem
                for problem in env.store.problems)
+
+
+# --- the commit path's per-commit work -----------------------------------------------------------
+
+
+def test_a_commit_looks_each_topic_up_once_and_writes_columns(env, monkeypatch):
+    """A commit of several partitions asks the store for a topic's partition count once (not once per
+    partition), and hands the log its records as columns: each key the topic's key prefix and the
+    partition, each value the offset value, one timestamp for all, no ``Record`` built."""
+    from logstore.records.batching import RecordColumns
+    asked, appended = [], []
+    real_partitions = env.store.partitions
+    monkeypatch.setattr(env.store, "partitions", lambda topic: asked.append(topic) or real_partitions(topic))
+    env.commit("g", {T0: 1})  # creates __consumer_offsets
+    log = env.store.get_log(formats.OFFSETS_TOPIC, env.coordinator.partition_for("g"))
+    real_append = log.append
+    monkeypatch.setattr(log, "append", lambda records, **kw: appended.append(records) or real_append(records, **kw))
+    asked.clear()
+    env.clock.advance(5)
+    assert env.commit("g", {T0: 10, T1: 11, ("t", 3): 13, ("u", 1): 21, ("t", 4): 5}) == {
+        T0: 0, T1: 0, ("t", 3): 0, ("u", 1): 0, ("t", 4): errors.UNKNOWN_TOPIC_OR_PARTITION}
+    assert sorted(asked) == ["t", "u"]
+    [records] = appended
+    assert type(records) is RecordColumns and len(set(records.timestamps)) == 1
+    assert [formats.decode_key(key) for key in records.keys] == [
+        formats.OffsetKey("g", "t", 0), formats.OffsetKey("g", "t", 1), formats.OffsetKey("g", "t", 3),
+        formats.OffsetKey("g", "u", 1)]
+    assert [formats.decode_offset_value(value).offset for value in records.values] == [10, 11, 13, 21]
+    env.restart()
+    assert {key: value.offset for key, value in env.fetch("g", None)[1].items()} == {
+        T0: 10, T1: 11, ("t", 3): 13, ("u", 1): 21}
+
+
+def test_the_partition_of_a_group_is_remembered_within_a_bound(env, monkeypatch):
+    from logstore.group import storage
+    hashed = []
+    real_partition_for = formats.partition_for
+    monkeypatch.setattr(formats, "partition_for", lambda group_id, partitions: hashed.append(group_id)
+                        or real_partition_for(group_id, partitions))
+    monkeypatch.setattr(storage, "PARTITION_CACHE_ENTRIES", 3)
+    manager = env.coordinator.storage
+    for _ in range(3):
+        assert manager.partition_for("g") == real_partition_for("g", 5)
+    assert hashed == ["g"]  # hashed once
+    for group_id in ("a", "b", "c", "d", "e"):
+        assert manager.partition_for(group_id) == real_partition_for(group_id, 5)
+    assert len(manager._partitions) <= 3
+
+
+def test_a_writer_round_of_column_commits_is_one_batch_with_each_answer_at_its_own_offset(env):
+    """The threaded coordinator's writer: the plain commits queued in one round are one batch (their
+    columns joined), one fsync, and each callback gets the offset of its own first record."""
+    from logstore.group.storage import OffsetsWriter
+    from logstore.records.batching import RecordColumns
+
+    env.commit("g", {T0: 1})  # creates the topic
+    partition = env.coordinator.partition_for("g")
+    log = env.store.get_log(formats.OFFSETS_TOPIC, partition)
+    start = log.log_end_offset
+
+    def columns(*offsets):
+        return RecordColumns([formats.encode_offset_key("g", "t", 0)] * len(offsets),
+                             [formats.encode_offset_value_fields(o, -1, "", 0, None) for o in offsets],
+                             [()] * len(offsets), [0] * len(offsets))
+
+    answers = []
+    work = [(partition, columns(1, 2), lambda e, o: answers.append(("a", e, o)), None),
+            (partition, columns(3), lambda e, o: answers.append(("b", e, o)), None),
+            (partition, columns(4, 5, 6), lambda e, o: answers.append(("c", e, o)), None)]
+    writer = OffsetsWriter(env.coordinator.storage)
+    try:
+        writer._write(work)
+    finally:
+        writer.shutdown()
+    assert answers == [("a", 0, start), ("b", 0, start + 2), ("c", 0, start + 3)] and writer.fsyncs == 1
+    batches = [(batch.base_offset, batch.record_count) for batch, _producer, _marker in log.iter_batches_with_control(start)]
+    assert batches == [(start, 6)]
+    assert [formats.decode_offset_value(record.value).offset for batch, _p, _m in log.iter_batches_with_control(start)
+            for record in batch.iter_records()] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_threaded_commit_is_answered_only_once_an_fsync_covers_its_records(tmp_path):
+    """Concurrent committers through the writer thread: when a commit is answered, the recovery point
+    of its ``__consumer_offsets`` partition (what an fsync covered) is past its records, and every
+    answered offset is there after a restart."""
+    import threading
+
+    from logstore.group.coordinator import GroupCoordinator
+    from logstore.manager.log_manager import LogManager
+
+    def open_coordinator(store):
+        coordinator = GroupCoordinator(store, config={"offsets.topic.num.partitions": 3}, threaded=True)
+        coordinator.startup()
+        return coordinator
+
+    seen, problems = {}, []
+    with LogManager([str(tmp_path / "threaded")]) as store:
+        store.create_topic("t", partitions=4)
+        coordinator = open_coordinator(store)
+        try:
+            def committer(group):
+                for offset in range(1, 21):
+                    done = threading.Event()
+
+                    def answered(results, group=group, offset=offset, done=done):
+                        log = store.get_log(formats.OFFSETS_TOPIC, coordinator.partition_for(group))
+                        if results != {T0: 0, T1: 0}:
+                            problems.append((group, results))
+                        elif log.recovery_point <= coordinator.storage.groups[group].offset_positions[T1]:
+                            problems.append((group, offset, "answered before its fsync"))
+                        seen[group] = offset
+                        done.set()
+                    coordinator.commit_offsets(group, -1, "", {T0: OffsetCommit(offset), T1: OffsetCommit(offset)},
+                                               callback=answered)
+                    assert done.wait(10)
+
+            threads = [threading.Thread(target=committer, args=(f"g{i}",)) for i in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(30)
+            assert coordinator.storage.writer_stats()["fsyncs"] >= 1
+        finally:
+            coordinator.shutdown()
+    assert problems == [] and seen == {f"g{i}": 20 for i in range(4)}
+    with LogManager([str(tmp_path / "threaded")]) as store:
+        coordinator = open_coordinator(store)
+        try:
+            for i in range(4):
+                assert {key: value.offset for key, value in coordinator.fetch_offsets(f"g{i}", None)[1].items()} == \
+                    {T0: 20, T1: 20}
+        finally:
+            coordinator.shutdown()

@@ -36,6 +36,8 @@ def test_in_process_rebalance_commits_and_memory(tmp_path):
     _check_target(rows, (1, 3), 2)
     assert len(rows["rebalance, 3 members"]["runs_ms"]) == 2 and rows["server CPU per commit"]["value"] > 0
     assert rows["commits/s, 2 committers"]["fsync_rounds"] > 0
+    work = rows["floor: commit work CPU, one thread"]  # both members' commits in each round
+    assert work["value"] > 0 and work["commits"] > 0 and work["commits_per_fsync"] >= 1
     memory = result["memory"]
     assert memory["bytes_per_member"] > 0 and memory["built_bytes"] > 0
     # Expired members and deleted groups leave nothing behind but container capacity (a constant
@@ -51,13 +53,24 @@ def test_in_process_rebalance_commits_and_memory(tmp_path):
 
 
 def test_over_the_wire_against_logstore_serve(tmp_path):
-    result = run_bench(members=(2,), committers=2, seconds=0.3, wire=True, against=(), fetch=True,
+    # commitAsync over the wire: 2 commits in flight on each member's connection, answered in order
+    result = run_bench(members=(2,), committers=2, seconds=0.3, wire=True, against=(), fetch=True, in_flight=2,
                        memory_groups=0, repeats=1, work_dir=str(tmp_path))
     _check_target(_rows(result, "in-process"), (2,), 2)
-    wire = {row["workload"].replace(" + fetch", ""): row for row in result["rows"] if row["broker"] == "logstore"}
+    wire = {row["workload"].replace(" + fetch", "").replace(", 2 in flight each", ""): row
+            for row in result["rows"] if row["broker"] == "logstore"}
     _check_target(wire, (2,), 2)
     assert wire["RSS after the run"]["value"] > 0 and wire["commits/s, 2 committers"]["client_cpu_us_per_commit"] > 0
     assert result["memory"] is None and result["settings"]["fetch"] is True
+    commits = wire["commits/s, 2 committers"]
+    assert commits["in_flight"] == 2 and result["settings"]["in_flight"] == 2
+    # a member's commits in flight bound the rate: members x in flight / mean latency
+    assert 0 < commits["value"] <= wire["ceiling: in flight / mean latency"]["value"] * 1.01
+    assert wire["client CPU per commit"]["value"] > 0
+    # the server's writer: at least one commit per batch, fewer batches than commits answered
+    assert wire["commits per fsync"]["value"] >= 1 and 0 < wire["commits per fsync"]["batches"] <= commits["commits"]
+    floor = wire["floor: Heartbeat round trips/s"]
+    assert floor["requests"] > 0 and floor["value"] > 0 and wire["floor: server CPU per Heartbeat"]["value"] > 0
 
 
 def test_cli_prints_json(tmp_path):
