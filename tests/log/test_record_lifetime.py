@@ -2,7 +2,8 @@
 away and deleted by ``delete_records``, cut by ``truncate_to``, rewritten by a compaction swap, the
 log closed, and the head cache and read buffers reused by later reads. Reads copy every field out of
 the read buffer or mapping when they build a record; this pins it for every way a read builds one
-(a range, a point read, a cached batch head, runs of one-record batches, ``iter_records``)."""
+(a range, a point read, a cached batch head, runs of one-record batches, ``iter_records``). A
+record read can be appended again as it is."""
 
 from __future__ import annotations
 
@@ -53,6 +54,10 @@ def test_records_outlive_deletion_truncation_and_close(tmp_path):
         log2.append([Record(b"x", b"y" * 4000, (), 5)])
     assert len(log2.read(0, 1 << 20)) == 31 and log2.read(3, max_records=1)[0].offset == 3  # buffers used again
     _check(kept2)
+    again = store.get_log("t", 0)  # records read can be appended as they are, alone or together
+    again.append([kept[0]])
+    again.append(kept[1:3])
+    assert [r[:4] for r in again.read(2100)] == [r[:4] for r in kept[:3]]
     store.close()
     _check(kept)
     _check(kept2)
