@@ -307,7 +307,8 @@ class _Runner:
             return conn, conn.close
 
         for _round in range(self.sizes.repeats):
-            seconds, hits = cold_point_reads(open_view, offset_sets, lambda log, offsets: point_reads(log, offsets, True))
+            seconds, hits = cold_point_reads(open_view, offset_sets,
+                                             lambda log, offsets: point_reads(log, offsets, True))
             _expect("row 2 cold point reads", hits, k)
             m.logstore.append(k / seconds)
             if engine:

@@ -16,7 +16,8 @@ def _fill(store: LogManager, topic: str, config: dict | None = None):
     store.create_topic(topic, 1, config=config or {"segment.bytes": "65536"})
     log = store.get_log(topic, 0)
     for start in range(0, 2000, 500):  # large batches (point reads cache their heads)
-        log.append([Record(b"k%d" % (i % 50), VALUES[i], (("h", b"%d" % i),), 1_000 + i) for i in range(start, start + 500)])
+        log.append([Record(b"k%d" % (i % 50), VALUES[i], (("h", b"%d" % i),), 1_000 + i)
+                    for i in range(start, start + 500)])
     for i in range(2000, 2100):  # one-record batches
         log.append([Record(b"k%d" % (i % 50), VALUES[i], (), 1_000 + i)])
     log.flush()

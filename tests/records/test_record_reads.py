@@ -123,7 +123,8 @@ def test_runs_of_one_record_batches_read_alike(fields, base_offset):
     """``take_single_record_batches`` (uniform stretches included) against the general path."""
     buffer = b"".join(bytes(encode_one(base_offset + index, key, value, (), timestamp, 0))
                       for index, (key, value, timestamp) in enumerate(fields))
-    want = [Record(key, value, (), timestamp, base_offset + index) for index, (key, value, timestamp) in enumerate(fields)]
+    want = [Record(key, value, (), timestamp, base_offset + index)
+            for index, (key, value, timestamp) in enumerate(fields)]
     got: list = []
     at, _charged, _done = take_single_record_batches(buffer, 0, len(buffer), 0, 2**62, NO_LIMIT, NO_LIMIT, got, False)
     assert at == len(buffer)
