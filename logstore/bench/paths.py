@@ -15,10 +15,15 @@ plain (rows 1, 2), varied (keys of 1-32 B, values of 10-300 B, row 3), with two 
 first two, in SQLite as ``logstore perf`` sets it up (``core.SqliteEngine``: WAL, synchronous=NORMAL,
 ``log(offset INTEGER PRIMARY KEY, key BLOB, value BLOB, ts INTEGER)``).
 
-1. ``log.read(offset, max_bytes=1 MiB)`` from 0 until the end, against iterating
-   ``SELECT ... ORDER BY offset``.
+1. ``log.read(offset, max_bytes=1 MiB)`` from 0 until the end, reading ``offset`` and ``value`` of
+   every record (``read_loop_touching``), against iterating ``SELECT ... ORDER BY offset`` reading
+   the same two columns of every row.
 2. ``log.read(o, max_bytes=1)`` and ``log.read(o, max_records=1)`` at ``lookups`` seeded random
-   offsets, against ``SELECT ... WHERE offset = ?`` at the same offsets.
+   offsets, against ``SELECT ... WHERE offset = ?`` at the same offsets (repeated: the batches were
+   read before); and *cold*, ``read(o, max_records=1)`` at one random offset in each batch, in a
+   random order, each set through a freshly opened read-only view (no batch read before in it, no
+   cached batch head: the first read into every batch), against a fresh SQLite connection per set
+   (at most ``COLD_SETS`` sets a run; only the lookups are timed, not the opens).
 3. ``iter_records(0)`` and the read loop of row 1 on the varied data, against the SQLite scan of it.
 4. ``iter_records(0)`` and the read loop on the records with headers (an absolute goal).
 5. ``singles`` appends of one record each (``log.append([r])``) to a new topic, then ``flush()``,
@@ -48,6 +53,7 @@ from .paths_report import PATH_ROWS, Goal, Measurement, PathSizes, Say, measurem
 MAX_BYTES = 1 << 20  # the consumer's fetch size
 HEADERS = (("trace", b"abcdefgh"), ("src", b"svc"))
 SIZE_POOL = 1021  # varied sizes cycle through this many seeded draws
+COLD_SETS = 5  # row 2, cold: at most this many freshly opened views per run, one lookup per batch each
 
 
 # --- data ------------------------------------------------------------------------------------------
@@ -125,6 +131,27 @@ def read_loop(log, end_offset: int) -> int:
     return count
 
 
+def read_loop_touching(log, end_offset: int) -> int:
+    """``read_loop`` reading ``offset`` and ``value`` of every record, as a consumer does; the offset
+    after the last record read (the records read, from offset 0)."""
+    read, offset = log.read, 0
+    while offset < end_offset:
+        for record in read(offset, MAX_BYTES):
+            record.offset
+            record.value
+        offset = record.offset + 1
+    return offset
+
+
+def scan_rows_touching(conn: sqlite3.Connection) -> int:
+    """``scan_rows`` reading the offset and value columns of every row; the offset after the last."""
+    offset = 0
+    for row in conn.execute(SqliteEngine.SCAN):
+        offset = row[0]
+        row[2]
+    return offset + 1
+
+
 def scan_records(log) -> int:
     """``iter_records(0)``, one record at a time as a consumer takes them; the offset after the last."""
     last = None
@@ -150,6 +177,30 @@ def point_reads(log, offsets: Sequence[int], by_records: bool) -> int:
     else:
         for offset in offsets:
             hits += read(offset, 1)[0].offset == offset
+    return hits
+
+
+def cold_point_reads(open_log: Callable[[], tuple[object, Callable[[], None]]], offset_sets: Sequence[Sequence[int]],
+                     query: Callable[[object, Sequence[int]], int]) -> tuple[float, int]:
+    """``query(reader, offsets)`` for each set of offsets on a reader freshly opened by ``open_log``
+    (which returns the reader and its close); the seconds the queries took (opens and closes
+    untimed) and the lookups that found their offset."""
+    seconds, hits = 0.0, 0
+    for offsets in offset_sets:
+        reader, close = open_log()
+        try:
+            took, found = _timed(lambda: query(reader, offsets))
+        finally:
+            close()
+        seconds += took
+        hits += found
+    return seconds, hits
+
+
+def _sqlite_lookups(conn: sqlite3.Connection, offsets: Sequence[int]) -> int:
+    execute, hits = conn.execute, 0
+    for offset in offsets:
+        hits += execute(SqliteEngine.POINT, (offset,)).fetchone() is not None
     return hits
 
 
@@ -210,10 +261,10 @@ class _Runner:
         log = self._log("plain", self.plain)
         engine = self._sqlite("plain", self.plain)
         if 1 in rows:
-            m = self._m(1, "read(offset, max_bytes=1 MiB) loop", Goal("faster", 3.0), "SQLite scan", bool(engine))
-            bodies = [(m, lambda: read_loop(log, n), n, False)]
+            m = self._m(1, "read loop touching offset, value", Goal("faster", 3.0), "SQLite scan", bool(engine))
+            bodies = [(m, lambda: read_loop_touching(log, n), n, False)]
             if engine:
-                bodies.append((m, lambda: scan_rows(engine.conn), n, True))
+                bodies.append((m, lambda: scan_rows_touching(engine.conn), n, True))
             self._alternate(bodies)
             out.append(self._done(m))
         if 2 in rows:
@@ -228,8 +279,43 @@ class _Runner:
                 bodies.append((by_bytes, lambda: engine.lookups(offsets), k, True))
             self._alternate(bodies)
             by_records.baseline = by_bytes.baseline  # the same SQLite runs judge both forms
-            out += [self._done(by_bytes), self._done(by_records)]
+            out += [self._done(by_bytes), self._done(by_records), self._done(self._cold_point_reads(engine))]
         return out
+
+    def _cold_point_reads(self, engine: SqliteEngine | None) -> Measurement:
+        """Row 2, cold: one lookup in each batch per set, each set on a freshly opened read-only view
+        (and a fresh SQLite connection)."""
+        rng = random.Random(self.sizes.seed + 5)
+        batches = self.plain.batch_ranges()
+        sets = max(1, min(COLD_SETS, self.sizes.lookups // max(len(batches), 1)))
+        offset_sets = []
+        for _ in range(sets):
+            offsets = [rng.randrange(start, stop) for start, stop in batches]
+            rng.shuffle(offsets)
+            offset_sets.append(offsets)
+        k = sum(map(len, offset_sets))
+        m = self._m(2, "read(o, max_records=1), cold", Goal("faster", 3.0), "SQLite point SELECT, fresh connection",
+                    bool(engine))
+        path = os.path.join(self.root, "logstore")
+
+        def open_view():
+            view = LogManager([path], read_only=True, load_only=[("plain", 0)])
+            return view.get_log("plain", 0), view.close
+
+        def open_sqlite():
+            conn = sqlite3.connect(engine.path)  # type: ignore[union-attr]
+            return conn, conn.close
+
+        for _round in range(self.sizes.repeats):
+            seconds, hits = cold_point_reads(open_view, offset_sets,
+                                             lambda log, offsets: point_reads(log, offsets, True))
+            _expect("row 2 cold point reads", hits, k)
+            m.logstore.append(k / seconds)
+            if engine:
+                seconds, hits = cold_point_reads(open_sqlite, offset_sets, _sqlite_lookups)
+                _expect("row 2 cold SQLite lookups", hits, k)
+                m.baseline.append(k / seconds)  # type: ignore[union-attr]
+        return m
 
     def varied_row(self) -> list[Measurement]:
         """Row 3: varied sizes."""
@@ -295,7 +381,7 @@ class _Runner:
         if 5 in rows:
             out.append(self._done(appends))
         if 6 in rows:
-            reads = self._m(6, "iter_records over one-record batches", Goal("rate", 1e6))
+            reads = self._m(6, "iter_records over one-record batches", Goal("rate", 1.5e6))
             self._alternate([(reads, lambda: scan_records(last_log), count, False)])
             out.append(self._done(reads))
         return out

@@ -114,13 +114,15 @@ def test_in_process_rows_run_against_sqlite(tmp_path):
     data = bench_paths.as_json(result)
     _check_json_rows(data["rows"], [1, 2, 3, 4, 5, 6])
     labels = [m["label"] for row in data["rows"] for m in row["measurements"]]
-    assert labels == ["read(offset, max_bytes=1 MiB) loop", "read(o, max_bytes=1)", "read(o, max_records=1)",
+    assert labels == ["read loop touching offset, value", "read(o, max_bytes=1)", "read(o, max_records=1)",
+                      "read(o, max_records=1), cold",
                       "varied sizes: iter_records", "varied sizes: read loop", "2 headers: iter_records",
                       "2 headers: read loop", "log.append([r]) per record, then flush",
                       "iter_records over one-record batches"]
     baselines = {m["label"]: m["baseline"] for row in data["rows"] for m in row["measurements"]}
     assert baselines["read(o, max_records=1)"] == "SQLite point SELECT" and baselines["2 headers: read loop"] is None
-    assert sum(line.startswith("row ") for line in seen) == 9  # each measurement reported as it completes
+    assert baselines["read(o, max_records=1), cold"] == "SQLite point SELECT, fresh connection"
+    assert sum(line.startswith("row ") for line in seen) == 10  # each measurement reported as it completes
     assert os.listdir(tmp_path) == []  # the work dir is removed
     json.dumps(data)  # plain data
 
