@@ -43,6 +43,7 @@ from typing import Any, Callable, Hashable, Protocol, Sequence
 
 from ..clock import SYSTEM_CLOCK
 from ..config import MANAGER_KEYS
+from ..errors import ShutdownError
 from ..timer.system_timer import SystemTimer
 from ..timer.timing_wheel import TimerTask
 
@@ -323,7 +324,10 @@ class RoundExpiry(TimerTask):
             elif later is None or part.deadline_ms < later:
                 later = part.deadline_ms
         if later is not None and not self.done:
-            self.arm(later)
+            try:
+                self.arm(later)
+            except ShutdownError:  # the store is closing: its close settles every round
+                pass
 
 
 class DurableFutures:
