@@ -169,10 +169,10 @@ class LoopDelivery:
     outcomes that arrive before the loop runs it (a flush round's, typically) ride along. One
     wake-up of the loop per round, not one per append (``asyncio.wrap_future`` costs one each)."""
 
-    __slots__ = ("loop", "lock", "items", "__weakref__")
+    __slots__ = ("loop", "lock", "items")
 
     def __init__(self, loop: Any) -> None:
-        self.loop = loop
+        self.loop = weakref.ref(loop)  # (weak: ``DurableFutures`` keys these by their loop, weakly)
         self.lock = _allocate_lock()
         self.items: list = []
 
@@ -183,8 +183,11 @@ class LoopDelivery:
             items.append((append.future, append.result, error))
             first = len(items) == 1
         if first:
+            loop = self.loop()
             try:
-                self.loop.call_soon_threadsafe(self.deliver)
+                if loop is None:
+                    raise RuntimeError("the event loop is gone")
+                loop.call_soon_threadsafe(self.deliver)
             except RuntimeError:  # the loop is closed: nobody awaits these any more
                 with self.lock:
                     self.items = []
