@@ -199,7 +199,8 @@ class GroupCommitFlusher:
 
     ``wait(log, required_offset, timeout_s)`` (a durable append, after writing its batch) joins the
     log's next ``FlushRound`` and blocks on it; ``request(log)`` only marks ``log`` (for waiters
-    that park elsewhere: the server's produce responses). A round takes every marked log and its
+    that park elsewhere: the server's produce responses); ``join_parts`` adds a future's parts
+    (``durable_futures``) to the rounds of their logs. A round takes every marked log and its
     round, flushes each log (one fsync covers everything appended to it so far), releases the
     round's waiters, and completes what waits in the produce purgatory (``check_and_complete``).
     Appends that arrive during an fsync are covered by the next round, which starts once the
@@ -384,7 +385,8 @@ class GroupCommitFlusher:
 class LogWaits:
     """The fetch and produce purgatories and the group-commit flusher of one store (or one
     standalone log). Threads start lazily: a store that never waits starts none, and durable
-    appends alone start only the flusher (they wait on its rounds, not in the produce purgatory)."""
+    appends alone start only the flusher (they wait on its rounds, not in the produce purgatory);
+    the first future (``futures``) starts the produce purgatory too, whose timer times out rounds."""
 
     def __init__(self, name: str = "logstore", max_pending_appends: int = DEFAULT_MAX_PENDING_APPENDS) -> None:
         self.name = name
