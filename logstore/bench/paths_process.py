@@ -50,7 +50,7 @@ def durable_row(sizes: PathSizes, root: str, say: Say) -> list[Measurement]:
     the blocking group commit at each thread count, each against fsync per append and SQLite FULL."""
     result = perf_durable.bench_durable(tuple(sizes.durable_threads), seconds=sizes.durable_seconds,
                                         repeats=sizes.repeats, count=None, work_dir=root, say=say,
-                                        modes=DURABLE_MODES)
+                                        modes=DURABLE_MODES, futures_at_lowest_only=True)
     by_mode = {(row["mode"], row["threads"]): row for row in result["rows"]}
     out = []
     low = min(sizes.durable_threads)
