@@ -391,6 +391,17 @@ def _say(enabled: bool | None, prefix: str) -> Callable[[str], None] | None:
     return (lambda label: click.echo(f"{prefix}: {label}", err=True)) if show else None
 
 
+_DURABLE_MODES = ("group-commit", "futures", "asyncio", "fsync-per-append", "sqlite")  # bench.durable.MODES
+
+
+def _durable_modes(_ctx, _param, value: str) -> tuple[str, ...]:
+    modes = tuple(mode.strip() for mode in value.split(",") if mode.strip())
+    unknown = [mode for mode in modes if mode not in _DURABLE_MODES]
+    if unknown or not modes:
+        raise click.BadParameter(f"{', '.join(unknown) or 'none given'} (modes: {', '.join(_DURABLE_MODES)})")
+    return modes
+
+
 @perf.command("durable")
 @click.option("--threads", "threads", type=click.IntRange(min=1, max=999), multiple=True, default=(8, 64),
               show_default=True, help="Appending threads (repeatable); every mode runs at each count.")
@@ -404,15 +415,20 @@ def _say(enabled: bool | None, prefix: str) -> Callable[[str], None] | None:
               help="Parent dir of the temporary work dir (default: $TMPDIR or /tmp).")
 @click.option("--fsync-delay-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="Simulate a slower disk: add this much to every fsync of a data file (SQLite is then skipped).")
+@click.option("--in-flight", type=click.IntRange(min=1, max=4096), default=16, show_default=True,
+              help="Appends each producer of the futures and asyncio modes keeps waiting for their fsync.")
+@click.option("--modes", default=",".join(_DURABLE_MODES), show_default=True, callback=_durable_modes,
+              help="Comma-separated modes to run.")
 @_output
-def durable(threads, seconds, repeats, count, work_dir, fsync_delay_ms, as_json, progress) -> None:
-    """Durable single-record appends from many threads: logstore group commit (acks=all) against
-    fsync per append (flush.messages=1) and SQLite (WAL, synchronous=FULL), each in its own process."""
+def durable(threads, seconds, repeats, count, work_dir, fsync_delay_ms, in_flight, modes, as_json, progress) -> None:
+    """Durable single-record appends from many producers: logstore's blocking group commit (acks=all)
+    and its future API (append_future from threads, append_async from asyncio tasks) against fsync per
+    append (flush.messages=1) and SQLite (WAL, synchronous=FULL), each in its own process."""
     from logstore.bench import durable as perf_durable
 
     try:
         result = perf_durable.bench_durable(tuple(threads), seconds, repeats, count, work_dir,
-                                            _say(progress, "perf"), fsync_delay_ms)
+                                            _say(progress, "perf"), fsync_delay_ms, in_flight, modes)
     except (perf_durable.DurableBenchmarkError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(json.dumps(result, indent=2) if as_json else perf_durable.render_durable(result))

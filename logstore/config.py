@@ -387,6 +387,10 @@ _MANAGER_KEYS = [
          "throttle on the cleaners' read and write I/O (bytes per second)"),
     _Key("log.cleaner.backoff.ms", "cleaner_backoff_ms", 15000, _integer(0),
          "how long a cleaner thread sleeps when no log needs cleaning"),
+    _Key("logstore.durable.max.pending.appends", "durable_max_pending_appends", 10000, _integer(1, INT_MAX),
+         "durable appends returning a future (append_future, append_async) waiting for an fsync at once; "
+         "a further one waits for a free slot, at most its timeout_ms (about 2 KB each: the records are "
+         "already in the log)"),
 ]
 MANAGER_KEYS: dict[str, _Key] = {key.name: key for key in _MANAGER_KEYS}
 # Store settings the Kafka-protocol server lists among its own (its producer journal expires by them
@@ -418,6 +422,7 @@ class ManagerConfig:
     cleaner_load_factor: float = MANAGER_KEYS["log.cleaner.io.buffer.load.factor"].default
     cleaner_max_bytes_per_second: float = MANAGER_KEYS["log.cleaner.io.max.bytes.per.second"].default
     cleaner_backoff_ms: int = MANAGER_KEYS["log.cleaner.backoff.ms"].default
+    durable_max_pending_appends: int = MANAGER_KEYS["logstore.durable.max.pending.appends"].default
     producer_id_expiration_ms: int = PRODUCER_KEYS["producer.id.expiration.ms"].default
     producer_id_expiration_check_interval_ms: int = PRODUCER_KEYS["producer.id.expiration.check.interval.ms"].default
 

@@ -181,6 +181,12 @@ class ShutdownError(RequestError):
     shut down). Nothing was scheduled."""
 
 
+class BufferExhaustedError(RequestError, TimeoutError):
+    """A durable append that returns a future (``append_future``, ``append_async``) found the store's
+    limit of outstanding futures (``logstore.durable.max.pending.appends``) reached and no slot freed
+    within its timeout (Kafka's producer: ``BufferExhaustedException``). Nothing was appended."""
+
+
 class ReadOnlyError(RequestError):
     """A write was attempted on a store or log opened with ``read_only=True``."""
 

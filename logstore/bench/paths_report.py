@@ -32,8 +32,8 @@ PATH_ROWS = {
     4: ("records with 2 headers each: iter_records / read loop", "≥ 3 M rec/s, both"),
     5: ("single-record appends log.append([r]), then flush", "≥ 3× SQLite autocommit INSERT"),
     6: ("reading one-record batches with iter_records", "≥ 1.5 M rec/s"),
-    7: ("durable single-record appends, acks=all, 8 / 64 threads",
-        "≥ 3× fsync-per-append and SQLite FULL (8 threads), ≥ 5× both (64)"),
+    7: ("durable single-record appends: 8 producers through append_future; acks=all from 8 / 64 threads",
+        "futures ≥ 5× fsync-per-append and SQLite FULL; blocking ≥ 3× both (8 threads), ≥ 5× both (64)"),
     8: ("compaction with a dedupe buffer for ¼ of the keys", "≤ 2× a single pass"),
     9: ("open after kill -9 with a tail past the recovery point", "≤ 1.5× clean open + tail scan"),
 }

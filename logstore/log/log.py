@@ -44,15 +44,16 @@ import errno
 import logging
 import os
 import threading
+from concurrent.futures import Future
 from functools import partial
 from itertools import chain
-from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence, cast
 
 from ..clock import Clock
 from ..config import LogConfig
-from ..errors import (CorruptIndexError, CorruptRecordError, DurabilityTimeoutError, LogDamagedError, LogFailedError,
-                      OffsetOutOfRangeError, ReadOnlyError, ResourceShortageError, StorageError, StoreClosedError,
-                      is_resource_shortage)
+from ..errors import (BufferExhaustedError, CorruptIndexError, CorruptRecordError, DurabilityTimeoutError,
+                      LogDamagedError, LogFailedError, OffsetOutOfRangeError, ReadOnlyError, ResourceShortageError,
+                      StorageError, StoreClosedError, is_resource_shortage)
 from ..fs import FileSystem
 from ..records import control
 from ..records.batching import AppendInfo, Batch, PreparedAppend, ProducerBatch, encode_records, small_batch_plan
@@ -70,6 +71,7 @@ from .retention import RetentionDecision, RetentionResult, plan_retention
 from .segment import CLEANED_SUFFIX, LogSegment
 from .txn_filter import AbortedFilter
 from .txn_index import AbortedTxn, TxnIndexEntry, collect_aborted
+from .durable_futures import DurableFutures, acquire_slot_async
 from .waits import (DEFAULT_DURABLE_TIMEOUT_MS, MAX_TIMEOUT_MS, LogWaits, check_timeout, check_wait, durable_acks,
                     read_or_wait)
 
@@ -655,6 +657,57 @@ class Log:
         if self.recovery_point < required_offset:
             self._get_waits().wait_fsynced(self, required_offset, timeout_ms)
         return self.durable_outcome(required_offset, timeout_ms)
+
+    def append_future(self, records: Sequence[Record], *,
+                      timeout_ms: int = DEFAULT_DURABLE_TIMEOUT_MS) -> Future[AppendInfo]:
+        """Append ``records`` now (as ``append`` with ``acks=1``: offsets assigned, written to the
+        OS) and return a ``concurrent.futures.Future`` that completes with their ``AppendInfo`` once
+        an fsync covers them, without a thread waiting: the group-commit flusher completes it after
+        the flush round that covers the records, together with every other append of that round.
+        The future's error: ``LogFailedError`` (the fsync failed: the log is fail-stop, as with
+        ``wait_durable``), ``StoreClosedError`` (closed without a clean flush), or
+        ``DurabilityTimeoutError`` after ``timeout_ms`` (the records stay appended and may still
+        become durable). At a clean close the final flush covers them: the future completes with
+        the info. It cannot be cancelled; callbacks run on the flusher thread (keep them short).
+
+        Bad records raise here, with nothing appended, as ``append`` does. The futures outstanding
+        in a store are bounded (``logstore.durable.max.pending.appends``): when none is free this
+        waits for one, at most ``timeout_ms``, then raises ``BufferExhaustedError`` (nothing appended)."""
+        check_timeout("timeout_ms", timeout_ms)
+        futures = self._get_waits().futures
+        slots = futures.slots
+        if not slots.acquire(timeout_ms / 1000.0):
+            raise self._buffer_exhausted(futures, timeout_ms)
+        return cast("Future[AppendInfo]", self._watched_append(futures, records, timeout_ms))
+
+    async def append_async(self, records: Sequence[Record], *,
+                           timeout_ms: int = DEFAULT_DURABLE_TIMEOUT_MS) -> AppendInfo:
+        """``append_future`` for asyncio: appends now, then awaits the fsync without blocking the
+        event loop (``asyncio.wrap_future``); a full limit of outstanding futures is awaited too."""
+        import asyncio  # (here: a program that never awaits an append does not load asyncio)
+
+        check_timeout("timeout_ms", timeout_ms)
+        futures = self._get_waits().futures
+        await acquire_slot_async(futures.slots, timeout_ms, partial(self._buffer_exhausted, futures, timeout_ms))
+        info: AppendInfo = await self._watched_append(futures, records, timeout_ms, asyncio.get_running_loop())
+        return info
+
+    def _watched_append(self, futures: DurableFutures, records: Sequence[Record], timeout_ms: int,
+                        loop: Any = None) -> Any:
+        """Append ``records`` (the caller holds a slot, which the future gives back) and watch
+        them: a ``concurrent.futures.Future``, or an asyncio one of ``loop``."""
+        try:
+            info = self.append(records)
+        except BaseException:
+            futures.slots.release()
+            raise
+        last = info.last_offset
+        return futures.watch(() if last is None else ((self, last + 1),), info, timeout_ms, loop=loop)
+
+    def _buffer_exhausted(self, futures: DurableFutures, timeout_ms: int) -> BufferExhaustedError:
+        return BufferExhaustedError(f"no durable append of {self.name} appended: {futures.slots.limit} are "
+                                    f"waiting for an fsync (logstore.durable.max.pending.appends) and none "
+                                    f"completed within {timeout_ms} ms")
 
     def durable_outcome(self, required_offset: int, timeout_ms: int) -> int:
         """After a durable wait of ``timeout_ms`` ended: the recovery point when it covers

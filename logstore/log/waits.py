@@ -14,8 +14,10 @@ This module owns:
   appends at once (no purgatory operation, timer entry or completion per append). While it fsyncs,
   more appends arrive: the next round covers them all. After each flush it also completes what the
   server parked in the produce purgatory (Kafka's DelayedProduce: a response, not a thread).
-- ``LogWaits``: the two purgatories and the flusher, shared by every log of a store (a standalone
-  ``Log`` makes its own on first use).
+  Durable appends that return a future (``durable_futures``) leave a part in the round instead of
+  blocking; the round's release settles it.
+- ``LogWaits``: the two purgatories, the flusher and the futures' registry, shared by every log of
+  a store (a standalone ``Log`` makes its own on first use).
 
 The ``Log`` calls into this module, so the waits do not import it: they see a log through
 ``WaitedLog``, a protocol of just what they use (its key, offsets, state, segments and ``flush``).
@@ -34,15 +36,18 @@ from dataclasses import dataclass
 from typing import Callable, Hashable, Mapping, Protocol, Sequence, TypeVar
 
 from ..clock import SYSTEM_CLOCK, Stopwatch
+from ..errors import ShutdownError
 from ..records.decoder import RECORD_OVERHEAD_BYTES
 from ..timer.purgatory import DelayedOperation, DelayedOperationPurgatory
+from ..timer.system_timer import SystemTimer
 from .dir_watch import DirectoryWatcher
+from .durable_futures import DEFAULT_MAX_PENDING_APPENDS, DurableFutures, DurablePart, RoundExpiry
 
 logger = logging.getLogger(__name__)
 
 # A waiter that the timer somehow never woke gives up this long after its deadline (defensive: the
 # timer is tested, but a waiter must never hang forever).
-_GRACE_S = 5.0
+DURABLE_GRACE_S = _GRACE_S = 5.0
 # Before it starts, a round waits for the appenders in flight (those the last round woke append
 # again within moments; those already waiting) to join it, for at most this fraction of the last
 # round's flush time, bounded below and above. Without it, N synchronous callers settle into two
@@ -162,20 +167,31 @@ class DelayedFetch(DelayedOperation):
 
 
 class FlushRound:
-    """The durable appends of one log waiting for the flusher's next flush of it. Each waiter
-    parks on a lock of its own, held from the start, that ``release`` (the flusher, once that flush
-    ended: fsynced, failed, or skipped because the log is closed or failed) lets go: one wake-up per
-    waiter, no shared lock for the woken to queue on again (a ``Condition`` has one)."""
+    """The durable appends of one log waiting for the flusher's next flush of it. Each blocking
+    waiter parks on a lock of its own, held from the start, that ``release`` (the flusher, once that
+    flush ended: fsynced, failed, or skipped because the log is closed or failed) lets go: one
+    wake-up per waiter, no shared lock for the woken to queue on again (a ``Condition`` has one).
+    The appends that return futures (``durable_futures``) leave a part each instead, which
+    ``release`` settles, and the round's ``RoundExpiry`` times them out."""
 
-    __slots__ = ("waiters",)
+    __slots__ = ("waiters", "parts", "expiry")
 
     def __init__(self) -> None:
         self.waiters: list = []  # held locks (``GroupCommitFlusher.join``)
+        self.parts: list[DurablePart] | None = None  # (``GroupCommitFlusher.join_parts``)
+        self.expiry: RoundExpiry | None = None
 
     def release(self) -> None:
-        """Wake every waiter (once per round; a waiter that timed out meanwhile ignores it)."""
+        """Wake every waiter and settle every part (once per round; a waiter that timed out
+        meanwhile ignores it)."""
         for waiter in self.waiters:
             waiter.release()
+        parts = self.parts
+        if parts is not None:
+            if self.expiry is not None:
+                self.expiry.finish()
+            for part in parts:
+                part.settle()
 
 
 class GroupCommitFlusher:
@@ -183,7 +199,8 @@ class GroupCommitFlusher:
 
     ``wait(log, required_offset, timeout_s)`` (a durable append, after writing its batch) joins the
     log's next ``FlushRound`` and blocks on it; ``request(log)`` only marks ``log`` (for waiters
-    that park elsewhere: the server's produce responses). A round takes every marked log and its
+    that park elsewhere: the server's produce responses); ``join_parts`` adds a future's parts
+    (``durable_futures``) to the rounds of their logs. A round takes every marked log and its
     round, flushes each log (one fsync covers everything appended to it so far), releases the
     round's waiters, and completes what waits in the produce purgatory (``check_and_complete``).
     Appends that arrive during an fsync are covered by the next round, which starts once the
@@ -205,6 +222,7 @@ class GroupCommitFlusher:
         self._joined = 0
         self._expected = 0
         self._linger_s = 0.0
+        self.expiry_timer: SystemTimer | None = None  # set by LogWaits once futures wait (join_parts)
         self.rounds = 0  # flush rounds so far
         self.flushes = 0  # log flushes so far (a round flushes each requested log once)
 
@@ -252,6 +270,50 @@ class GroupCommitFlusher:
         if not wanted.is_set():
             wanted.set()
         return True
+
+    def join_parts(self, parts: Sequence[tuple[WaitedLog, DurablePart]]) -> bool:
+        """Add each ``(log, part)`` (a durable append's future's share of ``log``) to ``log``'s next
+        flush round, all at once (so one round covers every log of a call), which settles it once
+        that flush ended; a round's expiry, armed at the earliest deadline of its parts on
+        ``expiry_timer``, fails those still waiting then. False, with nothing joined, once the
+        flusher has shut down."""
+        with self._lock:
+            if self._stopped:
+                return False
+            for log, part in parts:
+                key = id(log)
+                round_ = self._rounds.get(key)
+                if round_ is None:
+                    round_ = self._rounds[key] = FlushRound()
+                joined = round_.parts
+                if joined is None:
+                    joined = round_.parts = [part]
+                    timer = self.expiry_timer
+                    if timer is not None:
+                        round_.expiry = RoundExpiry(joined, timer, part.deadline_ms)
+                        self._arm(round_.expiry, part.deadline_ms)
+                else:
+                    joined.append(part)
+                    expiry = round_.expiry
+                    if expiry is not None and part.deadline_ms < expiry.at_ms:  # a shorter timeout than the others'
+                        self._arm(expiry, part.deadline_ms)
+                self._pending[key] = log
+            self._joined += 1
+            if self._joined == self._expected:
+                self._full.set()
+            if self._thread is None:
+                self._start()
+        wanted = self._wanted
+        if not wanted.is_set():
+            wanted.set()
+        return True
+
+    @staticmethod
+    def _arm(expiry: RoundExpiry, at_ms: int) -> None:
+        try:
+            expiry.arm(at_ms)
+        except ShutdownError:  # the store is closing: its close settles every round
+            pass
 
     def wake(self, key: Hashable) -> None:
         """Wake the waiters of every log under ``key`` now (it closed or failed): they re-check."""
@@ -323,14 +385,17 @@ class GroupCommitFlusher:
 class LogWaits:
     """The fetch and produce purgatories and the group-commit flusher of one store (or one
     standalone log). Threads start lazily: a store that never waits starts none, and durable
-    appends alone start only the flusher (they wait on its rounds, not in the produce purgatory)."""
+    appends alone start only the flusher (they wait on its rounds, not in the produce purgatory);
+    the first future (``futures``) starts the produce purgatory too, whose timer times out rounds."""
 
-    def __init__(self, name: str = "logstore") -> None:
+    def __init__(self, name: str = "logstore", max_pending_appends: int = DEFAULT_MAX_PENDING_APPENDS) -> None:
         self.name = name
         self._lock = threading.Lock()
         self._fetch: DelayedOperationPurgatory | None = None
         self._produce: DelayedOperationPurgatory | None = None
         self._flusher: GroupCommitFlusher | None = None
+        self._futures: DurableFutures | None = None
+        self._max_pending_appends = max_pending_appends
         self._closed = False
 
     @property
@@ -360,6 +425,18 @@ class LogWaits:
                 if self._flusher is None:
                     self._flusher = GroupCommitFlusher(self._produce, f"{self.name}-group-commit")
         return self._flusher
+
+    @property
+    def futures(self) -> DurableFutures:
+        """The futures of durable appends that do not block (``Log.append_future``): they join the
+        flusher's rounds, and time out on the produce purgatory's timer (one entry per round)."""
+        if self._futures is None:
+            flusher, timer = self.flusher, self.produce.timer  # (each takes the lock: not under it)
+            with self._lock:
+                if self._futures is None:
+                    flusher.expiry_timer = timer
+                    self._futures = DurableFutures(flusher.join_parts, self._max_pending_appends)
+        return self._futures
 
     def purgatory_sizes(self) -> dict[str, tuple[int, int]]:
         """``{"Fetch": (watched, delayed), "Produce": ...}``: each purgatory's watch-list entries and

@@ -24,22 +24,28 @@ import itertools
 import logging
 import os
 import threading
-from typing import Any, Callable, Collection, Iterator, Mapping, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeoutError
+from functools import partial
+from typing import Any, Callable, Collection, Iterator, Mapping, Sequence, cast
 
 from ..cleaner.log_cleaner import LogCleaner, PrebuiltMap
 from ..cleaner.stats import CleanerStats
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import TOPIC_KEYS, LogConfig, ManagerConfig, parse_overrides
-from ..errors import (InvalidConfigError, InvalidPartitionsError, InvalidTopicError, LogStoreError, ReadOnlyError,
-                      StorageError, StoreClosedError, TopicExistsError, UnknownTopicOrPartitionError)
+from ..errors import (BufferExhaustedError, DurabilityTimeoutError, InvalidConfigError, InvalidPartitionsError,
+                      InvalidTopicError, LogStoreError, ReadOnlyError, StorageError, StoreClosedError, TopicExistsError,
+                      UnknownTopicOrPartitionError)
 from ..fs import OS_FILE_SYSTEM, FileSystem
 from ..log.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from ..log.damage import LogDamage, RepairPlan
 from ..log.file_records import ACTIVE_SEGMENT_DESCRIPTORS, OPEN_FILES
 from ..log.log import READ_UNCOMMITTED, Log, ReadResult, check_isolation
 from ..log.retention import RetentionResult
-from ..log.waits import DEFAULT_DURABLE_TIMEOUT_MS, LogWaits, check_wait, durable_acks, read_or_wait
-from ..records.batching import AppendInfo, ProducerBatch, check_record_sequence
+from ..log.durable_futures import DurableFutures, acquire_slot_async
+from ..log.waits import (DEFAULT_DURABLE_TIMEOUT_MS, DURABLE_GRACE_S, LogWaits, check_timeout, check_wait,
+                         durable_acks, read_or_wait)
+from ..records.batching import AppendInfo, PreparedAppend, ProducerBatch, check_record_sequence
 from ..records.decoder import Record
 from ..timer.scheduler import Scheduler
 from .jobs import BackgroundJobs
@@ -58,6 +64,17 @@ _TRANSIENT_DESCRIPTORS = 16
 _CLEANER_THREAD_DESCRIPTORS = 6
 # ...and by each recovery thread (a segment being recovered, or made by a repair, with its mappings).
 _RECOVERY_THREAD_DESCRIPTORS = 5
+
+
+Appends = Sequence["tuple[str, Sequence[Record]] | tuple[str, Sequence[Record], int | None]"]
+"""``append_many``'s argument: ``(topic, records)`` or ``(topic, records, partition)`` each."""
+
+
+def _append_args(entry: Any) -> tuple[str, Sequence[Record], int | None]:
+    """One ``append_many`` entry as ``(topic, records, partition)`` (TypeError for another shape)."""
+    if isinstance(entry, tuple) and len(entry) in (2, 3):
+        return (entry[0], entry[1], None) if len(entry) == 2 else entry
+    raise TypeError(f"each append is (topic, records) or (topic, records, partition), got {entry!r}")
 
 
 def _refuse_internal(topic: str) -> None:
@@ -107,7 +124,7 @@ class LogManager:
         self.manager_config = ManagerConfig.from_broker_properties(config or {})
         self._clock = clock or SYSTEM_CLOCK
         self._fs = fs or OS_FILE_SYSTEM
-        self.waits = LogWaits("logstore")
+        self.waits = LogWaits("logstore", self.manager_config.durable_max_pending_appends)
         self._lock = threading.RLock()
         self._round_robin: dict[str, Iterator[int]] = {}
         self._round_robin_starts: dict[str, int] = {}
@@ -473,14 +490,120 @@ class LogManager:
                 log.wait_durable(required_offset, timeout_ms)
         return infos
 
+    def append_future(self, topic: str, records: Sequence[Record], partition: int | None = None, *,
+                      timeout_ms: int = DEFAULT_DURABLE_TIMEOUT_MS) -> Future[dict[int, AppendInfo]]:
+        """``append(topic, records, partition)`` now, and a ``concurrent.futures.Future`` of its
+        result (the append info per partition touched) that completes once an fsync covers the
+        records in every partition, with no thread waiting: see ``Log.append_future`` (errors, the
+        bound ``logstore.durable.max.pending.appends``, ``timeout_ms``, close)."""
+        check_timeout("timeout_ms", timeout_ms)
+        futures = self.waits.futures
+        if not futures.slots.acquire(timeout_ms / 1000.0):
+            raise self._buffer_exhausted(timeout_ms)
+        return cast("Future[dict[int, AppendInfo]]",
+                    self._watched_append(futures, ((topic, records, partition),), timeout_ms, single=True))
+
+    async def append_async(self, topic: str, records: Sequence[Record], partition: int | None = None, *,
+                           timeout_ms: int = DEFAULT_DURABLE_TIMEOUT_MS) -> dict[int, AppendInfo]:
+        """``append_future`` for asyncio: appends now, then awaits the fsync without blocking the
+        event loop; a full limit of outstanding futures is awaited too."""
+        import asyncio  # (here: a program that never awaits an append does not load asyncio)
+
+        check_timeout("timeout_ms", timeout_ms)
+        futures = self.waits.futures
+        await acquire_slot_async(futures.slots, timeout_ms, partial(self._buffer_exhausted, timeout_ms))
+        infos: dict[int, AppendInfo] = await self._watched_append(futures, ((topic, records, partition),), timeout_ms,
+                                                                   single=True, loop=asyncio.get_running_loop())
+        return infos
+
+    def append_many(self, appends: Appends, *, acks: int | str = 1,
+                    timeout_ms: int = DEFAULT_DURABLE_TIMEOUT_MS) -> list[dict[int, AppendInfo]]:
+        """Several appends in one call, each ``(topic, records)`` or ``(topic, records, partition)``
+        as ``append`` takes them; returns ``append``'s result for each, in order. Every append's
+        records are validated and encoded before any is written (a rejected record appends nothing
+        anywhere; a disk error half-way is not undone). With ``acks="all"`` the call waits once, for
+        the flush round that covers every partition touched (one fsync per log, shared with every
+        other durable append of the round), not once per append; ``DurabilityTimeoutError`` after
+        ``timeout_ms`` (the records stay appended). It holds no slot of
+        ``logstore.durable.max.pending.appends`` (the caller's thread is the bound)."""
+        durable = durable_acks(acks, timeout_ms)
+        if not durable:
+            return self._append_all(appends)[0]
+        future = self._watched_append(self.waits.futures, appends, timeout_ms, slot=False)
+        try:  # the future's own timer fails it after timeout_ms; the grace only guards against a hang
+            return cast("list[dict[int, AppendInfo]]", future.result(timeout_ms / 1000.0 + DURABLE_GRACE_S))
+        except FutureTimeoutError:
+            raise DurabilityTimeoutError(f"appends of {len(appends)} were not fsynced within {timeout_ms} ms and "
+                                         "their wait was not answered; they may still become durable", -1, -1) from None
+
+    def _watched_append(self, futures: DurableFutures, appends: Appends, timeout_ms: int, *, single: bool = False,
+                        slot: bool = True, loop: Any = None) -> Any:
+        """Append ``appends`` (``append_many``'s form) and watch every partition touched: the future
+        of their results (of the one append's when ``single``; an asyncio one of ``loop`` when
+        given). A held ``slot`` is the future's to give back (and given back here when the append
+        raises)."""
+        try:
+            results, targets = self._append_all(appends)
+        except BaseException:
+            if slot:
+                futures.slots.release()
+            raise
+        return futures.watch(targets, results[0] if single else results, timeout_ms, slot, loop)
+
+    def _append_all(self, appends: Appends) -> tuple[list[dict[int, AppendInfo]], list[tuple[Log, int]]]:
+        """``append_many``'s writes: every append prepared first, then written; returns the results
+        and, per log touched, the offset an fsync must cover (the highest appended)."""
+        if not isinstance(appends, (list, tuple)):
+            raise TypeError(f"appends must be a list of (topic, records[, partition]) tuples, got {appends!r}")
+        if len(appends) == 1:  # one append: ``append``'s own path (the one-record short path included)
+            topic, records, partition = _append_args(appends[0])
+            _refuse_internal(topic)
+            results = [self._append(topic, records, partition)]
+            logs = [self.get_log(topic, target) for target in results[0]]
+        else:
+            prepared: list[tuple[str, list[tuple[int, PreparedAppend]]]] = []
+            for entry in appends:
+                topic, records, partition = _append_args(entry)
+                _refuse_internal(topic)
+                prepared.append((topic, self._prepare(topic, records, partition)))
+            results = [{target: appendable.log.append_prepared(appendable) for target, appendable in groups}
+                       for _topic, groups in prepared]
+            logs = [self.get_log(topic, target) for topic, groups in prepared for target, _appendable in groups]
+        required: dict[int, tuple[Log, int]] = {}
+        for log, info in zip(logs, (info for result in results for info in result.values())):
+            if info.last_offset is not None:
+                known = required.get(id(log))
+                if known is None or known[1] <= info.last_offset:
+                    required[id(log)] = (log, info.last_offset + 1)
+        return results, list(required.values())
+
+    def _buffer_exhausted(self, timeout_ms: int) -> BufferExhaustedError:
+        return BufferExhaustedError(f"nothing appended: {self.waits.futures.slots.limit} durable appends are "
+                                    f"waiting for an fsync (logstore.durable.max.pending.appends) and none "
+                                    f"completed within {timeout_ms} ms")
+
     def _append(self, topic: str, records: Sequence[Record], partition: int | None) -> dict[int, AppendInfo]:
         meta = self._meta(topic)
-        partitions, placement = meta.partitions, meta.placement
         if partition is not None:
             return {partition: self.get_log(topic, partition).append(records)}
         check_record_sequence(records)
-        if partitions == 1:
+        if meta.partitions == 1:
             return {0: self.get_log(topic, 0).append(records)}
+        # Every partition's records are validated and encoded before any is written: a rejected
+        # record appends nothing anywhere. (A disk error half-way is not undone across partitions.)
+        return {target: appendable.log.append_prepared(appendable)
+                for target, appendable in self._prepare(topic, records, None)}
+
+    def _prepare(self, topic: str, records: Sequence[Record], partition: int | None) -> list[tuple[int, PreparedAppend]]:
+        """``records`` validated and encoded for the partitions ``append`` would put them in, in
+        partition order; nothing written."""
+        meta = self._meta(topic)
+        partitions, placement = meta.partitions, meta.placement
+        if partition is not None:
+            return [(partition, self.get_log(topic, partition).prepare(records))]
+        check_record_sequence(records)
+        if partitions == 1:
+            return [(0, self.get_log(topic, 0).prepare(records))]
         groups: dict[int, list[Record]] = {}
         round_robin = self._round_robin_cycle(topic)
         if placement == MURMUR2:  # Kafka's partition of a key, inline: one call per record on this path
@@ -493,10 +616,7 @@ class LogManager:
                 key = record.key
                 target = next(round_robin) if key is None else partition_for_key(key, partitions, placement)
                 groups.setdefault(target, []).append(record)
-        # Every partition's records are validated and encoded before any is written: a rejected
-        # record appends nothing anywhere. (A disk error half-way is not undone across partitions.)
-        prepared = [(target, self.get_log(topic, target).prepare(group)) for target, group in sorted(groups.items())]
-        return {target: appendable.log.append_prepared(appendable) for target, appendable in prepared}
+        return [(target, self.get_log(topic, target).prepare(group)) for target, group in sorted(groups.items())]
 
     def validate_append(self, topic: str, records: Sequence[Record], partition: int | None = None) -> None:
         """Raise what ``append(topic, records, partition)`` would raise for bad input (an unknown
