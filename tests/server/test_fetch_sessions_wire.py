@@ -152,6 +152,33 @@ def test_a_session_belongs_to_its_principal(tmp_path):
             client.close()
 
 
+def test_a_withdrawn_read_acl_ends_a_sessions_data(tmp_path):
+    """With ACLs enforced, an incremental fetch's session topics are checked on every fetch: a READ
+    denied after the session was made answers TOPIC_AUTHORIZATION_FAILED and no records."""
+    from logstore.server.security.acls import bindings_for
+    with sessions_server(tmp_path, {"authorizer.enable": "true"}) as running:
+        running.authorizer.create(bindings_for(allow_principals=["User:ANONYMOUS"], topics=["open", "secret"],
+                                               operations=["All"]))
+        for topic in ("open", "secret"):
+            running.store.create_topic(topic, 1)
+            append(running.store, topic, 0, b"a")
+        client = WireClient(running.bootstrap_servers)
+        body = fetch_body({0: 0}, epoch=0, topic="open")
+        body["topics"].append({"topic": "secret", "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+             "partition_max_bytes": 1 << 20}]})
+        full = client.call(FETCH, 11, body)
+        assert sorted(answered(full)) == [("open", 0), ("secret", 0)] and full["session_id"]
+        running.authorizer.create(bindings_for(deny_principals=["User:ANONYMOUS"], topics=["secret"],
+                                               operations=["Read"]))
+        append(running.store, "secret", 0, b"b")
+        got = client.call(FETCH, 11, fetch_body({0: 1}, full["session_id"], 1, topic="open"))
+        assert list(answered(got)) == [("secret", 0)]
+        assert answered(got)[("secret", 0)]["error_code"] == errors.TOPIC_AUTHORIZATION_FAILED
+        assert not answered(got)[("secret", 0)]["records"]
+        client.close()
+
+
 def _login(address: str, user: str) -> WireClient:
     from logstore.server.security.scram import ScramClient
     client = WireClient(address)
