@@ -113,7 +113,10 @@ class FetchHandler:
         min_bytes = request.get("min_bytes", 1)
         max_wait_ms = request.get("max_wait_ms", 0)
         committed = request.get("isolation_level", 0) == READ_COMMITTED
+        readable = wanted
+        wanted, quiet = fetch_session.split_quiet(self.broker.store, committed, readable)
         body, found_bytes, positions = self._read(wanted, max_bytes, committed)
+        positions += quiet
         if max_wait_ms <= 0 or found_bytes >= min_bytes or not positions or found_bytes < 0 or refused:
             body["responses"] += refused
             self._count_out(body)
@@ -126,7 +129,9 @@ class FetchHandler:
                 context.no_response()
                 return
             try:
-                body = self._read(wanted, max_bytes, committed)[0]
+                # what was quiet may be what woke this fetch: split the session's partitions again
+                body = self._read(fetch_session.split_quiet(store, committed, readable)[0] if quiet else wanted,
+                                  max_bytes, committed)[0]
                 self._count_out(body)
                 context.respond(fetch_session.finish(body))
             except Exception:

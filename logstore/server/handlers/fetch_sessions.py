@@ -45,6 +45,8 @@ from collections import Counter, OrderedDict
 from typing import Any, Iterable
 
 from ...clock import SYSTEM_CLOCK, Clock
+from ...errors import LogStoreError
+from ...log.waits import FetchPosition
 from ..protocol import errors
 
 INVALID_SESSION_ID = 0
@@ -102,6 +104,35 @@ class FetchContext:
         self.wanted = wanted
         self.session = session
         self.principal = principal
+
+    def split_quiet(self, store, committed: bool, wanted: list[Wanted]) -> tuple[list[Wanted], list[FetchPosition]]:
+        """``wanted`` (an incremental fetch's partitions, or those of them it may read) split into (those to read, the wait positions of the
+        quiet ones). Quiet: the consumer is at the log end and the log end, last stable and log start
+        offsets are what the session last answered, so a read would find no records and nothing
+        changed to answer; a consumer of many partitions, few of them busy, costs the server a few
+        attribute reads per idle partition (the positions keep a parked fetch watching them all)."""
+        if self.kind != "incremental":
+            return wanted, []
+        partitions = self.session.partitions
+        get_log = store.get_log
+        read: list[Wanted] = []
+        positions: list[FetchPosition] = []
+        for entry in wanted:
+            topic, partition, offset, _max_bytes = entry
+            cached = partitions.get((topic, partition))
+            try:
+                log = get_log(topic, partition)
+                end = log.log_end_offset
+                quiet = (cached is not None and offset == end == cached[_HIGH_WATERMARK]
+                         and min(log.last_stable_offset, end) == cached[_STABLE]
+                         and log.log_start_offset == cached[_START])
+            except LogStoreError:
+                quiet = False  # read: the error is answered
+            if quiet:
+                positions.append(FetchPosition.at(log, offset, 0, committed))
+            else:
+                read.append(entry)
+        return read, positions
 
     def finish(self, body: dict) -> dict:
         """``body`` (the read of ``wanted``, partitions in that order) made the answer to send."""
