@@ -217,7 +217,8 @@ SMALL_FETCH = {  # below one batch: one batch per fetch (KIP-74 sends the first 
 SESSION_CLIENTS = {"kafka-python"}
 """The clients that send fetch sessions (kafka-python's FetchSessionHandler, on by default); the
 others send epoch -1 on every fetch: librdkafka implements only KIP-932 share sessions, aiokafka and
-kafkajs none."""
+kafkajs none (kafkajs's driver does not consume by assignment: its consumers run in
+test_txn_kafkajs.py and the group tests, sessionless, against this server)."""
 
 
 @pytest.mark.parametrize("driver", registry.CONSUMERS, indirect=True)
