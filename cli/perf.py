@@ -685,3 +685,27 @@ def cli_startup(repeats, program, serve, work_dir, as_json, progress) -> None:
     except (bench_cli.CliBenchmarkError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(json.dumps(result, indent=2) if as_json else bench_cli.render_cli(result))
+
+
+@perf.command("sessions")
+@click.option("--partitions", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Partitions the consumer fetches.")
+@click.option("--rounds", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Fetch rounds per state (idle, one partition changed); the median is shown.")
+@click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
+              help="Parent dir of the temporary work dir (default: the system temp dir).")
+@_output
+def sessions(partitions, rounds, work_dir, as_json, progress) -> None:
+    """Fetch sessions (KIP-227) in bytes: request and response bytes per Fetch round of one consumer of
+    --partitions partitions, sessionless against an incremental session, with nothing changed and
+    with one partition changed (an in-process server, Fetch v11; bytes, not time). Goal: an idle
+    incremental round answers no partition and one change answers exactly it. Needs the server extra."""
+    from logstore.server import INSTALL_HINT, missing_extra
+    if missing_extra():
+        raise click.ClickException(f"perf sessions needs the server extra: {INSTALL_HINT}")
+    from logstore.bench import fetch_sessions
+    try:
+        result = fetch_sessions.measure(partitions, rounds, work_dir=work_dir)
+    except (ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(json.dumps(result, indent=2) if as_json else fetch_sessions.format_table(result))

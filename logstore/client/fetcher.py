@@ -16,7 +16,11 @@ What it owns:
 - a seek discards what was buffered or is in flight for the partition (a response for an offset
   other than the position is dropped);
 - ListOffsets: ``list_offsets({tp: timestamp})`` for resets (``EARLIEST``, ``LATEST``) and
-  ``offsets_for_times``.
+  ``offsets_for_times``;
+- an incremental fetch session per broker (``fetch_session.FetchSessionHandler``, KIP-227): after
+  the first, full, Fetch a request names only the partitions whose fetch offset changed and an
+  answer holds only the partitions that changed, so a consumer of many partitions sends and
+  receives what changed; sessionless where the broker keeps none.
 
 Not thread-safe: the consumer's thread owns it (the heartbeat thread never touches it).
 """
@@ -33,6 +37,7 @@ from ..server.protocol import errors as kafka_errors
 from ..server.wire_records.decode import decode_fetch
 from .cluster import NetworkClient
 from .errors import BrokerResponseError, NetworkError, NoOffsetForPartitionError
+from .fetch_session import FetchSessionHandler
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +47,9 @@ READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 _REFRESH_ERRORS = {kafka_errors.NOT_LEADER_OR_FOLLOWER, kafka_errors.UNKNOWN_TOPIC_OR_PARTITION,
                    kafka_errors.LEADER_NOT_AVAILABLE, kafka_errors.KAFKA_STORAGE_ERROR,
                    kafka_errors.FETCH_SESSION_ID_NOT_FOUND}
+
+
+_SESSION_ERRORS = {kafka_errors.FETCH_SESSION_ID_NOT_FOUND, kafka_errors.INVALID_FETCH_SESSION_EPOCH}
 
 
 def _error(what: str, code: int, message: str | None = None) -> BrokerResponseError:
@@ -54,7 +62,7 @@ class Fetcher:
 
     def __init__(self, network: NetworkClient, *, fetch_min_bytes: int, fetch_max_bytes: int,
                  max_partition_fetch_bytes: int, fetch_max_wait_ms: int, max_poll_records: int,
-                 isolation_level: int, auto_offset_reset: str) -> None:
+                 isolation_level: int, auto_offset_reset: str, fetch_sessions: bool = True) -> None:
         self._network = network
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_bytes = fetch_max_bytes
@@ -67,8 +75,11 @@ class Fetcher:
         self.high_watermarks: dict[TopicPartition, int] = {}
         self._buffers: dict[TopicPartition, list[ConsumerRecord]] = {}
         self._buffer_ends: dict[TopicPartition, int] = {}  # the next offset to fetch after a buffer
-        self._in_flight: dict[object, tuple[int, dict[TopicPartition, int]]] = {}  # connection -> (id, offsets)
+        # connection -> (correlation id, offsets, fetch session)
+        self._in_flight: dict[object, tuple[int, dict[TopicPartition, int], FetchSessionHandler]] = {}
         self._paused: set[TopicPartition] = set()
+        self.fetch_sessions = fetch_sessions
+        self._sessions: dict[int, FetchSessionHandler] = {}  # broker node id -> its fetch session
 
     # --- assignment and positions ----------------------------------------------------------------
 
@@ -134,7 +145,7 @@ class Fetcher:
     def send_fetches(self) -> int:
         """A Fetch to each broker that has none in flight, for its fetchable partitions; how many
         were sent."""
-        busy = {tp for _, offsets in self._in_flight.values() for tp in offsets}
+        busy = {tp for _, offsets, _ in self._in_flight.values() for tp in offsets}
         by_leader: dict[int, dict[TopicPartition, int]] = defaultdict(dict)
         for tp, offset in self.positions.items():
             buffered = self._buffers.get(tp)
@@ -157,17 +168,33 @@ class Fetcher:
                 continue  # backing off: the next poll tries again
             if connection in self._in_flight:
                 continue
+            session = self._sessions.get(leader)
+            if session is None:
+                session = self._sessions[leader] = FetchSessionHandler(leader, enabled=self.fetch_sessions)
+            try:
+                version = connection.version_of("Fetch")
+            except NetworkError:
+                version = 0
+            max_bytes = self.max_partition_fetch_bytes
+            session_id, epoch, named, forgotten = session.build(
+                {tp: (offset, max_bytes) for tp, offset in offsets.items()}, version)
             topics: dict[str, list] = defaultdict(list)
-            for (topic, partition), offset in offsets.items():
+            for (topic, partition), (offset, partition_max_bytes) in named.items():
                 topics[topic].append({"partition": partition, "fetch_offset": offset,
-                                      "partition_max_bytes": self.max_partition_fetch_bytes})
+                                      "partition_max_bytes": partition_max_bytes})
+            forgotten_topics: dict[str, list] = defaultdict(list)
+            for topic, partition in forgotten:
+                forgotten_topics[topic].append(partition)
             body = {"replica_id": -1, "max_wait_ms": self.fetch_max_wait_ms, "min_bytes": self.fetch_min_bytes,
                     "max_bytes": self.fetch_max_bytes, "isolation_level": self.isolation_level,
-                    "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                    "session_id": session_id, "session_epoch": epoch, "rack_id": "",
+                    "forgotten_topics_data": [{"topic": name, "partitions": parts}
+                                              for name, parts in forgotten_topics.items()],
                     "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()]}
             try:
-                self._in_flight[connection] = (connection.send("Fetch", body), offsets)
+                self._in_flight[connection] = (connection.send("Fetch", body), offsets, session)
             except NetworkError as exc:
+                session.failed()
                 logger.warning("consumer: fetch from broker %d failed: %s", leader, exc)
                 continue
             sent += 1
@@ -186,17 +213,21 @@ class Fetcher:
         # One broker (the common case) is waited on for the whole time; several in short turns.
         slice_ms = timeout_ms if len(connections) == 1 else min(timeout_ms, 5)
         for connection in connections:
-            correlation_id, offsets = self._in_flight[connection]
+            correlation_id, offsets, session = self._in_flight[connection]
             try:
                 responses = connection.poll(slice_ms)
             except NetworkError as exc:
                 logger.warning("consumer: %s", exc)
                 del self._in_flight[connection]
+                session.failed()
                 continue
             for response in responses:
                 if response.correlation_id == correlation_id:
                     del self._in_flight[connection]
-                    self._apply(response.body, offsets)
+                    if session.handle_response(response.body):
+                        self._apply(response.body, offsets)
+                    elif response.body.get("error_code") not in _SESSION_ERRORS:
+                        raise _error("Fetch", response.body["error_code"])
 
     def drain(self) -> list[ConsumerRecord]:
         """Up to ``max.poll.records`` buffered records (partition by partition), positions advanced."""
@@ -215,7 +246,10 @@ class Fetcher:
         return out
 
     def close(self) -> None:
+        # Kafka's consumer closes its sessions with a last epoch -1 Fetch; ours are left to the
+        # broker's eviction (a slot is taken from no one until the cache is full).
         self._in_flight.clear()
+        self._sessions.clear()
         self._buffers.clear()
 
     def _apply(self, body: dict, offsets: dict[TopicPartition, int]) -> None:

@@ -335,6 +335,7 @@ class KafkaServer:
                              endpoints=endpoints, txn_coordinator=self.txn_coordinator)
         self.apis = apis = KafkaApis(self.broker)
         produce, fetch, admin = ProduceHandler(self.broker), FetchHandler(self.broker), AdminHandler(self.broker)
+        self.fetch_sessions = fetch.sessions  # the fetch sessions (KIP-227), for tests and metrics
         metadata = MetadataHandler(self.broker)
         apis.register(API_KEYS["Metadata"], metadata.metadata)
         apis.register(API_KEYS["DescribeCluster"], metadata.describe_cluster)
@@ -359,6 +360,7 @@ class KafkaServer:
         SecurityAdminHandler(self.authorizer, self.credentials).register(apis)
         if self.authorizer is not None:
             apis.authorization = RequestAuthorization(self.authorizer, on_denied=DenialLog(self._clock).denied)
+            fetch.authorization = apis.authorization  # a fetch session's partitions are checked on every fetch
         network.start()
         for listener, bound_port in zip(self.listeners, network.ports):
             if listener.protocol == PLAINTEXT and not is_loopback(listener.host) and not is_unix_socket_path(listener.host):

@@ -93,6 +93,16 @@ SERVER_KEYS: dict[str, tuple[str, Any, Any, str]] = {
                                          "cursor continues the listing)"),
     "fetch.max.bytes": ("fetch_max_bytes", 57671680, integer_setting(1024, 2**31 - 1),
                         "the most record bytes one Fetch answer carries, whatever the client asks"),
+    "max.incremental.fetch.session.cache.slots": (
+        "max_incremental_fetch_session_cache_slots", 1000, integer_setting(0, 2**31 - 1),
+        "fetch sessions (KIP-227) held at once; 0 serves every fetch sessionless"),
+    "min.incremental.fetch.session.eviction.ms": (
+        "min_incremental_fetch_session_eviction_ms", 120000, integer_setting(0, 2**62),
+        "a fetch session unused this long gives its slot to a new one; one that lived this long gives it to a "
+        "bigger one"),
+    "max.incremental.fetch.session.partitions": (
+        "max_incremental_fetch_session_partitions", 10000, integer_setting(1, 2**31 - 1),
+        "the most partitions one fetch session holds (ours); a consumer of more fetches sessionless"),
     "connections.max.idle.ms": ("connections_max_idle_ms", 600000, integer_setting(1, 2**62),
                                 "a connection idle this long is closed"),
     "num.io.threads": ("num_io_threads", 2, integer_setting(1, 64), "request handler threads"),
@@ -156,6 +166,9 @@ class ServerConfig:
     queued_max_response_bytes: int = 1 << 20
     max_request_partition_size_limit: int = 2000
     fetch_max_bytes: int = 57671680
+    max_incremental_fetch_session_cache_slots: int = 1000
+    min_incremental_fetch_session_eviction_ms: int = 120000
+    max_incremental_fetch_session_partitions: int = 10000
     connections_max_idle_ms: int = 600000
     num_io_threads: int = 2
     fetch_cache_bytes: int = 16 << 20

@@ -27,8 +27,13 @@ none; null for read_uncommitted), so the client drops their records; transaction
 the control batches they are (clients skip them and move past their offsets). A read_committed
 fetch parked at the last stable offset wakes when it moves (the marker's append), not when the open
 transaction grows. ListOffsets with read_committed answers LATEST with the last stable offset, and a
-time lookup landing at or past it with no offset (-1), as Kafka does. Fetch sessions are declined by
-answering session id 0 (docs/design.md §4.1; Kafka's fetch sessions: https://cwiki.apache.org/confluence/display/KAFKA/KIP-227%3A+Introduce+Incremental+FetchRequests+to+Increase+Partition+Scalability).
+time lookup landing at or past it with no offset (-1), as Kafka does.
+
+Fetch sessions (KIP-227) are the ``FetchSessionCache``'s (``fetch_sessions``): it says which
+partitions a fetch reads (an incremental fetch: all of its session's) and finishes the answer (the
+session id; an incremental answer keeps only the partitions that changed). With ACLs enforced, the
+topics of an incremental fetch's session are checked for READ on every fetch, as the ones a request
+names are (a partition of a topic no longer readable answers TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from ...errors import LogStoreError, OffsetOutOfRangeError, StoreClosedError, Un
 from ...log.waits import DelayedFetch, FetchPosition
 from ..network.request_context import RequestContext
 from ..protocol import errors
+from .fetch_sessions import FetchSessionCache
 from .kafka_apis import LEADER_EPOCH, Broker
 
 logger = logging.getLogger(__name__)
@@ -72,19 +78,32 @@ class FetchHandler:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        config = broker.config
+        self.sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
+                                          config.min_incremental_fetch_session_eviction_ms,
+                                          config.max_incremental_fetch_session_partitions, broker.clock)
+        self.authorization = None  # security.authorization.RequestAuthorization when ACLs are enforced
 
     # --- Fetch -----------------------------------------------------------------------------------
 
     def fetch(self, context: RequestContext, request: dict) -> None:
-        session_id = request.get("session_id", 0)
-        if session_id:
-            # We never hand out sessions, so a session id is one we did not issue.
-            context.respond({"throttle_time_ms": 0, "error_code": errors.FETCH_SESSION_ID_NOT_FOUND,
-                             "session_id": 0, "responses": []})
-            return
         wanted = [(topic["topic"], partition["partition"], partition["fetch_offset"],
                    partition.get("partition_max_bytes", 1 << 20))
                   for topic in request.get("topics") or [] for partition in topic.get("partitions") or []]
+        forgotten = [(topic["topic"], partition) for topic in request.get("forgotten_topics_data") or ()
+                     for partition in topic.get("partitions") or ()]
+        session = context.session
+        fetch_session = self.sessions.new_context(session.principal if session is not None else None,
+                                                  request.get("session_id", 0), request.get("session_epoch", -1),
+                                                  wanted, forgotten)
+        if fetch_session.error:
+            context.respond({"throttle_time_ms": 0, "error_code": fetch_session.error, "session_id": 0,
+                             "responses": []})
+            return
+        wanted = fetch_session.wanted
+        refused: list[dict] = []
+        if fetch_session.kind == "incremental" and self.authorization is not None and session is not None:
+            wanted, refused = self._authorized(context, session, wanted)
         max_bytes = request.get("max_bytes", 0x7FFFFFFF)
         if max_bytes <= 0:
             max_bytes = 0x7FFFFFFF
@@ -94,10 +113,14 @@ class FetchHandler:
         min_bytes = request.get("min_bytes", 1)
         max_wait_ms = request.get("max_wait_ms", 0)
         committed = request.get("isolation_level", 0) == READ_COMMITTED
+        readable = wanted
+        wanted, quiet = fetch_session.split_quiet(self.broker.store, committed, readable)
         body, found_bytes, positions = self._read(wanted, max_bytes, committed)
-        if max_wait_ms <= 0 or found_bytes >= min_bytes or not positions or found_bytes < 0:
+        positions += quiet
+        if max_wait_ms <= 0 or found_bytes >= min_bytes or not positions or found_bytes < 0 or refused:
+            body["responses"] += refused
             self._count_out(body)
-            context.respond(body)
+            context.respond(fetch_session.finish(body))
             return
         store = self.broker.store
 
@@ -106,9 +129,11 @@ class FetchHandler:
                 context.no_response()
                 return
             try:
-                body = self._read(wanted, max_bytes, committed)[0]
+                # what was quiet may be what woke this fetch: split the session's partitions again
+                body = self._read(fetch_session.split_quiet(store, committed, readable)[0] if quiet else wanted,
+                                  max_bytes, committed)[0]
                 self._count_out(body)
-                context.respond(body)
+                context.respond(fetch_session.finish(body))
             except Exception:
                 logger.exception("answering a parked fetch failed")
                 context.close("answering a parked fetch failed")
@@ -118,6 +143,27 @@ class FetchHandler:
         context.exclusive = True
         operation = DelayedFetchResponse(max_wait_ms, positions, max(min_bytes, 1), answer)
         store.waits.fetch.try_complete_else_watch(operation, [position.log.key for position in positions])
+
+    def _authorized(self, context: RequestContext, session, wanted: list) -> tuple[list, list]:
+        """An incremental fetch's partitions split by READ on their topics (asked through the
+        authorization's Fetch rule, as a request naming them would be): (the readable ones, the
+        answers of the others)."""
+        topics = list(dict.fromkeys(topic for topic, *_ in wanted))
+        verdict = self.authorization.check(context.api_key, context.api_version,
+                                           {"topics": [{"topic": topic, "partitions": []} for topic in topics]},
+                                           session.principal, session.host)
+        if verdict.request is None:
+            return wanted, []
+        allowed = {topic["topic"] for topic in verdict.request["topics"]}
+        refused: dict[str, list] = {}
+        for topic, partition, *_ in wanted:
+            if topic not in allowed:
+                refused.setdefault(topic, []).append(
+                    {"partition_index": partition, "error_code": errors.TOPIC_AUTHORIZATION_FAILED,
+                     "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+                     "aborted_transactions": None, "preferred_read_replica": -1, "records": b""})
+        return ([entry for entry in wanted if entry[0] in allowed],
+                [{"topic": topic, "partitions": partitions} for topic, partitions in refused.items()])
 
     def _count_out(self, body: dict) -> None:
         """Count the record bytes of an answer about to be sent, per topic (a read that is answered

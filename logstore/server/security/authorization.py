@@ -237,10 +237,10 @@ def _produce(check: Check, version: int, request: dict) -> Verdict:
 
 
 def _fetch(check: Check, version: int, request: dict) -> Verdict:
-    """READ on each topic, else its partitions 29 with no data. Fetch sessions are declined by the
-    handler (session id 0 always; a non-zero one is FETCH_SESSION_ID_NOT_FOUND), so every fetch
-    names all its partitions and ``forgotten_topics_data`` adds none: nothing gets in through a
-    session. If sessions are ever served, their cached partitions must be checked here too."""
+    """READ on each topic, else its partitions 29 with no data. A refused topic never enters a fetch
+    session (it is taken out of the request before the handler sees it); the handler asks this rule
+    again about the topics of an incremental fetch's session on every fetch, so a READ withdrawn
+    later ends its data too."""
     allowed, refused = check.split(request.get("topics"), by_name("topic"), READ, TOPIC)
     if not refused:
         return Verdict.ALLOWED
