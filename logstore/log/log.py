@@ -45,7 +45,7 @@ import logging
 import os
 import threading
 from functools import partial
-from itertools import chain
+from itertools import chain, starmap
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 from ..clock import Clock
@@ -55,6 +55,7 @@ from ..errors import (CorruptIndexError, CorruptRecordError, DurabilityTimeoutEr
                       is_resource_shortage)
 from ..fs import FileSystem
 from ..records import control
+from ..records.columns import ColumnBatch, ColumnTaker, take_columns
 from ..records.batching import AppendInfo, Batch, PreparedAppend, ProducerBatch, encode_records, small_batch_plan
 from ..records.decoder import (CONTROL, HEADER_BYTES, RECORD_OVERHEAD_BYTES, BatchHeader, ProducerFields, Record,
                                RecordBatch, read_header)
@@ -93,6 +94,17 @@ class ReadResult(NamedTuple):
     may lie in the range returned (read_committed; [] for read_uncommitted)."""
 
     records: list[Record]
+    next_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    aborted: list[AbortedTxn]
+
+
+class ColumnsResult(NamedTuple):
+    """What ``Log.fetch_columns`` returns: ``ReadResult`` with the records as ``ColumnBatch``es
+    (``batches``) instead of ``Record`` tuples."""
+
+    batches: list[ColumnBatch]
     next_offset: int
     high_watermark: int
     last_stable_offset: int
@@ -832,6 +844,80 @@ class Log:
             except (ValueError, TypeError, OSError, CorruptIndexError, CorruptRecordError) as exc:
                 repaired = self._retry_after_read_error(exc, view, truncations, repaired)
         raise StorageError(f"log {self.name} kept changing during a read at offset {offset}")
+
+    def fetch_columns(self, offset: int, max_bytes: int = DEFAULT_MAX_BYTES, max_records: int | None = None, *,
+                      isolation: str = READ_UNCOMMITTED) -> ColumnsResult:
+        """``fetch`` with the records as columns (``ColumnsResult``: ``ColumnBatch`` per stored batch,
+        the records in range only, no ``Record`` built): the same records, limits (at least one record,
+        then as many as fit ``max_bytes`` and ``max_records``), next offset, watermarks and aborted
+        transactions. Markers are never returned; read_committed stops at the last stable offset and
+        leaves out aborted batches. The first batch may start before ``offset`` (``ColumnBatch.start``
+        says where the range begins in it)."""
+        check_isolation(isolation)
+        max_records = read_limits(offset, max_bytes, max_records)
+        committed = isolation == READ_COMMITTED
+        repaired = False
+        for _attempt in range(READ_ONLY_READ_ATTEMPTS if self.read_only else 3):
+            view, truncations = self._local.view, self.truncations
+            log_end_offset = self.log_end_offset  # then the first unstable offset: see ``fetch``
+            first_unstable = self.producer_state.first_unstable_offset
+            log_start_offset = self.log_start_offset
+            last_stable = (log_end_offset if first_unstable is None or first_unstable >= log_end_offset
+                           else max(first_unstable, log_start_offset))
+            if self._closed:
+                raise StoreClosedError(f"log {self.name} is closed")
+            if offset < log_start_offset or offset > log_end_offset:
+                raise self._out_of_range(offset, log_start_offset, log_end_offset)
+            upper = last_stable if committed else log_end_offset
+            if offset >= upper:
+                return ColumnsResult([], offset, log_end_offset, last_stable, [])
+            try:
+                aborted = self.aborted_transactions(offset, upper) if committed else []
+                if aborted:
+                    batches, next_offset = self._columns_filtered(view, offset, upper, max_bytes, max_records,
+                                                                  aborted)
+                    aborted = [txn for txn in aborted if txn.first_offset < next_offset]
+                else:
+                    batches, next_offset = take_columns(LocalLog.iter_batch_slices(view, offset, upper),
+                                                        max_bytes, max_records)
+                    next_offset = upper if next_offset < 0 else next_offset
+                    if next_offset < upper and self.producer_state.seen_producer_batches:
+                        next_offset = LocalLog.skip_unreadable(view, next_offset, upper)
+                return ColumnsResult(batches, next_offset, log_end_offset, last_stable, aborted)
+            except (ValueError, TypeError, OSError, CorruptIndexError, CorruptRecordError) as exc:
+                repaired = self._retry_after_read_error(exc, view, truncations, repaired)
+        raise StorageError(f"log {self.name} kept changing during a read at offset {offset}")
+
+    @staticmethod
+    def _columns_filtered(view: View, offset: int, upper: int, max_bytes: int, max_records: int,
+                          aborted: list[AbortedTxn]) -> tuple[list[ColumnBatch], int]:
+        """``_read_filtered`` for ``fetch_columns``: every batch fed to an ``AbortedFilter``, the kept
+        ones taken by a ``ColumnTaker`` until a limit; returns the batches and the offset to read next
+        (past the markers and aborted batches that follow the last one taken)."""
+        keep = AbortedFilter(aborted).keep
+        taker = ColumnTaker(max_bytes, max_records)
+        resume = -1  # once a limit is reached: where the next read starts
+        for batch, first, stop in LocalLog.iter_batch_slices(view, offset, upper, True, True):
+            if not keep(batch) or first >= stop:  # a marker, aborted data, no record in range
+                if resume >= 0:
+                    resume = batch.header.last_offset + 1
+                continue
+            if resume >= 0:
+                break
+            resume = taker.take(batch, first, stop)
+            if 0 <= resume <= batch.header.last_offset:  # the batch's records go on
+                break
+        return taker.batches, upper if resume < 0 else min(resume, upper)
+
+    def iter_columns(self, offset: int | None = None, end_offset: int | None = None, *,
+                     isolation: str = READ_UNCOMMITTED) -> Iterator[ColumnBatch]:
+        """Every record from ``offset`` (default: the log start offset) up to ``end_offset``
+        (default: the log end offset when called) as a ``ColumnBatch`` per stored batch, lazily: the
+        bulk reader's ``iter_records``, with no object per record (the first and last batches may
+        straddle the range: ``start``/``stop``). Markers never come; ``isolation="read_committed"``
+        ends at the last stable offset and leaves out aborted batches. Scans survive what
+        ``iter_records``' do (a rebuilt index, retention or a compaction swap underneath)."""
+        return starmap(ColumnBatch, self.iter_batch_slices(offset, end_offset, isolation=isolation))
 
     @staticmethod
     def _read_filtered(view: View, offset: int, upper: int, max_bytes: int, max_records: int,
