@@ -239,8 +239,8 @@ def _run_paths(sizes_args: dict, rows, compare: str, work_dir, keep, progress) -
 def paths(records, rows, lookups, singles, durable_threads, durable_seconds, compact_records, compact_keys,
           recovery_base_bytes, recovery_tail_bytes, repeats, seed, compare, work_dir, keep, as_json, progress) -> None:
     """The paths users take: the consumer's read loop, point reads, varied sizes, headers, single-record
-    appends, one-record batches, durable appends, multi-pass compaction, recovery and the columnar scan, each against its
-    baseline in the same run, best of --repeats interleaved runs, PASS/FAIL against the goals."""
+    appends, one-record batches, durable appends, multi-pass compaction, recovery and the columnar scan, each
+    against its baseline in the same run, best of --repeats interleaved runs, PASS/FAIL against the goals."""
     from logstore.bench import paths as bench_paths
     from logstore.bench.paths_report import render_paths
 

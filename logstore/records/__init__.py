@@ -24,4 +24,5 @@ from .columns import ColumnBatch
 from .decoder import BatchHeader, Record, RecordBatch, read_header
 from .encoder import assign_base_offset, encode_batch
 
-__all__ = ["AppendInfo", "BatchHeader", "ColumnBatch", "Record", "RecordBatch", "assign_base_offset", "encode_batch", "read_header"]
+__all__ = ["AppendInfo", "BatchHeader", "ColumnBatch", "Record", "RecordBatch", "assign_base_offset", "encode_batch",
+           "read_header"]

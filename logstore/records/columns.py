@@ -396,7 +396,8 @@ def _to_arrow(cb: ColumnBatch, headers: bool) -> Any:
     else:
         offsets_type = pa.int64()
         if raw.offset_deltas is None:
-            offsets = pc.add(_int_array(pa, offsets_type, n, _dense_offsets(n)), pa.scalar(cb.first_offset, offsets_type))
+            offsets = pc.add(_int_array(pa, offsets_type, n, _dense_offsets(n)),
+                             pa.scalar(cb.first_offset, offsets_type))
         else:
             deltas = _int_array(pa, pa.int32(), n, raw.offset_deltas[4 * cb.start : 4 * cb.stop])
             offsets = pc.add(pc.cast(deltas, offsets_type), pa.scalar(raw.base_offset, offsets_type))

@@ -174,8 +174,8 @@ def test_bad_offsets_and_limits_raise_as_fetch_does(tmp_path):
 
 
 @settings(max_examples=20, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 12), st.booleans(), st.booleans(), st.sampled_from(["none", "commit", "abort"])),
-                min_size=1, max_size=14),
+@given(st.lists(st.tuples(st.integers(1, 12), st.booleans(), st.booleans(),
+                          st.sampled_from(["none", "commit", "abort"])), min_size=1, max_size=14),
        st.data())
 def test_random_logs(batches, data):
     with tempfile.TemporaryDirectory() as path:

@@ -289,4 +289,5 @@ def test_to_arrow_shares_the_key_and_value_bytes():
             assert buffer.address == pa.py_buffer(data).address  # the same memory: not copied
         offsets = table.column("value").buffers()[1]
         # from the second record on, the offsets are the ends column itself (start - 1 .. stop)
-        assert (offsets.address == pa.py_buffer(batch.raw_columns().value_ends).address + 4 * (start - 1)) is (start > 0)
+        ends_address = pa.py_buffer(batch.raw_columns().value_ends).address
+        assert (offsets.address == ends_address + 4 * (start - 1)) is (start > 0)
