@@ -100,7 +100,7 @@ def test_a_compacted_log_with_sparse_offsets(tmp_path):
         assert any(not batch.dense for batch in columns)
         offsets = [record.offset for record in log.iter_records()]
         assert len(offsets) < log.log_end_offset - log.log_start_offset
-        check_log(log, sorted({log.log_start_offset, 3, 5, 100, offsets[len(offsets) // 2], 238, 239, 240}))
+        check_log(log, sorted({3, 100, offsets[len(offsets) // 2], 239, 240}))
 
 
 def rec(tag: str, i: int) -> Record:
@@ -173,7 +173,7 @@ def test_bad_offsets_and_limits_raise_as_fetch_does(tmp_path):
         assert log.fetch_columns(log.log_end_offset).batches == []
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 12), st.booleans(), st.booleans(),
                           st.sampled_from(["none", "commit", "abort"])), min_size=1, max_size=14),
        st.data())
