@@ -197,8 +197,8 @@ def _row_numbers(_ctx, _param, value: str) -> list[int]:
         rows = sorted({int(part) for part in value.split(",") if part.strip()})
     except ValueError:
         raise click.BadParameter(f"not a comma-separated list of row numbers: {value!r}") from None
-    if not rows or rows[0] < 1 or rows[-1] > 9:
-        raise click.BadParameter(f"give row numbers from 1 to 9, got {value!r}")
+    if not rows or rows[0] < 1 or rows[-1] > 10:
+        raise click.BadParameter(f"give row numbers from 1 to 10, got {value!r}")
     return rows
 
 
@@ -227,8 +227,8 @@ def _run_paths(sizes_args: dict, rows, compare: str, work_dir, keep, progress) -
 
 @perf.command("paths")
 @click.option("--records", type=click.IntRange(min=1), default=1_000_000, show_default=True,
-              help="Records of rows 1-4; every other size scales with it (x/1,000,000) unless given.")
-@click.option("--rows", default="1,2,3,4,5,6,7,8,9", show_default=True, callback=_row_numbers,
+              help="Records of rows 1-4 and 10; every other size scales with it (x/1,000,000) unless given.")
+@click.option("--rows", default="1,2,3,4,5,6,7,8,9,10", show_default=True, callback=_row_numbers,
               help="Rows of the paths table to run (comma-separated).")
 @click.option("--lookups", type=click.IntRange(min=1), default=None, help="Point reads of row 2 [100,000].")
 @click.option("--singles", type=click.IntRange(min=1), default=None,
@@ -247,13 +247,13 @@ def _run_paths(sizes_args: dict, rows, compare: str, work_dir, keep, progress) -
               help="Interleaved runs of logstore and its baseline per figure (the best of each is reported).")
 @click.option("--seed", type=int, default=42, show_default=True)
 @click.option("--compare", type=click.Choice(["sqlite", "none"]), default="none", show_default=True,
-              help="Run the SQLite baselines of rows 1, 2, 3 and 5 (row 7 always runs its own).")
+              help="Run the SQLite baselines of rows 1, 2, 3, 5 and 10 (row 7 always runs its own).")
 @_common
 def paths(records, rows, lookups, singles, durable_threads, durable_seconds, compact_records, compact_keys,
           recovery_base_bytes, recovery_tail_bytes, repeats, seed, compare, work_dir, keep, as_json, progress) -> None:
     """The paths users take: the consumer's read loop, point reads, varied sizes, headers, single-record
-    appends, one-record batches, durable appends, multi-pass compaction and recovery, each against its
-    baseline in the same run, best of --repeats interleaved runs, PASS/FAIL against the goals."""
+    appends, one-record batches, durable appends, multi-pass compaction, recovery and the columnar scan, each
+    against its baseline in the same run, best of --repeats interleaved runs, PASS/FAIL against the goals."""
     from logstore.bench import paths as bench_paths
     from logstore.bench.paths_report import render_paths
 
@@ -296,7 +296,7 @@ def all_(records, lookups, large_records, large_value_bytes, sizes, repeats, see
         return
     if not as_json:  # shown now: the paths run takes minutes
         click.echo(bench.render_table(results) + "\n")
-    table = _run_paths(dict(records=records, seed=seed), list(range(1, 10)), compare, work_dir, keep, progress)
+    table = _run_paths(dict(records=records, seed=seed), list(range(1, 11)), compare, work_dir, keep, progress)
     if as_json:
         click.echo(json.dumps({"results": [result.as_dict() for result in results],
                                "paths": bench_paths.as_json(table)}, indent=2))

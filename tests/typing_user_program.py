@@ -13,6 +13,7 @@ from logstore import AppendInfo, Log, LogManager, ManualClock, Record, Scheduler
 from logstore.client import Consumer, ConsumerRecord, Producer
 from logstore.client.accumulator import RecordFuture, RecordMetadata
 from logstore.group.consumer import Consumer as GroupConsumer
+from logstore.records import ColumnBatch
 
 
 def store_example(data_dir: str) -> list[bytes | None]:
@@ -37,6 +38,12 @@ def store_example(data_dir: str) -> list[bytes | None]:
         assert_type(appended, dict[int, AppendInfo])  # per partition
         fetched = store.fetch({("orders", 0): 0})
         assert_type(fetched, dict[tuple[str, int], list[Record]])
+        for columns in log.iter_columns(0):  # columnar reads: a ColumnBatch per stored batch
+            assert_type(columns, ColumnBatch)
+            assert_type(columns.values_data, memoryview)
+            assert_type(columns.value_bytes, int)
+            assert_type(columns.offsets(), Sequence[int])
+        assert_type(store.fetch_columns({("orders", 0): 0})[("orders", 0)].batches, list[ColumnBatch])
         assert_type(store.topics(), list[str])
         assert_type(store.partitions("orders"), int)
         with GroupConsumer(store, "billing", ["orders"]) as consumer:  # the in-process group consumer

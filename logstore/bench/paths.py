@@ -1,7 +1,7 @@
 """The workloads of ``logstore perf paths`` (and of ``perf all``): the paths users take, each
 against its baseline in the same run, judged against their goals (``paths_report``).
 
-Owns the sizes (``PathSizes``), the data sets, rows 1-6 (measured in this process) and the run of the
+Owns the sizes (``PathSizes``), the data sets, rows 1-6 and 10 (measured in this process) and the run of the
 whole table (``bench_paths``); rows 7-9 run in child processes (``paths_process``).
 
 Every figure is the best of ``repeats`` runs, logstore and its baseline alternating (logstore run 1,
@@ -30,6 +30,9 @@ first two, in SQLite as ``logstore perf`` sets it up (``core.SqliteEngine``: WAL
    against one autocommit INSERT each (``isolation_level=None``) into a new database, then
    ``PRAGMA wal_checkpoint(FULL)``.
 6. ``iter_records(0)`` over the ``singles`` one-record batches row 5 appended (an absolute goal).
+10. ``iter_columns(0)`` over the plain data (``scan_columns``: per ``ColumnBatch`` its first and last
+    offsets, the value bytes from the ends column and a CRC-32 over every value byte), against the
+    SQLite scan of row 1; with pyarrow installed, a note gives ``to_arrow()`` of every batch too.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import shutil
 import sqlite3
 import sys
 import tempfile
+import zlib
 from dataclasses import asdict
 from functools import cached_property
 from typing import Callable, Sequence
@@ -168,6 +172,40 @@ def scan_rows(conn: sqlite3.Connection) -> int:
     return 0 if last is None else last[0] + 1
 
 
+def scan_columns(log) -> tuple[int, int, int]:
+    """``iter_columns(0)`` as a bulk consumer takes it: per ``ColumnBatch``, its first offset must
+    follow the last one's last offset (no record missing or repeated), the value bytes are summed
+    from the ends column (``value_bytes``) and every value byte goes through a CRC-32
+    (``values_data``). No object per record. Returns (offset after the last, value bytes, CRC)."""
+    expected = total = crc = 0
+    crc32 = zlib.crc32
+    for batch in log.iter_columns(0):
+        if batch.first_offset != expected:
+            raise BenchmarkError(f"columnar scan: a batch starts at {batch.first_offset}, expected {expected}")
+        expected = batch.last_offset + 1
+        total += batch.value_bytes
+        crc = crc32(batch.values_data, crc)
+    return expected, total, crc
+
+
+def scan_arrow(log) -> int:
+    """``to_arrow()`` of every ``ColumnBatch`` of ``iter_columns(0)``; the rows built."""
+    rows = 0
+    for batch in log.iter_columns(0):
+        rows += batch.to_arrow().num_rows
+    return rows
+
+
+def _values_checksum(workload: Workload) -> tuple[int, int]:
+    """The value bytes and their CRC-32, value after value, of the whole workload (untimed)."""
+    total = crc = 0
+    for start, stop in workload.batch_ranges():
+        for row in workload.rows(start, stop):
+            total += len(row[2])
+            crc = zlib.crc32(row[2], crc)
+    return total, crc
+
+
 def point_reads(log, offsets: Sequence[int], by_records: bool) -> int:
     """``read(o, max_records=1)`` or ``read(o, max_bytes=1)`` at each offset; those that found o."""
     read, hits = log.read, 0
@@ -204,13 +242,17 @@ def _sqlite_lookups(conn: sqlite3.Connection, offsets: Sequence[int]) -> int:
     return hits
 
 
+def _rate_text(value: float | None) -> str:
+    return "-" if value is None else f"{value / 1e6:.2f} M rec/s"
+
+
 def _expect(what: str, got: int, want: int) -> None:
     if got != want:
         raise BenchmarkError(f"{what}: got {got:,}, expected {want:,}")
 
 
 class _Runner:
-    """Runs rows 1-6 in one work dir: one ``LogManager`` with a topic per data set, a SQLite file each."""
+    """Runs rows 1-6 and 10 in one work dir: one ``LogManager`` with a topic per data set, a SQLite file each."""
 
     def __init__(self, root: str, sizes: PathSizes, sqlite: bool, say: Say) -> None:
         self.root, self.sizes, self.sqlite, self.say = root, sizes, sqlite, say
@@ -256,7 +298,7 @@ class _Runner:
                            baseline=[] if has_baseline else None)
 
     def plain_rows(self, rows: set[int]) -> list[Measurement]:
-        """Rows 1 and 2 on the plain data."""
+        """Rows 1, 2 and 10 on the plain data."""
         n, out = self.sizes.records, []
         log = self._log("plain", self.plain)
         engine = self._sqlite("plain", self.plain)
@@ -280,6 +322,8 @@ class _Runner:
             self._alternate(bodies)
             by_records.baseline = by_bytes.baseline  # the same SQLite runs judge both forms
             out += [self._done(by_bytes), self._done(by_records), self._done(self._cold_point_reads(engine))]
+        if 10 in rows:
+            out += self._columns_row(log, engine)
         return out
 
     def _cold_point_reads(self, engine: SqliteEngine | None) -> Measurement:
@@ -316,6 +360,36 @@ class _Runner:
                 _expect("row 2 cold SQLite lookups", hits, k)
                 m.baseline.append(k / seconds)  # type: ignore[union-attr]
         return m
+
+    def _columns_row(self, log, engine: SqliteEngine | None) -> list[Measurement]:
+        """Row 10: the columnar scan, judged as a rate and against the SQLite scan (the same runs)."""
+        n = self.sizes.records
+        want = (n, *_values_checksum(self.plain))
+
+        def columns() -> int:
+            got = scan_columns(log)
+            if got != want:
+                raise BenchmarkError(f"row 10 columnar scan: (end, value bytes, crc) {got}, expected {want}")
+            return got[0]
+
+        rate = self._m(10, "iter_columns: offsets + value CRC", Goal("rate", 10e6))
+        ratio = self._m(10, "iter_columns vs SQLite scan", Goal("faster", 5.0), "SQLite scan", bool(engine))
+        bodies = [(rate, columns, n, False)]
+        if engine:
+            bodies.append((ratio, lambda: scan_rows(engine.conn), n, True))
+        self._alternate(bodies)
+        ratio.logstore = rate.logstore  # the same columnar runs judge both goals
+        try:
+            import pyarrow  # noqa: F401  (optional: the spark extra)
+        except ImportError:
+            rate.notes.append("row 10: to_arrow() not timed (pyarrow is not installed)")
+        else:
+            next(log.iter_columns(0)).to_arrow()  # untimed: the first call imports pyarrow.compute
+            arrow = self._m(10, "to_arrow", Goal("rate", 0.0))
+            self._alternate([(arrow, lambda: scan_arrow(log), n, False)])
+            rate.notes.append(f"row 10: iter_columns + to_arrow() of every batch: {_rate_text(arrow.best)} (best of "
+                              f"{len(arrow.logstore)}; runs {', '.join(_rate_text(v) for v in arrow.logstore)})")
+        return [self._done(rate)] + ([self._done(ratio)] if engine else [])
 
     def varied_row(self) -> list[Measurement]:
         """Row 3: varied sizes."""
@@ -413,7 +487,7 @@ def _insert_each(conn: sqlite3.Connection, rows: Sequence[tuple]) -> None:
 
 def bench_paths(sizes: PathSizes = PathSizes(), *, rows: Sequence[int] = tuple(PATH_ROWS), compare: bool = True,
                 work_dir: str | None = None, keep: bool = False, say: Say | None = None) -> dict:
-    """Measure the ``rows`` (numbers 1-9) at ``sizes``, SQLite baselines when ``compare``.
+    """Measure the ``rows`` (numbers 1-10) at ``sizes``, SQLite baselines when ``compare``.
     Returns ``{"settings", "measurements" (Measurement objects), "rows" (JSON rows), "notes"}``;
     ``as_json`` turns it into plain data."""
     from . import paths_process  # children of rows 7-9 (imported here: it loads the durable, compact and recovery benches)
@@ -429,11 +503,11 @@ def bench_paths(sizes: PathSizes = PathSizes(), *, rows: Sequence[int] = tuple(P
     measurements: list[Measurement] = []
     notes: list[str] = []
     try:
-        if wanted & {1, 2, 3, 4, 5, 6}:
+        if wanted & {1, 2, 3, 4, 5, 6, 10}:
             pretouch(root, sizes.records * 200 * 2)  # page-cache memory the VM has backed (see core.pretouch)
             runner = _Runner(root, sizes, compare, say)
             try:
-                if wanted & {1, 2}:
+                if wanted & {1, 2, 10}:
                     measurements += runner.plain_rows(wanted)
                 if 3 in wanted:
                     measurements += runner.varied_row()

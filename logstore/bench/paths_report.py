@@ -36,6 +36,7 @@ PATH_ROWS = {
         "futures ≥ 5× fsync-per-append and SQLite FULL; blocking ≥ 3× both (8 threads), ≥ 5× both (64)"),
     8: ("compaction with a dedupe buffer for ¼ of the keys", "≤ 2× a single pass"),
     9: ("open after kill -9 with a tail past the recovery point", "≤ 1.5× clean open + tail scan"),
+    10: ("columnar scan: iter_columns, offsets and every value byte touched", "≥ 10 M rec/s and ≥ 5× SQLite scan"),
 }
 """The paths table: row number -> (workload, goal)."""
 

@@ -46,8 +46,8 @@ import os
 import threading
 from concurrent.futures import Future
 from functools import partial
-from itertools import chain
-from typing import Any, Callable, Iterator, NamedTuple, Sequence, cast
+from itertools import chain, starmap
+from typing import Any, Callable, Iterator, NamedTuple, Sequence, TypeVar, cast
 
 from ..clock import Clock
 from ..config import LogConfig
@@ -57,6 +57,7 @@ from ..errors import (BufferExhaustedError, CorruptIndexError, CorruptRecordErro
 from ..fs import FileSystem
 from ..records import control
 from ..records.batching import AppendInfo, Batch, PreparedAppend, ProducerBatch, encode_records, small_batch_plan
+from ..records.columns import ColumnBatch, ColumnTaker, take_columns
 from ..records.decoder import (CONTROL, HEADER_BYTES, RECORD_OVERHEAD_BYTES, BatchHeader, ProducerFields, Record,
                                RecordBatch, read_header)
 from ..records.encoder import assign_base_offset, encode_marker_batch, encode_one
@@ -99,6 +100,20 @@ class ReadResult(NamedTuple):
     high_watermark: int
     last_stable_offset: int
     aborted: list[AbortedTxn]
+
+
+class ColumnsResult(NamedTuple):
+    """What ``Log.fetch_columns`` returns: ``ReadResult`` with the records as ``ColumnBatch``es
+    (``batches``) instead of ``Record`` tuples."""
+
+    batches: list[ColumnBatch]
+    next_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    aborted: list[AbortedTxn]
+
+
+_R = TypeVar("_R", ReadResult, ColumnsResult)
 
 
 def check_isolation(isolation: str) -> None:
@@ -849,6 +864,26 @@ class Log:
         a marker, even when no record is returned), the high watermark, the last stable offset and,
         for ``isolation="read_committed"``, the aborted transactions whose data may lie in what was
         returned (those with their ABORT marker at or after ``offset`` and data below the next offset)."""
+        return self._fetch(offset, max_bytes, max_records, isolation, ReadResult, self._read_plain,
+                           self._read_filtered)
+
+    def fetch_columns(self, offset: int, max_bytes: int = DEFAULT_MAX_BYTES, max_records: int | None = None, *,
+                      isolation: str = READ_UNCOMMITTED) -> ColumnsResult:
+        """``fetch`` with the records as columns (``ColumnsResult``: ``ColumnBatch`` per stored batch,
+        the records in range only, no ``Record`` built): the same records, limits (at least one record,
+        then as many as fit ``max_bytes`` and ``max_records``), next offset, watermarks and aborted
+        transactions. Markers are never returned; read_committed stops at the last stable offset and
+        leaves out aborted batches. The first batch may start before ``offset`` (``ColumnBatch.start``
+        says where the range begins in it)."""
+        return self._fetch(offset, max_bytes, max_records, isolation, ColumnsResult, self._columns_plain,
+                           self._columns_filtered)
+
+    def _fetch(self, offset: int, max_bytes: int, max_records: int | None, isolation: str, result: Callable[..., _R],
+               read_plain: Callable[..., tuple[Any, int]], read_filtered: Callable[..., tuple[Any, int]]) -> _R:
+        """``fetch`` and ``fetch_columns``: ``read_plain(view, offset, upper, max_bytes, max_records)``
+        reads a range without aborted data, ``read_filtered(..., aborted)`` one with; each returns
+        what it read and the offset to read next. The answer is ``result(read, next offset, high
+        watermark, last stable offset, aborted)``."""
         check_isolation(isolation)
         max_records = read_limits(offset, max_bytes, max_records)
         committed = isolation == READ_COMMITTED
@@ -868,23 +903,65 @@ class Log:
                 raise self._out_of_range(offset, log_start_offset, log_end_offset)
             upper = last_stable if committed else log_end_offset
             if offset >= upper:
-                return ReadResult([], offset, log_end_offset, last_stable, [])
+                return result([], offset, log_end_offset, last_stable, [])
             try:
                 aborted = self.aborted_transactions(offset, upper) if committed else []
                 if aborted:
-                    records, next_offset = self._read_filtered(view, offset, upper, max_bytes, max_records,
-                                                               aborted)
+                    found, next_offset = read_filtered(view, offset, upper, max_bytes, max_records, aborted)
                     aborted = [txn for txn in aborted if txn.first_offset < next_offset]
                 else:
-                    records = LocalLog.read(view, offset, upper, max_bytes, max_records)
-                    # (read back: a record has its offset; none read: only markers up to ``upper``)
-                    next_offset = records[-1].offset + 1 if records else upper  # type: ignore[operator]
+                    found, next_offset = read_plain(view, offset, upper, max_bytes, max_records)
                     if next_offset < upper and self.producer_state.seen_producer_batches:
                         next_offset = LocalLog.skip_unreadable(view, next_offset, upper)
-                return ReadResult(records, next_offset, log_end_offset, last_stable, aborted)
+                return result(found, next_offset, log_end_offset, last_stable, aborted)
             except (ValueError, TypeError, OSError, CorruptIndexError, CorruptRecordError) as exc:
                 repaired = self._retry_after_read_error(exc, view, truncations, repaired)
         raise StorageError(f"log {self.name} kept changing during a read at offset {offset}")
+
+    @staticmethod
+    def _read_plain(view: View, offset: int, upper: int, max_bytes: int, max_records: int) -> tuple[list[Record], int]:
+        """A read of [offset, upper) with no aborted data in it: the records and the offset after them
+        (``upper`` when none was read: only markers up to it)."""
+        records = LocalLog.read(view, offset, upper, max_bytes, max_records)
+        return records, records[-1].offset + 1 if records else upper  # type: ignore[operator]  # (read back: an int)
+
+    @staticmethod
+    def _columns_plain(view: View, offset: int, upper: int, max_bytes: int,
+                       max_records: int) -> tuple[list[ColumnBatch], int]:
+        """``_read_plain`` for ``fetch_columns``."""
+        batches, next_offset = take_columns(LocalLog.iter_batch_slices(view, offset, upper), max_bytes, max_records)
+        return batches, upper if next_offset < 0 else next_offset
+
+    @staticmethod
+    def _columns_filtered(view: View, offset: int, upper: int, max_bytes: int, max_records: int,
+                          aborted: list[AbortedTxn]) -> tuple[list[ColumnBatch], int]:
+        """``_read_filtered`` for ``fetch_columns``: every batch fed to an ``AbortedFilter``, the kept
+        ones taken by a ``ColumnTaker`` until a limit; returns the batches and the offset to read next
+        (past the markers and aborted batches that follow the last one taken)."""
+        keep = AbortedFilter(aborted).keep
+        taker = ColumnTaker(max_bytes, max_records)
+        resume = -1  # once a limit is reached: where the next read starts
+        for batch, first, stop in LocalLog.iter_batch_slices(view, offset, upper, True, True):
+            if not keep(batch) or first >= stop:  # a marker, aborted data, no record in range
+                if resume >= 0:
+                    resume = batch.header.last_offset + 1
+                continue
+            if resume >= 0:
+                break
+            resume = taker.take(batch, first, stop)
+            if 0 <= resume <= batch.header.last_offset:  # the batch's records go on
+                break
+        return taker.batches, upper if resume < 0 else min(resume, upper)
+
+    def iter_columns(self, offset: int | None = None, end_offset: int | None = None, *,
+                     isolation: str = READ_UNCOMMITTED) -> Iterator[ColumnBatch]:
+        """Every record from ``offset`` (default: the log start offset) up to ``end_offset``
+        (default: the log end offset when called) as a ``ColumnBatch`` per stored batch, lazily: the
+        bulk reader's ``iter_records``, with no object per record (the first and last batches may
+        straddle the range: ``start``/``stop``). Markers never come; ``isolation="read_committed"``
+        ends at the last stable offset and leaves out aborted batches. Scans survive what
+        ``iter_records``' do (a rebuilt index, retention or a compaction swap underneath)."""
+        return starmap(ColumnBatch, self.iter_batch_slices(offset, end_offset, isolation=isolation))
 
     @staticmethod
     def _read_filtered(view: View, offset: int, upper: int, max_bytes: int, max_records: int,

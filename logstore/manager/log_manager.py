@@ -40,7 +40,7 @@ from ..fs import OS_FILE_SYSTEM, FileSystem
 from ..log.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from ..log.damage import LogDamage, RepairPlan
 from ..log.file_records import ACTIVE_SEGMENT_DESCRIPTORS, OPEN_FILES
-from ..log.log import READ_UNCOMMITTED, Log, ReadResult, check_isolation
+from ..log.log import READ_UNCOMMITTED, ColumnsResult, Log, ReadResult, check_isolation
 from ..log.retention import RetentionResult
 from ..log.durable_futures import DurableFutures, acquire_slot_async
 from ..log.waits import (DEFAULT_DURABLE_TIMEOUT_MS, DURABLE_GRACE_S, LogWaits, check_timeout, check_wait,
@@ -660,6 +660,17 @@ class LogManager:
             for log in logs.values():
                 log.refresh()
         return {key: log.fetch(positions[key], max_bytes, isolation=isolation) for key, log in logs.items()}
+
+    def fetch_columns(self, positions: Mapping[tuple[str, int], int], *, max_bytes: int = 1 << 20,
+                      isolation: str = READ_UNCOMMITTED) -> dict[tuple[str, int], ColumnsResult]:
+        """``Log.fetch_columns`` of several partitions (no wait): the records as ``ColumnBatch``es,
+        without an object per record, in a ``ColumnsResult`` per ``(topic, partition)``."""
+        check_isolation(isolation)
+        logs = {key: self.get_log(*key) for key in positions}
+        if self.read_only:
+            for log in logs.values():
+                log.refresh()
+        return {key: log.fetch_columns(positions[key], max_bytes, isolation=isolation) for key, log in logs.items()}
 
     def fetch(self, positions: Mapping[tuple[str, int], int], *, max_bytes: int = 1 << 20, min_bytes: int = 1,
               max_wait_ms: int = 0, isolation: str = READ_UNCOMMITTED) -> dict[tuple[str, int], list[Record]]:

@@ -11,6 +11,8 @@ Owns:
 - ``batching``: one append's records to the batches a log accepts (validation against the topic's
   config, compression, timestamp type, the split at ``max.message.bytes``), ``RecordColumns`` (records
   given as columns), ``PreparedAppend`` and ``AppendInfo``;
+- ``columns``: ``ColumnBatch`` (the records of a batch in range as columns over its bytes, and
+  ``to_arrow`` when pyarrow is installed) and ``ColumnTaker`` (the read budget over batches);
 - ``fetch``: the read budget (``max_bytes`` charged per record, Kafka's min-one rule) and the cache of
   verified batch heads that point reads use.
 
@@ -18,7 +20,9 @@ docs/FORMAT.md specifies the bytes. May import: the foundations (``errors``, ``c
 """
 
 from .batching import AppendInfo
+from .columns import ColumnBatch
 from .decoder import BatchHeader, Record, RecordBatch, read_header
 from .encoder import assign_base_offset, encode_batch
 
-__all__ = ["AppendInfo", "BatchHeader", "Record", "RecordBatch", "assign_base_offset", "encode_batch", "read_header"]
+__all__ = ["AppendInfo", "BatchHeader", "ColumnBatch", "Record", "RecordBatch", "assign_base_offset", "encode_batch",
+           "read_header"]

@@ -1,15 +1,19 @@
 """Log record batches as Arrow record batches: the data path of the PySpark source's ``read()``.
 
 Owns the Arrow schema of the Kafka-source columns (``arrow_schema``, ``spark_schema_ddl``) and the two
-ways of turning ``Log.iter_batch_slices`` output into rows:
+ways of turning ``Log.iter_columns`` output (``ColumnBatch``: the records in range of one stored batch,
+as columns over its bytes) into rows:
 
-- ``arrow_batches``: ``pyarrow.RecordBatch`` objects built from ``RecordBatch.raw_columns`` (the
-  batch's little-endian int32/int64 columns and concatenated key/value blobs, see docs/FORMAT.md).
-  The records in range of consecutive log batches are appended to one buffer per column, a few
-  buffer appends per log batch (one-record batches, common in logs appended a record at a time, go
-  through ``record_at``, which is cheaper than ``raw_columns``), and each output batch is built
-  from those buffers by a fixed number of ``pyarrow.compute`` calls. No Python work is done per
-  record of a larger batch, except decoding headers when they are asked for.
+- ``arrow_batches``: ``pyarrow.RecordBatch`` objects built from the column batches' raw columns
+  (little-endian int32/int64 columns and the key/value bytes, see docs/FORMAT.md). The records of
+  consecutive log batches are appended to one buffer per column, a few buffer appends per log
+  batch (one-record batches, common in logs appended a record at a time, go through ``record_at``,
+  which is cheaper than parsing the columns), and each output batch is built from those buffers by
+  a fixed number of ``pyarrow.compute`` calls. No Python work is done per record of a larger batch,
+  except decoding headers when they are asked for. The output batches are coalesced (up to
+  ``max_rows`` rows) rather than ``ColumnBatch.to_arrow`` per log batch: Spark serialises every
+  batch it gets into the JVM (a copy whatever the source shares), and fewer, larger batches cost
+  it less.
 - ``tuple_rows``: the same rows as Python tuples, one per record: the fallback, and the baseline of
   the benchmark.
 
@@ -28,7 +32,8 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..records.decoder import TIMESTAMP_TYPE_LOG_APPEND, RawColumns, Record, RecordBatch
+from ..records.columns import ColumnBatch
+from ..records.decoder import Record
 
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
@@ -72,36 +77,37 @@ def spark_schema_ddl(include_headers: bool) -> str:
     return _DDL + (_HEADERS_DDL if include_headers else "")
 
 
-def arrow_batches(slices: Iterable[tuple[RecordBatch, int, int]], topic: str, partition: int,
-                  include_headers: bool, max_rows: int = 10000) -> Iterator[pa.RecordBatch]:
-    """Records [first, stop) of each whole, verified ``(batch, first, stop)`` of ``slices`` (as
-    ``Log.iter_batch_slices`` yields them) as Arrow record batches of ``arrow_schema(include_headers)``
+def arrow_batches(columns: Iterable[ColumnBatch], topic: str, partition: int, include_headers: bool,
+                  max_rows: int = 10000) -> Iterator[pa.RecordBatch]:
+    """The records of ``columns`` (``ColumnBatch``es of whole, verified log batches, as
+    ``Log.iter_columns`` yields them) as Arrow record batches of ``arrow_schema(include_headers)``
     holding 1 to ``max_rows`` rows each: small log batches are coalesced, large ones split. Rows
     are in order; a record without a timestamp (-1) reads as -1 ms, as Kafka reports it."""
     if max_rows < 1:
         raise ValueError(f"max_rows must be >= 1, got {max_rows!r}")
     if not _LITTLE_ENDIAN:
-        yield from _batches_from_rows(tuple_rows(slices, topic, partition, include_headers),
+        yield from _batches_from_rows(tuple_rows(columns, topic, partition, include_headers),
                                       arrow_schema(include_headers), max_rows)
         return
     builder = _Builder(topic, partition, include_headers)
-    for batch, first, stop in slices:
-        if first >= stop:
+    for batch in columns:
+        count = len(batch)
+        if not count:
             continue
-        if batch.record_count == 1:  # many logs are appended a record at a time: take the cheaper record
-            record = batch.record_at(0)
+        if batch.batch_record_count == 1:  # many logs are appended a record at a time: take the cheaper record
+            record = batch.batch.record_at(0)
             if not builder.fits(len(record.key or b""), len(record.value or b"")):
                 yield builder.build()
-            builder.add_record(record, bool(batch.header.attributes & TIMESTAMP_TYPE_LOG_APPEND))
+            builder.add_record(record, batch.log_append_time)
             if builder.rows >= max_rows:
                 yield builder.build()
             continue
-        raw = batch.raw_columns()
-        while first < stop:
-            if not builder.fits(len(raw.keys), len(raw.values)):
+        first = 0
+        while first < count:
+            if not builder.fits(batch.key_bytes, batch.value_bytes):
                 yield builder.build()
-            end = min(stop, first + max_rows - builder.rows)
-            builder.add(raw, first, end, batch)
+            end = min(count, first + max_rows - builder.rows)
+            builder.add(batch if first == 0 and end == count else batch[first:end])
             first = end
             if builder.rows >= max_rows:
                 yield builder.build()
@@ -109,15 +115,14 @@ def arrow_batches(slices: Iterable[tuple[RecordBatch, int, int]], topic: str, pa
         yield builder.build()
 
 
-def tuple_rows(slices: Iterable[tuple[RecordBatch, int, int]], topic: str, partition: int,
-               include_headers: bool) -> Iterator[tuple]:
+def tuple_rows(columns: Iterable[ColumnBatch], topic: str, partition: int, include_headers: bool) -> Iterator[tuple]:
     """The same rows as ``arrow_batches``, one tuple per record in schema order: ``(key, value,
     topic, partition, offset, timestamp, timestampType[, headers])`` with ``timestamp`` an aware UTC
     ``datetime`` (exact to the millisecond) and ``headers`` a list of ``(key, value)`` tuples."""
     last_ms, last_time = None, None
-    for batch, first, stop in slices:
-        timestamp_type = LOG_APPEND_TIME if batch.header.attributes & TIMESTAMP_TYPE_LOG_APPEND else CREATE_TIME
-        for record in batch.iter_records(first, stop):
+    for batch in columns:
+        timestamp_type = LOG_APPEND_TIME if batch.log_append_time else CREATE_TIME
+        for record in batch.batch.iter_records(batch.start, batch.stop):
             if record.timestamp_ms != last_ms:  # neighbours often share a timestamp: one datetime for them
                 last_ms, last_time = record.timestamp_ms, _EPOCH + timedelta(milliseconds=record.timestamp_ms)
             if include_headers:
@@ -178,33 +183,31 @@ class _Builder:
         if self.include_headers:
             self.headers.append(headers)
 
-    def add(self, raw: RawColumns, first: int, stop: int, batch: RecordBatch) -> None:
-        """Add records [first, stop) of ``batch``, whose columns are ``raw``."""
-        # Once per log batch: one unpack instead of a dozen attribute lookups.
-        (count, base_offset, deltas, millis, timestamp_default, log_append_time, key_ends, value_ends,
-         _header_ends, keys, values, _headers_blob, null_keys, null_values) = raw
-        whole = not first and stop == count
-        self.rows += stop - first
+    def add(self, batch: ColumnBatch) -> None:
+        """Add the records of ``batch`` (one piece: a log batch's records in range, or part of them)."""
+        count = len(batch)
+        self.rows += count
         self.run_ends.append(self.rows)
-        self.bases.append(base_offset)
-        self.types.append(LOG_APPEND_TIME if log_append_time else CREATE_TIME)
-        if deltas is None:
-            deltas = _dense_deltas(stop)
-        self.deltas += deltas[4 * first : 4 * stop]
+        self.types.append(LOG_APPEND_TIME if batch.log_append_time else CREATE_TIME)
+        deltas = batch.offset_deltas
+        if deltas is None:  # dense: offsets are the first one plus 0, 1, 2, ...
+            self.bases.append(batch.first_offset)
+            self.deltas += _dense_deltas(count)[: 4 * count]
+        else:
+            self.bases.append(batch.base_offset)
+            self.deltas += deltas
+        millis = batch.timestamps
         if millis is None:
-            self.millis += _LONG.pack(timestamp_default) * (stop - first)
+            self.millis += _LONG.pack(batch.timestamp_default) * count
         else:
-            self.millis += millis if whole else millis[8 * first : 8 * stop]
-        if whole:
-            self.keys.add(key_ends, keys, 0, null_keys)
-            self.values.add(value_ends, values, 0, null_values)
-        else:
-            low, high = _blob_range(key_ends, first, stop)
-            self.keys.add(key_ends[4 * first : 4 * stop], keys[low:high], low, null_keys)
-            low, high = _blob_range(value_ends, first, stop)
-            self.values.add(value_ends[4 * first : 4 * stop], values[low:high], low, null_values)
+            self.millis += millis
+        raw = batch.raw  # the flags and data buffers, without a property call each
+        low, high = batch.key_span()
+        self.keys.add(batch.key_ends, raw.keys[low:high], low, raw.null_keys)
+        low, high = batch.value_span()
+        self.values.add(batch.value_ends, raw.values[low:high], low, raw.null_values)
         if self.include_headers:
-            self.headers += batch.headers(first, stop)
+            self.headers += batch.headers()
 
     def build(self) -> pa.RecordBatch:
         """The output batch of the pieces added since the last build."""
@@ -242,7 +245,7 @@ class _BlobColumn:
         self.shifts: list[int] = []
         self.has_nulls = False
 
-    def add(self, ends: memoryview, blob: memoryview, low: int, has_nulls: bool) -> None:
+    def add(self, ends, blob: memoryview, low: int, has_nulls: bool) -> None:
         """Add the ends and blob bytes of some records, ``blob`` starting at byte ``low`` of their
         batch's blob (which their ends count from)."""
         self.shifts.append(len(self.data) - low)
@@ -275,13 +278,6 @@ class _BlobColumn:
 def _int_array(type_: pa.DataType, count: int, data: bytearray) -> pa.Array:
     """An int array over little-endian ``data`` (no copy)."""
     return pa.Array.from_buffers(type_, count, [None, pa.py_buffer(data)])
-
-
-def _blob_range(ends: memoryview, first: int, stop: int) -> tuple[int, int]:
-    """The bytes [low, high) of a blob that records [first, stop) take, from its ends column."""
-    low = _INT.unpack_from(ends, 4 * first - 4)[0] if first else 0
-    high = _INT.unpack_from(ends, 4 * stop - 4)[0]
-    return (low if low >= 0 else ~low), (high if high >= 0 else ~high)
 
 
 def _dense_deltas(count: int) -> memoryview:

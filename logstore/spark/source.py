@@ -52,11 +52,11 @@ def read_range(options: SourceOptions, offset_range: OffsetRange | None) -> Iter
             return
         # Markers are never rows; read_committed also leaves aborted transactions' records out
         # (the range ends at or below the last stable offset the plan saw).
-        slices = log.iter_batch_slices(start, end, isolation=options.isolation)
+        columns = log.iter_columns(start, end, isolation=options.isolation)
         if options.arrow:
-            yield from arrow_batches(slices, key[0], key[1], options.include_headers)
+            yield from arrow_batches(columns, key[0], key[1], options.include_headers)
         else:
-            yield from tuple_rows(slices, key[0], key[1], options.include_headers)
+            yield from tuple_rows(columns, key[0], key[1], options.include_headers)
     finally:
         manager.close()
 

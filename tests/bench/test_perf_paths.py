@@ -8,6 +8,7 @@ a timed test (docs/design.md §12).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -136,9 +137,28 @@ def test_in_process_rows_without_sqlite_are_not_judged_against_it(tmp_path):
     assert "n/a" in render_paths(result)
 
 
+def test_the_columnar_row_checks_its_answer_against_sqlite(tmp_path, monkeypatch):
+    seen = []
+    result = bench_paths.bench_paths(bench_paths.PathSizes(**TINY), rows=(10,), work_dir=str(tmp_path),
+                                     say=seen.append)
+    data = bench_paths.as_json(result)
+    _check_json_rows(data["rows"], [10])
+    rate, ratio = data["rows"][0]["measurements"]
+    assert (rate["goal"], rate["baseline"], ratio["goal"], ratio["baseline"]) == (
+        "≥ 10.00 M rec/s", None, "≥ 5×", "SQLite scan")
+    assert rate["logstore_runs"] == ratio["logstore_runs"]  # one set of columnar runs judges both goals
+    notes = " ".join(rate["notes"])
+    assert ("to_arrow() of every batch" in notes) is (importlib.util.find_spec("pyarrow") is not None)
+    assert sum(line.startswith("row 10 ") for line in seen) == 2
+    # A wrong answer is an error, not a figure: the scan's value checksum is compared with the data's.
+    monkeypatch.setattr(bench_paths, "scan_columns", lambda log: (TINY["records"], 0, 0))
+    with pytest.raises(bench_paths.BenchmarkError, match="row 10 columnar scan"):
+        bench_paths.bench_paths(bench_paths.PathSizes(**TINY), rows=(10,), compare=False, work_dir=str(tmp_path))
+
+
 def test_bad_row_numbers_are_refused(tmp_path):
     with pytest.raises(ValueError, match="rows must be"):
-        bench_paths.bench_paths(bench_paths.PathSizes(**TINY), rows=(0, 10), work_dir=str(tmp_path))
+        bench_paths.bench_paths(bench_paths.PathSizes(**TINY), rows=(0, 11), work_dir=str(tmp_path))
 
 
 # --- the command line ------------------------------------------------------------------------------------
@@ -162,7 +182,7 @@ def test_cli_paths_text_has_one_line_per_table_row(tmp_path):
 
 def test_cli_paths_rejects_bad_options():
     runner = CliRunner()
-    for args, message in ((["--rows", "0,3"], "row numbers from 1 to 9"), (["--rows", "a"], "row numbers"),
+    for args, message in ((["--rows", "0,11"], "row numbers from 1 to 10"), (["--rows", "a"], "row numbers"),
                           (["--durable-threads", "1,2,3"], "one or two thread counts"),
                           (["--recovery-tail", "lots"], "not a size")):
         result = runner.invoke(perf, ["paths", *args])
@@ -177,7 +197,7 @@ def test_cli_all_adds_the_paths_table(tmp_path):
     data = json.loads(result.output)
     assert [row["kind"] for row in data["results"]][:2] == ["append", "append"]
     rows = data["paths"]["rows"]
-    _check_json_rows(rows, list(range(1, 10)))
+    _check_json_rows(rows, list(range(1, 11)))
     assert data["paths"]["settings"]["records"] == 400 and data["paths"]["settings"]["compare"] == "sqlite"
     durable = rows[6]["measurements"]  # rows 7-9 run in child processes
     assert [(m["label"], m["goal"]) for m in durable] == [

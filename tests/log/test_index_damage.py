@@ -8,7 +8,7 @@ its data (and ``check`` passes afterwards), a read-only view scans without it.
 
 For every byte of an offset index and of a time index (two values xor-ed in), in a read-only and
 a writable open: point and range reads at offsets spread over the log, ``iter_records`` from them,
-``fetch``, ``offset_for_timestamp``, and ``logstore read --offset N``.
+``fetch``, ``iter_columns`` and ``fetch_columns``, ``offset_for_timestamp``, and ``logstore read --offset N``.
 """
 
 from __future__ import annotations
@@ -91,6 +91,13 @@ def wrong_reads(store: LogManager, bases: list[int], chosen: list[int]) -> list[
         fetched = store.fetch({("t", 0): offset}, max_bytes=200)[("t", 0)]
         if not fetched or as_tuples(fetched) != as_tuples(MODEL[offset : offset + len(fetched)]):
             wrong.append(f"fetch({offset}) -> {[r.offset for r in fetched]}")
+        got = [record.offset for batch in log.iter_columns(offset) for record in batch.records()]
+        if got != list(range(offset, RECORDS)):
+            wrong.append(f"iter_columns({offset}) -> {len(got)} records from {got[:1]}")
+        columns = store.fetch_columns({("t", 0): offset}, max_bytes=200)[("t", 0)].batches
+        fetched = [record for batch in columns for record in batch.records()]
+        if not fetched or as_tuples(fetched) != as_tuples(MODEL[offset : offset + len(fetched)]):
+            wrong.append(f"fetch_columns({offset}) -> {[r.offset for r in fetched]}")
     for offset in offsets[::2]:
         found = log.offset_for_timestamp(MODEL[offset].timestamp_ms - 3)
         if found != offset:

@@ -57,7 +57,7 @@ def expected_rows(log, start, end, topic: str, partition: int, include_headers: 
 def arrow_rows(log, start, end, topic, partition, include_headers, max_rows) -> list[dict]:
     """The rows of ``arrow_batches``, checking each batch on the way."""
     rows = []
-    for batch in arrow_batches(log.iter_batch_slices(start, end), topic, partition, include_headers, max_rows):
+    for batch in arrow_batches(log.iter_columns(start, end), topic, partition, include_headers, max_rows):
         assert isinstance(batch, pa.RecordBatch)
         assert batch.schema == arrow_schema(include_headers)
         assert 1 <= batch.num_rows <= max_rows
@@ -68,7 +68,7 @@ def arrow_rows(log, start, end, topic, partition, include_headers, max_rows) -> 
 
 def tuple_dicts(log, start, end, topic, partition, include_headers) -> list[dict]:
     names = arrow_schema(include_headers).names
-    rows = [dict(zip(names, row)) for row in tuple_rows(log.iter_batch_slices(start, end), topic, partition,
+    rows = [dict(zip(names, row)) for row in tuple_rows(log.iter_columns(start, end), topic, partition,
                                                          include_headers)]
     for row in rows:
         assert row["timestamp"].tzinfo is not None
@@ -162,7 +162,7 @@ def test_log_append_time_topics_report_the_append_time(tmp_path):
         store.append("t", [Record(b"a", b"1", (), 5), Record(b"b", b"2", (), -1)], partition=0)
         clock.advance(1000)
         store.append("t", [Record(b"c", b"3")], partition=0)
-        (batch,) = arrow_batches(store.get_log("t", 0).iter_batch_slices(), "t", 0, False)
+        (batch,) = arrow_batches(store.get_log("t", 0).iter_columns(), "t", 0, False)
         assert batch.column("timestampType").to_pylist() == [1, 1, 1]
         assert batch.column("timestamp").cast(pa.int64()).to_pylist() == [T0 * 1000, T0 * 1000, (T0 + 1000) * 1000]
 
@@ -173,7 +173,7 @@ def test_missing_timestamps_read_as_minus_one_millisecond(tmp_path):
         store.create_topic("t", 1)
         store.append("t", [Record(b"a", b"1", (), -1)], partition=0)
         store.append("t", [Record(b"a", b"1", (), -1), Record(b"b", b"2", (), 3)], partition=0)
-        (batch,) = arrow_batches(store.get_log("t", 0).iter_batch_slices(), "t", 0, False)
+        (batch,) = arrow_batches(store.get_log("t", 0).iter_columns(), "t", 0, False)
         assert batch.column("timestamp").cast(pa.int64()).to_pylist() == [-1000, -1000, 3000]
         assert batch.column("timestampType").to_pylist() == [0, 0, 0]
 
@@ -189,15 +189,15 @@ def test_one_record_batches_are_coalesced_and_large_batches_split(tmp_path):
             store.append("t", [Record(b"k", b"%d" % i)], partition=0)
         store.append("t", [Record(None, b"x" * 10)] * 1000, partition=0)
         log = store.get_log("t", 0)
-        sizes = [batch.num_rows for batch in arrow_batches(log.iter_batch_slices(0, 100), "t", 0, True, 30)]
+        sizes = [batch.num_rows for batch in arrow_batches(log.iter_columns(0, 100), "t", 0, True, 30)]
         assert sizes == [30, 30, 30, 10]
-        sizes = [batch.num_rows for batch in arrow_batches(log.iter_batch_slices(90, 1100), "t", 0, False, 300)]
+        sizes = [batch.num_rows for batch in arrow_batches(log.iter_columns(90, 1100), "t", 0, False, 300)]
         assert sizes == [300, 300, 300, 110]
-        assert [batch.num_rows for batch in arrow_batches(log.iter_batch_slices(), "t", 0, False)] == [1100]
-        assert list(arrow_batches(log.iter_batch_slices(1100, 1100), "t", 0, False)) == []  # never an empty batch
+        assert [batch.num_rows for batch in arrow_batches(log.iter_columns(), "t", 0, False)] == [1100]
+        assert list(arrow_batches(log.iter_columns(1100, 1100), "t", 0, False)) == []  # never an empty batch
         assert arrow_rows(log, 95, 1100, "t", 0, False, 7) == expected_rows(log, 95, 1100, "t", 0, False)
         with pytest.raises(ValueError):
-            next(arrow_batches(log.iter_batch_slices(), "t", 0, False, 0))
+            next(arrow_batches(log.iter_columns(), "t", 0, False, 0))
 
 
 def test_an_output_batch_ends_before_its_keys_or_values_outgrow_binary_offsets(tmp_path, monkeypatch):
@@ -208,7 +208,7 @@ def test_an_output_batch_ends_before_its_keys_or_values_outgrow_binary_offsets(t
         for i in range(12):
             store.append("t", [Record(b"k", b"%010d" % i)] * (1 + i % 3), partition=0)
         log = store.get_log("t", 0)
-        batches = list(arrow_batches(log.iter_batch_slices(), "t", 0, False, 1000))
+        batches = list(arrow_batches(log.iter_columns(), "t", 0, False, 1000))
         assert len(batches) > 1
         assert all(sum(map(len, batch.column("value").to_pylist())) <= 40 for batch in batches)
         assert arrow_rows(log, 0, None, "t", 0, False, 1000) == expected_rows(log, 0, None, "t", 0, False)
@@ -221,9 +221,9 @@ def test_the_big_endian_fallback_gives_the_same_batches(tmp_path, monkeypatch):
         store.append("t", [Record(b"k", None, (("h", None),), 3), Record(None, b"v", (), -1)], partition=0)
         store.append("t", [Record(b"", b"")] * 5, partition=0)
         log = store.get_log("t", 0)
-        native = list(arrow_batches(log.iter_batch_slices(), "t", 0, True, 4))
+        native = list(arrow_batches(log.iter_columns(), "t", 0, True, 4))
         monkeypatch.setattr(arrow, "_LITTLE_ENDIAN", False)
-        fallback = list(arrow_batches(log.iter_batch_slices(), "t", 0, True, 4))
+        fallback = list(arrow_batches(log.iter_columns(), "t", 0, True, 4))
         assert [batch.num_rows for batch in fallback] == [4, 3]
         assert [batch.to_pylist() for batch in fallback] == [batch.to_pylist() for batch in native]
         assert all(batch.schema == arrow_schema(True) for batch in fallback)
