@@ -36,6 +36,14 @@ from .serve_security import (DEFAULT_MECHANISM, PLAINTEXT, Endpoint, LogstoreSec
                              security_table)
 
 TOPIC_PREFIX = "perf"
+CPU_PER_PRODUCED = "server CPU per record, produce"
+CPU_PER_CONSUMED = "server CPU per record, consume"
+GOAL_VS_TANSU = 1.0
+"""Produce (acks=1 and acks=all) and consume: logstore's rate at least this many times Tansu's."""
+GOAL_P99_VS_TANSU = 2.0
+"""acks=all p99 with the latency run's producers: at most this many times Tansu's."""
+GOAL_CPU_US = 0.5
+"""The server's CPU per produced record (µs): at most this."""
 
 
 def tansu_binary() -> str | None:
@@ -59,6 +67,28 @@ def parse_counts(value: str) -> list[int]:
     if not counts or min(counts) < 1:
         raise ValueError(f"give counts >= 1, got {value!r}")
     return counts
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds process ``pid`` has run so far, all its threads: the sum of each thread's
+    ``/proc/<pid>/task/<tid>/schedstat`` (nanoseconds: a run of 100,000 records costs tens of ms,
+    where ``/proc/<pid>/stat``'s 10 ms ticks would be too coarse), or ``/proc/<pid>/stat``'s user +
+    system ticks where schedstat is missing (Linux only: ``OSError`` elsewhere or once it exited).
+    A thread that exits between two readings takes its time with it: the brokers' threads live as
+    long as the process."""
+    total_ns = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as schedstat:
+                    total_ns += int(schedstat.read().split()[0])
+            except FileNotFoundError:
+                continue  # the thread ended meanwhile
+        return total_ns / 1e9
+    except (OSError, ValueError, IndexError):
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()  # after the command name, which may hold spaces
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def _free_port() -> int:
@@ -117,6 +147,10 @@ class BrokerProcess:
         else:
             raise ValueError(f"unknown broker {kind!r}: logstore or tansu")
         self.ready_s = time.monotonic() - started
+
+    def cpu_seconds(self) -> float:
+        """The broker process's CPU time so far (user + system, every thread), from /proc/<pid>/stat."""
+        return process_cpu_seconds(self.process.pid)
 
     def rss_mb(self) -> float | None:
         try:
@@ -338,23 +372,25 @@ def bench_serve(*, sizes: tuple[int, ...] = (200_000, 1_000_000), value_bytes: i
                 rows.append({"broker": kind, "security": None, "workload": "start to ready", "value": broker.ready_s,
                              "unit": "s"})
                 _run_workloads(kind, broker.endpoints, rows, sizes, value, kafka_python_records, latency_producers,
-                               latency_seconds, repeats, say, records_per_transaction)
+                               latency_seconds, repeats, say, records_per_transaction, broker.cpu_seconds)
                 rows.append({"broker": kind, "security": None, "workload": "RSS after the run",
                              "value": broker.rss_mb(), "unit": "MB"})
             finally:
                 broker.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return add_costs(rows)
+    return judge(add_costs(rows))
 
 
 def _run_workloads(kind: str, endpoints: dict[str, Endpoint], rows: list[dict], sizes: tuple[int, ...], value: bytes,
                    kafka_python_records: int, latency_producers: int, latency_seconds: float, repeats: int,
-                   say: Callable[[str], None], records_per_transaction: int = 0) -> None:
+                   say: Callable[[str], None], records_per_transaction: int = 0,
+                   cpu_seconds: Callable[[], float] | None = None) -> None:
     """``repeats`` rounds of each workload over every endpoint in turn (modes and rounds interleaved,
     so that a change of the machine's load falls on every mode alike); the best of each (the highest
-    rate or count, the lowest time; the latency run with the most produces) appended to ``rows``,
-    with every round's figure in ``runs``."""
+    rate or count, the lowest time or CPU; the latency run with the most produces) appended to
+    ``rows``, with every round's figure in ``runs``. ``cpu_seconds`` (the broker process's CPU time)
+    read around each confluent produce and consume gives the server's CPU per record (µs)."""
     runs: dict[tuple[str, str, str], list] = {}  # (mode, workload, unit): each round's figure
 
     def run(mode: str, workload: str, unit: str, figure) -> None:
@@ -377,12 +413,19 @@ def _run_workloads(kind: str, endpoints: dict[str, Endpoint], rows: list[dict], 
                     topic = f"{TOPIC_PREFIX}-{mode.lower()}-{count}-{acks}{tag}"
                     _create_topic(endpoint, topic)
                     say(f"{name(mode)}: confluent-kafka produce {count} acks={acks}")
+                    before = cpu_seconds() if cpu_seconds else 0.0
                     run(mode, f"confluent produce {count:,} acks={acks}", "rec/s",
                         confluent_produce(endpoint, topic, count, value, acks))
+                    if cpu_seconds:
+                        run(mode, f"{CPU_PER_PRODUCED} {count:,} acks={acks}", "µs",
+                            (cpu_seconds() - before) / count * 1e6)
                     if acks == "1":
                         say(f"{name(mode)}: confluent-kafka consume {count}")
+                        before = cpu_seconds() if cpu_seconds else 0.0
                         run(mode, f"confluent consume {count:,} (assign)", "rec/s",
                             confluent_consume(endpoint, topic, count))
+                        if cpu_seconds:
+                            run(mode, f"{CPU_PER_CONSUMED} {count:,}", "µs", (cpu_seconds() - before) / count * 1e6)
         if records_per_transaction and sizes:
             count = sizes[0]
             for mode, endpoint in endpoints.items():
@@ -430,7 +473,42 @@ def _run_workloads(kind: str, endpoints: dict[str, Endpoint], rows: list[dict], 
                              "value": best[0] / plain, "unit": "x"})
         else:
             rows.append({"broker": kind, "security": mode, "workload": workload,
-                         "value": min(figures) if unit == "ms" else max(figures), "unit": unit, "runs": figures})
+                         "value": min(figures) if unit in ("ms", "µs") else max(figures), "unit": unit,
+                         "runs": figures})
+
+
+def goal_of(workload: str, unit: str) -> tuple[str, Callable[[float, float | None], bool | None]] | None:
+    """(the goal's text, its verdict from logstore's value and Tansu's) of a workload, or None
+    when it has no goal. Verdicts are None when a figure they need is missing."""
+    def ratio(bound: float, at_least: bool):
+        def verdict(ours: float, theirs: float | None) -> bool | None:
+            if not theirs:
+                return None
+            return ours / theirs >= bound if at_least else ours / theirs <= bound
+        return verdict
+
+    if unit == "rec/s" and workload.startswith(("confluent produce ", "confluent consume ")) and "txn" not in workload:
+        return f"≥ {GOAL_VS_TANSU:g}x Tansu", ratio(GOAL_VS_TANSU, True)
+    if unit == "ms" and workload.startswith("acks=all p99"):
+        return f"≤ {GOAL_P99_VS_TANSU:g}x Tansu", ratio(GOAL_P99_VS_TANSU, False)
+    if unit == "µs" and workload.startswith(CPU_PER_PRODUCED):
+        return f"≤ {GOAL_CPU_US:g} µs", lambda ours, _theirs: ours <= GOAL_CPU_US
+    return None
+
+
+def judge(rows: list[dict]) -> list[dict]:
+    """Give logstore's PLAINTEXT rows that have a goal (``goal_of``) ``goal`` (its text) and
+    ``passed`` (True, False, or None when Tansu's figure it needs is missing)."""
+    tansu = {row["workload"]: row["value"] for row in rows
+             if row["broker"] == "tansu" and row.get("security") in (None, PLAINTEXT)}
+    for row in rows:
+        if row["broker"] != "logstore" or row.get("security") not in (None, PLAINTEXT) or row["value"] is None:
+            continue
+        goal = goal_of(row["workload"], row["unit"])
+        if goal is not None:
+            row["goal"] = goal[0]
+            row["passed"] = goal[1](row["value"], tansu.get(row["workload"]))
+    return rows
 
 
 def render_serve(rows: list[dict]) -> str:
@@ -440,7 +518,13 @@ def render_serve(rows: list[dict]) -> str:
     from .report import text_table
     modes = {row.get("security") for row in rows if row["broker"] == "logstore" and row["workload"] != "not run"}
     if modes <= {None, PLAINTEXT}:
-        return "\n".join(text_table(*side_by_side(rows)))
+        lines = text_table(*side_by_side(rows))
+        lines += [f"{row['broker']}: {row['unit']}" for row in rows if row["workload"] == "not run"]
+        verdicts = [row["passed"] for row in rows if "goal" in row]
+        if verdicts:
+            lines.append(f"goals: {verdicts.count(True)} PASS, {verdicts.count(False)} FAIL"
+                         + (f", {verdicts.count(None)} n/a (no Tansu figure)" if None in verdicts else ""))
+        return "\n".join(lines)
     header, table, notes = security_table(rows, _format)
     return "\n".join([*text_table(header, table), "", *notes])
 
@@ -450,6 +534,7 @@ def side_by_side(rows: list[dict]) -> tuple[tuple, list[tuple]]:
     brokers = list(dict.fromkeys(row["broker"] for row in rows))
     workloads = list(dict.fromkeys(row["workload"] for row in rows if row["workload"] != "not run"))
     values = {(row["broker"], row["workload"]): row for row in rows}
+    judged = any("goal" in row for row in rows)  # judge() ran: goal and result columns
     table = []
     for workload in workloads:
         cells = []
@@ -462,13 +547,24 @@ def side_by_side(rows: list[dict]) -> tuple[tuple, list[tuple]]:
         ratio = ""
         if ours and theirs and ours["value"] and theirs["value"]:
             ratio = f"{ours['value'] / theirs['value']:.2f}x"
-        table.append((workload, *cells, unit, ratio))
-    return ("workload", *brokers, "unit", "logstore/tansu"), table
+        verdict = ()
+        if judged:
+            passed = ours.get("passed") if ours else None
+            verdict = (ours.get("goal", "") if ours else "",
+                       "" if ours is None or "goal" not in ours else _verdict(passed))
+        table.append((workload, *cells, unit, ratio, *verdict))
+    return ("workload", *brokers, "unit", "logstore/tansu", *(("goal", "result") if judged else ())), table
+
+
+def _verdict(passed: bool | None) -> str:
+    return "n/a" if passed is None else ("PASS" if passed else "FAIL")
 
 
 def _format(value: float, unit: str) -> str:
     if unit == "rec/s":
         return f"{value / 1e6:.3f} M" if value >= 1e5 else f"{value / 1e3:.1f} k"
+    if unit == "µs":
+        return f"{value:.3f}"
     if unit in ("s", "ms"):
         return f"{value:.3f}" if value < 10 else f"{value:.1f}"
     if unit == "MB":
