@@ -355,6 +355,12 @@ def bench_serve(*, sizes: tuple[int, ...] = (200_000, 1_000_000), value_bytes: i
     rows: list[dict] = []
     root = tempfile.mkdtemp(prefix="logstore-perf-serve-", dir=work_dir)
     try:
+        if "logstore" in brokers and sizes:  # the floor under the server's CPU per record
+            say(f"logstore: in-process floor, {max(sizes)} records")
+            floor = in_process_floor(max(sizes), value_bytes, root)
+            for workload, figure in zip((FLOOR_PRODUCE, FLOOR_FETCH), floor):
+                rows.append({"broker": "logstore", "security": None, "workload": workload, "value": figure,
+                             "unit": "µs"})
         for kind in brokers:
             if kind == "tansu" and tansu_binary() is None:
                 rows.append({"broker": kind, "security": None, "workload": "not run", "value": None,
@@ -509,6 +515,52 @@ def judge(rows: list[dict]) -> list[dict]:
             row["goal"] = goal[0]
             row["passed"] = goal[1](row["value"], tansu.get(row["workload"]))
     return rows
+
+
+FLOOR_PRODUCE = "in-process floor: decode + append, per record"
+FLOOR_FETCH = "in-process floor: fetch encode, per record"
+PRODUCER_BATCH_RECORDS = 9_000
+"""Records per produced batch in the floor (librdkafka's at 100 B values: batch.size 1,000,000)."""
+
+
+def in_process_floor(count: int, value_bytes: int, work_dir: str | None = None,
+                     batch_records: int = PRODUCER_BATCH_RECORDS) -> tuple[float, float]:
+    """The server's own work per record, without sockets, threads or a client: (µs of CPU to decode
+    produced batches of ``batch_records`` keyless records, as librdkafka sends them, and append each
+    to a log, as the produce handler does; µs of CPU to encode the stored batches as a fetch answers
+    them, as the fetch handler does on a cache miss), over ``count`` records (``time.process_time``).
+    What is left of the server's CPU per record above these is the request's path around them
+    (frames, threads, responses)."""
+    from ..manager.log_manager import LogManager
+    from ..server.wire_records import decode_produce_columns, encode_fetch_batch, encode_produce_batch
+    from ..records.decoder import Record
+
+    value = b"x" * value_bytes
+    size = max(1, min(count, batch_records))
+    now_ms = int(time.time() * 1000)
+    # timestamps over the batch's 5 ms of linger, as a producer stamps them
+    wire = encode_produce_batch([Record(None, value, (), now_ms + index * 5 // size) for index in range(size)])
+    batches = max(1, count // size)
+    root = tempfile.mkdtemp(prefix="logstore-perf-serve-floor-", dir=work_dir)
+    try:
+        with LogManager([root]) as store:
+            store.create_topic("floor", 1)
+            log = store.get_log("floor", 0)
+            limit = log.config.max_message_bytes
+            started = time.process_time()
+            for _ in range(batches):
+                for _batch, records in decode_produce_columns(wire, max_message_bytes=limit):
+                    log.append(records)
+            produce = time.process_time() - started
+            stored = [batch for batch, _first, _stop in log.iter_batch_slices(0, log.log_end_offset)]
+            started = time.process_time()
+            for batch in stored:
+                encode_fetch_batch(batch)
+            fetch = time.process_time() - started
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    records = batches * size
+    return produce / records * 1e6, fetch / records * 1e6
 
 
 def render_serve(rows: list[dict]) -> str:

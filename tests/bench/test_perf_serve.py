@@ -1,6 +1,6 @@
-"""``logstore perf serve``'s goal columns and the server's CPU per record: one real run at tiny sizes
-(both brokers when Tansu is installed, as CI installs it; logstore alone otherwise, where the goals
-against Tansu must read n/a), and the verdicts recomputed from the figures. No speed is asserted:
+"""``logstore perf serve``'s goal columns, the server's CPU per record and its in-process floor: one
+real run at tiny sizes (both brokers when Tansu is installed, as CI installs it; logstore alone
+otherwise, where the goals against Tansu must read n/a), and the verdicts recomputed from the figures. No speed is asserted:
 performance is a benchmark, not a timed test.
 """
 
@@ -50,6 +50,8 @@ def test_a_tiny_run_has_cpu_rows_goals_and_verdicts_from_its_figures():
                          "server CPU per record, consume 1,000"):
             row = by_key[(broker, workload)]
             assert row["unit"] == "µs" and row["value"] > 0 and row["value"] == min(row["runs"]), row
+    for workload in (bench_serve.FLOOR_PRODUCE, bench_serve.FLOOR_FETCH):  # the server's own work, in-process
+        assert by_key[("logstore", workload)]["unit"] == "µs" and by_key[("logstore", workload)]["value"] > 0
     tansu = {row["workload"]: row["value"] for row in rows if row["broker"] == "tansu" and row["value"] is not None}
     judged = {row["workload"]: row for row in rows if "goal" in row}
     assert set(judged) == GOALS and all(row["broker"] == "logstore" for row in judged.values())
