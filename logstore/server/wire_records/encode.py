@@ -27,6 +27,7 @@ from .compression import compress
 from .crc32c import crc32c
 
 _ZERO = b"\x00"
+_NULL_END = b"\xff\xff\xff\xff"  # a stored ends column's int32 ~0: a null at blob position 0
 _NULL_LENGTH = b"\x01"  # the varint of -1
 
 
@@ -240,7 +241,10 @@ def encode_fetch_batch(batch: RecordBatch, *, partition_leader_epoch: int = 0, p
     raw = batch.raw_columns()
     # Keys and values come straight from the stored columns (one struct call or one slice each,
     # never a Record), and so do headers (decoded column-wise, RecordBatch.headers).
-    keys = batch.keys()
+    if raw.null_keys and not raw.keys.nbytes and raw.key_ends.tobytes() == _NULL_END * count:
+        keys = [None] * count  # keyless records (most producers'): no column to decode
+    else:
+        keys = batch.keys()
     values = batch.values()
     headers = None if raw.header_ends is None else batch.headers()
     if log_append:
