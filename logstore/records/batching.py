@@ -221,16 +221,17 @@ def _surely_over(keys: Sequence[bytes | None], values: Sequence[bytes | None], t
     bound of its size (header, key and value ends, the timestamp column when the first and last
     timestamps differ, key and value bytes): such a batch is split before it is encoded instead of
     after (an encoding only to learn its size costs as much as the split's own). The bytes are
-    counted (one ``map(len)`` per column) only when the first value's size times the count comes
-    near the limit, so small appends pay two comparisons."""
+    counted (one ``map(len)`` per column) only when the first value's size times the count passes
+    the limit too, so an append that fits pays a few comparisons (a batch of values of several sizes
+    that this misses is split after its encoding, as before)."""
     count = len(keys)
     bound = HEADER_BYTES + 8 * count
     first, last = timestamps[0], timestamps[-1]
     if first is not None and last is not None and first != last:
         bound += 8 * count  # the timestamps differ: the batch has its timestamp column
     sample = values[0]
-    if bound + (0 if sample is None else len(sample)) * count <= limit - (limit >> 3):
-        return False  # probably fits: not worth counting
+    if bound + (0 if sample is None else len(sample)) * count <= limit:
+        return False  # probably fits (exactly when the values have one size): not worth counting
     for column in (values, keys):
         try:
             bound += sum(map(len, column))  # type: ignore[arg-type]
