@@ -38,6 +38,10 @@ from .serve_security import (DEFAULT_MECHANISM, PLAINTEXT, Endpoint, LogstoreSec
 TOPIC_PREFIX = "perf"
 CPU_PER_PRODUCED = "server CPU per record, produce"
 CPU_PER_CONSUMED = "server CPU per record, consume"
+PRODUCER_BATCH_RECORDS = 9_000
+"""Records per produced batch in the floor and the raw requests (librdkafka's at 100 B values:
+batch.size 1,000,000)."""
+RAW_PRODUCE = f"server CPU per record, raw produce requests of {PRODUCER_BATCH_RECORDS:,}"
 GOAL_VS_TANSU = 1.0
 """Produce (acks=1 and acks=all) and consume: logstore's rate at least this many times Tansu's."""
 GOAL_P99_VS_TANSU = 2.0
@@ -301,6 +305,52 @@ def kafka_python_consume(endpoint: Endpoint, topic: str, count: int) -> float:
     return count / elapsed
 
 
+def raw_produce_cpu(endpoint: Endpoint, topic: str, cpu_seconds: Callable[[], float], value: bytes,
+                    records_per_request: int = PRODUCER_BATCH_RECORDS, requests: int = 20) -> float:
+    """µs of the broker's CPU per record for ``requests`` Produce requests (v8, ``acks=1``) of one
+    batch of ``records_per_request`` keyless records each, made once and sent one at a time over one
+    PLAINTEXT connection, each answer awaited: the server's path per request and per record without
+    a client library's own cost and timing in the way."""
+    from ..records.decoder import Record
+    from ..server.protocol.codec import decode_response, encode_request
+    from ..server.wire_records import encode_produce_batch
+
+    now_ms = int(time.time() * 1000)
+    batch = encode_produce_batch([Record(None, value, (), now_ms + index * 5 // records_per_request)
+                                  for index in range(records_per_request)])
+    frames = [encode_request(0, 8, correlation, "perf-serve", {
+        "transactional_id": None, "acks": 1, "timeout_ms": 30000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+        for correlation in range(requests + 1)]
+    host, _, port = endpoint.address.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        def answer() -> dict:
+            size = int.from_bytes(_exactly(connection, 4), "big")
+            return decode_response(0, 8, memoryview(_exactly(connection, size)))[1]
+
+        connection.sendall(frames[0])  # warm: the partition's log open, the connection's buffers
+        answer()
+        started = cpu_seconds()
+        for frame in frames[1:]:
+            connection.sendall(frame)
+            body = answer()
+        spent = cpu_seconds() - started
+    code = body["responses"][0]["partition_responses"][0]["error_code"]
+    if code:
+        raise RuntimeError(f"a raw produce request was answered with error code {code}")
+    return spent / (requests * records_per_request) * 1e6
+
+
+def _exactly(connection: socket.socket, size: int) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        chunk = connection.recv(size - len(data))
+        if not chunk:
+            raise RuntimeError("the broker closed the connection")
+        data += chunk
+    return bytes(data)
+
+
 def acks_all_latency(endpoint: Endpoint, topic: str, producers: int, seconds: float,
                      value: bytes) -> tuple[float, float, int]:
     """(p50 ms, p99 ms, produces) of ``producers`` threads, each producing one record at a time with acks=all."""
@@ -432,6 +482,11 @@ def _run_workloads(kind: str, endpoints: dict[str, Endpoint], rows: list[dict], 
                             confluent_consume(endpoint, topic, count))
                         if cpu_seconds:
                             run(mode, f"{CPU_PER_CONSUMED} {count:,}", "µs", (cpu_seconds() - before) / count * 1e6)
+        if cpu_seconds and set(endpoints) == {PLAINTEXT}:  # (a run over several modes compares them)
+            topic = f"{TOPIC_PREFIX}-raw{tag}"
+            _create_topic(endpoints[PLAINTEXT], topic)
+            say(f"{name(PLAINTEXT)}: raw produce requests of {PRODUCER_BATCH_RECORDS} records")
+            run(PLAINTEXT, RAW_PRODUCE, "µs", raw_produce_cpu(endpoints[PLAINTEXT], topic, cpu_seconds, value))
         if records_per_transaction and sizes:
             count = sizes[0]
             for mode, endpoint in endpoints.items():
@@ -519,8 +574,6 @@ def judge(rows: list[dict]) -> list[dict]:
 
 FLOOR_PRODUCE = "in-process floor: decode + append, per record"
 FLOOR_FETCH = "in-process floor: fetch encode, per record"
-PRODUCER_BATCH_RECORDS = 9_000
-"""Records per produced batch in the floor (librdkafka's at 100 B values: batch.size 1,000,000)."""
 
 
 def in_process_floor(count: int, value_bytes: int, work_dir: str | None = None,

@@ -47,7 +47,7 @@ def test_a_tiny_run_has_cpu_rows_goals_and_verdicts_from_its_figures():
     by_key = {(row["broker"], row["workload"]): row for row in rows}
     for broker in brokers:
         for workload in ("server CPU per record, produce 1,000 acks=1", "server CPU per record, produce 1,000 acks=all",
-                         "server CPU per record, consume 1,000"):
+                         "server CPU per record, consume 1,000", bench_serve.RAW_PRODUCE):
             row = by_key[(broker, workload)]
             assert row["unit"] == "µs" and row["value"] > 0 and row["value"] == min(row["runs"]), row
     for workload in (bench_serve.FLOOR_PRODUCE, bench_serve.FLOOR_FETCH):  # the server's own work, in-process
