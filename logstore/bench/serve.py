@@ -36,6 +36,18 @@ from .serve_security import (DEFAULT_MECHANISM, PLAINTEXT, Endpoint, LogstoreSec
                              security_table)
 
 TOPIC_PREFIX = "perf"
+CPU_PER_PRODUCED = "server CPU per record, produce"
+CPU_PER_CONSUMED = "server CPU per record, consume"
+PRODUCER_BATCH_RECORDS = 9_000
+"""Records per produced batch in the floor and the raw requests (librdkafka's at 100 B values:
+batch.size 1,000,000)."""
+RAW_PRODUCE = f"server CPU per record, raw produce requests of {PRODUCER_BATCH_RECORDS:,}"
+GOAL_VS_TANSU = 1.0
+"""Produce (acks=1 and acks=all) and consume: logstore's rate at least this many times Tansu's."""
+GOAL_P99_VS_TANSU = 2.0
+"""acks=all p99 with the latency run's producers: at most this many times Tansu's."""
+GOAL_CPU_US = 0.5
+"""The server's CPU per produced record (µs): at most this."""
 
 
 def tansu_binary() -> str | None:
@@ -59,6 +71,28 @@ def parse_counts(value: str) -> list[int]:
     if not counts or min(counts) < 1:
         raise ValueError(f"give counts >= 1, got {value!r}")
     return counts
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds process ``pid`` has run so far, all its threads: the sum of each thread's
+    ``/proc/<pid>/task/<tid>/schedstat`` (nanoseconds: a run of 100,000 records costs tens of ms,
+    where ``/proc/<pid>/stat``'s 10 ms ticks would be too coarse), or ``/proc/<pid>/stat``'s user +
+    system ticks where schedstat is missing (Linux only: ``OSError`` elsewhere or once it exited).
+    A thread that exits between two readings takes its time with it: the brokers' threads live as
+    long as the process."""
+    total_ns = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as schedstat:
+                    total_ns += int(schedstat.read().split()[0])
+            except FileNotFoundError:
+                continue  # the thread ended meanwhile
+        return total_ns / 1e9
+    except (OSError, ValueError, IndexError):
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()  # after the command name, which may hold spaces
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def _free_port() -> int:
@@ -117,6 +151,10 @@ class BrokerProcess:
         else:
             raise ValueError(f"unknown broker {kind!r}: logstore or tansu")
         self.ready_s = time.monotonic() - started
+
+    def cpu_seconds(self) -> float:
+        """The broker process's CPU time so far (user + system, every thread), from /proc/<pid>/stat."""
+        return process_cpu_seconds(self.process.pid)
 
     def rss_mb(self) -> float | None:
         try:
@@ -267,6 +305,52 @@ def kafka_python_consume(endpoint: Endpoint, topic: str, count: int) -> float:
     return count / elapsed
 
 
+def raw_produce_cpu(endpoint: Endpoint, topic: str, cpu_seconds: Callable[[], float], value: bytes,
+                    records_per_request: int = PRODUCER_BATCH_RECORDS, requests: int = 20) -> float:
+    """µs of the broker's CPU per record for ``requests`` Produce requests (v8, ``acks=1``) of one
+    batch of ``records_per_request`` keyless records each, made once and sent one at a time over one
+    PLAINTEXT connection, each answer awaited: the server's path per request and per record without
+    a client library's own cost and timing in the way."""
+    from ..records.decoder import Record
+    from ..server.protocol.codec import decode_response, encode_request
+    from ..server.wire_records import encode_produce_batch
+
+    now_ms = int(time.time() * 1000)
+    batch = encode_produce_batch([Record(None, value, (), now_ms + index * 5 // records_per_request)
+                                  for index in range(records_per_request)])
+    frames = [encode_request(0, 8, correlation, "perf-serve", {
+        "transactional_id": None, "acks": 1, "timeout_ms": 30000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+        for correlation in range(requests + 1)]
+    host, _, port = endpoint.address.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        def answer() -> dict:
+            size = int.from_bytes(_exactly(connection, 4), "big")
+            return decode_response(0, 8, memoryview(_exactly(connection, size)))[1]
+
+        connection.sendall(frames[0])  # warm: the partition's log open, the connection's buffers
+        answer()
+        started = cpu_seconds()
+        for frame in frames[1:]:
+            connection.sendall(frame)
+            body = answer()
+        spent = cpu_seconds() - started
+    code = body["responses"][0]["partition_responses"][0]["error_code"]
+    if code:
+        raise RuntimeError(f"a raw produce request was answered with error code {code}")
+    return spent / (requests * records_per_request) * 1e6
+
+
+def _exactly(connection: socket.socket, size: int) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        chunk = connection.recv(size - len(data))
+        if not chunk:
+            raise RuntimeError("the broker closed the connection")
+        data += chunk
+    return bytes(data)
+
+
 def acks_all_latency(endpoint: Endpoint, topic: str, producers: int, seconds: float,
                      value: bytes) -> tuple[float, float, int]:
     """(p50 ms, p99 ms, produces) of ``producers`` threads, each producing one record at a time with acks=all."""
@@ -321,6 +405,12 @@ def bench_serve(*, sizes: tuple[int, ...] = (200_000, 1_000_000), value_bytes: i
     rows: list[dict] = []
     root = tempfile.mkdtemp(prefix="logstore-perf-serve-", dir=work_dir)
     try:
+        if "logstore" in brokers and sizes:  # the floor under the server's CPU per record
+            say(f"logstore: in-process floor, {max(sizes)} records")
+            floor = in_process_floor(max(sizes), value_bytes, root)
+            for workload, figure in zip((FLOOR_PRODUCE, FLOOR_FETCH), floor):
+                rows.append({"broker": "logstore", "security": None, "workload": workload, "value": figure,
+                             "unit": "µs"})
         for kind in brokers:
             if kind == "tansu" and tansu_binary() is None:
                 rows.append({"broker": kind, "security": None, "workload": "not run", "value": None,
@@ -338,23 +428,25 @@ def bench_serve(*, sizes: tuple[int, ...] = (200_000, 1_000_000), value_bytes: i
                 rows.append({"broker": kind, "security": None, "workload": "start to ready", "value": broker.ready_s,
                              "unit": "s"})
                 _run_workloads(kind, broker.endpoints, rows, sizes, value, kafka_python_records, latency_producers,
-                               latency_seconds, repeats, say, records_per_transaction)
+                               latency_seconds, repeats, say, records_per_transaction, broker.cpu_seconds)
                 rows.append({"broker": kind, "security": None, "workload": "RSS after the run",
                              "value": broker.rss_mb(), "unit": "MB"})
             finally:
                 broker.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return add_costs(rows)
+    return judge(add_costs(rows))
 
 
 def _run_workloads(kind: str, endpoints: dict[str, Endpoint], rows: list[dict], sizes: tuple[int, ...], value: bytes,
                    kafka_python_records: int, latency_producers: int, latency_seconds: float, repeats: int,
-                   say: Callable[[str], None], records_per_transaction: int = 0) -> None:
+                   say: Callable[[str], None], records_per_transaction: int = 0,
+                   cpu_seconds: Callable[[], float] | None = None) -> None:
     """``repeats`` rounds of each workload over every endpoint in turn (modes and rounds interleaved,
     so that a change of the machine's load falls on every mode alike); the best of each (the highest
-    rate or count, the lowest time; the latency run with the most produces) appended to ``rows``,
-    with every round's figure in ``runs``."""
+    rate or count, the lowest time or CPU; the latency run with the most produces) appended to
+    ``rows``, with every round's figure in ``runs``. ``cpu_seconds`` (the broker process's CPU time)
+    read around each confluent produce and consume gives the server's CPU per record (µs)."""
     runs: dict[tuple[str, str, str], list] = {}  # (mode, workload, unit): each round's figure
 
     def run(mode: str, workload: str, unit: str, figure) -> None:
@@ -377,12 +469,24 @@ def _run_workloads(kind: str, endpoints: dict[str, Endpoint], rows: list[dict], 
                     topic = f"{TOPIC_PREFIX}-{mode.lower()}-{count}-{acks}{tag}"
                     _create_topic(endpoint, topic)
                     say(f"{name(mode)}: confluent-kafka produce {count} acks={acks}")
+                    before = cpu_seconds() if cpu_seconds else 0.0
                     run(mode, f"confluent produce {count:,} acks={acks}", "rec/s",
                         confluent_produce(endpoint, topic, count, value, acks))
+                    if cpu_seconds:
+                        run(mode, f"{CPU_PER_PRODUCED} {count:,} acks={acks}", "µs",
+                            (cpu_seconds() - before) / count * 1e6)
                     if acks == "1":
                         say(f"{name(mode)}: confluent-kafka consume {count}")
+                        before = cpu_seconds() if cpu_seconds else 0.0
                         run(mode, f"confluent consume {count:,} (assign)", "rec/s",
                             confluent_consume(endpoint, topic, count))
+                        if cpu_seconds:
+                            run(mode, f"{CPU_PER_CONSUMED} {count:,}", "µs", (cpu_seconds() - before) / count * 1e6)
+        if cpu_seconds and set(endpoints) == {PLAINTEXT}:  # (a run over several modes compares them)
+            topic = f"{TOPIC_PREFIX}-raw{tag}"
+            _create_topic(endpoints[PLAINTEXT], topic)
+            say(f"{name(PLAINTEXT)}: raw produce requests of {PRODUCER_BATCH_RECORDS} records")
+            run(PLAINTEXT, RAW_PRODUCE, "µs", raw_produce_cpu(endpoints[PLAINTEXT], topic, cpu_seconds, value))
         if records_per_transaction and sizes:
             count = sizes[0]
             for mode, endpoint in endpoints.items():
@@ -430,7 +534,86 @@ def _run_workloads(kind: str, endpoints: dict[str, Endpoint], rows: list[dict], 
                              "value": best[0] / plain, "unit": "x"})
         else:
             rows.append({"broker": kind, "security": mode, "workload": workload,
-                         "value": min(figures) if unit == "ms" else max(figures), "unit": unit, "runs": figures})
+                         "value": min(figures) if unit in ("ms", "µs") else max(figures), "unit": unit,
+                         "runs": figures})
+
+
+def goal_of(workload: str, unit: str) -> tuple[str, Callable[[float, float | None], bool | None]] | None:
+    """(the goal's text, its verdict from logstore's value and Tansu's) of a workload, or None
+    when it has no goal. Verdicts are None when a figure they need is missing."""
+    def ratio(bound: float, at_least: bool):
+        def verdict(ours: float, theirs: float | None) -> bool | None:
+            if not theirs:
+                return None
+            return ours / theirs >= bound if at_least else ours / theirs <= bound
+        return verdict
+
+    if unit == "rec/s" and workload.startswith(("confluent produce ", "confluent consume ")) and "txn" not in workload:
+        return f"≥ {GOAL_VS_TANSU:g}x Tansu", ratio(GOAL_VS_TANSU, True)
+    if unit == "ms" and workload.startswith("acks=all p99"):
+        return f"≤ {GOAL_P99_VS_TANSU:g}x Tansu", ratio(GOAL_P99_VS_TANSU, False)
+    if unit == "µs" and workload.startswith(CPU_PER_PRODUCED):
+        return f"≤ {GOAL_CPU_US:g} µs", lambda ours, _theirs: ours <= GOAL_CPU_US
+    return None
+
+
+def judge(rows: list[dict]) -> list[dict]:
+    """Give logstore's PLAINTEXT rows that have a goal (``goal_of``) ``goal`` (its text) and
+    ``passed`` (True, False, or None when Tansu's figure it needs is missing)."""
+    tansu = {row["workload"]: row["value"] for row in rows
+             if row["broker"] == "tansu" and row.get("security") in (None, PLAINTEXT)}
+    for row in rows:
+        if row["broker"] != "logstore" or row.get("security") not in (None, PLAINTEXT) or row["value"] is None:
+            continue
+        goal = goal_of(row["workload"], row["unit"])
+        if goal is not None:
+            row["goal"] = goal[0]
+            row["passed"] = goal[1](row["value"], tansu.get(row["workload"]))
+    return rows
+
+
+FLOOR_PRODUCE = "in-process floor: decode + append, per record"
+FLOOR_FETCH = "in-process floor: fetch encode, per record"
+
+
+def in_process_floor(count: int, value_bytes: int, work_dir: str | None = None,
+                     batch_records: int = PRODUCER_BATCH_RECORDS) -> tuple[float, float]:
+    """The server's own work per record, without sockets, threads or a client: (µs of CPU to decode
+    produced batches of ``batch_records`` keyless records, as librdkafka sends them, and append each
+    to a log, as the produce handler does; µs of CPU to encode the stored batches as a fetch answers
+    them, as the fetch handler does on a cache miss), over ``count`` records (``time.process_time``).
+    What is left of the server's CPU per record above these is the request's path around them
+    (frames, threads, responses)."""
+    from ..manager.log_manager import LogManager
+    from ..server.wire_records import decode_produce_columns, encode_fetch_batch, encode_produce_batch
+    from ..records.decoder import Record
+
+    value = b"x" * value_bytes
+    size = max(1, min(count, batch_records))
+    now_ms = int(time.time() * 1000)
+    # timestamps over the batch's 5 ms of linger, as a producer stamps them
+    wire = encode_produce_batch([Record(None, value, (), now_ms + index * 5 // size) for index in range(size)])
+    batches = max(1, count // size)
+    root = tempfile.mkdtemp(prefix="logstore-perf-serve-floor-", dir=work_dir)
+    try:
+        with LogManager([root]) as store:
+            store.create_topic("floor", 1)
+            log = store.get_log("floor", 0)
+            limit = log.config.max_message_bytes
+            started = time.process_time()
+            for _ in range(batches):
+                for _batch, records in decode_produce_columns(wire, max_message_bytes=limit):
+                    log.append(records)
+            produce = time.process_time() - started
+            stored = [batch for batch, _first, _stop in log.iter_batch_slices(0, log.log_end_offset)]
+            started = time.process_time()
+            for batch in stored:
+                encode_fetch_batch(batch)
+            fetch = time.process_time() - started
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    records = batches * size
+    return produce / records * 1e6, fetch / records * 1e6
 
 
 def render_serve(rows: list[dict]) -> str:
@@ -440,7 +623,13 @@ def render_serve(rows: list[dict]) -> str:
     from .report import text_table
     modes = {row.get("security") for row in rows if row["broker"] == "logstore" and row["workload"] != "not run"}
     if modes <= {None, PLAINTEXT}:
-        return "\n".join(text_table(*side_by_side(rows)))
+        lines = text_table(*side_by_side(rows))
+        lines += [f"{row['broker']}: {row['unit']}" for row in rows if row["workload"] == "not run"]
+        verdicts = [row["passed"] for row in rows if "goal" in row]
+        if verdicts:
+            lines.append(f"goals: {verdicts.count(True)} PASS, {verdicts.count(False)} FAIL"
+                         + (f", {verdicts.count(None)} n/a (no Tansu figure)" if None in verdicts else ""))
+        return "\n".join(lines)
     header, table, notes = security_table(rows, _format)
     return "\n".join([*text_table(header, table), "", *notes])
 
@@ -450,6 +639,7 @@ def side_by_side(rows: list[dict]) -> tuple[tuple, list[tuple]]:
     brokers = list(dict.fromkeys(row["broker"] for row in rows))
     workloads = list(dict.fromkeys(row["workload"] for row in rows if row["workload"] != "not run"))
     values = {(row["broker"], row["workload"]): row for row in rows}
+    judged = any("goal" in row for row in rows)  # judge() ran: goal and result columns
     table = []
     for workload in workloads:
         cells = []
@@ -462,13 +652,24 @@ def side_by_side(rows: list[dict]) -> tuple[tuple, list[tuple]]:
         ratio = ""
         if ours and theirs and ours["value"] and theirs["value"]:
             ratio = f"{ours['value'] / theirs['value']:.2f}x"
-        table.append((workload, *cells, unit, ratio))
-    return ("workload", *brokers, "unit", "logstore/tansu"), table
+        verdict = ()
+        if judged:
+            passed = ours.get("passed") if ours else None
+            verdict = (ours.get("goal", "") if ours else "",
+                       "" if ours is None or "goal" not in ours else _verdict(passed))
+        table.append((workload, *cells, unit, ratio, *verdict))
+    return ("workload", *brokers, "unit", "logstore/tansu", *(("goal", "result") if judged else ())), table
+
+
+def _verdict(passed: bool | None) -> str:
+    return "n/a" if passed is None else ("PASS" if passed else "FAIL")
 
 
 def _format(value: float, unit: str) -> str:
     if unit == "rec/s":
         return f"{value / 1e6:.3f} M" if value >= 1e5 else f"{value / 1e3:.1f} k"
+    if unit == "µs":
+        return f"{value:.3f}"
     if unit in ("s", "ms"):
         return f"{value:.3f}" if value < 10 else f"{value:.1f}"
     if unit == "MB":

@@ -180,6 +180,11 @@ def encode_records(records: Sequence[Record], config: LogConfig, now_ms: int, na
     def encode(keys: Sequence[bytes | None], values: Sequence[bytes | None],
                headers: Sequence[Sequence[tuple[str, bytes | None]]], timestamps: Sequence[int | None],
                first: int = 0) -> list[Batch]:
+        if known_early is not None and len(keys) > 1 and _surely_over(keys, values, timestamps, known_early):
+            # (a full producer batch of small records: its stored columns outgrow max.message.bytes)
+            return [part for start, stop in _split(keys, values, headers, limit)
+                    for part in encode(keys[start:stop], values[start:stop], headers[start:stop],
+                                       timestamps[start:stop], first + start)]
         if producer is None:
             encoded = encode_columns_parts(keys, values, headers, timestamps, default_timestamp_ms=now_ms,
                                            compression=compression, log_append_time=log_append, max_bytes=known_early)
@@ -208,6 +213,33 @@ def encode_records(records: Sequence[Record], config: LogConfig, now_ms: int, na
         return encode(columns.keys, columns.values, columns.headers, columns.timestamps)
     keys, values, headers, timestamps, _offsets = zip(*records)
     return encode(keys, values, headers, timestamps)
+
+
+def _surely_over(keys: Sequence[bytes | None], values: Sequence[bytes | None], timestamps: Sequence[int | None],
+                 limit: int) -> bool:
+    """Whether the uncompressed batch of these records is surely larger than ``limit``, by a lower
+    bound of its size (header, key and value ends, the timestamp column when the first and last
+    timestamps differ, key and value bytes): such a batch is split before it is encoded instead of
+    after (an encoding only to learn its size costs as much as the split's own). The bytes are
+    counted (one ``map(len)`` per column) only when the first value's size times the count passes
+    the limit too, so an append that fits pays a few comparisons (a batch of values of several sizes
+    that this misses is split after its encoding, as before)."""
+    count = len(keys)
+    bound = HEADER_BYTES + 8 * count
+    first, last = timestamps[0], timestamps[-1]
+    if first is not None and last is not None and first != last:
+        bound += 8 * count  # the timestamps differ: the batch has its timestamp column
+    sample = values[0]
+    if bound + (0 if sample is None else len(sample)) * count <= limit:
+        return False  # probably fits (exactly when the values have one size): not worth counting
+    for column in (values, keys):
+        try:
+            bound += sum(map(len, column))  # type: ignore[arg-type]
+        except TypeError:
+            continue  # None among them: those bytes are not counted
+        if bound > limit:
+            return True
+    return bound > limit
 
 
 def _check_timestamps(timestamps: Sequence[int | None], bounds: tuple[int, int], now_ms: int, name: str) -> None:

@@ -25,7 +25,8 @@ MODES = ("PLAINTEXT", "SSL", "SASL_SSL")
 RATES = ("confluent produce 2,000 acks=1", "confluent produce 2,000 acks=all", "confluent consume 2,000 (assign)",
          "kafka-python produce 500 acks=1", "kafka-python consume 500")
 PER_MODE = (*RATES, "kafka-python new client to Metadata", "acks=all p50, 1 producers", "acks=all p99, 1 producers",
-            "acks=all produces in 0.3 s")
+            "acks=all produces in 0.3 s", "server CPU per record, produce 2,000 acks=1",
+            "server CPU per record, produce 2,000 acks=all", "server CPU per record, consume 2,000")
 
 
 @pytest.mark.needs_tools("openssl")  # perf serve makes its certificate with it

@@ -185,6 +185,55 @@ def test_validation_errors_and_codes():
     assert codes_of(_wrap(bad_utf8, 1))[:2] == (InvalidRecordError, 87)
 
 
+def _reference_records(keys, values, headers, timestamp_deltas, offset_deltas) -> bytes:
+    """Kafka's record layout written one record and one field at a time (the model for
+    ``encode_records``, which builds the same bytes column-wise)."""
+    out = []
+    for index, (key, value) in enumerate(zip(keys, values)):
+        body = b"\x00" + encode_varint(timestamp_deltas[index] if timestamp_deltas else 0)
+        body += encode_varint(offset_deltas[index] if offset_deltas else index)
+        for field in (key, value):
+            body += encode_varint(-1) if field is None else encode_varint(len(field)) + field
+        pairs = headers[index] if headers else ()
+        body += encode_varint(len(pairs))
+        for name, header_value in pairs:
+            body += encode_varint(len(name.encode())) + name.encode()
+            body += encode_varint(-1) if header_value is None else encode_varint(len(header_value)) + header_value
+        out += (encode_varint(len(body)), body)
+    return b"".join(out)
+
+
+_one_size = st.sampled_from([None, b"", b"v", b"x" * 100, b"y" * 300])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 80), st.data())
+def test_encode_records_gives_the_reference_bytes(count, data):
+    """Every shape the column-wise encoder treats apart (keyless records, values of one size, nulls
+    among them, no timestamp deltas, dense or sparse offsets, counts past the one-byte varints,
+    headers) gives the bytes of the record-at-a-time model."""
+    def column():
+        if data.draw(st.booleans()):  # one value for every record (what producers send)
+            return [data.draw(_one_size)] * count
+        return data.draw(st.lists(keys_or_values, min_size=count, max_size=count))
+    keys, values = column(), column()
+    record_headers = data.draw(st.one_of(st.none(), st.lists(headers, min_size=count, max_size=count)))
+    deltas = data.draw(st.one_of(st.none(), st.lists(st.integers(-2**40, 2**40), min_size=count, max_size=count)))
+    offsets = None
+    if data.draw(st.booleans()):
+        gaps = data.draw(st.lists(st.integers(1, 20000), min_size=count, max_size=count))
+        offsets = [sum(gaps[:index + 1]) - 1 for index in range(count)]
+    if count <= 20 and data.draw(st.booleans()):
+        keys, values = keys * 120, values * 120  # past 64 and 2,400 offset deltas: wider varints
+        record_headers = record_headers * 120 if record_headers else record_headers
+        deltas = deltas * 120 if deltas else deltas
+        offsets = None
+    promise = {"null_keys": None in keys or data.draw(st.booleans()),
+               "null_values": None in values or data.draw(st.booleans())}
+    assert encode_records(keys, values, record_headers, deltas, offsets, **promise) == _reference_records(
+        keys, values, record_headers, deltas, offsets)
+
+
 def _wrap(records: bytes, count: int, attributes: int = 0) -> bytes:
     """A produce batch around ready-made records."""
     header = HEADER_STRUCT.pack(0, 49 + len(records), -1, 2, 0, attributes, count - 1, T0, T0, -1, -1, -1, count)

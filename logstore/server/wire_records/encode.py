@@ -27,6 +27,7 @@ from .compression import compress
 from .crc32c import crc32c
 
 _ZERO = b"\x00"
+_NULL_END = b"\xff\xff\xff\xff"  # a stored ends column's int32 ~0: a null at blob position 0
 _NULL_LENGTH = b"\x01"  # the varint of -1
 
 
@@ -61,6 +62,7 @@ _FIELD_SIZES = [len(encoded) + length for length, encoded in enumerate(NONNEGATI
 # Dense offsets with timestamp delta 0: a record's attributes, timestamp delta and offset delta
 _DENSE_PREFIXES = [b"\x00\x00" + encoded for encoded in NONNEGATIVE_VARINTS]
 _DENSE_PREFIX_SIZES = [len(prefix) for prefix in _DENSE_PREFIXES]
+_VARINT_WIDTHS = [len(encoded) for encoded in NONNEGATIVE_VARINTS]
 
 
 def _varints(values: Sequence[int], nonnegative_below: int | None) -> list[bytes]:
@@ -68,22 +70,6 @@ def _varints(values: Sequence[int], nonnegative_below: int | None) -> list[bytes
     if nonnegative_below is not None and nonnegative_below <= NONNEGATIVE_VARINT_LIMIT:
         return list(map(NONNEGATIVE_VARINTS.__getitem__, values))
     return list(map(_VARINT_CACHE.__getitem__, values))
-
-
-def _field(items: Sequence[bytes | None], has_nulls: bool) -> tuple[list[bytes], Sequence[bytes], list[int]]:
-    """A length-prefixed bytes field per record: ``(length varints, data, field sizes)``; a None
-    becomes length -1 and no data."""
-    if not has_nulls:
-        lengths = list(map(len, items))
-        if not lengths or max(lengths) < NONNEGATIVE_VARINT_LIMIT:
-            return (list(map(NONNEGATIVE_VARINTS.__getitem__, lengths)), items,
-                    list(map(_FIELD_SIZES.__getitem__, lengths)))
-        prefixes = _varints(lengths, None)
-        return prefixes, items, list(map(add, map(len, prefixes), lengths))
-    lengths = [-1 if item is None else len(item) for item in items]
-    prefixes = _varints(lengths, None)
-    data = [_ZERO[:0] if item is None else item for item in items]
-    return prefixes, data, [len(prefix) + max(length, 0) for prefix, length in zip(prefixes, lengths)]
 
 
 def _header_blocks(headers: Sequence[Sequence[tuple[str, bytes | None]]]) -> list[bytes]:
@@ -111,32 +97,99 @@ def encode_records(keys: Sequence[bytes | None], values: Sequence[bytes | None],
                    null_keys: bool = True, null_values: bool = True) -> bytes:
     """The records section of a v2 batch (uncompressed). ``headers`` None: no record has headers;
     ``timestamp_deltas`` None: all 0; ``offset_deltas`` None: 0, 1, ..., n-1 (else increasing and
-    >= 0). ``null_keys``/``null_values`` False promise that no key/value is None (a faster path)."""
+    >= 0). ``null_keys``/``null_values`` False promise that no key/value is None (a faster path).
+
+    A record is ``length, attributes + timestamp delta, offset delta, key length, key, value
+    length, value, headers``: each piece a column (a list, or one bytes object repeated), the
+    columns zipped and joined once. A piece that is the same for every record (no timestamp
+    deltas, keyless records, values of one size) is one object repeated, and neighbouring
+    constant pieces are joined into one, so the join copies fewer, larger pieces and no piece is
+    made per record only to be concatenated with another."""
     count = len(keys)
     if not count:
         return b""
-    key_lengths, key_data, key_sizes = _field(keys, null_keys)
-    value_lengths, value_data, value_sizes = _field(values, null_values)
-    if timestamp_deltas is None and offset_deltas is None and count <= NONNEGATIVE_VARINT_LIMIT:
-        prefixes = _DENSE_PREFIXES[:count]
-        prefix_sizes = _DENSE_PREFIX_SIZES[:count]
+    # the pieces after the length varint, in record order: (column, or None for a constant; constant bytes)
+    pieces: list[tuple[Sequence[bytes] | None, bytes]] = []
+    varying_sizes: list[Sequence[int]] = []
+    constant_size = 0
+    dense = offset_deltas is None and count <= NONNEGATIVE_VARINT_LIMIT
+    if timestamp_deltas is None and dense:  # attributes, delta 0 and the offset delta: one piece
+        pieces.append((_DENSE_PREFIXES[:count], b""))
+        varying_sizes.append(_DENSE_PREFIX_SIZES[:count])
+    elif timestamp_deltas is None:
+        pieces.append((None, _ZERO + _ZERO))
+    else:
+        stamps = list(map(_ATTRIBUTES_AND_STAMPS.__getitem__, timestamp_deltas))
+        pieces.append((stamps, b""))
+        varying_sizes.append(list(map(len, stamps)))
+    if timestamp_deltas is None and dense:
+        pass
+    elif dense:
+        pieces.append((NONNEGATIVE_VARINTS[:count], b""))
+        varying_sizes.append(_VARINT_WIDTHS[:count])
     else:
         offsets = _varints(range(count) if offset_deltas is None else offset_deltas,
                            count if offset_deltas is None else offset_deltas[-1] + 1)
-        stamps = (repeat(_ZERO + _ZERO, count) if timestamp_deltas is None
-                  else map(_ATTRIBUTES_AND_STAMPS.__getitem__, timestamp_deltas))
-        prefixes = list(map(add, stamps, offsets))
-        prefix_sizes = list(map(len, prefixes))
+        pieces.append((offsets, b""))
+        varying_sizes.append(list(map(len, offsets)))
+    for items, may_be_null in ((keys, null_keys), (values, null_values)):
+        constant_size += _field_pieces(items, may_be_null, pieces, varying_sizes)
     if headers is None:
-        header_blocks = repeat(_ZERO, count)
-        sizes = map(add, map(add, map(add, prefix_sizes, key_sizes), value_sizes), repeat(1, count))
+        pieces.append((None, _ZERO))
     else:
         header_blocks = _header_blocks(headers)
-        sizes = map(add, map(add, map(add, prefix_sizes, key_sizes), value_sizes), map(len, header_blocks))
-    sizes = list(sizes)
-    lengths = _varints(sizes, max(sizes) + 1)
-    return b"".join(chain.from_iterable(zip(lengths, prefixes, key_lengths, key_data, value_lengths, value_data,
-                                            header_blocks)))
+        pieces.append((header_blocks, b""))
+        varying_sizes.append(list(map(len, header_blocks)))
+    constant_size += sum(len(constant) for column, constant in pieces if column is None)
+    sizes = varying_sizes[0]
+    for more in varying_sizes[1:]:
+        sizes = map(add, sizes, more)
+    sizes = list(map(constant_size.__add__, sizes))
+    columns = [_varints(sizes, max(sizes) + 1)]
+    pending = b""  # constant pieces joined until the next column
+    for column, constant in pieces:
+        if column is None:
+            pending += constant
+        else:
+            if pending:
+                columns.append(repeat(pending, count))
+                pending = b""
+            columns.append(column)
+    if pending:
+        columns.append(repeat(pending, count))
+    return b"".join(chain.from_iterable(zip(*columns)))
+
+
+def _field_pieces(items: Sequence[bytes | None], may_be_null: bool, pieces: list,
+                  varying_sizes: list) -> int:
+    """Add a length-prefixed bytes field per record (a None: length -1, no data) to ``pieces`` and
+    its per-record sizes to ``varying_sizes``; returns the bytes every record has for it beyond
+    those (constant pieces are counted by the caller)."""
+    if may_be_null and items.count(None) == len(items):  # keyless records: one constant piece
+        pieces.append((None, _NULL_LENGTH))
+        return 0
+    if may_be_null and None in items:
+        lengths = [-1 if item is None else len(item) for item in items]
+        prefixes = _varints(lengths, None)
+        pieces.append((prefixes, b""))
+        pieces.append(([_ZERO[:0] if item is None else item for item in items], b""))
+        varying_sizes.append([len(prefix) + max(length, 0) for prefix, length in zip(prefixes, lengths)])
+        return 0
+    lengths = list(map(len, items))
+    first = lengths[0]
+    if lengths.count(first) == len(lengths) and first < NONNEGATIVE_VARINT_LIMIT:
+        pieces.append((None, NONNEGATIVE_VARINTS[first]))  # one size (what producers send): one prefix
+        pieces.append((items, b""))
+        return first
+    if max(lengths) < NONNEGATIVE_VARINT_LIMIT:
+        pieces.append((list(map(NONNEGATIVE_VARINTS.__getitem__, lengths)), b""))
+        varying_sizes.append(list(map(_FIELD_SIZES.__getitem__, lengths)))
+    else:
+        prefixes = _varints(lengths, None)
+        pieces.append((prefixes, b""))
+        varying_sizes.append(list(map(add, map(len, prefixes), lengths)))
+    pieces.append((items, b""))
+    return 0
 
 
 def _batch(base_offset: int, partition_leader_epoch: int, attributes: int, last_offset_delta: int,
@@ -188,7 +241,10 @@ def encode_fetch_batch(batch: RecordBatch, *, partition_leader_epoch: int = 0, p
     raw = batch.raw_columns()
     # Keys and values come straight from the stored columns (one struct call or one slice each,
     # never a Record), and so do headers (decoded column-wise, RecordBatch.headers).
-    keys = batch.keys()
+    if raw.null_keys and not raw.keys.nbytes and raw.key_ends.tobytes() == _NULL_END * count:
+        keys = [None] * count  # keyless records (most producers'): no column to decode
+    else:
+        keys = batch.keys()
     values = batch.values()
     headers = None if raw.header_ends is None else batch.headers()
     if log_append:
