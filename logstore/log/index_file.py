@@ -80,7 +80,10 @@ class IndexFile:
         self.max_index_size_bytes = max_index_size_bytes
         self.writable = writable
         self._buffer = None  # a writable mmap, bytes (frozen, read-only), None (empty, not read yet)
-        self._length = 0  # bytes of the file (whole entries)
+        self._length = 0  # bytes of the file (whole entries), or the length it is to have (``expand_lazily``)
+        # The file's own length while ``_length`` is a promise not kept yet (``expand_lazily``): the
+        # active segment of a log just opened is mapped at full size by its first write, not its open.
+        self._file_length: int | None = None
         self.entries = 0
         self._changes = 0  # entries written or cut, length changes: what flush() must make durable
         self._flushed_changes = -1  # the first flush always syncs
@@ -187,11 +190,41 @@ class IndexFile:
         self._writing = True
 
     def _writable_buffer(self):
-        """The writable mapping, made first when the index holds none (``freeze`` released it)."""
+        """The writable mapping, made first when the index holds none (``freeze`` or ``release``
+        released it, or ``expand_lazily`` put it off)."""
         self._require_writable()
         if not self._writing:
             self._map_for_writing(self._length)
+            if self._file_length is not None:  # the promised length is the file's now
+                if self._file_length != self._length:
+                    self._changes += 1
+                    self._length_changes += 1
+                self._file_length = None
         return self._buffer
+
+    def expand_lazily(self, size_bytes: int) -> None:
+        """``resize(size_bytes)`` when that grows the file, made by the first write instead of now:
+        until then the index holds no mapping (no descriptor) and the file keeps its length, while
+        ``max_entries`` and ``is_full`` answer for the new one. A log's active segment on open: a
+        store of many partitions maps only those written to."""
+        self._require_writable()
+        length = self._rounded(size_bytes)
+        if self._writing or length <= self._length:
+            self.resize(size_bytes)
+            return
+        if self._file_length is None:
+            self._file_length = self._length
+        self._length = length
+
+    def release(self) -> None:
+        """Drop the writable mapping (and the descriptor it holds before Python 3.13) without
+        trimming: the entries are kept as a copy and the file keeps its preallocated length, so the
+        next write maps it again as it was. ``flush`` then syncs by name. An idle active segment."""
+        if not self._writing:
+            return
+        with self._load_lock:  # not under a flush; the mapping is left to the collector (a reader)
+            copy = bytes(self._buffer[: self.size_bytes]) if self._buffer is not None and self.entries else None
+            self._buffer, self._writing = copy, False
 
     def _set_length(self, fd: int, length: int) -> None:
         """Make the file open as ``fd`` ``length`` bytes long (sparse: ``ftruncate``) and map it (no
@@ -358,6 +391,8 @@ class IndexFile:
         entries held). Returns False when nothing changed."""
         self._require_writable()
         length = max(self._rounded(new_size_bytes), self.size_bytes)
+        if self._file_length is not None:  # an expansion put off (``expand_lazily``): the file's own length counts
+            self._length, self._file_length = self._file_length, None
         if length == self._length:
             return False
         if self._writing:

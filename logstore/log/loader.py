@@ -328,7 +328,7 @@ def _load_segments(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfi
                                        index_interval_bytes=config.index_interval_bytes,
                                        max_index_size_bytes=config.segment_index_bytes))
             fs.fsync_dir(dir_path)
-        segments[-1].resize_indexes(config.segment_index_bytes)
+        segments[-1].expand_indexes_lazily(config.segment_index_bytes)  # mapped by the first append
         log_end_offset = segments[-1].read_next_offset()
     except BaseException:
         for segment in segments:

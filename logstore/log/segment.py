@@ -45,7 +45,7 @@ from typing import Iterator
 
 from ..clock import Clock
 from ..errors import CorruptIndexError, CorruptRecordError, LogSegmentOffsetOverflowError
-from ..fs import FileSystem
+from ..fs import MAPPING_HOLDS_DESCRIPTOR, FileSystem
 from ..records.decoder import (COMPRESSION_MASK, CONTROL, HEADER_BYTES, LOG_OVERHEAD_BYTES, BatchHeader, Record,
                                RecordBatch, body_at, columns_bytes, read_header)
 from ..records.fetch import HEAD_CACHE, CachedHead, take_records
@@ -601,6 +601,26 @@ class LogSegment:
     def resize_indexes(self, size_bytes: int) -> None:
         self.offset_index.resize(size_bytes)
         self.time_index.resize(size_bytes)
+
+    def expand_indexes_lazily(self, size_bytes: int) -> None:
+        """``resize_indexes`` made by the first index write (``IndexFile.expand_lazily``): the active
+        segment of a log being opened holds no mapping until it is written to."""
+        self.offset_index.expand_lazily(size_bytes)
+        self.time_index.expand_lazily(size_bytes)
+
+    def release_descriptors(self) -> None:
+        """Give back every descriptor and mapping this segment holds: the indexes' writable
+        mappings (untrimmed: ``IndexFile.release``) and the data file's descriptor, pinned or not.
+        Each comes back at its next use. Under the owning log's lock (an idle log, a log just opened)."""
+        self.offset_index.release()
+        self.time_index.release()
+        self.file.release_pinned_descriptor()
+
+    @property
+    def descriptors(self) -> int:
+        """Descriptors the segment holds now: its data file's, and its mappings' before Python 3.13."""
+        mapped = (self.offset_index.mapped + self.time_index.mapped) if MAPPING_HOLDS_DESCRIPTOR else 0
+        return self.file.descriptors + mapped
 
     # --- recovery and truncation -----------------------------------------------------------------
 
