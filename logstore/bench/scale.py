@@ -442,6 +442,7 @@ PARTITION_FIGURES = (
     ("clean open s", lambda r: r["clean"]["open_s"]),
     ("clean open CPU s", lambda r: r["clean"]["open_cpu_s"]),
     ("open after kill -9 s", lambda r: r["unclean"]["open_s"]),
+    ("open after kill -9 CPU s", lambda r: r["unclean"]["open_cpu_s"]),
     ("RSS added by the open MB", lambda r: r["clean"]["rss_mb"]),
     ("descriptors after a clean open", lambda r: r["clean"]["descriptors"]),
     ("server RSS idle MB", lambda r: r["serve_rss_mb"]),

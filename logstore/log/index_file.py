@@ -98,12 +98,14 @@ class IndexFile:
         self._load_lock = threading.Lock()  # the name, lazy reads, the descriptor vs flush and close
         self._last_raw = b""  # the last entry's bytes, read on open (no need to read all for it)
         self.damage: str | None = None  # why ``quick_check`` must fail, found while opening
-        existed = fs.exists(path)
-        if writable and not existed:
-            self._map_for_writing(self._rounded(max_index_size_bytes), create=True)
-        elif writable:
-            self._open_lazily()
-        elif existed:
+        if writable:
+            try:
+                length = fs.path_size(path)  # one stat: an empty index (a small partition's) is not opened
+            except FileNotFoundError:
+                self._map_for_writing(self._rounded(max_index_size_bytes), create=True)
+            else:
+                self._open_lazily(length)
+        elif fs.exists(path):
             self._load_read_only()
             self.entries = self._valid_entries()
 
@@ -131,12 +133,19 @@ class IndexFile:
 
     # --- the file: lazy reads, mappings for writing -----------------------------------------------
 
-    def _open_lazily(self) -> None:
-        """An existing file opened by a writer: its length and last entry, no descriptor kept (an
-        untrimmed zero tail: a binary search, one entry read per probe)."""
+    def _open_lazily(self, length: int) -> None:
+        """An existing file of ``length`` bytes opened by a writer: its last entry, no descriptor
+        kept (an untrimmed zero tail: a binary search, one entry read per probe); an empty file is
+        not opened at all."""
+        if length < self.ENTRY_BYTES:
+            self._length = self.entries = 0
+            self._last_raw = b""
+            if length:
+                self.damage = f"index file {self.path} ends with a partial entry ({length} bytes)"
+            return
         fd = self._fs.open_file(self.path, writable=False)
         try:
-            length = self._fs.file_size(fd)
+            length = self._fs.file_size(fd)  # the length now, under the descriptor the entries are read by
             self._length = self._rounded(length)
             read_slot = lambda slot: self._fs.pread(fd, self.ENTRY_BYTES, slot * self.ENTRY_BYTES)
             self.entries = count = self._length // self.ENTRY_BYTES

@@ -504,8 +504,10 @@ def _recover(fs: FileSystem, segments: list[LogSegment], first: int, recovery_po
         segment = segments[slot]
         file_size = segment.file.file_size()
         # From the index entry at or below the recovery point: the bytes before it were fsynced.
-        invalid_bytes = segment.recover(cut_tail=False, recovery_point=recovery_point,
-                                        keep_capacity=slot == len(segments) - 1)
+        # Every segment's indexes are trimmed, the active one's too: it grows again at its first
+        # write (``expand_indexes_lazily``), so a recovered partition holds no mapping, and its
+        # files are those a clean open would leave (a second recovery changes nothing).
+        invalid_bytes = segment.recover(cut_tail=False, recovery_point=recovery_point)
         valid_end = file_size - invalid_bytes
         next_offset = next_offset_before(segment, valid_end)
         later = segments[slot + 1 :]

@@ -271,6 +271,7 @@ class LogSegment:
         return batch
 
     def _forget_verified(self) -> None:
+        self._next_offset: tuple[int, int] | None = None  # (size, read_next_offset at that size)
         self._verified: set[int] = set()
         self._token = object()
         self._cached_bases: list[int] = []
@@ -339,6 +340,10 @@ class LogSegment:
     def read_next_offset(self) -> int:
         """The offset after the last batch (the base offset when empty). Reads from the last index
         entry to the end, headers only."""
+        size = self.size_bytes
+        known = self._next_offset
+        if known is not None and known[0] == size and self.writable:  # an open asks more than once
+            return known[1]
         next_offset = self.base_offset
         try:
             scan = self.scan_from(2**63 - 1)
@@ -347,6 +352,7 @@ class LogSegment:
             scan = self.scan_headers(0, chunk_bytes=_SMALL_CHUNK_BYTES)
         for _, header, _, _ in scan:
             next_offset = header.next_offset
+        self._next_offset = (size, next_offset)
         return next_offset
 
     def read_header_at(self, position: int) -> BatchHeader | None:
