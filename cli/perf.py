@@ -710,3 +710,36 @@ def sessions(partitions, rounds, work_dir, as_json, progress) -> None:
     except (ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(json.dumps(result, indent=2) if as_json else fetch_sessions.format_table(result))
+
+
+@perf.command("scale")
+@click.option("--partitions", "partition_counts", default="10,1000,10000", show_default=True, callback=_counts,
+              help="Partition counts, comma-separated (at most 10,000): a store of each, opened clean and after "
+                   "kill -9, then served.")
+@click.option("--connections", "connection_counts", default="10,100,1000", show_default=True,
+              help="Idle connection counts, comma-separated ('' for none).")
+@click.option("--records-per-partition", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Records produced to each partition by the spread produce.")
+@click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
+              help="Parent dir of the temporary work dir, removed afterwards (default: the system temp dir).")
+@_output
+def scale(partition_counts, connection_counts, records_per_partition, work_dir, as_json, progress) -> None:
+    """How the store and the server grow with partitions and connections: open time (clean and after
+    kill -9), RSS and descriptors, Metadata latency, a consumer fetching up to 1,000 partitions (with
+    and without a KIP-227 session), produce spread over every partition, and the cost of idle
+    connections; each figure per size with its growth exponent, against the goals. 127.0.0.1 only.
+    The default sizes take a few minutes."""
+    from logstore.bench import scale as bench_scale
+
+    try:
+        connections = [int(part) for part in connection_counts.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter(f"not a list of counts: {connection_counts!r}",
+                                 param_hint="--connections") from None
+    try:
+        result = bench_scale.bench_scale(tuple(partition_counts), tuple(connections),
+                                         records_per_partition=records_per_partition, work_dir=work_dir,
+                                         say=_say(progress, "perf scale"))
+    except (bench_scale.ScaleBenchmarkError, ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(json.dumps(result, indent=2) if as_json else bench_scale.render_scale(result))

@@ -374,6 +374,10 @@ _MANAGER_KEYS = [
          _integer(1), "how often the log start offsets are written to log-start-offset-checkpoint"),
     _Key("log.initial.task.delay.ms", "initial_task_delay_ms", 30000, _integer(0),
          "delay before the first run of each background job after startup"),
+    _Key("log.descriptor.idle.ms", "descriptor_idle_ms", 300000, _integer(1),
+         "how often the active segments of logs not appended to or read since the previous run give "
+         "back their descriptors and index mappings (reopened at the next use); a log idles between "
+         "one and two intervals before it holds none (logstore's own: Kafka keeps them open)"),
     _Key("num.recovery.threads.per.data.dir", "recovery_threads_per_data_dir", 1, _integer(1, 256),
          "threads per data dir that load (and recover) its partitions at open and close them at shutdown"),
     _Key("log.cleaner.enable", "cleaner_enable", True, _boolean,
@@ -415,6 +419,7 @@ class ManagerConfig:
     log_start_offset_checkpoint_interval_ms: int = \
         MANAGER_KEYS["log.flush.start.offset.checkpoint.interval.ms"].default
     initial_task_delay_ms: int = MANAGER_KEYS["log.initial.task.delay.ms"].default
+    descriptor_idle_ms: int = MANAGER_KEYS["log.descriptor.idle.ms"].default
     recovery_threads_per_data_dir: int = MANAGER_KEYS["num.recovery.threads.per.data.dir"].default
     cleaner_enable: bool = MANAGER_KEYS["log.cleaner.enable"].default
     cleaner_threads: int = MANAGER_KEYS["log.cleaner.threads"].default

@@ -233,11 +233,27 @@ class FileRecords:
         self._open_files.forget(self)
         self._evict()
 
-    def _evict(self) -> None:
+    def take_referenced(self) -> bool:
+        """Whether a read or an unpinned write used the descriptor since the last call (which clears
+        it). The pinned append path does not say so: the log's end offset does."""
+        referenced, self._referenced = self._referenced, False
+        return referenced
+
+    def release_pinned_descriptor(self) -> None:
+        """``release_descriptor`` for the pinned file of an active segment whose log is idle (or
+        was just opened): the next use opens the file again and keeps it, still pinned. The caller
+        holds the owning log's lock, which every writer holds: the pinned append path uses the
+        descriptor without counting itself in."""
+        if self._pinned:
+            self._evict(pinned_too=True)
+        else:
+            self.release_descriptor()
+
+    def _evict(self, pinned_too: bool = False) -> None:
         """Give back the descriptor and the mapping (the cache is over its bound). A descriptor in
         use is closed by its last user; the mapping by the collector once no reader holds it."""
         with self._lock:
-            if self._pinned or self._closed:
+            if (self._pinned and not pinned_too) or self._closed:
                 return
             self._map = None
             fd, self._fd = self._fd, None

@@ -80,7 +80,10 @@ class IndexFile:
         self.max_index_size_bytes = max_index_size_bytes
         self.writable = writable
         self._buffer = None  # a writable mmap, bytes (frozen, read-only), None (empty, not read yet)
-        self._length = 0  # bytes of the file (whole entries)
+        self._length = 0  # bytes of the file (whole entries), or the length it is to have (``expand_lazily``)
+        # The file's own length while ``_length`` is a promise not kept yet (``expand_lazily``): the
+        # active segment of a log just opened is mapped at full size by its first write, not its open.
+        self._file_length: int | None = None
         self.entries = 0
         self._changes = 0  # entries written or cut, length changes: what flush() must make durable
         self._flushed_changes = -1  # the first flush always syncs
@@ -95,12 +98,14 @@ class IndexFile:
         self._load_lock = threading.Lock()  # the name, lazy reads, the descriptor vs flush and close
         self._last_raw = b""  # the last entry's bytes, read on open (no need to read all for it)
         self.damage: str | None = None  # why ``quick_check`` must fail, found while opening
-        existed = fs.exists(path)
-        if writable and not existed:
-            self._map_for_writing(self._rounded(max_index_size_bytes), create=True)
-        elif writable:
-            self._open_lazily()
-        elif existed:
+        if writable:
+            try:
+                length = fs.path_size(path)  # one stat: an empty index (a small partition's) is not opened
+            except FileNotFoundError:
+                self._map_for_writing(self._rounded(max_index_size_bytes), create=True)
+            else:
+                self._open_lazily(length)
+        elif fs.exists(path):
             self._load_read_only()
             self.entries = self._valid_entries()
 
@@ -128,12 +133,19 @@ class IndexFile:
 
     # --- the file: lazy reads, mappings for writing -----------------------------------------------
 
-    def _open_lazily(self) -> None:
-        """An existing file opened by a writer: its length and last entry, no descriptor kept (an
-        untrimmed zero tail: a binary search, one entry read per probe)."""
+    def _open_lazily(self, length: int) -> None:
+        """An existing file of ``length`` bytes opened by a writer: its last entry, no descriptor
+        kept (an untrimmed zero tail: a binary search, one entry read per probe); an empty file is
+        not opened at all."""
+        if length < self.ENTRY_BYTES:
+            self._length = self.entries = 0
+            self._last_raw = b""
+            if length:
+                self.damage = f"index file {self.path} ends with a partial entry ({length} bytes)"
+            return
         fd = self._fs.open_file(self.path, writable=False)
         try:
-            length = self._fs.file_size(fd)
+            length = self._fs.file_size(fd)  # the length now, under the descriptor the entries are read by
             self._length = self._rounded(length)
             read_slot = lambda slot: self._fs.pread(fd, self.ENTRY_BYTES, slot * self.ENTRY_BYTES)
             self.entries = count = self._length // self.ENTRY_BYTES
@@ -187,11 +199,41 @@ class IndexFile:
         self._writing = True
 
     def _writable_buffer(self):
-        """The writable mapping, made first when the index holds none (``freeze`` released it)."""
+        """The writable mapping, made first when the index holds none (``freeze`` or ``release``
+        released it, or ``expand_lazily`` put it off)."""
         self._require_writable()
         if not self._writing:
             self._map_for_writing(self._length)
+            if self._file_length is not None:  # the promised length is the file's now
+                if self._file_length != self._length:
+                    self._changes += 1
+                    self._length_changes += 1
+                self._file_length = None
         return self._buffer
+
+    def expand_lazily(self, size_bytes: int) -> None:
+        """``resize(size_bytes)`` when that grows the file, made by the first write instead of now:
+        until then the index holds no mapping (no descriptor) and the file keeps its length, while
+        ``max_entries`` and ``is_full`` answer for the new one. A log's active segment on open: a
+        store of many partitions maps only those written to."""
+        self._require_writable()
+        length = self._rounded(size_bytes)
+        if self._writing or length <= self._length:
+            self.resize(size_bytes)
+            return
+        if self._file_length is None:
+            self._file_length = self._length
+        self._length = length
+
+    def release(self) -> None:
+        """Drop the writable mapping (and the descriptor it holds before Python 3.13) without
+        trimming: the entries are kept as a copy and the file keeps its preallocated length, so the
+        next write maps it again as it was. ``flush`` then syncs by name. An idle active segment."""
+        if not self._writing:
+            return
+        with self._load_lock:  # not under a flush; the mapping is left to the collector (a reader)
+            copy = bytes(self._buffer[: self.size_bytes]) if self._buffer is not None and self.entries else None
+            self._buffer, self._writing = copy, False
 
     def _set_length(self, fd: int, length: int) -> None:
         """Make the file open as ``fd`` ``length`` bytes long (sparse: ``ftruncate``) and map it (no
@@ -358,6 +400,8 @@ class IndexFile:
         entries held). Returns False when nothing changed."""
         self._require_writable()
         length = max(self._rounded(new_size_bytes), self.size_bytes)
+        if self._file_length is not None:  # an expansion put off (``expand_lazily``): the file's own length counts
+            self._length, self._file_length = self._file_length, None
         if length == self._length:
             return False
         if self._writing:

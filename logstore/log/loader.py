@@ -328,7 +328,7 @@ def _load_segments(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfi
                                        index_interval_bytes=config.index_interval_bytes,
                                        max_index_size_bytes=config.segment_index_bytes))
             fs.fsync_dir(dir_path)
-        segments[-1].resize_indexes(config.segment_index_bytes)
+        segments[-1].expand_indexes_lazily(config.segment_index_bytes)  # mapped by the first append
         log_end_offset = segments[-1].read_next_offset()
     except BaseException:
         for segment in segments:
@@ -504,8 +504,10 @@ def _recover(fs: FileSystem, segments: list[LogSegment], first: int, recovery_po
         segment = segments[slot]
         file_size = segment.file.file_size()
         # From the index entry at or below the recovery point: the bytes before it were fsynced.
-        invalid_bytes = segment.recover(cut_tail=False, recovery_point=recovery_point,
-                                        keep_capacity=slot == len(segments) - 1)
+        # Every segment's indexes are trimmed, the active one's too: it grows again at its first
+        # write (``expand_indexes_lazily``), so a recovered partition holds no mapping, and its
+        # files are those a clean open would leave (a second recovery changes nothing).
+        invalid_bytes = segment.recover(cut_tail=False, recovery_point=recovery_point)
         valid_end = file_size - invalid_bytes
         next_offset = next_offset_before(segment, valid_end)
         later = segments[slot + 1 :]

@@ -77,6 +77,10 @@ class LocalLog:
         self.set_segments(segments)
         for segment in segments[:-1]:  # the loader read their heads: no descriptor kept for them
             segment.file.release_descriptor()
+        if segments and segments[-1].writable:
+            # Nor for the active one: a store of many partitions holds descriptors only for those in
+            # use (the first append or read opens the file again, the first index write maps the index).
+            segments[-1].release_descriptors()
 
     # --- the list --------------------------------------------------------------------------------
 

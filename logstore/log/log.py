@@ -175,6 +175,7 @@ class Log:
         self.recovery_point = loaded.recovery_point
         self.log_start_offset = loaded.log_start_offset
         self.last_flush_ms = clock.time_ms()
+        self._idle_mark = -1  # the end offset seen by the last ``release_idle_descriptors``
         self._small_plan = small_batch_plan(config)  # the config's view of one-record appends
         # The producers and open transactions of this partition (changed under the lock), as the
         # loader's pass 7 rebuilt them from the producer snapshots (empty without any).
@@ -1486,6 +1487,27 @@ class Log:
         if delayed and self.schedule_file_delete is not None:  # (delayed says so: for type checkers)
             self.schedule_file_delete(swapped_out, self.config.file_delete_delay_ms)
         return True
+
+    # --- descriptors ---------------------------------------------------------------------------------
+
+    def release_idle_descriptors(self) -> int:
+        """Give back the descriptors and mappings of the active segment when the log was not used
+        since the previous call (no append: the end offset did not move; no read of its data file);
+        returns how many descriptors that freed. The next append or read opens them again. Called
+        every ``log.descriptor.idle.ms`` by the store (``BackgroundJobs``): a store of many
+        partitions holds descriptors only for those in use. The inactive segments' files are bounded
+        apart (``OPEN_FILES``)."""
+        with self._lock:
+            if self._closed or self.read_only or self._failure is not None or self.damage is not None:
+                return 0
+            segment = self._local.segments[-1]
+            used = segment.file.take_referenced() or self.log_end_offset != self._idle_mark
+            self._idle_mark = self.log_end_offset
+            held = segment.descriptors
+            if used or not held:
+                return 0
+            segment.release_descriptors()
+            return held - segment.descriptors
 
     # --- closing ---------------------------------------------------------------------------------
 

@@ -45,7 +45,7 @@ from typing import Iterator
 
 from ..clock import Clock
 from ..errors import CorruptIndexError, CorruptRecordError, LogSegmentOffsetOverflowError
-from ..fs import FileSystem
+from ..fs import MAPPING_HOLDS_DESCRIPTOR, FileSystem
 from ..records.decoder import (COMPRESSION_MASK, CONTROL, HEADER_BYTES, LOG_OVERHEAD_BYTES, BatchHeader, Record,
                                RecordBatch, body_at, columns_bytes, read_header)
 from ..records.fetch import HEAD_CACHE, CachedHead, take_records
@@ -271,6 +271,7 @@ class LogSegment:
         return batch
 
     def _forget_verified(self) -> None:
+        self._next_offset: tuple[int, int] | None = None  # (size, read_next_offset at that size)
         self._verified: set[int] = set()
         self._token = object()
         self._cached_bases: list[int] = []
@@ -339,6 +340,10 @@ class LogSegment:
     def read_next_offset(self) -> int:
         """The offset after the last batch (the base offset when empty). Reads from the last index
         entry to the end, headers only."""
+        size = self.size_bytes
+        known = self._next_offset
+        if known is not None and known[0] == size and self.writable:  # an open asks more than once
+            return known[1]
         next_offset = self.base_offset
         try:
             scan = self.scan_from(2**63 - 1)
@@ -347,6 +352,7 @@ class LogSegment:
             scan = self.scan_headers(0, chunk_bytes=_SMALL_CHUNK_BYTES)
         for _, header, _, _ in scan:
             next_offset = header.next_offset
+        self._next_offset = (size, next_offset)
         return next_offset
 
     def read_header_at(self, position: int) -> BatchHeader | None:
@@ -601,6 +607,26 @@ class LogSegment:
     def resize_indexes(self, size_bytes: int) -> None:
         self.offset_index.resize(size_bytes)
         self.time_index.resize(size_bytes)
+
+    def expand_indexes_lazily(self, size_bytes: int) -> None:
+        """``resize_indexes`` made by the first index write (``IndexFile.expand_lazily``): the active
+        segment of a log being opened holds no mapping until it is written to."""
+        self.offset_index.expand_lazily(size_bytes)
+        self.time_index.expand_lazily(size_bytes)
+
+    def release_descriptors(self) -> None:
+        """Give back every descriptor and mapping this segment holds: the indexes' writable
+        mappings (untrimmed: ``IndexFile.release``) and the data file's descriptor, pinned or not.
+        Each comes back at its next use. Under the owning log's lock (an idle log, a log just opened)."""
+        self.offset_index.release()
+        self.time_index.release()
+        self.file.release_pinned_descriptor()
+
+    @property
+    def descriptors(self) -> int:
+        """Descriptors the segment holds now: its data file's, and its mappings' before Python 3.13."""
+        mapped = (self.offset_index.mapped + self.time_index.mapped) if MAPPING_HOLDS_DESCRIPTOR else 0
+        return self.file.descriptors + mapped
 
     # --- recovery and truncation -----------------------------------------------------------------
 

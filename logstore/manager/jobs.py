@@ -11,6 +11,7 @@ A ``LogManager`` holds one and starts it in ``startup()``; ``start`` schedules, 
 | `recovery-point-checkpoint`   | writes ``recovery-point-offset-checkpoint``    | ``log.flush.offset.checkpoint.interval.ms`` (60000) |
 | `log-start-offset-checkpoint` | writes ``log-start-offset-checkpoint``         | ``log.flush.start.offset.checkpoint.interval.ms`` (60000) |
 | `producer-expiration`         | ``expire_producers()``: idle producers' state  | ``producer.id.expiration.check.interval.ms`` (600000) |
+| `log-descriptor-release`      | ``release_idle_descriptors()``: idle logs'     | ``log.descriptor.idle.ms`` (300000)              |
 
 and one-shot `delete-segment-files` jobs, ``file.delete.delay.ms`` after retention renamed segments
 to ``.deleted``: the files stay open until then, so a reader holding them finishes its read. Segments
@@ -73,7 +74,8 @@ class BackgroundJobs:
                 ("recovery-point-checkpoint", self._recovery_point_job, config.recovery_point_checkpoint_interval_ms),
                 ("log-start-offset-checkpoint", self._log_start_offset_job,
                  config.log_start_offset_checkpoint_interval_ms),
-                ("producer-expiration", self.expire_producers, config.producer_id_expiration_check_interval_ms)]
+                ("producer-expiration", self.expire_producers, config.producer_id_expiration_check_interval_ms),
+                ("log-descriptor-release", self.release_idle_descriptors, config.descriptor_idle_ms)]
         if self._cleaner is not None and config.cleaner_enable:  # first: the retention job asks if it runs
             self._cleaner.startup()
         for name, fn, period_ms in jobs:
@@ -187,6 +189,17 @@ class BackgroundJobs:
             if log.writable_now():
                 dropped += len(log.expire_producers(now_ms, self._config.producer_id_expiration_ms))
         return dropped
+
+    def release_idle_descriptors(self) -> int:
+        """The active segments of logs unused since the previous run give back their descriptors and
+        mappings (``Log.release_idle_descriptors``); returns how many descriptors that freed."""
+        released = 0
+        for log in self._logs():
+            try:
+                released += log.release_idle_descriptors()
+            except (LogStoreError, OSError) as exc:  # one log's trouble does not stop the others
+                logger.warning("releasing the descriptors of %s failed: %s", log.name, exc)
+        return released
 
     # --- delayed deletion of segment files ---------------------------------------------------------
 

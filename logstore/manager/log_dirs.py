@@ -48,12 +48,13 @@ A ``LogManager`` holds one. It owns the open logs (``logs``) and which dir holds
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Collection
+from typing import TYPE_CHECKING, Callable, Collection, Iterator
 
 from ..errors import (CorruptCheckpointError, LockedError, LogStoreError, OfflineDirError, ResourceShortageError,
                       StorageError, is_resource_shortage)
@@ -74,6 +75,21 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
+
+
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """The cyclic garbage collector off while a store loads its partitions: every log adds some
+    thirty long-lived objects and nothing loaded is garbage, yet each full collection walks them all
+    (a quarter of the CPU of opening 5,000 partitions). Reference counting still frees what the
+    loading drops; the collector is back on (if it was) when the load ends, either way."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 @dataclass(frozen=True)
@@ -281,6 +297,10 @@ class LogDirs:
         """Open every partition of ``topics`` in every live dir: one pool of recovery threads per
         dir, all dirs at once. An ``OSError`` in a dir takes that dir offline; any other error fails
         the open."""
+        with _no_cycle_collection():
+            self._load(topics)
+
+    def _load(self, topics: TopicsFile) -> None:
         pools: list[tuple[str, ThreadPoolExecutor, list]] = []
         try:
             for dir_path in list(self.live):

@@ -739,9 +739,11 @@ class LogManager:
         """How many file descriptors this store needs now, to be kept free of anything else (a
         server derives ``max.connections`` from the descriptor limit minus this). The sum of:
 
-        - per open partition (damaged ones too), what its active segment holds for good:
+        - per open partition (damaged ones too), what its active segment holds while it is used:
           ``ACTIVE_SEGMENT_DESCRIPTORS`` (the data file's descriptor; before Python 3.13 also one
-          per mapping: both indexes' and the data file's, 4 in all; from 3.13, 1). Inactive
+          per mapping: both indexes' and the data file's, 4 in all; from 3.13, 1). A partition
+          holds none after the open until it is appended to or read, and none again once idle for
+          ``log.descriptor.idle.ms``, but any may be in use at once, so each is counted. Inactive
           segments hold none of their own;
         - the bound of the process-wide cache of inactive segments' files (``OPEN_FILES``: an
           eighth of the limit by default, 16 to 1024), which reads of old data fill;

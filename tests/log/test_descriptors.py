@@ -180,6 +180,81 @@ def test_an_open_partition_holds_descriptors_for_its_active_segment_only(scratch
         store.close()
 
 
+def test_a_clean_open_holds_no_descriptor_per_partition_until_one_is_used(scratch):
+    """Before: each partition's active segment held its data file's descriptor and, before Python
+    3.13, one per index mapping (3 a partition: 10,000 partitions needed 30,000 descriptors)."""
+    partitions = 12
+    growth, baseline, store = _reopened_store_growth(scratch, partitions)
+    try:
+        assert growth <= 1, f"{growth} descriptors for {partitions} idle partitions"
+        log = store.get_log("p", 3)
+        active = log.segments[-1]
+        assert active.descriptors == 0
+        # The index keeps its full capacity though unmapped: the append does not roll.
+        assert active.offset_index.max_entries == log.config.segment_index_bytes // active.offset_index.ENTRY_BYTES
+        end = log.log_end_offset
+        log.append([Record(key=None, value=b"x")])
+        assert log.segments[-1] is active and active.descriptors >= 1
+        assert [r.value for r in log.read(end, max_records=1)] == [b"x"]
+        assert open_descriptors() - baseline <= 1 + active.descriptors
+    finally:
+        store.close()
+    with LogManager([scratch]) as store:
+        log = store.get_log("p", 3)
+        assert [r.value for r in log.read(end, max_records=1)] == [b"x"]
+        assert not store.problems
+
+
+def test_an_idle_log_gives_its_descriptors_back_and_takes_them_again(tmp_path):
+    """``Log.release_idle_descriptors``: an active segment unused since the previous call releases
+    its descriptor and index mappings; the next append and read open them again."""
+    with LogManager([str(tmp_path)]) as store:
+        store.create_topic("t", 1)
+        log = store.get_log("t", 0)
+        log.append([Record(key=None, value=b"y" * 5000)] * 3)
+        active = log.segments[-1]
+        held = active.descriptors
+        assert held >= 1
+        assert log.release_idle_descriptors() == 0  # used since the previous call: kept
+        assert log.release_idle_descriptors() == held  # idle for a whole interval: released
+        assert active.descriptors == 0 and not active.offset_index.mapped
+        assert log.read(0, max_records=1)[0].value == b"y" * 5000  # a read opens the data file again
+        assert log.release_idle_descriptors() == 0  # that read counted as a use
+        log.append([Record(key=None, value=b"z" * 5000)] * 3)
+        assert active.offset_index.mapped and log.segments[-1] is active
+        assert log.release_idle_descriptors() == 0
+        assert log.release_idle_descriptors() > 0
+        log.flush()  # a flush after the release syncs the index by name
+        entries = active.offset_index.entries
+    with LogManager([str(tmp_path)]) as store:
+        log = store.get_log("t", 0)
+        assert [r.value for r in log.iter_records()] == [b"y" * 5000] * 3 + [b"z" * 5000] * 3
+        assert log.segments[-1].offset_index.entries == entries
+        assert not store.problems
+
+
+def test_the_descriptor_release_job_runs_every_log_descriptor_idle_ms(tmp_path):
+    from logstore.clock import ManualClock
+    from logstore.config import ManagerConfig
+    from logstore.timer.scheduler import Scheduler
+    assert ManagerConfig.from_broker_properties({}).descriptor_idle_ms == 300_000
+    with pytest.raises(Exception, match="log.descriptor.idle.ms"):
+        ManagerConfig.from_broker_properties({"log.descriptor.idle.ms": 0})
+    clock = ManualClock(1_000_000)
+    store = LogManager([str(tmp_path)], clock=clock, scheduler=Scheduler(clock, threaded=False),
+                       config={"log.initial.task.delay.ms": 500, "log.descriptor.idle.ms": 1000})
+    with store:
+        store.create_topic("t", 2)
+        logs = [store.get_log("t", p) for p in range(2)]
+        for log in logs:
+            log.append([Record(key=None, value=b"v" * 5000)] * 2)
+        store.scheduler.advance(500)  # the first run sees both used
+        assert all(log.segments[-1].descriptors for log in logs)
+        logs[1].append([Record(key=None, value=b"w")])
+        store.scheduler.advance(1000)  # the second: log 0 idle for an interval, log 1 appended to
+        assert logs[0].segments[-1].descriptors == 0 and logs[1].segments[-1].descriptors
+
+
 def test_descriptors_needed_grows_with_the_partitions(tmp_path):
     from logstore.log.file_records import ACTIVE_SEGMENT_DESCRIPTORS
     with LogManager([str(tmp_path)]) as store:

@@ -59,7 +59,8 @@ from logstore.testing import OperationHookFileSystem, SimulatedCrashFileSystem
 T0 = 1_700_000_000_000
 SEGMENT_BYTES = 300  # three one-record batches per segment
 NEVER = 10**12
-JOB_NAMES = {"log-retention", "recovery-point-checkpoint", "log-start-offset-checkpoint", "producer-expiration"}
+JOB_NAMES = {"log-retention", "recovery-point-checkpoint", "log-start-offset-checkpoint", "producer-expiration",
+             "log-descriptor-release"}
 
 
 # --- helpers -----------------------------------------------------------------------------------------
@@ -234,7 +235,7 @@ def test_context_manager_starts_the_jobs_and_shutdown_stops_them(tmp_path, flush
         assert set(tasks) == JOB_NAMES | ({"log-flusher"} if flusher else set())
         assert {task.next_run_ms for task in tasks.values()} == {T0 + 700}
         periods = {"log-retention": 5000, "recovery-point-checkpoint": 6000, "log-start-offset-checkpoint": 7000,
-                   "log-flusher": 8000, "producer-expiration": 600000}
+                   "log-flusher": 8000, "producer-expiration": 600000, "log-descriptor-release": 300000}
         assert all(task.period_ms == periods[name] for name, task in tasks.items())
         # startup() again changes nothing.
         store.startup()
