@@ -17,6 +17,8 @@
    the data confirms it (else from the start of that segment; ``LogSegment.recover``); later
    segments from their start. A torn tail at or above the
    recovery point (nothing valid follows it in its file) is cut and the later segments dropped.
+   Segments wholly below the log start offset hold only deleted records, maybe never fsynced: they
+   are neither checked nor recovered, and are removed.
 6. **Offsets.** A log whose end is below the checkpointed log start offset after a crash (and whose
    recovery point is not above that start) restarts empty at the log start offset: records below it
    were deleted. The last segment's indexes get their full capacity back.
@@ -266,13 +268,19 @@ def _load_segments(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfi
     damage = None
     try:
         bases = sorted(plan.segments)
+        # After a crash, segments wholly below the log start offset (a later one starts at or below
+        # it) hold only deleted records, maybe never fsynced (deleted before a flush reached them), so
+        # maybe torn: they are neither checked nor recovered, and a writer removes them. (A clean
+        # close fsynced them: they stay, checked, for retention.)
+        dead = 0 if clean_shutdown else max(bisect.bisect_right(bases, log_start_offset) - 1, 0)
         # Segments that pass 5 will recover are not checked here: their indexes get rebuilt anyway.
         first_recovered = len(bases) if clean_shutdown else max(
             (slot for slot, base in enumerate(bases) if base <= recovery_point), default=0)
+        first_recovered = max(first_recovered, dead)
         for slot, base in enumerate(bases):
             suffix = plan.segments[base] if read_only else ""
             segment, found = _open_segment(fs, clock, dir_path, base, config, suffix, read_only,
-                                           slot >= first_recovered)
+                                           slot >= first_recovered or slot < dead)
             segment.txn_index.present = base in plan.txn_indexes
             segments.append(segment)
             damage = damage or found
@@ -287,14 +295,14 @@ def _load_segments(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfi
         if read_only:
             try:
                 return _read_only_result(segments, log_start_offset, problems, clean_shutdown, damage, gaps,
-                                         recovery_point, first_recovered)
+                                         recovery_point, first_recovered, dead)
             except CorruptDataError as exc:
                 damage = LogDamage("data", dir_path, None, segments[0].base_offset, f"{dir_path}: {exc}")
                 return _read_only_result(segments, log_start_offset, problems, False, damage, gaps,
-                                         recovery_point, first_recovered)
+                                         recovery_point, first_recovered, dead)
         try:
             if damage is None:
-                damage = _check_ends(segments[:first_recovered],
+                damage = _check_ends(segments[dead:first_recovered],
                                      segments[first_recovered] if first_recovered < len(segments) else None,
                                      gaps, start)
             if damage is None and not clean_shutdown:
@@ -323,6 +331,8 @@ def _load_segments(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfi
                                f"{dir_path}: {exc}")
         if damage is not None:
             return _damaged_result(dir_path, segments, log_start_offset, recovery_point, problems, damage, evidence)
+        if dead and len(segments) > dead:
+            segments = _drop_dead_prefix(fs, dir_path, segments, dead)
         if not segments:
             segments.append(LogSegment(fs, clock, dir_path, log_start_offset, create=True,
                                        index_interval_bytes=config.index_interval_bytes,
@@ -541,9 +551,29 @@ def _recover(fs: FileSystem, segments: list[LogSegment], first: int, recovery_po
     return segments, None
 
 
+def _drop_dead_prefix(fs: FileSystem, dir_path: str, segments: list[LogSegment], count: int) -> list[LogSegment]:
+    """Remove the ``count`` oldest segments (wholly below the log start offset): renamed ``.deleted``
+    oldest first, each rename made durable (a crash leaves a gap-free suffix), then removed, as
+    retention would. Returns the segments kept."""
+    doomed = segments[:count]
+    for segment in doomed:
+        segment.close_handlers()
+        for path in (segment.log_path, segment.offset_index.path, segment.time_index.path, segment.txn_index.path):
+            if fs.exists(path):
+                fs.rename(path, path + DELETED_SUFFIX)
+        fs.fsync_dir(dir_path)
+    for segment in doomed:
+        for path in (segment.log_path, segment.offset_index.path, segment.time_index.path, segment.txn_index.path):
+            if fs.exists(path + DELETED_SUFFIX):
+                fs.remove(path + DELETED_SUFFIX)
+    logger.info("%s: removed %d segments below the log start offset %d", dir_path, count,
+                segments[count].base_offset)
+    return segments[count:]
+
+
 def _read_only_result(segments: list[LogSegment], log_start_offset: int, problems: list[str],
                       clean_shutdown: bool, damage: LogDamage | None, gaps: bool, recovery_point: int,
-                      first_recovered: int) -> LoadedLog:
+                      first_recovered: int, dead: int = 0) -> LoadedLog:
     """A read-only view: the valid prefix of the last segment bounds what can be read, when a writer
     may be appending to it (or crashed). A cleanly shut-down store has no torn tail: its segments
     must end with whole batches, contiguous, or the view is of a damaged partition. After an unclean
@@ -552,10 +582,10 @@ def _read_only_result(segments: list[LogSegment], log_start_offset: int, problem
     if not segments:
         return LoadedLog([], log_start_offset, log_start_offset, log_start_offset, problems, damage)
     if clean_shutdown and damage is None:
-        damage = _check_ends(segments[:-1], segments[-1], gaps, log_start_offset)
+        damage = _check_ends(segments[dead:-1], segments[-1], gaps, log_start_offset)
     elif damage is None:
         first_recovered = min(first_recovered, len(segments) - 1)
-        damage = _check_ends(segments[:first_recovered], segments[first_recovered], gaps, log_start_offset)
+        damage = _check_ends(segments[dead:first_recovered], segments[first_recovered], gaps, log_start_offset)
         if damage is None:
             segments, damage = _bound_view(segments, first_recovered, recovery_point, problems, log_start_offset,
                                            gaps)

@@ -349,10 +349,13 @@ class LocalLog:
         """Remove every record at or after ``offset`` from the files, durably: segments above it
         deleted newest first (a crash leaves a shorter but gap-free log), a segment whose batch
         straddles it rewritten and swapped in (a crash leaves the old or the new segment)."""
-        if offset <= self.segments[0].base_offset:
+        if offset < self.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
         else:
-            keep = bisect.bisect_right(self.bases, offset - 1)
+            # At the first segment's base that segment stays (emptied): while a segment starts there,
+            # the files say where the log starts (the checkpoints leave such a start out), and a
+            # crash in between must not leave a directory without segments.
+            keep = max(bisect.bisect_right(self.bases, offset - 1), 1)
             target = self.segments[keep - 1]
             removed = self.segments[keep:]
             if removed:
@@ -366,6 +369,8 @@ class LocalLog:
             else:
                 target.truncate_to(offset)
                 target.flush()
+                if offset == target.base_offset:
+                    target.txn_index.replace([])  # emptied: no transaction index file, as a new segment
             self._fill_to(offset)
         self._fs.fsync_dir(self.dir_path)
 
@@ -380,10 +385,15 @@ class LocalLog:
             last.flush()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Replace every segment by an empty one at ``offset``, below the first segment's base. The
+        new segment exists, durably, before the old ones go: a crash in between leaves a directory
+        whose first segment says where the log starts, and whose missing offsets lie above the
+        recovery point the caller lowered (recovery drops the old segments then)."""
         old = self.segments
-        self.set_segments([])
+        segment = self.new_segment(offset)
+        self._fs.fsync_dir(self.dir_path)
+        self.set_segments([segment])
         self.delete_segments(old)
-        self.set_segments([self.new_segment(offset)])
 
     def _rewrite_around(self, segment: LogSegment, offset: int, straddling=None) -> None:
         """Replace ``segment`` by a copy that ends below ``offset``: its batches before it and, when

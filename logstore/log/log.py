@@ -1360,9 +1360,13 @@ class Log:
                     f"{self.log_end_offset}", before_offset, self.log_start_offset, self.log_end_offset)
             self.log_start_offset = before_offset  # first: readers never reach a deleted segment
             self.producer_state.forget_below(before_offset)
-            self.recovery_point = max(self.recovery_point, min(before_offset, self.log_end_offset))
             if self.on_checkpoint_needed is not None:
                 self.on_checkpoint_needed(self)
+            # Only now, with the new start durable, may the recovery point pass records that were
+            # never fsynced (those below the start: deleted). A checkpoint of the higher recovery
+            # point beside the old start would claim them fsynced, and a power loss that tore them
+            # would read as damage.
+            self.recovery_point = max(self.recovery_point, min(before_offset, self.log_end_offset))
             try:
                 self._local.remove_below(before_offset)
                 if self._snapshots is not None:  # (after the segments: their replay stays possible until then)
