@@ -252,4 +252,5 @@ def test_perf_sessions_smoke(tmp_path):
                                         "--dir", str(tmp_path)])
     assert outcome.exit_code == 0, outcome.output
     assert "session      idle                 69          22      0         0" in outcome.output
-    assert outcome.output.rstrip().endswith("PASS")
+    goal = [line for line in outcome.output.splitlines() if line.startswith("goal:")]
+    assert len(goal) == 1 and goal[0].endswith("PASS"), outcome.output
