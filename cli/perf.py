@@ -572,7 +572,7 @@ def serve(sizes, value_bytes, kafka_python_records, latency_producers, latency_s
                            say=_say(progress, "perf serve"))
     except (RuntimeError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(json.dumps(rows, indent=2) if as_json else render_serve(rows))
+    click.echo(json.dumps({"results": rows}, indent=2) if as_json else render_serve(rows))
 
 
 @perf.command("client")

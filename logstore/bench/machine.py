@@ -71,8 +71,8 @@ def describe(before: MachineState, after: MachineState, argv: list[str] | None =
 
 
 def with_machine(document: str, before: MachineState, after: MachineState, argv: list[str] | None = None) -> str:
-    """A command's JSON output with ``"machine"`` added to its top-level object (output that is not
-    one JSON object is returned as it was)."""
+    """A command's JSON output with ``"machine"`` added to its top-level object (every perf command
+    prints one object; output that is not one is returned as it was)."""
     import json
 
     try:

@@ -42,7 +42,9 @@ def test_a_tiny_run_has_cpu_rows_goals_and_verdicts_from_its_figures():
                                        "--records-per-transaction", "0", "--latency-producers", "2",
                                        "--latency-seconds", "0.2", "--json"])
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.output)
+    document = json.loads(result.output)
+    rows = document["results"]
+    assert document["machine"]["load_average_before"] is not None
     brokers = ("logstore", "tansu") if tansu_binary() else ("logstore",)
     by_key = {(row["broker"], row["workload"]): row for row in rows}
     for broker in brokers:

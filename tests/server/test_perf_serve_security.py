@@ -38,7 +38,7 @@ def test_a_run_over_plaintext_ssl_and_sasl_ssl_gives_every_row_and_its_cost():
         arguments += ["--security", mode]
     result = CliRunner().invoke(perf, arguments)
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.output)
+    rows = json.loads(result.output)["results"]
     by_key = {(row["security"], row["workload"]): row for row in rows}
     assert len(by_key) == len(rows)  # one row per mode and workload
     for mode in MODES:
