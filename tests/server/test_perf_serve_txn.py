@@ -22,7 +22,7 @@ def test_the_transactional_produce_row_and_its_share_of_acks_all():
                  "--records-per-transaction", "100", "--broker", "logstore", "--json"]
     result = CliRunner().invoke(perf, arguments)
     assert result.exit_code == 0, result.output
-    rows = {row["workload"]: row for row in json.loads(result.output)}
+    rows = {row["workload"]: row for row in json.loads(result.output)["results"]}
     rate = rows["confluent transactional produce 1,000 (100/txn)"]
     assert rate["unit"] == "rec/s" and rate["value"] > 0
     p50, p99 = rows["commit p50, 100 records/txn"], rows["commit p99, 100 records/txn"]
