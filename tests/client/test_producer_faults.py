@@ -406,9 +406,10 @@ def test_a_record_in_an_unanswered_request_fails_then_the_partition_goes_on_in_o
     with _producer(proxy, clock=clock, delivery_timeout_ms=5000, request_timeout_ms=1000) as producer:
         producer.send("expires-in-flight", b"warm-up").result(10)
         first_id = producer.producer_id
-        # Held 6 s of real time: the expiry below must win the race even on a loaded machine (with
-        # 2 s, a CI run at a load average of 10 saw the answer first, and the record succeed)
-        proxy.reset([("delay", 6000)])
+        # Held 60 s of real time: the expiry below must win the race even on a loaded machine (with
+        # 2 s, then 6 s, CI runs under load saw the answer first, and the record succeed). The test
+        # does not wait for it: the producer gives up the connection when the request expires.
+        proxy.reset([("delay", 60_000)])
         future = producer.send("expires-in-flight", b"maybe")
         _wait_for(lambda: server.store.get_log("expires-in-flight", 0).log_end_offset == 2)  # stored
         clock.advance(5000)
