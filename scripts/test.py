@@ -5,7 +5,7 @@ its own subprocesses, servers and clients), so one pytest process leaves a core 
 run. ``pytest`` alone still runs everything, the same tests, in one process.
 
 How: the test folders are split into two fixed shards of about the same length (the crash, fuzz,
-log-layer, Spark and client tests; the server, CLI and the rest: every folder or file under
+log-layer and Spark tests; the server, client, CLI and the rest: every folder or file under
 ``tests/`` that the first shard does not name goes to the second, so a new one is never left out;
 each pytest is given ``tests`` and ignores the other shard's part, so it collects in a full run's
 order).
@@ -31,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_SHARD = ("tests/crash", "tests/fuzz", "tests/spark", "tests/log", "tests/cleaner", "tests/records",
-               "tests/timer", "tests/tools", "tests/client")
+               "tests/timer", "tests/tools")
 """The first shard's folders; everything else under tests/ is the second's."""
 MISSING_TOOLS = "skipped for missing tools: "
 """How the line each pytest ends with starts (tests/conftest.py)."""
