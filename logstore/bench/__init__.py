@@ -11,7 +11,9 @@ The command line's: ``cli_startup`` (each command's start-up against the interpr
 The server's: ``serve`` (``logstore serve`` and Tansu side by side with real clients) and
 ``serve_security`` (the cost of TLS and SASL), ``groups`` (the group coordinator in-process and over
 the wire). The client's: ``client`` (our client against kafka-python and confluent-kafka). Spark's:
-``spark`` (what Spark adds on top of the store). Every command's: ``machine`` (the machine and its
+``spark`` (what Spark adds on top of the store). Scale: ``scale`` (open time, memory, descriptors,
+Metadata and Fetch as partitions and connections grow) and ``fetch_sessions`` (KIP-227 in bytes), both
+on ``wire`` (a raw protocol client that counts bytes). Every command's: ``machine`` (the machine and its
 load average before and after the run).
 
 Layer: above everything it measures, below ``cli``. May import every layer (the engine, ``tools``,

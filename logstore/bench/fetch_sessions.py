@@ -26,61 +26,24 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import socket
 import statistics
-import struct
 import sys
 import tempfile
 
 from ..fs import FileSystem
 from ..records import Record
+from .wire import RawClient
 
 FETCH = 1
 VERSION = 11
 MAX_BYTES = 1 << 20
 
 
-class _Wire:
-    """One socket speaking the server's codec; counts the bytes each way."""
-
-    def __init__(self, address: str) -> None:
-        from ..server.protocol.codec import decode_response, encode_request
-        self._encode, self._decode = encode_request, decode_response
-        host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=30)
-        self.correlation_id = 0
-
-    def call(self, api_key: int, version: int, body: dict) -> tuple[dict, int, int]:
-        """(response body, request bytes, response bytes)."""
-        self.correlation_id += 1
-        frame = self._encode(api_key, version, self.correlation_id, "fetch-sessions-bench", body)
-        self.sock.sendall(frame)
-        size = struct.unpack(">i", self._exactly(4))[0]
-        data = self._exactly(size)
-        got, response = self._decode(api_key, version, memoryview(data))
-        if got != self.correlation_id:
-            raise RuntimeError(f"response {got} to request {self.correlation_id}")
-        return response, len(frame), 4 + size
-
-    def _exactly(self, size: int) -> bytes:
-        chunks = []
-        while size:
-            chunk = self.sock.recv(min(size, 1 << 20))
-            if not chunk:
-                raise ConnectionError("the server closed the connection")
-            chunks.append(chunk)
-            size -= len(chunk)
-        return b"".join(chunks)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 class FetchingConsumer:
     """A consumer of ``topic``'s partitions reduced to its Fetch requests: its fetch offsets, and with
     ``session`` an incremental fetch session (full fetch first, then only what moved)."""
 
-    def __init__(self, wire: _Wire, topic: str, partitions: int, session: bool) -> None:
+    def __init__(self, wire: RawClient, topic: str, partitions: int, session: bool) -> None:
         self.wire = wire
         self.topic = topic
         self.offsets = dict.fromkeys(range(partitions), 0)
@@ -150,7 +113,7 @@ def measure(partitions: int = 1000, rounds: int = 5, work_dir: str | None = None
             for p in range(partitions):
                 store.get_log(topic, p).append([Record(value=b"x")])
             for mode in ("sessionless", "session"):
-                wire = _Wire(server.bootstrap_servers)
+                wire = RawClient(server.bootstrap_servers, "fetch-sessions-bench")
                 try:
                     consumer = FetchingConsumer(wire, topic, partitions, session=mode == "session")
                     first = consumer.fetch()  # reads the first record of each partition (a full fetch)

@@ -34,9 +34,7 @@ import math
 import os
 import shutil
 import signal
-import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -45,6 +43,7 @@ from typing import Callable
 
 from .child import child_main, run_child
 from .report import text_table
+from .wire import RawClient
 
 DEFAULT_PARTITIONS = (10, 1000, 10_000)
 DEFAULT_CONNECTIONS = (10, 100, 1000)
@@ -169,41 +168,6 @@ def open_store(path: str) -> dict:
 
 
 # --- the wire -----------------------------------------------------------------------------------------
-
-class RawClient:
-    """One socket speaking Kafka's protocol through the server's own codec (requests are framed by
-    ``encode_request``; responses decoded by ``decode_response``). Counts bytes each way."""
-
-    def __init__(self, address: str) -> None:
-        host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=30)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._correlation = 0
-
-    def call(self, api_key: int, version: int, body: dict) -> tuple[dict, int, int]:
-        """The decoded response, the request's bytes and the response's bytes (frames included)."""
-        from ..server.protocol.codec import decode_response, encode_request
-        self._correlation += 1
-        frame = encode_request(api_key, version, self._correlation, "perf-scale", body)
-        self.sock.sendall(frame)
-        size = struct.unpack(">i", self._read(4))[0]
-        data = self._read(size)
-        _correlation, decoded = decode_response(api_key, version, data)
-        return decoded, len(frame), size + 4
-
-    def _read(self, count: int) -> bytes:
-        chunks, left = [], count
-        while left:
-            chunk = self.sock.recv(min(left, 1 << 20))
-            if not chunk:
-                raise ScaleBenchmarkError("the server closed the connection")
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-
-    def close(self) -> None:
-        self.sock.close()
-
 
 API_VERSIONS, METADATA, FETCH, PRODUCE = 18, 3, 1, 0
 

@@ -296,8 +296,15 @@ def apply_repair(fs: FileSystem, dir_path: str, segments: list[LogSegment], plan
 def drop_segments(fs: FileSystem, dir_path: str, segments: list[LogSegment], keep: int) -> list[LogSegment]:
     """Remove the segments from slot ``keep`` on: renamed ``.deleted`` newest first, each rename made
     durable (a crash leaves a gap-free prefix), then removed. Returns the segments kept."""
-    doomed = segments[keep:]
-    for segment in reversed(doomed):
+    remove_segments_in_order(fs, dir_path, list(reversed(segments[keep:])))
+    return segments[:keep]
+
+
+def remove_segments_in_order(fs: FileSystem, dir_path: str, doomed: list[LogSegment]) -> None:
+    """Rename each of ``doomed`` (its log and indexes) ``.deleted`` in the order given, each rename
+    made durable before the next (so a crash leaves the segments not yet renamed, with no gap
+    among them when the order runs from one end of the log), then remove the renamed files."""
+    for segment in doomed:
         segment.close_handlers()
         for path in (segment.log_path, segment.offset_index.path, segment.time_index.path, segment.txn_index.path):
             if fs.exists(path):
@@ -307,7 +314,6 @@ def drop_segments(fs: FileSystem, dir_path: str, segments: list[LogSegment], kee
         for path in (segment.log_path, segment.offset_index.path, segment.time_index.path, segment.txn_index.path):
             if fs.exists(path + DELETED_SUFFIX):
                 fs.remove(path + DELETED_SUFFIX)
-    return segments[:keep]
 
 
 def orphan_index_bases(names: list[str]) -> dict[int, list[str]]:

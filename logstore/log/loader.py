@@ -52,7 +52,7 @@ from ..errors import CorruptDataError, CorruptIndexError, CorruptRecordError
 from ..fs import FileSystem
 from ..records.decoder import HEADER_BYTES
 from .damage import (LogDamage, data_damage, drop_segments, is_zero, missing_segment_damage, next_offset_before,
-                     orphan_index_bases, segment_end, valid_batch_after)
+                     orphan_index_bases, remove_segments_in_order, segment_end, valid_batch_after)
 from .producer_snapshot import SNAPSHOT_SUFFIX, ProducerStateLoad, load_producer_state, snapshot_offset
 from .producer_state import ProducerStateTable
 from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
@@ -555,17 +555,7 @@ def _drop_dead_prefix(fs: FileSystem, dir_path: str, segments: list[LogSegment],
     """Remove the ``count`` oldest segments (wholly below the log start offset): renamed ``.deleted``
     oldest first, each rename made durable (a crash leaves a gap-free suffix), then removed, as
     retention would. Returns the segments kept."""
-    doomed = segments[:count]
-    for segment in doomed:
-        segment.close_handlers()
-        for path in (segment.log_path, segment.offset_index.path, segment.time_index.path, segment.txn_index.path):
-            if fs.exists(path):
-                fs.rename(path, path + DELETED_SUFFIX)
-        fs.fsync_dir(dir_path)
-    for segment in doomed:
-        for path in (segment.log_path, segment.offset_index.path, segment.time_index.path, segment.txn_index.path):
-            if fs.exists(path + DELETED_SUFFIX):
-                fs.remove(path + DELETED_SUFFIX)
+    remove_segments_in_order(fs, dir_path, segments[:count])
     logger.info("%s: removed %d segments below the log start offset %d", dir_path, count,
                 segments[count].base_offset)
     return segments[count:]
