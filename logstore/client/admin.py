@@ -20,6 +20,7 @@ error; an unreachable broker ``NetworkError``.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import UnknownTopicOrPartitionError
@@ -222,10 +223,11 @@ class BrokerGroupAdmin(GroupAdmin):
 
     # --- the primitives --------------------------------------------------------------------------
 
-    def _summary(self, group_id: str) -> GroupSummary:
+    def _summary(self, group_id: str, timeout_ms: int | None = None) -> GroupSummary:
         body = self._member(group_id).call("DescribeGroups", {"groups": [group_id],
                                                               "include_authorized_operations": False},
-                                           error_code=lambda answer: answer["groups"][0]["error_code"])
+                                           error_code=lambda answer: answer["groups"][0]["error_code"],
+                                           timeout_ms=timeout_ms)
         group = body["groups"][0]
         members = [MemberSummary(m["member_id"], m.get("group_instance_id"), m["client_id"], m["client_host"],
                                  m["member_metadata"], m["member_assignment"]) for m in group["members"]]
@@ -277,12 +279,18 @@ class BrokerGroupAdmin(GroupAdmin):
         return {tp: entry for tp, entry in entries.items() if entry is not None}
 
     def commit(self, group_id: str, offsets: Mapping[tuple[str, int], int], *, doing: str | None = None,
-               metadata: Mapping[tuple[str, int], str] | None = None) -> None:
+               metadata: Mapping[tuple[str, int], str] | None = None, timeout_ms: int | None = None) -> None:
+        """``GroupAdmin.commit``; with ``timeout_ms``, the coordinator is looked for (to check the
+        group has no members, then to commit) for up to that long in all (0: one try each)."""
         if not offsets:
             return
-        self.require_no_members(group_id, doing or "committing its offsets")
+        started = time.monotonic()
+        self.require_no_members(group_id, doing or "committing its offsets",
+                                summary=self._summary(group_id, timeout_ms=timeout_ms))
+        if timeout_ms is not None:
+            timeout_ms = max(timeout_ms - int((time.monotonic() - started) * 1000), 0)
         try:
-            self._member(group_id).commit(offsets, metadata)
+            self._member(group_id).commit(offsets, metadata, timeout_ms=timeout_ms)
         except BrokerResponseError as exc:
             code = group_errors.NON_EMPTY_GROUP if exc.error_code == group_errors.UNKNOWN_MEMBER_ID else exc.error_code
             raise GroupRequestError(f"group {group_id!r} refused the commit: {exc}", code) from exc

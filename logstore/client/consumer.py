@@ -446,12 +446,17 @@ class Consumer:
     def _consumed(self) -> dict[TopicPartition, int]:
         return {tp: offset for tp, offset in self._fetcher.positions.items() if offset is not None}
 
-    def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+    def commit(self, offsets: Mapping[TopicPartition, int] | None = None, *, timeout_ms: int | None = None) -> None:
         """Store ``offsets`` (by default the positions: every record ``poll`` returned counts as
-        processed) as the group's committed offsets; returns when the coordinator has them."""
+        processed) as the group's committed offsets; returns when the coordinator has them. A
+        coordinator that cannot be reached is looked for again for up to ``timeout_ms`` (default
+        ``default.api.timeout.ms``; 0: one try), then its last error is raised (Kafka's
+        ``commitSync(offsets, timeout)``)."""
         self._check_open()
+        if timeout_ms is not None and (type(timeout_ms) is not int or timeout_ms < 0):
+            raise ValueError(f"timeout_ms is an int >= 0 or None, got {timeout_ms!r}")
         member = self._require_group("commit")
-        member.commit(self._consumed() if offsets is None else _check_offsets(offsets))
+        member.commit(self._consumed() if offsets is None else _check_offsets(offsets), timeout_ms=timeout_ms)
 
     def commit_async(self, offsets: Mapping[TopicPartition, int] | None = None) -> Future[dict[TopicPartition, int]]:
         """Like ``commit`` without waiting: the future gives the offsets once stored (or the error);

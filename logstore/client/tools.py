@@ -51,6 +51,12 @@ from .security import ClientSecurity
 logger = logging.getLogger(__name__)
 
 _POLL_MS = 500
+# How long a reader's commits look for a coordinator that cannot be reached. While following, a
+# commit that fails is made at the next turn, so one try is enough and the reading goes on; the
+# last commit, when the reading ends (often on Ctrl-C), waits a little, then is reported as not
+# made (default.api.timeout.ms, a minute, would keep a user's Ctrl-C waiting that long).
+_FOLLOW_COMMIT_TIMEOUT_MS = 0
+_LAST_COMMIT_TIMEOUT_MS = 5_000
 MAX_TIMESTAMP_VERSION = 7  # ListOffsets' first version that knows max-timestamp (KIP-734)
 
 
@@ -124,24 +130,13 @@ def read_chunks(bootstrap_servers: str, topic: str, *, partition: int | None = N
         for p, start in starts.items():
             consumer.seek(topic, p, start)
         ends = {p: end for (_, p), end in consumer.end_offsets([(topic, p) for p in partitions]).items()}
-        uncommitted: dict[int, int] = {}  # partition -> the offset after the last record taken, not committed yet
-
-        def commit(last: bool) -> None:
-            if group is None or not uncommitted:
-                return
-            try:
-                groups.commit(group, {(topic, p): offset for p, offset in uncommitted.items()},
-                              doing="reading as the group")
-            except Exception as exc:
-                if last or not follow or not coordinator_unavailable(exc):
-                    raise
-                logger.warning("group %s: committing %s later: %s", group, uncommitted, exc)
-                return
-            uncommitted.clear()
-
+        commits = None if group is None else _ReaderCommits(
+            group, topic, follow, lambda offsets, timeout_ms: groups.commit(
+                group, offsets, doing="reading as the group", timeout_ms=timeout_ms))
         try:
             while remaining != 0:
-                commit(last=False)
+                if commits is not None:
+                    commits.commit()
                 if not follow and all(consumer.position(topic, p) >= ends[p] for p in partitions):
                     return
                 records = consumer.poll(_POLL_MS)
@@ -152,19 +147,13 @@ def read_chunks(bootstrap_servers: str, topic: str, *, partition: int | None = N
                     if not chunk:
                         continue
                     yield p, chunk
-                    if group is not None:  # the caller printed the chunk: commit past it
-                        uncommitted[p] = chunk[-1].offset + 1
-                        commit(last=False)
+                    if commits is not None:  # the caller printed the chunk: commit past it
+                        commits.taken(p, chunk[-1].offset + 1)
                     if remaining == 0:
                         return
         finally:
-            if follow and uncommitted:  # without follow a commit that fails has raised already
-                try:
-                    commit(last=True)
-                except Exception as exc:
-                    if not coordinator_unavailable(exc):
-                        raise
-                    raise _not_committed(group, topic, uncommitted, exc) from exc
+            if commits is not None:
+                commits.finish()
 
 
 def _by_partition(records) -> list[tuple[int, list[Record]]]:
@@ -176,11 +165,63 @@ def _by_partition(records) -> list[tuple[int, list[Record]]]:
     return sorted(by_partition.items())
 
 
-def _not_committed(group: str, topic: str, uncommitted: dict[int, int], exc: Exception) -> NetworkError:
+class _ReaderCommits:
+    """The offsets a reader of a group has handed out and not committed yet, and their commits:
+    one each time the caller comes back for the next chunk. While following, a commit the
+    coordinator cannot take is kept for the next turn after one try (said once per outage, so the
+    reading goes on); the last one, when the reading ends, waits a little for the coordinator and
+    is reported, naming the offsets, when it cannot be made, since those records will be read again."""
+
+    def __init__(self, group: str, topic: str, follow: bool,
+                 send: Callable[[dict[tuple[str, int], int], int | None], None]) -> None:
+        self.group, self.topic, self.follow = group, topic, follow
+        self._send = send  # send(offsets, timeout_ms): commits them, or raises
+        self.uncommitted: dict[int, int] = {}  # partition -> the offset after the last record taken
+        self._kept = False  # commits are being kept for a coordinator that cannot be reached
+        self._raised = False  # a commit failed for good: its error is the caller's already
+
+    def taken(self, partition: int, next_offset: int) -> None:
+        """The caller is done with the records before ``next_offset``: commit past them."""
+        self.uncommitted[partition] = next_offset
+        self.commit()
+
+    def commit(self) -> None:
+        if not self.uncommitted:
+            return
+        offsets = {(self.topic, p): offset for p, offset in self.uncommitted.items()}
+        try:
+            self._send(offsets, _FOLLOW_COMMIT_TIMEOUT_MS if self.follow else None)
+        except Exception as exc:
+            if not self.follow or not coordinator_unavailable(exc):
+                self._raised = True
+                raise
+            log = logger.info if self._kept else logger.warning
+            log("group %s: committing %s later: %s", self.group, self.uncommitted, exc)
+            self._kept = True
+            return
+        if self._kept:
+            logger.info("group %s: committed %s: the coordinator is back", self.group, self.uncommitted)
+        self._kept = False
+        self.uncommitted.clear()
+
+    def finish(self) -> None:
+        """The last commit, when the reading ends; a second Ctrl-C gives it up (reported too)."""
+        if not self.uncommitted or self._raised:
+            return
+        offsets = {(self.topic, p): offset for p, offset in self.uncommitted.items()}
+        try:
+            self._send(offsets, _LAST_COMMIT_TIMEOUT_MS)
+        except (Exception, KeyboardInterrupt) as exc:
+            raise _not_committed(self.group, self.topic, self.uncommitted, exc) from exc
+        self.uncommitted.clear()
+
+
+def _not_committed(group: str, topic: str, uncommitted: dict[int, int], exc: BaseException) -> NetworkError:
     """The error for offsets still not committed when reading ends: those records will be read again."""
+    reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else exc
     return NetworkError(f"group {group}: the offsets after the records printed ("
                         f"{', '.join(f'{topic}-{p}: {o}' for p, o in sorted(uncommitted.items()))}) "
-                        f"could not be committed, so they will be read again: {exc}")
+                        f"could not be committed, so they will be read again: {reason}")
 
 
 def _read_as_member(bootstrap_servers: str, topic: str, group: str, *, follow: bool, max_records: int | None,
@@ -195,23 +236,11 @@ def _read_as_member(bootstrap_servers: str, topic: str, group: str, *, follow: b
                   enable_auto_commit=False, auto_offset_reset="earliest") as consumer:
         consumer.subscribe([topic])
         ends: dict[int, int] = {}  # partition -> its end offset when first assigned (without follow)
-        uncommitted: dict[int, int] = {}
-
-        def commit(last: bool) -> None:
-            if not uncommitted:
-                return
-            try:
-                consumer.commit({(topic, p): offset for p, offset in uncommitted.items()})
-            except Exception as exc:
-                if last or not follow or not coordinator_unavailable(exc):
-                    raise
-                logger.warning("group %s: committing %s later: %s", group, uncommitted, exc)
-                return
-            uncommitted.clear()
-
+        commits = _ReaderCommits(group, topic, follow,
+                                 lambda offsets, timeout_ms: consumer.commit(offsets, timeout_ms=timeout_ms))
         try:
             while remaining != 0:
-                commit(last=False)
+                commits.commit()
                 if stop_when is not None and stop_when():
                     return
                 records = consumer.poll(_POLL_MS)
@@ -230,16 +259,11 @@ def _read_as_member(bootstrap_servers: str, topic: str, group: str, *, follow: b
                     if not chunk:
                         continue
                     yield p, chunk
-                    uncommitted[p] = chunk[-1].offset + 1
-                    commit(last=False)
+                    commits.taken(p, chunk[-1].offset + 1)
                     if remaining == 0:
                         return
         finally:
-            if uncommitted:
-                try:
-                    commit(last=True)
-                except Exception as exc:
-                    raise _not_committed(group, topic, uncommitted, exc) from exc
+            commits.finish()
 
 
 # --- offsets, deleting records, API versions -----------------------------------------------------

@@ -40,7 +40,7 @@ from .consumer_protocol import decode_assignment
 from .coordinator import GroupCoordinator
 from .formats import OFFSETS_TOPIC
 from .metadata import DEAD, EMPTY
-from .results import GroupOverview, OffsetCommit
+from .results import GroupOverview, GroupSummary, OffsetCommit
 
 TopicPartition = tuple[str, int]
 
@@ -269,11 +269,13 @@ class GroupAdmin:
         return {key: (value.offset, value.metadata) for key, value in offsets.items()
                 if value is not None and (wanted is None or key in wanted)}
 
-    def require_no_members(self, group_id: str, doing: str) -> None:
+    def require_no_members(self, group_id: str, doing: str, summary: GroupSummary | None = None) -> None:
         """Raise NON_EMPTY_GROUP unless ``group_id`` is Empty or does not exist: a generation -1
         commit is refused while a group has members (their positions are theirs to commit).
-        ``doing`` completes "stop its consumers before ...", e.g. "resetting its offsets"."""
-        summary = self._summary(group_id)
+        ``doing`` completes "stop its consumers before ...", e.g. "resetting its offsets";
+        ``summary`` is the group's when the caller has just described it."""
+        if summary is None:
+            summary = self._summary(group_id)
         if summary.error_code != errors.NONE:
             raise GroupRequestError(f"describing group {group_id!r}", summary.error_code)
         if summary.state not in (EMPTY, DEAD):

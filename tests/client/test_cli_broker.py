@@ -7,6 +7,7 @@ record twice."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
@@ -311,6 +312,40 @@ def test_a_follow_commit_the_coordinator_cannot_take_is_kept_then_reported(serve
     # after "b", the last chunk the caller came back from.
     with pytest.raises(NetworkError, match=r"\(pending-0: 2\) could not be committed"):
         chunks.close()
+
+
+def test_a_broker_gone_before_a_commit_holds_neither_the_following_nor_its_end(tmp_path, caplog):
+    """The broker stops after a member handed out a chunk and before it committed past it: while
+    following, the commit is tried once a turn (one warning for the outage, not one a turn), so the
+    turns go on instead of waiting default.api.timeout.ms each; when the reading ends (here at the
+    fourth turn, as Ctrl-C would end it) the last commit waits a few seconds, then the offsets are
+    reported as not committed. Before, each commit waited a minute, and Ctrl-C two."""
+    from logstore.client.errors import NetworkError
+    from logstore.client.tools import read_chunks
+    from logstore.server import KafkaServer
+    turns = []
+
+    def fourth_turn() -> bool:
+        turns.append(time.monotonic())
+        return len(turns) > 4
+
+    with LogManager([str(tmp_path / "d")]) as store:
+        with KafkaServer(store, listen="127.0.0.1:0") as running:
+            store.create_topic("gone", 1)
+            store.append("gone", [Record(None, b"a")])
+            chunks = read_chunks(running.bootstrap_servers, "gone", group="away", follow=True, stop_when=fourth_turn)
+            partition, records = next(chunks)
+            assert (partition, [record.value for record in records]) == (0, [b"a"])
+        started = time.monotonic()
+        with caplog.at_level(logging.INFO, logger="logstore.client.tools"), \
+                pytest.raises(NetworkError, match=r"group away: the offsets after the records printed \(gone-0: 1\) "
+                                                  r"could not be committed, so they will be read again"):
+            next(chunks)
+        ended_s = time.monotonic() - started
+    later = [r for r in caplog.records if r.name == "logstore.client.tools" and "committing {0: 1} later" in r.message]
+    assert len(later) >= 4  # a try each turn ...
+    assert [r.levelno for r in later] == [logging.WARNING] + [logging.INFO] * (len(later) - 1)  # ... said once
+    assert ended_s < 20, f"4 turns and the last commit took {ended_s:.1f} s"
 
 
 def _source_store(path: str) -> None:

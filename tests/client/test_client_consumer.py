@@ -287,6 +287,30 @@ def test_a_group_consumer_waits_out_an_unreachable_coordinator_then_joins(tmp_pa
         consumer.close()
 
 
+def test_commit_with_a_timeout_looks_for_the_coordinator_that_long(tmp_path):
+    """``commit(offsets, timeout_ms=)`` (Kafka's commitSync with a timeout) bounds how long a
+    coordinator that cannot be reached is looked for: 0 is one try, the default is
+    default.api.timeout.ms. Time is a manual clock: each back-off moves it."""
+    from logstore.client.errors import NetworkError
+    clock = ManualClock()
+    consumer = Consumer(bootstrap_servers=f"127.0.0.1:{_free_port()}", group_id="away", clock=clock,
+                        default_api_timeout_ms=20_000)
+    try:
+        with pytest.raises(ValueError, match="-1"):
+            consumer.commit({("t", 0): 1}, timeout_ms=-1)
+        waited = []
+        for timeout_ms in (0, 3000, None):
+            started = clock.monotonic_ms()
+            with pytest.raises(NetworkError, match="FindCoordinator"):
+                consumer.commit({("t", 0): 1}, timeout_ms=timeout_ms)
+            waited.append(clock.monotonic_ms() - started)
+        assert waited[0] == 0
+        assert 1000 <= waited[1] <= 3000
+        assert 10_000 <= waited[2] <= 20_000
+    finally:
+        consumer.close()
+
+
 def test_a_partition_kept_through_a_rebalance_keeps_its_position(server):
     """A member that read records it has not committed yet and keeps the partition through a
     rebalance goes on from its own position (it once went back to the group's commits and returned
