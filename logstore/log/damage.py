@@ -14,6 +14,7 @@ first and finds the first damage (what recovery would cut), ``apply_repair`` cut
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import re
@@ -145,8 +146,10 @@ def is_zero(segment: LogSegment, start: int, end: int) -> bool:
 
 @dataclass
 class RepairPlan:
-    """What ``repair`` does (or did): cut segment ``slot`` at byte ``position`` (None: nothing to cut)
-    and remove every later segment. ``removed_offsets`` is ``(first, end)`` of the offsets that go,
+    """What ``repair`` does (or did): remove the ``dead_segments`` oldest segments (wholly below the
+    log start offset: deleted records awaiting retention) when one of them is damaged
+    (``dead_reason``); cut segment ``slot`` at byte ``position`` (None: nothing to cut) and remove
+    every later segment. ``removed_offsets`` is ``(first, end)`` of the readable offsets that go,
     ``removed_records`` the records of the valid batches found among them, ``removed_bytes`` every
     byte that goes; ``log_start_offset`` the log start offset afterwards."""
 
@@ -161,6 +164,9 @@ class RepairPlan:
     removed_files: list[str] = field(default_factory=list)
     log_start_offset: int = 0
     start_offset_reset: bool = False
+    dead_segments: int = 0
+    dead_reason: str = ""
+    dead_bytes: int = 0
 
     @property
     def changes(self) -> bool:
@@ -172,12 +178,16 @@ class RepairPlan:
             return f"{self.name}: no damage found, nothing to repair"
         parts = []
         cut, remove = ("cut", "removed") if done else ("would cut", "would remove")
+        if self.dead_segments:
+            parts.append(f"{remove} the {self.dead_segments} segments wholly below the log start offset "
+                         f"{self.log_start_offset} (deleted records awaiting retention; no readable record), "
+                         f"one of them damaged: {self.dead_reason}")
         if self.slot is not None:
             first, end = self.removed_offsets
             offsets = f"offsets {first}..{end - 1}" if end > first else "no offsets"
-            parts.append(f"{cut} {self.reason}: {remove} {self.removed_bytes} bytes, {self.removed_records} "
-                         f"readable records, {offsets}")
-        elif self.removed_files:
+            parts.append(f"{cut} {self.reason}: {remove} {self.removed_bytes - self.dead_bytes} bytes, "
+                         f"{self.removed_records} readable records, {offsets}")
+        elif len(self.removed_files) > self.dead_segments:
             parts.append(f"{remove} {len(self.removed_files)} index files of a missing segment")
         if self.start_offset_reset:
             parts.append(f"log start offset {'set' if done else 'would be set'} to {self.log_start_offset}")
@@ -202,14 +212,23 @@ def _count_valid(segment: LogSegment, start: int, after_offset: int, end: int,
     return records, next_offset
 
 
-def plan_repair(name: str, segments: list[LogSegment], log_start_offset: int, damage: LogDamage | None,
-                orphan_indexes: list[str], gaps: bool = False) -> RepairPlan:
-    """Verify every segment from the first (CRCs, offsets in order, contiguous across segments
-    unless ``gaps``: a compacted topic) and plan the cut at the first damage. Changes nothing."""
-    plan = RepairPlan(name, removed_files=list(orphan_indexes))
+def dead_segment_count(bases: list[int], log_start_offset: int) -> int:
+    """How many of the oldest segments (by sorted ``bases``) lie wholly below ``log_start_offset``
+    (a later segment starts at or below it): deleted records that no reader can reach, awaiting
+    retention. Never the last segment."""
+    return max(bisect.bisect_right(bases, log_start_offset) - 1, 0)
+
+
+def _first_damage(segments: list[LogSegment], first: int, stop: int, log_start_offset: int,
+                  gaps: bool) -> tuple[int, int, int, str, bool] | None:
+    """Verify ``segments[first:stop]`` in order (CRCs, offsets in order, contiguous across segments
+    unless ``gaps``: a compacted topic; a hole below the log start offset is dead data): ``(slot,
+    position, next_offset, reason, torn)`` of the first damage, where the valid batches of segment
+    ``slot`` end at ``position`` and offset ``next_offset`` (``torn``: bad bytes follow there; else
+    a hole or overlap comes after the segment), or None when none is found."""
     previous_last = -1
-    end = 0
-    for slot, segment in enumerate(segments):
+    for slot in range(first, stop):
+        segment = segments[slot]
         file_size = segment.file.file_size()
         valid_end, next_offset = 0, segment.base_offset
         reason = ""
@@ -225,23 +244,46 @@ def plan_repair(name: str, segments: list[LogSegment], log_start_offset: int, da
             reason = str(exc)
         if valid_end < file_size:
             reason = reason or f"an incomplete batch at position {valid_end}"
-            plan.slot, plan.position, plan.cut_offset = slot, valid_end, next_offset
-            plan.reason = f"{segment.log_path} at position {valid_end} ({reason})"
+            return slot, valid_end, next_offset, f"{segment.log_path} at position {valid_end} ({reason})", True
+        following = segments[slot + 1] if slot + 1 < len(segments) else None
+        if following is not None and following.base_offset != next_offset and not (
+                gaps and following.base_offset > next_offset) and following.base_offset > log_start_offset:
+            return slot, valid_end, next_offset, (
+                f"after {segment.log_path}: offsets {next_offset}..{following.base_offset - 1} are missing"
+                if following.base_offset > next_offset else
+                f"after {segment.log_path}: the next segment starts at {following.base_offset}, inside it"), False
+    return None
+
+
+def plan_repair(name: str, segments: list[LogSegment], log_start_offset: int, damage: LogDamage | None,
+                orphan_indexes: list[str], gaps: bool = False) -> RepairPlan:
+    """Verify every segment and plan the cut at the first damage (``_first_damage``). The segments
+    wholly below the log start offset are verified on their own: damage there never cuts the
+    readable records after them; it removes those dead segments, as retention would. Changes nothing."""
+    plan = RepairPlan(name, removed_files=list(orphan_indexes))
+    start_known = damage is None or damage.kind != "log_start_offset"  # (else the start is refused: none is dead)
+    dead = dead_segment_count([s.base_offset for s in segments], log_start_offset) if start_known else 0
+    found = _first_damage(segments, 0, dead, log_start_offset, gaps) if dead else None
+    if found is not None:
+        plan.dead_segments, plan.dead_reason = dead, found[3]
+        for segment in segments[:dead]:
+            plan.removed_files.append(segment.log_path)
+            plan.dead_bytes += segment.file.file_size()
+        plan.removed_bytes += plan.dead_bytes
+    live = dead if found is not None else 0  # undamaged dead segments are verified as part of the log
+    found = _first_damage(segments, live, len(segments), log_start_offset, gaps)
+    end = 0
+    if found is not None:
+        slot, valid_end, next_offset, plan.reason, torn = found
+        segment = segments[slot]
+        plan.slot, plan.position, plan.cut_offset = slot, valid_end, next_offset
+        end = next_offset
+        if torn:
+            file_size = segment.file.file_size()
             records, end = _count_valid(segment, valid_end, next_offset - 1, file_size)
             plan.removed_records += records
             end = max(end, next_offset)
             plan.removed_bytes += file_size - valid_end
-            break
-        following = segments[slot + 1] if slot + 1 < len(segments) else None
-        if following is not None and following.base_offset != next_offset and not (
-                gaps and following.base_offset > next_offset) and following.base_offset > log_start_offset:
-            plan.slot, plan.position, plan.cut_offset = slot, valid_end, next_offset
-            plan.reason = (f"after {segment.log_path}: offsets {next_offset}..{following.base_offset - 1} are missing"
-                           if following.base_offset > next_offset else
-                           f"after {segment.log_path}: the next segment starts at {following.base_offset}, inside it")
-            end = next_offset
-            break
-    if plan.slot is not None:
         for dropped in segments[plan.slot + 1 :]:
             plan.removed_bytes += dropped.file.file_size()
             plan.removed_files.append(dropped.log_path)
@@ -256,8 +298,8 @@ def plan_repair(name: str, segments: list[LogSegment], log_start_offset: int, da
         log_end_offset = plan.cut_offset
     else:
         log_end_offset = segments[-1].read_next_offset() if segments else log_start_offset
-    first_base = segments[0].base_offset if segments else log_start_offset
-    if damage is not None and damage.kind == "log_start_offset":
+    first_base = segments[plan.dead_segments].base_offset if segments else log_start_offset
+    if not start_known:
         # The checkpointed value was refused: the log's own first offset is the start again.
         plan.log_start_offset, plan.start_offset_reset = first_base, True
     else:
@@ -271,8 +313,11 @@ def apply_repair(fs: FileSystem, dir_path: str, segments: list[LogSegment], plan
     each rename durable, then removed; the damaged segment cut and its indexes rebuilt; stray index
     files removed). Returns the segments left; logs what was removed."""
     kept = list(segments)
+    if plan.dead_segments:  # oldest first, as retention removes them: a crash leaves a gap-free rest
+        remove_segments_in_order(fs, dir_path, kept[:plan.dead_segments])
+        kept = kept[plan.dead_segments:]
     if plan.slot is not None:
-        kept = drop_segments(fs, dir_path, segments, plan.slot + 1)
+        kept = drop_segments(fs, dir_path, kept, plan.slot - plan.dead_segments + 1)
         target = kept[-1]
         if target.mapped:  # point reads map it: never cut under a mapping; cut through a fresh handle
             fresh = LogSegment(fs, target._clock, dir_path, target.base_offset,

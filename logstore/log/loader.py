@@ -51,8 +51,8 @@ from ..config import LogConfig
 from ..errors import CorruptDataError, CorruptIndexError, CorruptRecordError
 from ..fs import FileSystem
 from ..records.decoder import HEADER_BYTES
-from .damage import (LogDamage, data_damage, drop_segments, is_zero, missing_segment_damage, next_offset_before,
-                     orphan_index_bases, remove_segments_in_order, segment_end, valid_batch_after)
+from .damage import (LogDamage, data_damage, dead_segment_count, drop_segments, is_zero, missing_segment_damage,
+                     next_offset_before, orphan_index_bases, remove_segments_in_order, segment_end, valid_batch_after)
 from .producer_snapshot import SNAPSHOT_SUFFIX, ProducerStateLoad, load_producer_state, snapshot_offset
 from .producer_state import ProducerStateTable
 from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
@@ -272,7 +272,7 @@ def _load_segments(fs: FileSystem, clock: Clock, dir_path: str, config: LogConfi
         # it) hold only deleted records, maybe never fsynced (deleted before a flush reached them), so
         # maybe torn: they are neither checked nor recovered, and a writer removes them. (A clean
         # close fsynced them: they stay, checked, for retention.)
-        dead = 0 if clean_shutdown else max(bisect.bisect_right(bases, log_start_offset) - 1, 0)
+        dead = 0 if clean_shutdown else dead_segment_count(bases, log_start_offset)
         # Segments that pass 5 will recover are not checked here: their indexes get rebuilt anyway.
         first_recovered = len(bases) if clean_shutdown else max(
             (slot for slot, base in enumerate(bases) if base <= recovery_point), default=0)

@@ -94,7 +94,7 @@ def repair_document(plans: Iterable[RepairPlan], done: bool) -> dict:
     for plan in plans:
         topic, partition = _log_name(plan.name)
         partitions.append({"topic": topic, "partition": partition, "damaged": plan.changes,
-                           "reason": plan.reason or None if plan.changes else None,
+                           "reason": (plan.reason or plan.dead_reason or None) if plan.changes else None,
                            "cut_offset": plan.cut_offset if plan.changes else None,
                            "removed_first_offset": plan.removed_offsets[0], "removed_end_offset": plan.removed_offsets[1],
                            "removed_records": plan.removed_records, "removed_bytes": plan.removed_bytes,

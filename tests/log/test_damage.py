@@ -449,3 +449,49 @@ def test_index_files_of_a_deleted_prefix_segment_are_not_damage(tmp_path):
     with LogManager([data_dir]) as store:
         assert not store.damaged_partitions, store.problems
         assert [r.offset for r in store.get_log(TOPIC, 0).iter_records()] == list(range(start, 300))
+
+
+@pytest.mark.parametrize("damage", ["flipped byte", "torn end"])
+@pytest.mark.parametrize("also_live", [False, True])
+def test_repair_of_damage_below_the_log_start_keeps_every_readable_record(tmp_path, damage, also_live):
+    """Segments wholly below the log start offset hold deleted records awaiting retention (left by a
+    delete_records or retention whose removal a shortage stopped, then a clean close). Damage in one
+    of them is reported, and ``repair`` removes those dead segments, as retention would, instead of
+    cutting the log there: it once cut at the dead segment and removed every readable record after
+    it. Damage in the readable part as well is still cut where it is."""
+    data_dir = str(tmp_path / "data")
+    build(data_dir)
+    files = segment_files(data_dir)
+    start = int(os.path.basename(files[3])[:20])
+    OffsetCheckpointFile(__import__("logstore").fs.OS_FILE_SYSTEM,
+                         os.path.join(data_dir, LOG_START_OFFSET_CHECKPOINT)).write({(TOPIC, 0): start})
+    if damage == "flipped byte":  # found by verify and repair only
+        flip(files[0], batch_positions(files[0])[1] + 30)
+    else:  # found by the open too: the store shut down cleanly, so no crash tore it
+        with open(files[1], "r+b") as handle:
+            handle.truncate(os.path.getsize(files[1]) - 7)
+    cut_at = None
+    if also_live:
+        cut_at = batch_positions(files[6])[2]
+        flip(files[6], cut_at + 30)
+    with LogManager([data_dir], read_only=True) as store:
+        assert not verify_store(store).ok  # never silent
+    with LogManager([data_dir]) as store:
+        (plan,) = store.repair(TOPIC, 0, dry_run=True)
+        assert plan.changes and plan.dead_segments == 3 and os.path.exists(files[0])
+        assert "the 3 segments wholly below the log start offset" in plan.describe(False)
+        (done,) = store.repair(TOPIC, 0)
+        log = store.get_log(TOPIC, 0)
+        end = 300 if cut_at is None else done.cut_offset
+        assert log.log_start_offset == start and log.log_end_offset == end
+        assert [r.offset for r in log.iter_records()] == list(range(start, end))
+        if also_live:
+            assert done.slot == 6 and done.position == cut_at and done.removed_offsets[0] == end
+            assert done.removed_records == 300 - end - 5  # the damaged batch's 5 records are not readable
+        else:
+            assert done.slot is None and done.removed_records == 0
+        store.append(TOPIC, records(2), partition=0)
+    assert segment_files(data_dir)[0] == files[3]
+    with LogManager([data_dir], read_only=True) as store:
+        report = verify_store(store)
+        assert report.ok, report.problems
