@@ -192,9 +192,12 @@ class _ReaderCommits:
         try:
             self._send(offsets, _FOLLOW_COMMIT_TIMEOUT_MS if self.follow else None)
         except Exception as exc:
-            if not self.follow or not coordinator_unavailable(exc):
+            if not coordinator_unavailable(exc):
                 self._raised = True
-                raise
+                raise  # a refusal (a group with members, no access): its own error says it
+            if not self.follow:  # the reading ends here: those records will be read again
+                self._raised = True
+                raise _not_committed(self.group, self.topic, self.uncommitted, exc) from exc
             log = logger.info if self._kept else logger.warning
             log("group %s: committing %s later: %s", self.group, self.uncommitted, exc)
             self._kept = True

@@ -179,16 +179,16 @@ class RepairPlan:
         parts = []
         cut, remove = ("cut", "removed") if done else ("would cut", "would remove")
         if self.dead_segments:
-            parts.append(f"{remove} the {self.dead_segments} segments wholly below the log start offset "
-                         f"{self.log_start_offset} (deleted records awaiting retention; no readable record), "
-                         f"one of them damaged: {self.dead_reason}")
+            which = "the segment" if self.dead_segments == 1 else f"the {self.dead_segments} segments"
+            parts.append(f"{remove} {which} wholly below the log start offset {self.log_start_offset} (deleted "
+                         f"records awaiting retention; no readable record), damaged: {self.dead_reason}")
         if self.slot is not None:
             first, end = self.removed_offsets
             offsets = f"offsets {first}..{end - 1}" if end > first else "no offsets"
             parts.append(f"{cut} {self.reason}: {remove} {self.removed_bytes - self.dead_bytes} bytes, "
                          f"{self.removed_records} readable records, {offsets}")
         elif len(self.removed_files) > self.dead_segments:
-            parts.append(f"{remove} {len(self.removed_files)} index files of a missing segment")
+            parts.append(f"{remove} {len(self.removed_files) - self.dead_segments} index files of a missing segment")
         if self.start_offset_reset:
             parts.append(f"log start offset {'set' if done else 'would be set'} to {self.log_start_offset}")
         return f"{self.name}: " + "; ".join(parts)

@@ -288,7 +288,8 @@ def test_read_group_followers_split_the_partitions_and_one_takes_over_when_the_o
 def test_a_follow_commit_the_coordinator_cannot_take_is_kept_then_reported(server, monkeypatch):
     """While following a partition, a commit that fails because the coordinator cannot be reached does not end
     the reading (it is made at the next turn); one still not made when the reading ends is reported,
-    naming the offsets, instead of being lost quietly."""
+    naming the offsets, instead of being lost quietly. Without following, the first such commit ends
+    the reading with the same report."""
     from logstore.client.admin import BrokerGroupAdmin
     from logstore.client.errors import NetworkError
     from logstore.client.tools import read_chunks
@@ -312,6 +313,15 @@ def test_a_follow_commit_the_coordinator_cannot_take_is_kept_then_reported(serve
     # after "b", the last chunk the caller came back from.
     with pytest.raises(NetworkError, match=r"\(pending-0: 2\) could not be committed"):
         chunks.close()
+    # Without --follow the reading ends at the first commit that cannot be made, saying the same.
+    made.clear()
+    chunks = read_chunks(server.bootstrap_servers, "pending", partition=0, group="away")
+    partition, records = next(chunks)
+    assert [record.value for record in records] == [b"a", b"b", b"c"]
+    with pytest.raises(NetworkError, match=r"\(pending-0: 3\) could not be committed, so they will be read again: "
+                                           r"the coordinator is away"):
+        next(chunks)
+    assert made == [{("pending", 0): 3}]  # tried once: the end of the reading does not try again
 
 
 def test_a_broker_gone_before_a_commit_holds_neither_the_following_nor_its_end(tmp_path, caplog):

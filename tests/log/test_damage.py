@@ -453,7 +453,8 @@ def test_index_files_of_a_deleted_prefix_segment_are_not_damage(tmp_path):
 
 @pytest.mark.parametrize("damage", ["flipped byte", "torn end"])
 @pytest.mark.parametrize("also_live", [False, True])
-def test_repair_of_damage_below_the_log_start_keeps_every_readable_record(tmp_path, damage, also_live):
+@pytest.mark.parametrize("dead", [1, 3])
+def test_repair_of_damage_below_the_log_start_keeps_every_readable_record(tmp_path, damage, also_live, dead):
     """Segments wholly below the log start offset hold deleted records awaiting retention (left by a
     delete_records or retention whose removal a shortage stopped, then a clean close). Damage in one
     of them is reported, and ``repair`` removes those dead segments, as retention would, instead of
@@ -462,14 +463,14 @@ def test_repair_of_damage_below_the_log_start_keeps_every_readable_record(tmp_pa
     data_dir = str(tmp_path / "data")
     build(data_dir)
     files = segment_files(data_dir)
-    start = int(os.path.basename(files[3])[:20])
+    start = int(os.path.basename(files[dead])[:20])
     OffsetCheckpointFile(__import__("logstore").fs.OS_FILE_SYSTEM,
                          os.path.join(data_dir, LOG_START_OFFSET_CHECKPOINT)).write({(TOPIC, 0): start})
     if damage == "flipped byte":  # found by verify and repair only
         flip(files[0], batch_positions(files[0])[1] + 30)
     else:  # found by the open too: the store shut down cleanly, so no crash tore it
-        with open(files[1], "r+b") as handle:
-            handle.truncate(os.path.getsize(files[1]) - 7)
+        with open(files[dead - 1], "r+b") as handle:
+            handle.truncate(os.path.getsize(files[dead - 1]) - 7)
     cut_at = None
     if also_live:
         cut_at = batch_positions(files[6])[2]
@@ -478,8 +479,9 @@ def test_repair_of_damage_below_the_log_start_keeps_every_readable_record(tmp_pa
         assert not verify_store(store).ok  # never silent
     with LogManager([data_dir]) as store:
         (plan,) = store.repair(TOPIC, 0, dry_run=True)
-        assert plan.changes and plan.dead_segments == 3 and os.path.exists(files[0])
-        assert "the 3 segments wholly below the log start offset" in plan.describe(False)
+        assert plan.changes and plan.dead_segments == dead and os.path.exists(files[0])
+        which = "the segment" if dead == 1 else f"the {dead} segments"
+        assert f"would remove {which} wholly below the log start offset {start}" in plan.describe(False)
         (done,) = store.repair(TOPIC, 0)
         log = store.get_log(TOPIC, 0)
         end = 300 if cut_at is None else done.cut_offset
@@ -491,7 +493,7 @@ def test_repair_of_damage_below_the_log_start_keeps_every_readable_record(tmp_pa
         else:
             assert done.slot is None and done.removed_records == 0
         store.append(TOPIC, records(2), partition=0)
-    assert segment_files(data_dir)[0] == files[3]
+    assert segment_files(data_dir)[0] == files[dead]
     with LogManager([data_dir], read_only=True) as store:
         report = verify_store(store)
         assert report.ok, report.problems
