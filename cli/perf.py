@@ -71,10 +71,17 @@ def _output(command: Callable) -> Callable:
                          help_text="a table")(run)
 
 
+def _work_dir_option(removed: bool = False) -> Callable[[Callable], Callable]:
+    """``--dir``: the parent of the temporary work dir a benchmark makes (``removed``: it is
+    removed afterwards)."""
+    return click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
+                        help=f"Parent dir of the temporary work dir{', removed afterwards' if removed else ''} "
+                             "(default: the system temp dir).")
+
+
 def _common(command: Callable) -> Callable:
     options = [
-        click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
-                     help="Parent dir of the temporary work dir (default: the system temp dir)."),
+        _work_dir_option(),
         click.option("--keep", is_flag=True, help="Keep the work dir (its paths are in --format json output)."),
     ]
     command = _output(command)
@@ -411,8 +418,7 @@ def _durable_modes(_ctx, _param, value: str) -> tuple[str, ...]:
               help="Interleaved runs per mode and thread count (the best is reported).")
 @click.option("--count", type=click.IntRange(min=1), default=None,
               help="Appends per thread instead of --seconds.")
-@click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
-              help="Parent dir of the temporary work dir (default: $TMPDIR or /tmp).")
+@_work_dir_option()
 @click.option("--fsync-delay-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="Simulate a slower disk: add this much to every fsync of a data file (SQLite is then skipped).")
 @click.option("--in-flight", type=click.IntRange(min=1, max=4096), default=16, show_default=True,
@@ -443,8 +449,7 @@ def durable(threads, seconds, repeats, count, work_dir, fsync_delay_ms, in_fligh
               help="MB appended after the checkpoint, unflushed, before the SIGKILL.")
 @click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
               help="Timed clean opens per case (the median is reported).")
-@click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
-              help="Parent dir of the temporary work dir (default: $TMPDIR or /tmp).")
+@_work_dir_option()
 @_output
 def open_recovery(partitions, size_mb, tail_mb, repeats, work_dir, as_json, progress) -> None:
     """Open times: a store of many partitions (1 and 2 recovery threads per dir), and an unclean open
@@ -471,8 +476,7 @@ def open_recovery(partitions, size_mb, tail_mb, repeats, work_dir, as_json, prog
 @click.option("--sqlite-index", type=click.Choice(["both", "none", "key"]), default="both", show_default=True,
               help="SQLite without and/or with an index on key; with both, the faster one is compared.")
 @click.option("--seed", type=int, default=42, show_default=True)
-@click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
-              help="Parent dir of the temporary work dir, removed afterwards (default: $TMPDIR or /tmp).")
+@_work_dir_option(removed=True)
 @_output
 def compact(records, keys, key_bytes, value_bytes, dedupe_buffer_bytes, small_buffer_bytes, sqlite_index, seed,
             work_dir, as_json, progress) -> None:
@@ -501,8 +505,7 @@ def compact(records, keys, key_bytes, value_bytes, dedupe_buffer_bytes, small_bu
 @click.option("--repeats", type=click.IntRange(min=1), default=2, show_default=True,
               help="Timed runs of each Spark query per data path, interleaved (the best is reported).")
 @click.option("--skip-compact", is_flag=True, help="Only the read benchmark.")
-@click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
-              help="Parent dir of the temporary work dir, removed afterwards (default: $TMPDIR or /tmp).")
+@_work_dir_option(removed=True)
 @_output
 def spark_(records, keys, partitions, repeats, skip_compact, work_dir, as_json, progress) -> None:
     """What Spark adds, in one local[2] session: reading RECORDS records through format("logstore")
@@ -550,8 +553,7 @@ def _serve_security_options() -> list[click.Parameter]:
               help="Brokers to run (repeatable; default both).")
 @click.option("--repeats", default=1, show_default=True, type=click.IntRange(1),
               help="Interleaved rounds of every workload and mode (the best of each is shown, every one in --format json).")
-@click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
-              help="Parent dir of the temporary work dir (default: the system temp dir).")
+@_work_dir_option()
 @_output
 def serve(sizes, value_bytes, kafka_python_records, latency_producers, latency_seconds, records_per_transaction,
           brokers, security, sasl_mechanism, repeats, work_dir, as_json, progress) -> None:
@@ -639,8 +641,7 @@ def _member_counts(_ctx, _param, value: str) -> list[int]:
               help="Members per group in the memory measurement.")
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(1),
               help="Rebalances timed per group size and target (each a new group; the median is shown).")
-@click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
-              help="Parent dir of the temporary work dir (default: the system temp dir).")
+@_work_dir_option()
 @_output
 def groups(members, committers, seconds, fetch, in_flight, against, no_wire, memory_groups, memory_members, repeats,
            work_dir, as_json, progress) -> None:
@@ -671,8 +672,7 @@ def groups(members, committers, seconds, fetch, in_flight, against, no_wire, mem
                    "python -m logstore.cli), e.g. another install's, to compare the two.")
 @click.option("--serve/--no-serve", default=None,
               help="Time logstore serve to its listening line (default: when the server extra is installed).")
-@click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
-              help="Parent dir of the temporary work dir, removed afterwards (default: the system temp dir).")
+@_work_dir_option(removed=True)
 @_output
 def cli_startup(repeats, program, serve, work_dir, as_json, progress) -> None:
     """How long the command line takes to start: python -c pass, logstore --version, --help, topics list
@@ -693,8 +693,7 @@ def cli_startup(repeats, program, serve, work_dir, as_json, progress) -> None:
               help="Partitions the consumer fetches.")
 @click.option("--rounds", type=click.IntRange(min=1), default=5, show_default=True,
               help="Fetch rounds per state (idle, one partition changed); the median is shown.")
-@click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
-              help="Parent dir of the temporary work dir (default: the system temp dir).")
+@_work_dir_option()
 @_output
 def sessions(partitions, rounds, work_dir, as_json, progress) -> None:
     """Fetch sessions (KIP-227) in bytes: request and response bytes per Fetch round of one consumer of
@@ -720,8 +719,7 @@ def sessions(partitions, rounds, work_dir, as_json, progress) -> None:
               help="Idle connection counts, comma-separated ('' for none).")
 @click.option("--records-per-partition", type=click.IntRange(min=1), default=10, show_default=True,
               help="Records produced to each partition by the spread produce.")
-@click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
-              help="Parent dir of the temporary work dir, removed afterwards (default: the system temp dir).")
+@_work_dir_option(removed=True)
 @_output
 def scale(partition_counts, connection_counts, records_per_partition, work_dir, as_json, progress) -> None:
     """How the store and the server grow with partitions and connections: open time (clean and after

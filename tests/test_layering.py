@@ -61,6 +61,8 @@ ALLOWED_BASES = {
     "logstore.fs.FileSystem": "the durable file-ops seam: the simulated-crash, recording and counting file "
                               "systems of tests and benchmarks are file systems",
     "logstore.group.admin.GroupAdmin": "the client's group admin is a group admin, over a broker",
+    "logstore.log.durable_futures.FutureLog": "a log the waits see is a log a durable append's part sees, with "
+                                              "more: one protocol widening the other (Log is both)",
     "logstore.records.decoder.RecordBatch": "a batch head cached for point reads is a record batch whose "
                                             "body is read on demand",
     "logstore.bench.core.Workload": "a benchmark workload of varied sizes is a workload",

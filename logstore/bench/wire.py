@@ -35,14 +35,19 @@ class RawClient:
         return decoded, len(frame), size + 4
 
     def _read(self, count: int) -> bytes:
-        chunks, left = [], count
-        while left:
-            chunk = self.sock.recv(min(left, 1 << 20))
-            if not chunk:
-                raise ConnectionError("the server closed the connection")
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+        return recv_exactly(self.sock, count)
 
     def close(self) -> None:
         self.sock.close()
+
+
+def recv_exactly(sock: socket.socket, count: int) -> bytes:
+    """``count`` bytes from ``sock``; ``ConnectionError`` when the peer closes first."""
+    chunks, left = [], count
+    while left:
+        chunk = sock.recv(min(left, 1 << 20))
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)

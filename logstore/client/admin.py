@@ -20,7 +20,6 @@ error; an unreachable broker ``NetworkError``.
 
 from __future__ import annotations
 
-import time
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import UnknownTopicOrPartitionError
@@ -284,13 +283,14 @@ class BrokerGroupAdmin(GroupAdmin):
         group has no members, then to commit) for up to that long in all (0: one try each)."""
         if not offsets:
             return
-        started = time.monotonic()
+        member = self._member(group_id)
+        deadline_ms = None if timeout_ms is None else member.clock.monotonic_ms() + timeout_ms
         self.require_no_members(group_id, doing or "committing its offsets",
                                 summary=self._summary(group_id, timeout_ms=timeout_ms))
-        if timeout_ms is not None:
-            timeout_ms = max(timeout_ms - int((time.monotonic() - started) * 1000), 0)
+        if deadline_ms is not None:
+            timeout_ms = max(deadline_ms - member.clock.monotonic_ms(), 0)
         try:
-            self._member(group_id).commit(offsets, metadata, timeout_ms=timeout_ms)
+            member.commit(offsets, metadata, timeout_ms=timeout_ms)
         except BrokerResponseError as exc:
             code = group_errors.NON_EMPTY_GROUP if exc.error_code == group_errors.UNKNOWN_MEMBER_ID else exc.error_code
             raise GroupRequestError(f"group {group_id!r} refused the commit: {exc}", code) from exc

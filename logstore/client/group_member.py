@@ -97,7 +97,7 @@ class GroupMember:
         self.default_api_timeout_ms = default_api_timeout_ms
         self._retry_backoff_ms = retry_backoff_ms
         self._retry_backoff_max_ms = max(retry_backoff_ms, retry_backoff_max_ms)
-        self._clock = clock
+        self.clock = clock
         self.member_id = ""
         self.generation_id = -1
         self.rejoin_needed = True
@@ -127,7 +127,7 @@ class GroupMember:
         if self._coordinator is None:
             self._coordinator = self._find_coordinator()
         connection = BrokerConnection(*self._coordinator, client_id=self._client_id,
-                                      request_timeout_ms=self._request_timeout_ms, clock=self._clock,
+                                      request_timeout_ms=self._request_timeout_ms, clock=self.clock,
                                       security=self._network.security)
         try:
             connection.connect()
@@ -151,7 +151,7 @@ class GroupMember:
         not (or not yet) the coordinator (``error_code(answer)`` says, for APIs whose error is not
         at the top), for up to ``timeout_ms`` (default ``default.api.timeout.ms``; 0: one try).
         The last failure is raised when the time is up; any other error code is the caller's."""
-        deadline_ms = self._clock.monotonic_ms() + (self.default_api_timeout_ms if timeout_ms is None else timeout_ms)
+        deadline_ms = self.clock.monotonic_ms() + (self.default_api_timeout_ms if timeout_ms is None else timeout_ms)
         backoff_ms = self._retry_backoff_ms
         while True:
             try:
@@ -167,10 +167,10 @@ class GroupMember:
                 if exc.error_code not in _COORDINATOR_ERRORS:
                     raise
                 failure = exc
-            if self._clock.monotonic_ms() + backoff_ms >= deadline_ms:
+            if self.clock.monotonic_ms() + backoff_ms >= deadline_ms:
                 raise failure
             logger.info("group %s: %s failed (%s): trying again in %d ms", self.group_id, api, failure, backoff_ms)
-            self._clock.sleep_ms(backoff_ms)
+            self.clock.sleep_ms(backoff_ms)
             backoff_ms = min(backoff_ms * 2, self._retry_backoff_max_ms)
 
     @property
@@ -309,7 +309,7 @@ class GroupMember:
                         if coordinator is None:
                             continue
                         connection = BrokerConnection(*coordinator, client_id=self._client_id,
-                                                      request_timeout_ms=self.session_timeout_ms, clock=self._clock,
+                                                      request_timeout_ms=self.session_timeout_ms, clock=self.clock,
                                                       security=self._network.security)
                         connection.connect()
                     body = connection.request("Heartbeat", {"group_id": self.group_id, "generation_id": generation_id,
@@ -342,7 +342,7 @@ class GroupMember:
     def _find_coordinator_for_heartbeat(self) -> tuple[str, int] | None:
         # The main thread owns the network client: the heartbeat thread asks a fresh one.
         network = NetworkClient(list(self._network.bootstrap), client_id=self._client_id,
-                                clock=self._clock, security=self._network.security)
+                                clock=self.clock, security=self._network.security)
         try:
             body = network.request_any("FindCoordinator", {"key": self.group_id, "key_type": 0,
                                                            "coordinator_keys": [self.group_id]})
@@ -453,18 +453,18 @@ class GroupMember:
         request = {"group_id": self.group_id, "require_stable": require_stable,
                    "topics": None if partitions is None else
                    [{"name": name, "partition_indexes": parts} for name, parts in topics.items()]}
-        deadline_ms = self._clock.monotonic_ms() + (self.default_api_timeout_ms if timeout_ms is None else timeout_ms)
+        deadline_ms = self.clock.monotonic_ms() + (self.default_api_timeout_ms if timeout_ms is None else timeout_ms)
         backoff_ms = self._retry_backoff_ms
         while True:
             body = self.call("OffsetFetch", request, timeout_ms=timeout_ms)
             unstable = body.get("error_code") == _UNSTABLE_OFFSET_COMMIT or any(
                 partition["error_code"] == _UNSTABLE_OFFSET_COMMIT
                 for topic in body["topics"] for partition in topic["partitions"])
-            if not unstable or self._clock.monotonic_ms() + backoff_ms >= deadline_ms:
+            if not unstable or self.clock.monotonic_ms() + backoff_ms >= deadline_ms:
                 break
             logger.info("group %s: offsets pending in a transaction: fetching them again in %d ms",
                         self.group_id, backoff_ms)
-            self._clock.sleep_ms(backoff_ms)
+            self.clock.sleep_ms(backoff_ms)
             backoff_ms = min(backoff_ms * 2, self._retry_backoff_max_ms)
         if body.get("error_code"):
             if body["error_code"] in _COORDINATOR_ERRORS:

@@ -936,11 +936,18 @@ class Log:
     @staticmethod
     def _columns_filtered(view: View, offset: int, upper: int, max_bytes: int, max_records: int,
                           aborted: list[AbortedTxn]) -> tuple[list[ColumnBatch], int]:
-        """``_read_filtered`` for ``fetch_columns``: every batch fed to an ``AbortedFilter``, the kept
-        ones taken by a ``ColumnTaker`` until a limit; returns the batches and the offset to read next
-        (past the markers and aborted batches that follow the last one taken)."""
-        keep = AbortedFilter(aborted).keep
+        """``_read_filtered`` for ``fetch_columns``: the kept batches taken by a ``ColumnTaker``."""
         taker = ColumnTaker(max_bytes, max_records)
+        return taker.batches, Log._take_committed(view, offset, upper, aborted, taker.take)
+
+    @staticmethod
+    def _take_committed(view: View, offset: int, upper: int, aborted: list[AbortedTxn],
+                        take: Callable[[RecordBatch, int, int], int]) -> int:
+        """Feed every batch of [offset, upper) to an ``AbortedFilter`` and the kept ones, with their
+        record range, to ``take``, which answers -1 to go on, or, once a limit is reached, the offset
+        after what it took. Returns the offset to read next: past the markers and aborted batches
+        that follow what was taken."""
+        keep = AbortedFilter(aborted).keep
         resume = -1  # once a limit is reached: where the next read starts
         for batch, first, stop in LocalLog.iter_batch_slices(view, offset, upper, True, True):
             if not keep(batch) or first >= stop:  # a marker, aborted data, no record in range
@@ -949,10 +956,10 @@ class Log:
                 continue
             if resume >= 0:
                 break
-            resume = taker.take(batch, first, stop)
+            resume = take(batch, first, stop)
             if 0 <= resume <= batch.header.last_offset:  # the batch's records go on
                 break
-        return taker.batches, upper if resume < 0 else min(resume, upper)
+        return upper if resume < 0 else min(resume, upper)
 
     def iter_columns(self, offset: int | None = None, end_offset: int | None = None, *,
                      isolation: str = READ_UNCOMMITTED) -> Iterator[ColumnBatch]:
@@ -968,25 +975,18 @@ class Log:
     def _read_filtered(view: View, offset: int, upper: int, max_bytes: int, max_records: int,
                        aborted: list[AbortedTxn]) -> tuple[list[Record], int]:
         """A read_committed read of [offset, upper) that overlaps aborted transactions: batch by
-        batch through an ``AbortedFilter``. Returns the records and the offset to read next."""
-        keep = AbortedFilter(aborted).keep
+        batch through an ``AbortedFilter`` (``_take_committed``). Returns the records and the offset
+        to read next."""
         records: list[Record] = []
         charged = 0
-        resume = -1  # once a limit is reached: where the next read starts
-        for batch, first, stop in LocalLog.iter_batch_slices(view, offset, upper, True, True):
-            if not keep(batch) or first >= stop:  # a marker, aborted data, no record in range
-                if resume >= 0:
-                    resume = batch.header.last_offset + 1
-                continue
-            if resume >= 0:
-                return records, resume
+
+        def take(batch: RecordBatch, first: int, stop: int) -> int:
+            nonlocal charged
             cost, done = take_records(batch, offset, upper, max_bytes - charged, max_records, records, not records)
             charged += cost
-            if done:
-                resume = records[-1].offset + 1  # type: ignore[operator]  # (read back: an int)
-                if resume <= batch.header.last_offset:  # the batch's records go on
-                    return records, resume
-        return records, upper if resume < 0 else min(resume, upper)
+            return records[-1].offset + 1 if done else -1  # type: ignore[operator]  # (read back: an int)
+
+        return records, Log._take_committed(view, offset, upper, aborted, take)
 
     def aborted_transactions(self, start_offset: int, upper_offset: int) -> list[AbortedTxn]:
         """The aborted transactions whose data may lie in [``start_offset``, ``upper_offset``):

@@ -41,7 +41,7 @@ from ..records.decoder import RECORD_OVERHEAD_BYTES
 from ..timer.purgatory import DelayedOperation, DelayedOperationPurgatory
 from ..timer.system_timer import SystemTimer
 from .dir_watch import DirectoryWatcher
-from .durable_futures import DEFAULT_MAX_PENDING_APPENDS, DurableFutures, DurablePart, RoundExpiry
+from .durable_futures import DEFAULT_MAX_PENDING_APPENDS, DurableFutures, DurablePart, FutureLog, RoundExpiry
 
 logger = logging.getLogger(__name__)
 
@@ -67,13 +67,11 @@ class GrowingSegment(Protocol):
     def size_bytes(self) -> int: ...
 
 
-class WaitedLog(Protocol):
+class WaitedLog(FutureLog, Protocol):
     """What the waits use of a log (``Log`` is one; it calls into this module, which therefore
-    cannot import it): its key in the purgatories, its offsets and state, its segments (the last
-    is the active one), a flush, and a read-only view's directory and ``refresh``."""
-
-    @property
-    def key(self) -> Hashable: ...
+    cannot import it): what a durable append's part uses (``FutureLog``: its key in the
+    purgatories, recovery point and state), its other offsets, its segments (the last is the
+    active one), a flush, and a read-only view's directory and ``refresh``."""
 
     @property
     def name(self) -> str: ...
@@ -86,15 +84,6 @@ class WaitedLog(Protocol):
 
     @property
     def last_stable_offset(self) -> int: ...
-
-    @property
-    def recovery_point(self) -> int: ...
-
-    @property
-    def closed(self) -> bool: ...
-
-    @property
-    def failed(self) -> bool: ...
 
     @property
     def segments(self) -> Sequence[GrowingSegment]: ...
@@ -261,14 +250,8 @@ class GroupCommitFlusher:
                 round_ = self._rounds[key] = FlushRound()
             round_.waiters.append(waiter)
             self._pending[key] = log
-            self._joined += 1
-            if self._joined == self._expected:
-                self._full.set()
-            if self._thread is None:
-                self._start()
-        wanted = self._wanted
-        if not wanted.is_set():
-            wanted.set()
+            self._joined_locked()
+        self._want_flush()
         return True
 
     def join_parts(self, parts: Sequence[tuple[WaitedLog, DurablePart]]) -> bool:
@@ -298,15 +281,23 @@ class GroupCommitFlusher:
                     if expiry is not None and part.deadline_ms < expiry.at_ms:  # a shorter timeout than the others'
                         self._arm(expiry, part.deadline_ms)
                 self._pending[key] = log
-            self._joined += 1
-            if self._joined == self._expected:
-                self._full.set()
-            if self._thread is None:
-                self._start()
-        wanted = self._wanted
-        if not wanted.is_set():
-            wanted.set()
+            self._joined_locked()
+        self._want_flush()
         return True
+
+    def _joined_locked(self) -> None:
+        """A caller joined (under the lock): the round is full when every expected caller has; the
+        flusher thread starts with the first."""
+        self._joined += 1
+        if self._joined == self._expected:
+            self._full.set()
+        if self._thread is None:
+            self._start()
+
+    def _want_flush(self) -> None:
+        wanted = self._wanted
+        if not wanted.is_set():  # (a check first: set() takes the event's lock every time)
+            wanted.set()
 
     @staticmethod
     def _arm(expiry: RoundExpiry, at_ms: int) -> None:

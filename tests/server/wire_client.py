@@ -8,6 +8,7 @@ import socket
 import struct
 import time
 
+from logstore.bench.wire import recv_exactly
 from logstore.server.protocol.codec import decode_response, encode_request
 from logstore.server.wire_records import decode_fetch, encode_produce_batch
 
@@ -43,14 +44,7 @@ class WireClient:
         return response
 
     def _exactly(self, size: int) -> bytes:
-        chunks = []
-        while size:
-            chunk = self.sock.recv(min(size, 1 << 20))
-            if not chunk:
-                raise ConnectionError("the server closed the connection")
-            chunks.append(chunk)
-            size -= len(chunk)
-        return b"".join(chunks)
+        return recv_exactly(self.sock, size)
 
     def is_closed_by_server(self, timeout_s: float = 5.0) -> bool:
         """True once the server closed this connection (EOF or reset) within ``timeout_s``."""
